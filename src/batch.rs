@@ -1,0 +1,228 @@
+//! Record many kernel dispatches into one compute pass and one submit.
+//!
+//! A decode step is a few hundred dispatches; per dispatch we create one bind group and copy the
+//! kernel's small parameter struct into a shared uniform arena (uploaded once, at submit).
+
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use crate::pipeline::PipelineKey;
+use bytemuck::Pod;
+
+const CHUNK: u64 = 64 * 1024;
+
+/// A recording of dispatches. Create with [`Context::batch`], finish with [`Batch::submit`] or
+/// [`Batch::run`].
+pub struct Batch<'c> {
+    ctx: &'c Context,
+    encoder: wgpu::CommandEncoder,
+    pass: Option<wgpu::ComputePass<'static>>,
+    chunks: Vec<(wgpu::Buffer, Vec<u8>)>,
+    align: u64,
+    dispatches: usize,
+    timer: Option<(wgpu::QuerySet, wgpu::Buffer)>,
+}
+
+/// A submitted batch. `gpu_ns` reads the pass duration when the batch was timed.
+pub struct Submitted<'c> {
+    ctx: &'c Context,
+    pub index: wgpu::SubmissionIndex,
+    timer: Option<wgpu::Buffer>,
+}
+
+impl Context {
+    /// Start recording.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch::new(self, false)
+    }
+
+    /// Start recording a batch whose single compute pass is timed with timestamp queries
+    /// (if the adapter has them; otherwise [`Submitted::gpu_ns`] returns `None`).
+    pub fn timed_batch(&self) -> Batch<'_> {
+        Batch::new(self, true)
+    }
+
+    /// Split `count` workgroups into a 2-D grid within the per-dimension limit. Kernels rebuild
+    /// the linear index as `id.x + id.y * num.x` and ignore ids `>= count`.
+    pub fn grid(&self, count: u64) -> Result<[u32; 3]> {
+        let max = self.caps().limits.max_compute_workgroups_per_dimension.max(1) as u64;
+        let x = count.clamp(1, max);
+        let y = count.div_ceil(x);
+        ensure(y <= max, || Error::Limit(format!("{count} workgroups exceed {max}x{max}")))?;
+        Ok([x as u32, y as u32, 1])
+    }
+}
+
+impl<'c> Batch<'c> {
+    fn new(ctx: &'c Context, timed: bool) -> Self {
+        let encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
+        let timer = (timed && ctx.caps().timestamps).then(|| {
+            let qs = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgkernels timer"), ty: wgpu::QueryType::Timestamp, count: 2 });
+            let resolve = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgkernels timer resolve"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (qs, resolve)
+        });
+        let align = ctx.caps().limits.min_uniform_buffer_offset_alignment.max(16) as u64;
+        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer }
+    }
+
+    pub fn context(&self) -> &'c Context {
+        self.ctx
+    }
+
+    /// Dispatches recorded so far.
+    pub fn len(&self) -> usize {
+        self.dispatches
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dispatches == 0
+    }
+
+    fn param_slot(&mut self, bytes: &[u8]) -> Result<(usize, u64)> {
+        let size = (bytes.len() as u64).max(16);
+        let fits = |data: &Vec<u8>| (data.len() as u64).div_ceil(self.align) * self.align + size <= CHUNK;
+        if !self.chunks.last().is_some_and(|(_, d)| fits(d)) {
+            let buf = self.ctx.param_pool.lock().ok().and_then(|mut p| p.pop()).unwrap_or_else(|| {
+                self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgkernels params"),
+                    size: CHUNK,
+                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            });
+            self.chunks.push((buf, Vec::with_capacity(4096)));
+        }
+        let idx = self.chunks.len() - 1;
+        let data = &mut self.chunks[idx].1;
+        let off = (data.len() as u64).div_ceil(self.align) * self.align;
+        data.resize(off as usize, 0);
+        data.extend_from_slice(bytes);
+        data.resize((off + size) as usize, 0);
+        Ok((idx, off))
+    }
+
+    /// Record one dispatch of the pipeline `key` with `params` at binding 0 and `buffers` at
+    /// bindings 1.. (in the order the key's [`crate::pipeline::PipelineDesc::bindings`] lists).
+    /// Validates binding counts and sizes against the device limits first.
+    pub fn dispatch<K: PipelineKey, P: Pod>(&mut self, key: &K, params: &P, buffers: &[&wgpu::Buffer], workgroups: [u32; 3]) -> Result<()> {
+        let pipe = self.ctx.pipeline(key)?;
+        let desc = &pipe.desc;
+        ensure(std::mem::size_of::<P>() as u64 == desc.params_size, || {
+            Error::Argument(format!("{}: params are {} bytes, layout says {}", pipe.label, std::mem::size_of::<P>(), desc.params_size))
+        })?;
+        ensure(buffers.len() == desc.bindings.len(), || {
+            Error::Argument(format!("{}: {} buffers for {} bindings", pipe.label, buffers.len(), desc.bindings.len()))
+        })?;
+        let limits = &self.ctx.caps().limits;
+        ensure(buffers.len() as u32 <= limits.max_storage_buffers_per_shader_stage, || {
+            Error::Limit(format!("{} storage buffers > {}", buffers.len(), limits.max_storage_buffers_per_shader_stage))
+        })?;
+        for (b, spec) in buffers.iter().zip(desc.bindings) {
+            ensure(b.size() <= limits.max_storage_buffer_binding_size, || Error::BindingTooLarge {
+                name: spec.name,
+                bytes: b.size(),
+                limit: limits.max_storage_buffer_binding_size,
+            })?;
+        }
+        for w in workgroups {
+            ensure(w <= limits.max_compute_workgroups_per_dimension, || {
+                Error::Limit(format!("{w} workgroups > {} per dimension", limits.max_compute_workgroups_per_dimension))
+            })?;
+        }
+        if workgroups.contains(&0) {
+            return Ok(());
+        }
+        let (chunk, off) = self.param_slot(bytemuck::bytes_of(params))?;
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.chunks[chunk].0,
+                offset: off,
+                size: wgpu::BufferSize::new(desc.params_size),
+            }),
+        }];
+        for (i, b) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
+        }
+        let bg = self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries });
+        if self.pass.is_none() {
+            let tw = self.timer.as_ref().map(|(qs, _)| wgpu::ComputePassTimestampWrites {
+                query_set: qs,
+                beginning_of_pass_write_index: Some(0),
+                end_of_pass_write_index: Some(1),
+            });
+            let pass = self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgkernels"), timestamp_writes: tw });
+            self.pass = Some(pass.forget_lifetime());
+        }
+        let pass = self.pass.as_mut().expect("pass was just created");
+        pass.set_pipeline(&pipe.pipeline);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+        self.dispatches += 1;
+        Ok(())
+    }
+
+    /// Close the pass, upload the parameters and submit.
+    pub fn submit(mut self) -> Result<Submitted<'c>> {
+        drop(self.pass.take());
+        let mut timer = None;
+        if let Some((qs, resolve)) = &self.timer {
+            if self.dispatches > 0 {
+                let read = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgkernels timer read"),
+                    size: 16,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                self.encoder.resolve_query_set(qs, 0..2, resolve, 0);
+                self.encoder.copy_buffer_to_buffer(resolve, 0, &read, 0, 16);
+                timer = Some(read);
+            }
+        }
+        for (buf, data) in &self.chunks {
+            self.ctx.queue.write_buffer(buf, 0, data);
+        }
+        let index = self.ctx.queue.submit(Some(self.encoder.finish()));
+        if let Ok(mut pool) = self.ctx.param_pool.lock() {
+            pool.extend(self.chunks.drain(..).map(|(b, _)| b));
+        }
+        Ok(Submitted { ctx: self.ctx, index, timer })
+    }
+
+    /// Submit and wait for completion.
+    pub fn run(self) -> Result<()> {
+        self.submit()?.wait()
+    }
+}
+
+impl Submitted<'_> {
+    pub fn wait(&self) -> Result<()> {
+        self.ctx
+            .device
+            .poll(wgpu::PollType::Wait { submission_index: Some(self.index.clone()), timeout: None })
+            .map(|_| ())
+            .map_err(|e| Error::Device(e.to_string()))
+    }
+
+    /// GPU time of the timed pass in nanoseconds (waits for the batch). `None` if the batch was
+    /// not timed, was empty, or the adapter has no timestamp queries.
+    pub fn gpu_ns(self) -> Result<Option<f64>> {
+        self.wait()?;
+        let Some(read) = &self.timer else {
+            return Ok(None);
+        };
+        let slice = read.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        self.ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Device(e.to_string()))?;
+        let view = slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
+        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&view[..16]);
+        drop(view);
+        read.unmap();
+        let ticks = t[1].saturating_sub(t[0]) as f64;
+        Ok(Some(ticks * self.ctx.queue.get_timestamp_period() as f64))
+    }
+}

@@ -1,0 +1,150 @@
+//! Typed GPU buffers of plain-old-data, one upload path and one readback path.
+
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use bytemuck::Pod;
+use std::marker::PhantomData;
+
+/// Physical buffers are padded to this many bytes, so kernels may load `vec4`s up to the padded end.
+pub const BUFFER_ALIGN: u64 = 16;
+
+/// A storage buffer holding `len` elements of `T` (physically padded to [`BUFFER_ALIGN`]).
+pub struct GpuBuffer<T: Pod> {
+    buffer: wgpu::Buffer,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> std::fmt::Debug for GpuBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBuffer<{}>[{}]", std::any::type_name::<T>(), self.len)
+    }
+}
+
+fn padded_bytes<T>(len: usize) -> Result<u64> {
+    let bytes = (len as u64)
+        .checked_mul(std::mem::size_of::<T>() as u64)
+        .ok_or_else(|| Error::Argument(format!("buffer of {len} elements overflows")))?;
+    Ok(bytes.div_ceil(BUFFER_ALIGN).max(1) * BUFFER_ALIGN)
+}
+
+impl<T: Pod> GpuBuffer<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The underlying wgpu buffer (size = `len * size_of::<T>()` rounded up to 16 bytes).
+    pub fn raw(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+
+    /// Adopt an existing wgpu buffer (usage must include STORAGE; COPY_SRC to read it back).
+    /// Its size must cover `len` elements rounded up to 16 bytes.
+    pub fn from_raw(buffer: wgpu::Buffer, len: usize) -> Result<Self> {
+        let need = padded_bytes::<T>(len)?;
+        ensure(buffer.size() >= need, || Error::BufferTooSmall { name: "raw buffer (bytes)", needed: need, got: buffer.size() })?;
+        ensure(buffer.usage().contains(wgpu::BufferUsages::STORAGE), || Error::Argument("buffer lacks STORAGE usage".into()))?;
+        Ok(GpuBuffer { buffer, len, _t: PhantomData })
+    }
+
+    /// Check that this buffer holds at least `needed` elements.
+    pub fn require(&self, name: &'static str, needed: usize) -> Result<()> {
+        ensure(self.len >= needed, || Error::BufferTooSmall { name, needed: needed as u64, got: self.len as u64 })
+    }
+
+    /// Reinterpret as another element type of the same byte length (e.g. `f16` pairs as `u32`).
+    pub fn bytes_len(&self) -> u64 {
+        (self.len * std::mem::size_of::<T>()) as u64
+    }
+}
+
+impl Context {
+    fn create_storage(&self, bytes: u64, label: &str, mapped: bool) -> Result<wgpu::Buffer> {
+        let limit = self.caps().limits.max_buffer_size;
+        ensure(bytes <= limit, || Error::Limit(format!("buffer `{label}` of {bytes} bytes over max_buffer_size {limit}")))?;
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: mapped,
+        }))
+    }
+
+    /// Upload a slice into a new storage buffer.
+    pub fn upload<T: Pod>(&self, data: &[T]) -> Result<GpuBuffer<T>> {
+        let buffer = self.create_storage(padded_bytes::<T>(data.len())?, "wgkernels upload", true)?;
+        {
+            let src: &[u8] = bytemuck::cast_slice(data);
+            let mut view = buffer.slice(..).get_mapped_range_mut().map_err(|e| Error::Argument(e.to_string()))?;
+            view.slice(..src.len()).copy_from_slice(src);
+        }
+        buffer.unmap();
+        Ok(GpuBuffer { buffer, len: data.len(), _t: PhantomData })
+    }
+
+    /// A new zero-filled storage buffer of `len` elements.
+    pub fn alloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        let buffer = self.create_storage(padded_bytes::<T>(len)?, "wgkernels buffer", false)?;
+        Ok(GpuBuffer { buffer, len, _t: PhantomData })
+    }
+
+    /// Overwrite the start of `buf` with `data` (queued; ordered before the next submit).
+    pub fn write<T: Pod>(&self, buf: &GpuBuffer<T>, data: &[T]) -> Result<()> {
+        buf.require("write destination", data.len())?;
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if bytes.len() % 4 == 0 {
+            self.queue.write_buffer(&buf.buffer, 0, bytes);
+        } else {
+            let mut padded = bytes.to_vec();
+            padded.resize(bytes.len().div_ceil(4) * 4, 0);
+            ensure(padded.len() as u64 <= buf.buffer.size(), || Error::Argument("write past buffer end".into()))?;
+            self.queue.write_buffer(&buf.buffer, 0, &padded);
+        }
+        Ok(())
+    }
+
+    /// Read a whole buffer back (blocking).
+    pub fn read<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<Vec<T>> {
+        pollster::block_on(self.read_async(buf))
+    }
+
+    /// Read a whole buffer back. The map callback completes a futures-intrusive oneshot channel;
+    /// on native backends this polls the device until the copy is done.
+    pub async fn read_async<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<Vec<T>> {
+        let size = buf.buffer.size();
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgkernels readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels readback") });
+        enc.copy_buffer_to_buffer(&buf.buffer, 0, &staging, 0, size);
+        let index = self.queue.submit(Some(enc.finish()));
+        let slice = staging.slice(..);
+        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
+            .map_err(|e| Error::Readback(e.to_string()))?;
+        match rx.receive().await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(Error::Readback(e.to_string())),
+            None => return Err(Error::Readback("map callback dropped".into())),
+        }
+        let view = slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
+        let bytes = &view[..buf.len * std::mem::size_of::<T>()];
+        // The mapped range is only 4-byte aligned; copy rather than cast in place.
+        let out: Vec<T> = bytemuck::pod_collect_to_vec(bytes);
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+}

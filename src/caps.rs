@@ -1,0 +1,292 @@
+//! The capability probe ([`Caps`]) and variant selection ([`Variant`], [`KernelInfo`]).
+
+use std::fmt;
+
+/// How a kernel is implemented. Ordered from most portable to most specialised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Variant {
+    /// Plain WGSL, workgroup-memory reductions, f32. Runs on every adapter, WebGPU included.
+    Portable,
+    /// WGSL subgroup operations; correct for any subgroup size 4..=128.
+    Subgroup,
+    /// Hand-written MSL through wgpu's passthrough path (Metal only).
+    Native,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 3] = [Variant::Portable, Variant::Subgroup, Variant::Native];
+
+    /// Parse `portable` / `subgroup` / `native` (case-insensitive).
+    pub fn parse(s: &str) -> Option<Variant> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "portable" => Some(Variant::Portable),
+            "subgroup" => Some(Variant::Subgroup),
+            "native" | "msl" => Some(Variant::Native),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Portable => "portable",
+            Variant::Subgroup => "subgroup",
+            Variant::Native => "native",
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which variant a context uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum VariantPolicy {
+    /// The best variant the kernel has and the adapter supports.
+    #[default]
+    Auto,
+    /// This variant for every kernel that has it and where the adapter supports it; others use `Auto`.
+    /// This is what the `WGKERNELS_VARIANT` environment variable sets.
+    Prefer(Variant),
+    /// Exactly this variant; kernels that lack it, or adapters that can't run it, return
+    /// [`crate::Error::Unsupported`]. The test harness uses this to test each variant.
+    Require(Variant),
+}
+
+/// Device limits that matter to the kernels.
+#[derive(Clone, Debug)]
+pub struct KeyLimits {
+    pub max_storage_buffer_binding_size: u64,
+    pub max_uniform_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_size_x: u32,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub max_immediate_size: u32,
+    pub min_uniform_buffer_offset_alignment: u32,
+}
+
+/// What the adapter/device can do, read once when the [`crate::Context`] is made.
+#[derive(Clone, Debug)]
+pub struct Caps {
+    pub backend: wgpu::Backend,
+    pub adapter_name: String,
+    pub vendor: u32,
+    pub device_type: wgpu::DeviceType,
+    pub driver: String,
+    pub driver_info: String,
+    /// Subgroup sizes the adapter reports (Metal reports a fixed 4..64; Apple GPUs run 32).
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+    /// `SUBGROUP` (and `SUBGROUP_BARRIER`) enabled on the device.
+    pub subgroups: bool,
+    pub shader_f16: bool,
+    pub passthrough: bool,
+    pub timestamps: bool,
+    pub timestamps_inside_passes: bool,
+    pub immediates: bool,
+    /// The adapter offers `EXPERIMENTAL_COOPERATIVE_MATRIX` (not requested on the device yet).
+    pub cooperative_matrix: bool,
+    pub limits: KeyLimits,
+}
+
+impl Caps {
+    /// Build from what a device was created with (`features`, `limits`) and its adapter's info.
+    pub fn from_device(info: &wgpu::AdapterInfo, features: wgpu::Features, limits: &wgpu::Limits, adapter_features: wgpu::Features) -> Caps {
+        use wgpu::Features as F;
+        Caps {
+            backend: info.backend,
+            adapter_name: info.name.clone(),
+            vendor: info.vendor,
+            device_type: info.device_type,
+            driver: info.driver.clone(),
+            driver_info: info.driver_info.clone(),
+            subgroup_min_size: info.subgroup_min_size,
+            subgroup_max_size: info.subgroup_max_size,
+            subgroups: features.contains(F::SUBGROUP),
+            shader_f16: features.contains(F::SHADER_F16),
+            passthrough: features.contains(F::PASSTHROUGH_SHADERS),
+            timestamps: features.contains(F::TIMESTAMP_QUERY),
+            timestamps_inside_passes: features.contains(F::TIMESTAMP_QUERY_INSIDE_PASSES),
+            immediates: features.contains(F::IMMEDIATES),
+            cooperative_matrix: adapter_features.contains(F::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            limits: KeyLimits {
+                max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
+                max_uniform_buffer_binding_size: limits.max_uniform_buffer_binding_size as u64,
+                max_buffer_size: limits.max_buffer_size,
+                max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
+                max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+                max_compute_workgroup_size_x: limits.max_compute_workgroup_size_x,
+                max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+                max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+                max_immediate_size: limits.max_immediate_size,
+                min_uniform_buffer_offset_alignment: limits.min_uniform_buffer_offset_alignment,
+            },
+        }
+    }
+
+    /// A nominal desktop-class adapter (subgroups 32, f16, 48 KiB workgroup memory) for offline
+    /// use, e.g. enumerating pipelines in the shader checks.
+    pub fn nominal() -> Caps {
+        let info = wgpu::AdapterInfo {
+            name: "nominal".into(),
+            vendor: 0,
+            device: 0,
+            device_type: wgpu::DeviceType::DiscreteGpu,
+            device_pci_bus_id: String::new(),
+            driver: String::new(),
+            driver_info: String::new(),
+            backend: wgpu::Backend::Noop,
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            transient_saves_memory: None,
+            limit_bucket: None,
+        };
+        let limits = wgpu::Limits { max_compute_workgroup_storage_size: 48 << 10, ..wgpu::Limits::default() };
+        let f = crate::context::wanted_features();
+        Caps::from_device(&info, f, &limits, f)
+    }
+
+    /// Whether the adapter can run a variant at all (independent of any kernel).
+    pub fn variant_support(&self, v: Variant) -> Result<(), String> {
+        match v {
+            Variant::Portable => Ok(()),
+            Variant::Subgroup => {
+                if !self.subgroups {
+                    Err("adapter lacks Features::SUBGROUP".into())
+                } else if self.subgroup_max_size > 128 || self.subgroup_min_size == 0 && self.subgroup_max_size == 0 {
+                    Err(format!(
+                        "subgroup size range {}..{} outside the 1..128 the kernels are written for",
+                        self.subgroup_min_size, self.subgroup_max_size
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Variant::Native => {
+                if self.backend != wgpu::Backend::Metal {
+                    Err(format!("MSL passthrough needs the Metal backend (this is {:?})", self.backend))
+                } else if !self.passthrough {
+                    Err("Metal adapter without PASSTHROUGH_SHADERS".into())
+                } else if !self.subgroups {
+                    Err("Metal GPU family without simdgroup reductions (needs Apple7+/Mac2)".into())
+                } else {
+                    Err("no MSL kernels are wired up yet (native-tier issue)".into())
+                }
+            }
+        }
+    }
+
+    /// Smallest subgroup size to plan dispatches with (never below 4).
+    pub fn planning_subgroup_size(&self) -> u32 {
+        self.subgroup_min_size.max(4)
+    }
+
+    /// Human-readable multi-line report (used by the probe example).
+    pub fn report(&self) -> String {
+        let l = &self.limits;
+        let yn = |b: bool| if b { "yes" } else { "no" };
+        format!(
+            "adapter      {} ({:?}, {:?}, vendor 0x{:04x})\n\
+             driver       {} {}\n\
+             subgroups    {} (size {}..{})\n\
+             shader f16   {}\n\
+             passthrough  {}\n\
+             timestamps   {} (inside passes: {})\n\
+             immediates   {}\n\
+             coop matrix  {} (adapter)\n\
+             limits       storage binding {} MiB, buffer {} MiB, {} storage buffers/stage,\n\
+             \x20            {} invocations/workgroup, {} KiB workgroup memory, {} workgroups/dim",
+            self.adapter_name,
+            self.backend,
+            self.device_type,
+            self.vendor,
+            self.driver,
+            self.driver_info,
+            yn(self.subgroups),
+            self.subgroup_min_size,
+            self.subgroup_max_size,
+            yn(self.shader_f16),
+            yn(self.passthrough),
+            yn(self.timestamps),
+            yn(self.timestamps_inside_passes),
+            yn(self.immediates),
+            yn(self.cooperative_matrix),
+            l.max_storage_buffer_binding_size >> 20,
+            l.max_buffer_size >> 20,
+            l.max_storage_buffers_per_shader_stage,
+            l.max_compute_invocations_per_workgroup,
+            l.max_compute_workgroup_storage_size >> 10,
+            l.max_compute_workgroups_per_dimension,
+        )
+    }
+}
+
+/// Static description of one kernel: its name, the variants it is implemented in and any
+/// extra requirement beyond [`Caps::variant_support`]. Each kernel module declares one per kernel.
+pub struct KernelInfo {
+    pub name: &'static str,
+    /// Implemented variants, most preferred last.
+    pub variants: &'static [Variant],
+    /// Extra per-kernel requirement (e.g. f16). `None` means none.
+    pub extra: Option<fn(&Caps, Variant) -> Result<(), String>>,
+}
+
+impl KernelInfo {
+    /// Can this kernel run as `v` on an adapter with `caps`? `Err` carries the reason.
+    pub fn support(&self, caps: &Caps, v: Variant) -> Result<(), String> {
+        if !self.variants.contains(&v) {
+            return Err(format!("{} has no {v} implementation", self.name));
+        }
+        caps.variant_support(v)?;
+        match self.extra {
+            Some(f) => f(caps, v),
+            None => Ok(()),
+        }
+    }
+
+    /// The best supported variant (ignoring any policy).
+    pub fn best(&self, caps: &Caps) -> Variant {
+        self.variants
+            .iter()
+            .rev()
+            .copied()
+            .find(|&v| self.support(caps, v).is_ok())
+            .unwrap_or(Variant::Portable)
+    }
+
+    /// Choose a variant under a policy.
+    pub fn select(&self, caps: &Caps, policy: VariantPolicy) -> crate::Result<Variant> {
+        match policy {
+            VariantPolicy::Auto => Ok(self.best(caps)),
+            VariantPolicy::Prefer(v) => Ok(if self.support(caps, v).is_ok() { v } else { self.best(caps) }),
+            VariantPolicy::Require(v) => self
+                .support(caps, v)
+                .map(|_| v)
+                .map_err(|reason| crate::Error::Unsupported { kernel: self.name, variant: v, reason }),
+        }
+    }
+
+    /// One line per variant: chosen / available / why not. Used by the probe report.
+    pub fn explain(&self, caps: &Caps, policy: VariantPolicy) -> String {
+        let chosen = self.select(caps, policy);
+        let mut s = match &chosen {
+            Ok(v) => format!("{:<22} -> {v}", self.name),
+            Err(e) => format!("{:<22} -> none ({e})", self.name),
+        };
+        for v in Variant::ALL {
+            if chosen.as_ref().ok() == Some(&v) {
+                continue;
+            }
+            match self.support(caps, v) {
+                Ok(()) => s += &format!("; {v}: available"),
+                Err(r) => s += &format!("; {v}: {r}"),
+            }
+        }
+        s
+    }
+}

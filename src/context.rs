@@ -1,0 +1,173 @@
+//! [`Context`]: the device, its queue, its [`Caps`] and the pipeline cache.
+//! Tests, benches, examples and applications all go through this one setup path.
+
+use crate::caps::{Caps, KernelInfo, Variant, VariantPolicy};
+use crate::error::{Error, Result};
+use crate::pipeline::PipelineCache;
+use std::sync::{Mutex, OnceLock};
+
+/// How a context is configured.
+#[derive(Clone, Debug)]
+pub struct ContextOptions {
+    pub policy: VariantPolicy,
+    /// Keep wgpu's shader bounds checks. Off by default: the kernels are audited, every shape is
+    /// validated before dispatch, and the tests run both ways.
+    pub bounds_checks: bool,
+    pub power_preference: wgpu::PowerPreference,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions { policy: VariantPolicy::Auto, bounds_checks: false, power_preference: wgpu::PowerPreference::HighPerformance }
+    }
+}
+
+impl ContextOptions {
+    /// Defaults, overridden by `WGKERNELS_VARIANT=portable|subgroup|native` (a preference) and
+    /// `WGKERNELS_BOUNDS_CHECKS=1`.
+    pub fn from_env() -> Result<Self> {
+        let mut o = ContextOptions::default();
+        if let Ok(v) = std::env::var("WGKERNELS_VARIANT") {
+            if !v.is_empty() && v != "auto" {
+                let var = Variant::parse(&v)
+                    .ok_or_else(|| Error::Argument(format!("WGKERNELS_VARIANT={v}: expected portable, subgroup, native or auto")))?;
+                o.policy = VariantPolicy::Prefer(var);
+            }
+        }
+        if let Ok(v) = std::env::var("WGKERNELS_BOUNDS_CHECKS") {
+            o.bounds_checks = matches!(v.as_str(), "1" | "true" | "yes");
+        }
+        Ok(o)
+    }
+
+    pub fn with_policy(mut self, policy: VariantPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn with_bounds_checks(mut self, on: bool) -> Self {
+        self.bounds_checks = on;
+        self
+    }
+}
+
+/// Optional features we use when the adapter has them.
+pub fn wanted_features() -> wgpu::Features {
+    use wgpu::Features as F;
+    F::SUBGROUP | F::SUBGROUP_BARRIER | F::SHADER_F16 | F::TIMESTAMP_QUERY | F::TIMESTAMP_QUERY_INSIDE_ENCODERS | F::PASSTHROUGH_SHADERS | F::IMMEDIATES
+}
+
+/// Device + queue + capabilities + pipeline cache. Cheap to share by reference; `Send + Sync`.
+pub struct Context {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    caps: Caps,
+    options: ContextOptions,
+    pub(crate) pipelines: PipelineCache,
+    /// Uniform-buffer chunks recycled between batches (see `batch.rs`).
+    pub(crate) param_pool: Mutex<Vec<wgpu::Buffer>>,
+    /// A 16-byte storage buffer bound where a kernel's optional input is absent.
+    dummy: OnceLock<wgpu::Buffer>,
+}
+
+impl Context {
+    /// Pick the best adapter (from `WGPU_BACKEND` etc. when set) and create a device with the
+    /// adapter's real limits and every optional feature in [`wanted_features`] it offers.
+    pub async fn new(options: ContextOptions) -> Result<Context> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = match wgpu::util::initialize_adapter_from_env(&instance, None).await {
+            Ok(a) => a,
+            Err(_) => instance
+                .request_adapter(&wgpu::RequestAdapterOptions { power_preference: options.power_preference, ..Default::default() })
+                .await
+                .map_err(|e| Error::NoAdapter(e.to_string()))?,
+        };
+        Self::from_adapter(&adapter, options).await
+    }
+
+    /// Blocking form of [`Context::new`].
+    pub fn new_blocking(options: ContextOptions) -> Result<Context> {
+        pollster::block_on(Self::new(options))
+    }
+
+    /// Create a device on a given adapter.
+    pub async fn from_adapter(adapter: &wgpu::Adapter, options: ContextOptions) -> Result<Context> {
+        let features = adapter.features() & wanted_features();
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgkernels"),
+                required_features: features,
+                required_limits: limits,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Device(e.to_string()))?;
+        Ok(Self::assemble(device, queue, adapter.features(), options))
+    }
+
+    /// Wrap a device and queue the application already has. Only features and limits the app
+    /// enabled are used (e.g. no Subgroup variant unless it requested `SUBGROUP`).
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, options: ContextOptions) -> Result<Context> {
+        let adapter_features = device.features();
+        Ok(Self::assemble(device, queue, adapter_features, options))
+    }
+
+    fn assemble(device: wgpu::Device, queue: wgpu::Queue, adapter_features: wgpu::Features, options: ContextOptions) -> Context {
+        let caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), adapter_features);
+        Context { device, queue, caps, options, pipelines: PipelineCache::default(), param_pool: Mutex::new(Vec::new()), dummy: OnceLock::new() }
+    }
+
+    /// A second context on the same device with other options (its own pipeline cache).
+    pub fn with_options(&self, options: ContextOptions) -> Context {
+        Context {
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            caps: self.caps.clone(),
+            options,
+            pipelines: PipelineCache::default(),
+            param_pool: Mutex::new(Vec::new()),
+            dummy: OnceLock::new(),
+        }
+    }
+
+    pub fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    pub fn options(&self) -> &ContextOptions {
+        &self.options
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
+    /// The variant `kernel` will run as in this context.
+    pub fn variant_for(&self, kernel: &KernelInfo) -> Result<Variant> {
+        kernel.select(&self.caps, self.options.policy)
+    }
+
+    pub(crate) fn dummy(&self) -> &wgpu::Buffer {
+        self.dummy.get_or_init(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgkernels dummy"),
+                size: 16,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        })
+    }
+
+    /// Block until all submitted work is done.
+    pub fn wait_idle(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::Device(e.to_string()))
+    }
+}

@@ -1,0 +1,493 @@
+//! INT4 group-quantised weights: GEMV (m = 1), GEMM (m > 1), GPU quantise (f32/f16 -> INT4)
+//! and dequantise. Semantics: `w = (q - zero[r, g]) * scale[r, g]`, `g = c / group_size`;
+//! signed codes are two's-complement nibbles (-8..7), asymmetric codes unsigned (0..15).
+//!
+//! GPU layout (owned by the library): codes row-major, 8 per u32 (even column in the low
+//! nibble, as in the plain byte layout), each row padded to a multiple of 16 bytes so kernels load
+//! `vec4<u32>`s; scales (and zeros) f32 `[n, ceil(k / group_size)]`.
+//! Sources: wgsl/int4_gemv.wgsl (+ team_*.wgsl), int4_gemm.wgsl, int4_quant.wgsl, int4_dequant.wgsl.
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+
+pub const GEMV: KernelInfo = KernelInfo { name: "int4_gemv", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const GEMM: KernelInfo = KernelInfo { name: "int4_gemm", variants: &[Variant::Portable], extra: None };
+pub const QUANTIZE: KernelInfo = KernelInfo { name: "int4_quantize", variants: &[Variant::Portable], extra: None };
+pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "int4_dequantize", variants: &[Variant::Portable], extra: None };
+
+pub(crate) const TEAM_PORTABLE: &str = include_str!("../../../wgsl/team_portable.wgsl");
+pub(crate) const TEAM_SUBGROUP: &str = include_str!("../../../wgsl/team_subgroup.wgsl");
+const GEMV_WGSL: &str = include_str!("../../../wgsl/int4_gemv.wgsl");
+const GEMM_WGSL: &str = include_str!("../../../wgsl/int4_gemm.wgsl");
+const QUANT_WGSL: &str = include_str!("../../../wgsl/int4_quant.wgsl");
+const DEQUANT_WGSL: &str = include_str!("../../../wgsl/int4_dequant.wgsl");
+
+/// How codes are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Int4Mode {
+    /// Two's-complement nibble, q in -8..=7.
+    Signed,
+    /// Unsigned nibble, q in 0..=15, with a zero point.
+    Asymmetric,
+}
+
+impl Int4Mode {
+    fn xor_mask(self) -> u32 {
+        match self {
+            Int4Mode::Signed => 0x8888_8888,
+            Int4Mode::Asymmetric => 0,
+        }
+    }
+    fn zero_offset(self) -> f32 {
+        match self {
+            Int4Mode::Signed => 8.0,
+            Int4Mode::Asymmetric => 0.0,
+        }
+    }
+}
+
+/// INT4 weights in the plain host layout: codes row-major, `ceil(k / 2)` bytes per row, even
+/// column in the low nibble; scales/zeros `[n, ceil(k / group_size)]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostInt4 {
+    pub n: usize,
+    pub k: usize,
+    pub group_size: usize,
+    pub mode: Int4Mode,
+    pub codes: Vec<u8>,
+    pub scales: Vec<f32>,
+    pub zeros: Option<Vec<f32>>,
+}
+
+impl HostInt4 {
+    pub fn num_groups(&self) -> usize {
+        self.k.div_ceil(self.group_size.max(1))
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.k.div_ceil(2)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        check_shape(self.n, self.k, self.group_size)?;
+        let ng = self.num_groups();
+        ensure(self.codes.len() == self.n * self.row_bytes(), || {
+            Error::Argument(format!("codes: {} bytes, expected n * ceil(k/2) = {}", self.codes.len(), self.n * self.row_bytes()))
+        })?;
+        ensure(self.scales.len() == self.n * ng, || Error::Argument(format!("scales: {} values, expected n * groups = {}", self.scales.len(), self.n * ng)))?;
+        if let Some(z) = &self.zeros {
+            ensure(z.len() == self.n * ng, || Error::Argument(format!("zeros: {} values, expected n * groups = {}", z.len(), self.n * ng)))?;
+        }
+        Ok(())
+    }
+
+    /// The code at (r, c) as stored (0..15).
+    pub fn code(&self, r: usize, c: usize) -> u8 {
+        (self.codes[r * self.row_bytes() + c / 2] >> (4 * (c % 2))) & 15
+    }
+
+    /// The integer value q at (r, c) after applying the mode.
+    pub fn q(&self, r: usize, c: usize) -> i32 {
+        let code = self.code(r, c) as i32;
+        match self.mode {
+            Int4Mode::Signed if code >= 8 => code - 16,
+            _ => code,
+        }
+    }
+
+    /// Operand magnitude of the weight at (r, c) as the kernels compute it in f32,
+    /// `(|q| + |zero| + 8) * scale` (the 8 is the signed-code offset): the error scale.
+    pub fn magnitude(&self, r: usize, c: usize) -> f64 {
+        let gi = r * self.num_groups() + c / self.group_size;
+        let z = self.zeros.as_ref().map_or(0.0, |z| z[gi].abs() as f64);
+        (self.q(r, c).abs() as f64 + z + 8.0) * self.scales[gi].abs() as f64
+    }
+
+    /// The weight at (r, c) per the spec, in f64.
+    pub fn value(&self, r: usize, c: usize) -> f64 {
+        let gi = r * self.num_groups() + c / self.group_size;
+        let z = self.zeros.as_ref().map_or(0.0, |z| z[gi] as f64);
+        (self.q(r, c) as f64 - z) * self.scales[gi] as f64
+    }
+}
+
+pub(crate) fn check_shape(n: usize, k: usize, group_size: usize) -> Result<()> {
+    ensure(n > 0 && k > 0, || Error::Shape(format!("n = {n}, k = {k}: both must be > 0")))?;
+    ensure(group_size > 0, || Error::Argument("group_size = 0".into()))?;
+    ensure(n <= u32::MAX as usize / 8 && k <= u32::MAX as usize / 8, || Error::Shape(format!("n = {n}, k = {k} too large")))?;
+    ensure((n as u64) * (k as u64) < u32::MAX as u64, || Error::Shape(format!("n * k = {} exceeds 2^32", n as u64 * k as u64)))
+}
+
+/// INT4 weights on the GPU.
+pub struct Int4Matrix {
+    n: usize,
+    k: usize,
+    group_size: usize,
+    mode: Int4Mode,
+    codes: GpuBuffer<u32>,
+    scales: GpuBuffer<f32>,
+    zeros: Option<GpuBuffer<f32>>,
+}
+
+impl Int4Matrix {
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    pub fn group_size(&self) -> usize {
+        self.group_size
+    }
+    pub fn mode(&self) -> Int4Mode {
+        self.mode
+    }
+    pub fn num_groups(&self) -> usize {
+        self.k.div_ceil(self.group_size)
+    }
+    /// Row stride in u32 words (multiple of 4).
+    pub fn row_words(&self) -> usize {
+        self.k.div_ceil(32) * 4
+    }
+    /// Bytes a full pass over the weights reads (codes incl. padding, scales, zeros).
+    pub fn bytes(&self) -> u64 {
+        let sz = (self.n * self.num_groups() * 4) as u64;
+        (self.n * self.row_words() * 4) as u64 + sz + if self.zeros.is_some() { sz } else { 0 }
+    }
+    pub fn codes(&self) -> &GpuBuffer<u32> {
+        &self.codes
+    }
+
+    /// Upload weights from the plain host layout (validated first).
+    pub fn upload(ctx: &Context, h: &HostInt4) -> Result<Int4Matrix> {
+        h.validate()?;
+        let rw = h.k.div_ceil(32) * 4;
+        let rb = h.row_bytes();
+        let mut words = vec![0u32; h.n * rw];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        for r in 0..h.n {
+            bytes[r * rw * 4..r * rw * 4 + rb].copy_from_slice(&h.codes[r * rb..(r + 1) * rb]);
+            if h.k % 2 == 1 {
+                bytes[r * rw * 4 + rb - 1] &= 0x0f; // the unused high nibble of an odd row
+            }
+        }
+        Ok(Int4Matrix {
+            n: h.n,
+            k: h.k,
+            group_size: h.group_size,
+            mode: h.mode,
+            codes: ctx.upload(&words)?,
+            scales: ctx.upload(&h.scales)?,
+            zeros: h.zeros.as_ref().map(|z| ctx.upload(z)).transpose()?,
+        })
+    }
+
+    /// Uninitialised storage to quantise into (zeros allocated for [`Int4Mode::Asymmetric`]).
+    pub fn alloc(ctx: &Context, n: usize, k: usize, group_size: usize, mode: Int4Mode) -> Result<Int4Matrix> {
+        check_shape(n, k, group_size)?;
+        let ng = k.div_ceil(group_size);
+        Ok(Int4Matrix {
+            n,
+            k,
+            group_size,
+            mode,
+            codes: ctx.alloc(n * k.div_ceil(32) * 4)?,
+            scales: ctx.alloc(n * ng)?,
+            zeros: (mode == Int4Mode::Asymmetric).then(|| ctx.alloc(n * ng)).transpose()?,
+        })
+    }
+
+    /// Read back into the plain host layout.
+    pub fn download(&self, ctx: &Context) -> Result<HostInt4> {
+        let words = ctx.read(&self.codes)?;
+        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let (rw, rb) = (self.row_words() * 4, self.k.div_ceil(2));
+        let mut codes = Vec::with_capacity(self.n * rb);
+        for r in 0..self.n {
+            codes.extend_from_slice(&bytes[r * rw..r * rw + rb]);
+        }
+        Ok(HostInt4 {
+            n: self.n,
+            k: self.k,
+            group_size: self.group_size,
+            mode: self.mode,
+            codes,
+            scales: ctx.read(&self.scales)?,
+            zeros: self.zeros.as_ref().map(|z| ctx.read(z)).transpose()?,
+        })
+    }
+
+    fn zeros_raw<'a>(&'a self, ctx: &'a Context) -> &'a wgpu::Buffer {
+        self.zeros.as_ref().map_or_else(|| ctx.dummy(), |z| z.raw())
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct GemvParams {
+    n: u32,
+    k: u32,
+    group_size: u32,
+    num_groups: u32,
+    row_vec4s: u32,
+    xor_mask: u32,
+    zero_offset: f32,
+    has_zeros: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct GemmParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    group_size: u32,
+    num_groups: u32,
+    row_vec4s: u32,
+    xor_mask: u32,
+    zero_offset: f32,
+    has_zeros: u32,
+    tiles_n: u32,
+    _p: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct QuantParams {
+    n: u32,
+    k: u32,
+    group_size: u32,
+    num_groups: u32,
+    row_words: u32,
+    asym: u32,
+    _p: [u32; 2],
+}
+
+/// Dequantise reuses the GEMV parameter layout (`row_vec4s` holds the row stride in words).
+type DequantParams = GemvParams;
+
+const GEMV_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("codes", "vec4<u32>"),
+    StorageBinding::read("scales", "f32"),
+    StorageBinding::read("zeros", "f32"),
+    StorageBinding::read("x", "vec4<f32>"),
+    StorageBinding::write("y", "f32"),
+];
+const GEMM_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("codes", "vec4<u32>"),
+    StorageBinding::read("scales", "f32"),
+    StorageBinding::read("zeros", "f32"),
+    StorageBinding::read("x", "f32"),
+    StorageBinding::write("y", "f32"),
+];
+const QUANT_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("src", "u32"),
+    StorageBinding::write("codes", "u32"),
+    StorageBinding::write("scales", "f32"),
+    StorageBinding::write("zeros", "f32"),
+];
+const DEQUANT_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("codes", "u32"),
+    StorageBinding::read("scales", "f32"),
+    StorageBinding::read("zeros", "f32"),
+    StorageBinding::write("out", "f32"),
+];
+
+/// Pipelines of this family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Int4Pipeline {
+    Gemv { variant: Variant, wg: u32, rows: u32, gmode: u32 },
+    Gemm,
+    Scales { f16: bool },
+    Codes { f16: bool },
+    Dequant,
+}
+
+impl PipelineKey for Int4Pipeline {
+    fn variant(&self) -> Variant {
+        match self {
+            Int4Pipeline::Gemv { variant, .. } => *variant,
+            _ => Variant::Portable,
+        }
+    }
+
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        let size = |n: usize| n as u64;
+        match *self {
+            Int4Pipeline::Gemv { variant, wg, rows, gmode } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![team_source(variant), GEMV_WGSL]),
+                entry: "main",
+                constants: vec![("WG", wg as f64), ("ROWS", rows as f64), ("GMODE", gmode as f64)],
+                workgroup_size: [wg, 1, 1],
+                params_size: size(std::mem::size_of::<GemvParams>()),
+                bindings: GEMV_BINDINGS,
+            },
+            Int4Pipeline::Gemm => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![GEMM_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size: size(std::mem::size_of::<GemmParams>()),
+                bindings: GEMM_BINDINGS,
+            },
+            Int4Pipeline::Scales { f16 } | Int4Pipeline::Codes { f16 } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
+                entry: if matches!(self, Int4Pipeline::Scales { .. }) { "scales_main" } else { "codes_main" },
+                constants: vec![("SRC_F16", if f16 { 1.0 } else { 0.0 })],
+                workgroup_size: [64, 1, 1],
+                params_size: size(std::mem::size_of::<QuantParams>()),
+                bindings: QUANT_BINDINGS,
+            },
+            Int4Pipeline::Dequant => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![DEQUANT_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size: size(std::mem::size_of::<DequantParams>()),
+                bindings: DEQUANT_BINDINGS,
+            },
+        }
+    }
+}
+
+/// The team prologue (entry point + `team_sum`) of a GEMV-style WGSL kernel.
+pub(crate) fn team_source(v: Variant) -> &'static str {
+    match v {
+        Variant::Subgroup => TEAM_SUBGROUP,
+        _ => TEAM_PORTABLE,
+    }
+}
+
+/// Workgroup size, rows per team and workgroup count for a team-based GEMV over `n` rows.
+pub(crate) fn team_plan(ctx: &Context, variant: Variant, n: usize) -> Result<(u32, u32, [u32; 3])> {
+    let rows = 4u32;
+    let blocks = n.div_ceil(rows as usize) as u64;
+    let (wg, teams_per_wg) = match variant {
+        Variant::Subgroup => (128u32, 128 / ctx.caps().planning_subgroup_size()),
+        _ => (64u32, 1),
+    };
+    let wgs = blocks.div_ceil(teams_per_wg.max(1) as u64);
+    Ok((wg, rows, ctx.grid(wgs)?))
+}
+
+/// Source element types the quantiser accepts.
+pub trait QuantSource: Pod {
+    const F16: bool;
+}
+impl QuantSource for f32 {
+    const F16: bool = false;
+}
+impl QuantSource for half::f16 {
+    const F16: bool = true;
+}
+
+/// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
+pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    x.require("x", w.k)?;
+    y.require("y", w.n)?;
+    let variant = ctx.variant_for(&GEMV)?;
+    let gmode = if w.group_size % 32 == 0 {
+        0
+    } else if w.group_size % 8 == 0 {
+        1
+    } else {
+        2
+    };
+    let (wg, rows, grid) = team_plan(ctx, variant, w.n)?;
+    let params = GemvParams {
+        n: w.n as u32,
+        k: w.k as u32,
+        group_size: w.group_size as u32,
+        num_groups: w.num_groups() as u32,
+        row_vec4s: (w.row_words() / 4) as u32,
+        xor_mask: w.mode.xor_mask(),
+        zero_offset: w.mode.zero_offset(),
+        has_zeros: w.zeros.is_some() as u32,
+    };
+    let key = Int4Pipeline::Gemv { variant, wg, rows, gmode };
+    b.dispatch(&key, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()], grid)
+}
+
+/// `y[m, n] = x[m, k] W^T` (row-major x and y).
+pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+    let ctx = b.context();
+    ensure(m > 0, || Error::Shape("m = 0".into()))?;
+    x.require("x", m * w.k)?;
+    y.require("y", m * w.n)?;
+    ctx.variant_for(&GEMM)?;
+    let tiles_n = w.n.div_ceil(64);
+    let params = GemmParams {
+        m: m as u32,
+        n: w.n as u32,
+        k: w.k as u32,
+        group_size: w.group_size as u32,
+        num_groups: w.num_groups() as u32,
+        row_vec4s: (w.row_words() / 4) as u32,
+        xor_mask: w.mode.xor_mask(),
+        zero_offset: w.mode.zero_offset(),
+        has_zeros: w.zeros.is_some() as u32,
+        tiles_n: tiles_n as u32,
+        _p: [0; 2],
+    };
+    let grid = ctx.grid((m.div_ceil(16) * tiles_n) as u64)?;
+    b.dispatch(&Int4Pipeline::Gemm, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()], grid)
+}
+
+/// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.
+pub fn matmul(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+    if m == 1 {
+        gemv(b, w, x, y)
+    } else {
+        gemm(b, w, x, y, m)
+    }
+}
+
+/// Quantise a row-major [n, k] f32 or f16 matrix into `dst` (shape, group size and mode are
+/// taken from `dst`). Two dispatches: per-group scales/zeros, then codes.
+pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Matrix) -> Result<()> {
+    let ctx = b.context();
+    src.require("src", dst.n * dst.k)?;
+    ctx.variant_for(&QUANTIZE)?;
+    let params = QuantParams {
+        n: dst.n as u32,
+        k: dst.k as u32,
+        group_size: dst.group_size as u32,
+        num_groups: dst.num_groups() as u32,
+        row_words: dst.row_words() as u32,
+        asym: (dst.mode == Int4Mode::Asymmetric) as u32,
+        _p: [0; 2],
+    };
+    let bufs = [src.raw(), dst.codes.raw(), dst.scales.raw(), dst.zeros_raw(ctx)];
+    let g1 = ctx.grid((dst.n * dst.num_groups()).div_ceil(64) as u64)?;
+    b.dispatch(&Int4Pipeline::Scales { f16: T::F16 }, &params, &bufs, g1)?;
+    let g2 = ctx.grid((dst.n * dst.row_words()).div_ceil(64) as u64)?;
+    b.dispatch(&Int4Pipeline::Codes { f16: T::F16 }, &params, &bufs, g2)
+}
+
+/// Dequantise to a row-major f32 [n, k] buffer.
+pub fn dequantize(b: &mut Batch, w: &Int4Matrix, out: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    out.require("out", w.n * w.k)?;
+    ctx.variant_for(&DEQUANTIZE)?;
+    let params = DequantParams {
+        n: w.n as u32,
+        k: w.k as u32,
+        group_size: w.group_size as u32,
+        num_groups: w.num_groups() as u32,
+        row_vec4s: w.row_words() as u32,
+        xor_mask: w.mode.xor_mask(),
+        zero_offset: w.mode.zero_offset(),
+        has_zeros: w.zeros.is_some() as u32,
+    };
+    let grid = ctx.grid((w.n * w.row_words()).div_ceil(64) as u64)?;
+    b.dispatch(&Int4Pipeline::Dequant, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), out.raw()], grid)
+}
+
+mod cases;
+pub use cases::{kernels, random_host};

@@ -1,0 +1,270 @@
+//! INT8 GEMV: `y[r] = sum_c (q[r, c] - zero) * scale * x[c]` with scale/zero per tensor or per
+//! row, signed (-128..127) or unsigned (0..255) codes. GPU layout: codes row-major, 4 per u32,
+//! rows padded to 16 bytes. Sources: wgsl/int8_gemv.wgsl (+ team_*.wgsl).
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use crate::kernels::int4::{team_plan, team_source};
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+
+pub const GEMV: KernelInfo = KernelInfo { name: "int8_gemv", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+
+const GEMV_WGSL: &str = include_str!("../../wgsl/int8_gemv.wgsl");
+
+/// Scale and zero point granularity.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Int8Scale {
+    PerTensor { scale: f32, zero: f32 },
+    /// `n` scales and `n` zeros.
+    PerRow { scales: Vec<f32>, zeros: Vec<f32> },
+}
+
+/// INT8 weights in the host layout: `codes` row-major `[n, k]` bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostInt8 {
+    pub n: usize,
+    pub k: usize,
+    pub signed: bool,
+    pub codes: Vec<u8>,
+    pub scale: Int8Scale,
+}
+
+impl HostInt8 {
+    pub fn validate(&self) -> Result<()> {
+        ensure(self.n > 0 && self.k > 0, || Error::Shape(format!("n = {}, k = {}: both must be > 0", self.n, self.k)))?;
+        ensure((self.n as u64) * (self.k as u64) < u32::MAX as u64, || Error::Shape("n * k exceeds 2^32".into()))?;
+        ensure(self.codes.len() == self.n * self.k, || Error::Argument(format!("codes: {} bytes, expected n * k = {}", self.codes.len(), self.n * self.k)))?;
+        if let Int8Scale::PerRow { scales, zeros } = &self.scale {
+            ensure(scales.len() == self.n && zeros.len() == self.n, || {
+                Error::Argument(format!("per-row scales/zeros: {}/{} values, expected n = {}", scales.len(), zeros.len(), self.n))
+            })?;
+        }
+        Ok(())
+    }
+
+    fn parts(&self, r: usize, c: usize) -> (f64, f64, f64) {
+        let b = self.codes[r * self.k + c];
+        let q = if self.signed { b as i8 as f64 } else { b as f64 };
+        let (s, z) = match &self.scale {
+            Int8Scale::PerTensor { scale, zero } => (*scale, *zero),
+            Int8Scale::PerRow { scales, zeros } => (scales[r], zeros[r]),
+        };
+        (q, z as f64, s as f64)
+    }
+
+    /// The weight at (r, c) per the spec, in f64.
+    pub fn value(&self, r: usize, c: usize) -> f64 {
+        let (q, z, s) = self.parts(r, c);
+        (q - z) * s
+    }
+
+    /// Operand magnitude `(|q| + |zero| + 128) * scale` of the weight at (r, c) (128: the
+    /// signed-code offset the kernel folds into the zero point): the error scale.
+    pub fn magnitude(&self, r: usize, c: usize) -> f64 {
+        let (q, z, s) = self.parts(r, c);
+        (q.abs() + z.abs() + 128.0) * s.abs()
+    }
+}
+
+/// INT8 weights on the GPU.
+pub struct Int8Matrix {
+    n: usize,
+    k: usize,
+    signed: bool,
+    per_row: bool,
+    codes: GpuBuffer<u32>,
+    scales: GpuBuffer<f32>,
+    zeros: GpuBuffer<f32>,
+}
+
+impl Int8Matrix {
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    fn row_words(&self) -> usize {
+        self.k.div_ceil(16) * 4
+    }
+    /// Bytes one GEMV reads from the weights (codes incl. row padding, scales, zeros).
+    pub fn bytes(&self) -> u64 {
+        (self.n * self.row_words() * 4) as u64 + if self.per_row { 8 * self.n as u64 } else { 8 }
+    }
+
+    pub fn upload(ctx: &Context, h: &HostInt8) -> Result<Int8Matrix> {
+        h.validate()?;
+        let rw = h.k.div_ceil(16) * 4;
+        let mut words = vec![0u32; h.n * rw];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        for r in 0..h.n {
+            bytes[r * rw * 4..r * rw * 4 + h.k].copy_from_slice(&h.codes[r * h.k..(r + 1) * h.k]);
+        }
+        let (scales, zeros, per_row) = match &h.scale {
+            Int8Scale::PerTensor { scale, zero } => (vec![*scale], vec![*zero], false),
+            Int8Scale::PerRow { scales, zeros } => (scales.clone(), zeros.clone(), true),
+        };
+        Ok(Int8Matrix {
+            n: h.n,
+            k: h.k,
+            signed: h.signed,
+            per_row,
+            codes: ctx.upload(&words)?,
+            scales: ctx.upload(&scales)?,
+            zeros: ctx.upload(&zeros)?,
+        })
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct GemvParams {
+    n: u32,
+    k: u32,
+    row_vec4s: u32,
+    xor_mask: u32,
+    zero_offset: f32,
+    per_row: u32,
+    _p: [u32; 2],
+}
+
+const BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("codes", "vec4<u32>"),
+    StorageBinding::read("scales", "f32"),
+    StorageBinding::read("zeros", "f32"),
+    StorageBinding::read("x", "vec4<f32>"),
+    StorageBinding::write("y", "f32"),
+];
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Int8Pipeline {
+    pub variant: Variant,
+    pub wg: u32,
+    pub rows: u32,
+}
+
+impl PipelineKey for Int8Pipeline {
+    fn variant(&self) -> Variant {
+        self.variant
+    }
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        PipelineDesc {
+            source: ShaderSource::Wgsl(vec![team_source(self.variant), GEMV_WGSL]),
+            entry: "main",
+            constants: vec![("WG", self.wg as f64), ("ROWS", self.rows as f64)],
+            workgroup_size: [self.wg, 1, 1],
+            params_size: std::mem::size_of::<GemvParams>() as u64,
+            bindings: BINDINGS,
+        }
+    }
+}
+
+/// `y[0..n] = W x` (`x.len() >= k`, `y.len() >= n`).
+pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    x.require("x", w.k)?;
+    y.require("y", w.n)?;
+    let variant = ctx.variant_for(&GEMV)?;
+    let (wg, rows, grid) = team_plan(ctx, variant, w.n)?;
+    let params = GemvParams {
+        n: w.n as u32,
+        k: w.k as u32,
+        row_vec4s: (w.row_words() / 4) as u32,
+        xor_mask: if w.signed { 0x8080_8080 } else { 0 },
+        zero_offset: if w.signed { 128.0 } else { 0.0 },
+        per_row: w.per_row as u32,
+        _p: [0; 2],
+    };
+    b.dispatch(&Int8Pipeline { variant, wg, rows }, &params, &[w.codes.raw(), w.scales.raw(), w.zeros.raw(), x.raw(), y.raw()], grid)
+}
+
+pub use cases::kernels;
+
+mod cases {
+    use super::*;
+    use crate::reference;
+    use crate::suite::{describe_all, compare, guarded_f32, Case, Check, Kernel, Prepared, Rng};
+
+    pub fn kernels() -> Vec<&'static dyn Kernel> {
+        vec![&GemvKernel]
+    }
+
+    struct GemvKernel;
+    struct GemvCase {
+        n: usize,
+        k: usize,
+        signed: bool,
+        per_row: bool,
+    }
+
+    impl Kernel for GemvKernel {
+        fn info(&self) -> &'static KernelInfo {
+            &GEMV
+        }
+        fn test_cases(&self) -> Vec<Box<dyn Case>> {
+            let dims = [1usize, 3, 31, 33, 255, 1000];
+            let mut v: Vec<Box<dyn Case>> = Vec::new();
+            for (i, (&n, &k)) in dims.iter().flat_map(|n| dims.iter().map(move |k| (n, k))).enumerate() {
+                v.push(Box::new(GemvCase { n, k, signed: i % 2 == 0, per_row: (i / 2) % 2 == 0 }));
+            }
+            v
+        }
+        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+            [(4096, 4096), (14336, 4096), (4096, 14336)]
+                .into_iter()
+                .map(|(n, k)| Box::new(GemvCase { n, k, signed: true, per_row: true }) as Box<dyn Case>)
+                .collect()
+        }
+        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+            describe_all([Int8Pipeline { variant: Variant::Portable, wg: 64, rows: 4 }, Int8Pipeline { variant: Variant::Subgroup, wg: 128, rows: 4 }])
+        }
+    }
+
+    fn random_host(rng: &mut Rng, n: usize, k: usize, signed: bool, per_row: bool) -> HostInt8 {
+        let scale = if per_row {
+            Int8Scale::PerRow { scales: rng.uniform_vec(n, 0.001, 0.01), zeros: rng.uniform_vec(n, -3.0, 3.0) }
+        } else {
+            Int8Scale::PerTensor { scale: rng.uniform(0.001, 0.01), zero: rng.uniform(-3.0, 3.0) }
+        };
+        HostInt8 { n, k, signed, codes: rng.bytes(n * k), scale }
+    }
+
+    struct GemvPrepared {
+        weights: Vec<Int8Matrix>,
+        x: GpuBuffer<f32>,
+        y: GpuBuffer<f32>,
+        reference: (Vec<f64>, Vec<f64>),
+    }
+
+    impl Prepared for GemvPrepared {
+        fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+            gemv(b, &self.weights[copy % self.weights.len()], &self.x, &self.y)
+        }
+        fn check(&self, ctx: &Context) -> Result<Check> {
+            Ok(compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, 1e-5))
+        }
+    }
+
+    impl Case for GemvCase {
+        fn name(&self) -> String {
+            format!("n={} k={} {} {}", self.n, self.k, if self.signed { "signed" } else { "unsigned" }, if self.per_row { "per-row" } else { "per-tensor" })
+        }
+        fn bytes(&self) -> u64 {
+            (self.n * self.k.div_ceil(16) * 16 + 8 * self.n + 4 * (self.k + self.n)) as u64
+        }
+        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+            let host = random_host(rng, self.n, self.k, self.signed, self.per_row);
+            let x = rng.uniform_vec(self.k, -1.0, 1.0);
+            let reference = reference::gemv(self.n, self.k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x);
+            let mut weights = vec![Int8Matrix::upload(ctx, &host)?];
+            for _ in 1..copies {
+                weights.push(Int8Matrix::upload(ctx, &random_host(rng, self.n, self.k, self.signed, self.per_row))?);
+            }
+            Ok(Box::new(GemvPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, self.n)?, reference }))
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Kernel families. Each family is one module (plus its WGSL/MSL sources) exposing its public
+//! API and a `kernels()` list of [`crate::suite::Kernel`]s. Adding a family = adding a module and
+//! one line in [`registry`]; the harness, the bench and the probe pick it up from there.
+
+pub mod int4;
+pub mod int8;
+
+use crate::suite::Kernel;
+
+/// Every kernel of every family.
+pub fn registry() -> Vec<&'static dyn Kernel> {
+    let mut v = Vec::new();
+    v.extend(int4::kernels());
+    v.extend(int8::kernels());
+    v
+}
+
+/// Every pipeline of every kernel, plus the bench's copy kernel (for the offline shader checks).
+pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
+    let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
+    v.push(("CopyPipeline".into(), crate::timing::copy_pipeline_desc(&crate::caps::Caps::nominal())));
+    v
+}

@@ -1,0 +1,56 @@
+//! # wgkernels
+//!
+//! LLM inference kernels on wgpu: quantised GEMV/GEMM (INT4, INT8), with a capability probe
+//! that picks, per adapter, the fastest variant (Portable WGSL, Subgroup WGSL, Native MSL) that
+//! is correct there.
+//!
+//! ```no_run
+//! use wgkernels::{Context, ContextOptions, kernels::int4};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
+//! let (n, k) = (256, 512);
+//! let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5).collect();
+//! let weights = int4::Int4Matrix::alloc(&ctx, n, k, 32, int4::Int4Mode::Signed)?;
+//! let src = ctx.upload(&w)?;
+//! let x = ctx.upload(&vec![1.0f32; k])?;
+//! let y = ctx.alloc::<f32>(n)?;
+//! let mut batch = ctx.batch();
+//! int4::quantize(&mut batch, &src, &weights)?;
+//! int4::gemv(&mut batch, &weights, &x, &y)?;
+//! batch.run()?;
+//! let out = ctx.read(&y)?;
+//! # Ok(()) }
+//! ```
+
+pub mod batch;
+pub mod buffer;
+pub mod caps;
+pub mod context;
+pub mod error;
+pub mod formats;
+pub mod kernels;
+pub mod pipeline;
+pub mod reference;
+pub mod shaders;
+pub mod suite;
+pub mod timing;
+
+pub use batch::{Batch, Submitted};
+pub use buffer::GpuBuffer;
+pub use caps::{Caps, KernelInfo, Variant, VariantPolicy};
+pub use context::{Context, ContextOptions};
+pub use error::{Error, Result};
+pub use wgpu;
+
+/// The probe report: capabilities plus, per kernel, the chosen variant and why the others
+/// were not chosen.
+pub fn probe_report(ctx: &Context) -> String {
+    let mut s = ctx.caps().report();
+    s += &format!("\npolicy       {:?}\n\nkernel variants:\n", ctx.options().policy);
+    for k in kernels::registry() {
+        s += "  ";
+        s += &k.info().explain(ctx.caps(), ctx.options().policy);
+        s += "\n";
+    }
+    s
+}

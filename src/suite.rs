@@ -1,0 +1,196 @@
+//! The test/bench vocabulary every kernel family implements, so the harness (tests/harness.rs),
+//! the bench (benches/kernels.rs), the probe and the compare example iterate over
+//! [`crate::kernels::registry`] and never name a family.
+//!
+//! A family provides, per kernel, a [`Kernel`]: its [`KernelInfo`] plus test and bench
+//! [`Case`]s. A case sets up fresh random inputs on a context ([`Case::setup`]), records its
+//! dispatch ([`Prepared::encode`]) and compares the output with its CPU reference, checking
+//! NaN/Inf and the poisoned guard region after every output ([`Prepared::check`]).
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo};
+use crate::pipeline::{PipelineDesc, PipelineKey};
+use crate::context::Context;
+use crate::error::Result;
+use bytemuck::Pod;
+
+/// Elements of poison after every output buffer.
+pub const GUARD: usize = 67;
+/// Poison for f32 outputs: a signalling-NaN bit pattern no kernel produces.
+pub const POISON_F32: u32 = 0x7fa0_dead;
+/// Poison for u32 outputs.
+pub const POISON_U32: u32 = 0xdead_beef;
+
+/// Seeded random inputs. The seed is fresh per run (time), or `WGKERNELS_SEED` to reproduce.
+pub struct Rng(fastrand::Rng);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(fastrand::Rng::with_seed(seed))
+    }
+
+    /// `WGKERNELS_SEED` if set, else derived from the clock.
+    pub fn fresh_seed() -> u64 {
+        if let Some(s) = std::env::var("WGKERNELS_SEED").ok().and_then(|s| s.parse().ok()) {
+            return s;
+        }
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(1);
+        (t as u64) ^ ((t >> 64) as u64) ^ 0x9e37_79b9_7f4a_7c15
+    }
+
+    pub fn u32(&mut self, below: u32) -> u32 {
+        self.0.u32(0..below.max(1))
+    }
+
+    /// Uniform in [lo, hi).
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.0.f32()
+    }
+
+    pub fn uniform_vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f32 {
+        let u1 = (1.0 - self.0.f64()).max(1e-300);
+        let u2 = self.0.f64();
+        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+    }
+
+    pub fn normal_vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.normal()).collect()
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.0.u8(..)).collect()
+    }
+}
+
+/// Outcome of one correctness check.
+#[derive(Clone, Debug)]
+pub struct Check {
+    /// Largest error, normalised per element by the reference's magnitude (e.g. sum |w*x| of a
+    /// dot product) - the quantity floating-point error bounds are stated in.
+    pub err: f64,
+    pub tol: f64,
+    pub nonfinite: usize,
+    /// Guard elements that no longer hold the poison.
+    pub guard_damage: usize,
+    /// Other failures (e.g. codes that differ), empty when none.
+    pub note: String,
+}
+
+impl Check {
+    pub fn passed(&self) -> bool {
+        self.err <= self.tol && self.nonfinite == 0 && self.guard_damage == 0 && self.note.is_empty()
+    }
+
+    /// Combine two checks of one case (e.g. codes and scales).
+    pub fn and(mut self, o: Check) -> Check {
+        self.err = (self.err / self.tol.max(1e-300)).max(o.err / o.tol.max(1e-300)) * self.tol;
+        self.nonfinite += o.nonfinite;
+        self.guard_damage += o.guard_damage;
+        if !o.note.is_empty() {
+            self.note = if self.note.is_empty() { o.note } else { format!("{}; {}", self.note, o.note) };
+        }
+        self
+    }
+
+    pub fn summary(&self) -> String {
+        let mut s = format!("err {:.2e} (tol {:.0e})", self.err, self.tol);
+        if self.nonfinite > 0 {
+            s += &format!(", {} NaN/Inf", self.nonfinite);
+        }
+        if self.guard_damage > 0 {
+            s += &format!(", {} guard elements overwritten", self.guard_damage);
+        }
+        if !self.note.is_empty() {
+            s += &format!(", {}", self.note);
+        }
+        s
+    }
+}
+
+/// Compare a GPU f32 output with an f64 reference. `mag[i]` is the scale the error at `i` is
+/// normalised by (use the reference's absolute-value sum for dot products; `|ref|` otherwise).
+/// `out` holds `len + GUARD` elements; the tail must still be poison.
+pub fn compare(out: &[f32], reference: &[f64], mag: &[f64], tol: f64) -> Check {
+    let n = reference.len();
+    let mut err = 0f64;
+    let mut nonfinite = 0;
+    for i in 0..n.min(out.len()) {
+        let g = out[i] as f64;
+        if !g.is_finite() {
+            nonfinite += 1;
+            continue;
+        }
+        let e = (g - reference[i]).abs() / mag[i].max(f64::MIN_POSITIVE);
+        err = err.max(e);
+    }
+    let note = if out.len() < n { format!("output has {} of {} elements", out.len(), n) } else { String::new() };
+    Check { err, tol, nonfinite, guard_damage: guard_damage(out, n, POISON_F32), note }
+}
+
+/// Count guard elements after `len` that no longer hold `poison`.
+pub fn guard_damage<T: Pod>(out: &[T], len: usize, poison: u32) -> usize {
+    out.iter().skip(len).filter(|v| bytemuck::bytes_of(*v) != poison.to_le_bytes()).count()
+}
+
+/// An output buffer of `len` f32 elements followed by [`GUARD`] elements of poison; the whole
+/// buffer is pre-filled with poison so unwritten outputs show up too.
+pub fn guarded_f32(ctx: &Context, len: usize) -> Result<GpuBuffer<f32>> {
+    ctx.upload(&vec![f32::from_bits(POISON_F32); len + GUARD])
+}
+
+/// Like [`guarded_f32`] for u32 outputs.
+pub fn guarded_u32(ctx: &Context, len: usize) -> Result<GpuBuffer<u32>> {
+    ctx.upload(&vec![POISON_U32; len + GUARD])
+}
+
+/// One problem instance of a kernel (a shape and its options).
+pub trait Case: Send + Sync {
+    /// E.g. `n=33 k=1000 g=7 asym+zeros`.
+    fn name(&self) -> String;
+    /// Bytes the kernel must move per dispatch (for GB/s).
+    fn bytes(&self) -> u64;
+    /// Upload fresh random inputs: `copies` independent weight sets for benches that must not
+    /// be served from cache (copy 0 is the one checked).
+    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>>;
+}
+
+/// A case whose inputs live on the GPU.
+pub trait Prepared {
+    /// Record the kernel's dispatch(es) on weight set `copy % copies`.
+    fn encode(&self, batch: &mut Batch, copy: usize) -> Result<()>;
+    /// Read back the output of copy 0 and compare with the CPU reference.
+    fn check(&self, ctx: &Context) -> Result<Check>;
+}
+
+/// What a kernel registers for the harness, the bench and the probe.
+pub trait Kernel: Sync {
+    fn info(&self) -> &'static KernelInfo;
+    /// The correctness grid (small, odd shapes).
+    fn test_cases(&self) -> Vec<Box<dyn Case>>;
+    /// LLM-sized shapes for the bench.
+    fn bench_cases(&self) -> Vec<Box<dyn Case>>;
+    /// Every pipeline this kernel can build (all variants and override combinations), for the
+    /// offline shader checks. Use [`describe_all`].
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)>;
+}
+
+/// Label and description of each key, on [`Caps::nominal`].
+pub fn describe_all<K: PipelineKey>(keys: impl IntoIterator<Item = K>) -> Vec<(String, PipelineDesc)> {
+    let caps = Caps::nominal();
+    keys.into_iter().map(|k| (format!("{k:?}"), k.describe(&caps))).collect()
+}
+
+/// Run one case end to end on `ctx`: set up, dispatch, check.
+pub fn run_case(ctx: &Context, case: &dyn Case, rng: &mut Rng) -> Result<Check> {
+    let prepared = case.setup(ctx, rng, 1)?;
+    let mut b = ctx.batch();
+    prepared.encode(&mut b, 0)?;
+    b.run()?;
+    prepared.check(ctx)
+}

@@ -1,0 +1,110 @@
+//! Measurement helpers shared by the bench and the examples: the copy kernel (the in-process
+//! bandwidth reference) and GPU timing of recorded work (timestamp queries, wall clock where the
+//! adapter has none).
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, Variant};
+use crate::context::Context;
+use crate::error::Result;
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use std::time::Instant;
+
+/// Timing of one piece of work.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Median over single-dispatch submits (µs).
+    pub single_us: f64,
+    /// Per dispatch, when many are recorded back to back in one pass (µs).
+    pub batched_us: f64,
+    /// Whether timestamps (true) or wall clock (false) measured it.
+    pub gpu_timestamps: bool,
+}
+
+/// Time `encode(batch, i)`: `reps` single submits (median) and one pass of `reps` dispatches.
+pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) -> Result<()>) -> Result<Timing> {
+    let reps = reps.max(1);
+    // Warm-up (pipeline creation, first-touch).
+    let mut b = ctx.batch();
+    encode(&mut b, 0)?;
+    b.run()?;
+    let mut singles = Vec::with_capacity(reps);
+    let mut ts = ctx.caps().timestamps;
+    for i in 0..reps {
+        let mut b = ctx.timed_batch();
+        encode(&mut b, i)?;
+        let t0 = Instant::now();
+        match b.submit()?.gpu_ns()? {
+            Some(ns) if ts => singles.push(ns / 1e3),
+            _ => {
+                ts = false;
+                singles.push(t0.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+    }
+    singles.sort_by(f64::total_cmp);
+    let mut b = ctx.timed_batch();
+    for i in 0..reps {
+        encode(&mut b, i)?;
+    }
+    let t0 = Instant::now();
+    let total_us = match b.submit()?.gpu_ns()? {
+        Some(ns) if ts => ns / 1e3,
+        _ => t0.elapsed().as_secs_f64() * 1e6,
+    };
+    Ok(Timing { single_us: singles[singles.len() / 2], batched_us: total_us / reps as f64, gpu_timestamps: ts })
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct CopyParams {
+    len: u32,
+    _p: [u32; 3],
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct CopyPipeline;
+
+impl PipelineKey for CopyPipeline {
+    fn variant(&self) -> Variant {
+        Variant::Portable
+    }
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        const B: &[StorageBinding] = &[StorageBinding::read("src", "vec4<f32>"), StorageBinding::write("dst", "vec4<f32>")];
+        PipelineDesc {
+            source: ShaderSource::Wgsl(vec![include_str!("../wgsl/copy.wgsl")]),
+            entry: "main",
+            constants: vec![],
+            workgroup_size: [256, 1, 1],
+            params_size: std::mem::size_of::<CopyParams>() as u64,
+            bindings: B,
+        }
+    }
+}
+
+/// The copy kernel's pipeline description (for the shader checks).
+pub fn copy_pipeline_desc(caps: &Caps) -> PipelineDesc {
+    CopyPipeline.describe(caps)
+}
+
+/// Measure the copy kernel over `bytes` (rounded to 16) of source: returns GB/s of
+/// read + write traffic, the reference every "% of copy" figure uses.
+pub fn copy_bandwidth(ctx: &Context, bytes: u64, reps: usize) -> Result<(f64, Timing)> {
+    let limit = ctx.caps().limits.max_storage_buffer_binding_size.min(ctx.caps().limits.max_buffer_size);
+    let bytes = bytes.min(limit) / 16 * 16;
+    let len = (bytes / 16) as usize;
+    let src: GpuBuffer<[f32; 4]> = ctx.alloc(len)?;
+    let dst: GpuBuffer<[f32; 4]> = ctx.alloc(len)?;
+    // Verify the copy on a marker before timing it.
+    let marker = [[1.5f32, -2.0, 3.25, 7.0]; 4];
+    ctx.write(&src, &marker)?;
+    let params = CopyParams { len: len as u32, _p: [0; 3] };
+    let groups = ctx.grid((len as u64).div_ceil(256).min(65_535 * 4))?;
+    let encode = |b: &mut Batch, _i: usize| b.dispatch(&CopyPipeline, &params, &[src.raw(), dst.raw()], groups);
+    let t = measure(ctx, reps, &encode)?;
+    let head = ctx.read(&dst)?;
+    if head[..4] != marker {
+        return Err(crate::Error::Readback("copy kernel produced wrong data".into()));
+    }
+    Ok((2.0 * bytes as f64 / (t.single_us * 1e3), t))
+}

@@ -1,0 +1,59 @@
+//! The harness: every kernel of every family (from the registry) x every variant x its shape
+//! grid, against the CPU reference, with guard regions, fresh random inputs, and wgpu's shader
+//! bounds checks both off (the default) and on. Variants the adapter can't run are printed as
+//! UNSUPPORTED and never counted as passed.
+
+mod common;
+
+use wgkernels::suite::{run_case, Rng};
+use wgkernels::{kernels, ContextOptions, Variant, VariantPolicy};
+
+#[test]
+fn every_kernel_every_variant() {
+    let base = common::context();
+    println!("{}", base.caps().report());
+    let seed = Rng::fresh_seed();
+    println!("seed {seed} (set WGKERNELS_SEED={seed} to reproduce)\n");
+    let mut rng = Rng::new(seed);
+    let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for bounds_checks in [false, true] {
+        println!("== shader bounds checks {} ==", if bounds_checks { "ON" } else { "OFF" });
+        for kernel in kernels::registry() {
+            let info = kernel.info();
+            for v in Variant::ALL {
+                if let Err(reason) = info.support(base.caps(), v) {
+                    println!("{:<18} {:<9} UNSUPPORTED: {reason}", info.name, v.name());
+                    unsupported += 1;
+                    continue;
+                }
+                let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)).with_bounds_checks(bounds_checks));
+                for case in kernel.test_cases() {
+                    let line = match run_case(&ctx, case.as_ref(), &mut rng) {
+                        Ok(c) if c.passed() => {
+                            passed += 1;
+                            format!("PASS  {}", c.summary())
+                        }
+                        Ok(c) => {
+                            failed += 1;
+                            failures.push(format!("{} {} {}: {}", info.name, v.name(), case.name(), c.summary()));
+                            format!("FAIL  {}", c.summary())
+                        }
+                        Err(e) => {
+                            failed += 1;
+                            failures.push(format!("{} {} {}: {e}", info.name, v.name(), case.name()));
+                            format!("FAIL  error: {e}")
+                        }
+                    };
+                    println!("{:<18} {:<9} {:<36} {line}", info.name, v.name(), case.name());
+                }
+            }
+        }
+    }
+    println!("\nharness: {passed} cases passed, {failed} failed, {unsupported} kernel x variant combinations unsupported on {}", base.caps().adapter_name);
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    assert!(failures.is_empty(), "{} harness cases failed (seed {seed})", failures.len());
+    assert!(passed > 0, "the harness ran nothing");
+}
