@@ -28,6 +28,8 @@ pub enum Error {
     Readback(String),
     /// A file or block format error (GGUF, Q4_K, ...).
     Format(String),
+    /// A position past the end of a fixed-capacity (global) KV cache.
+    PositionOutOfRange { pos: u64, capacity: u64 },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -52,6 +54,7 @@ impl fmt::Display for Error {
             Error::Pipeline(s) => write!(f, "pipeline creation failed: {s}"),
             Error::Readback(s) => write!(f, "readback failed: {s}"),
             Error::Format(s) => write!(f, "format error: {s}"),
+            Error::PositionOutOfRange { pos, capacity } => write!(f, "position {pos} is past the end of a cache of capacity {capacity}"),
         }
     }
 }

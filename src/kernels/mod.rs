@@ -4,6 +4,7 @@
 
 pub mod int4;
 pub mod int8;
+pub mod turboquant;
 
 use crate::suite::Kernel;
 
@@ -12,6 +13,7 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     let mut v = Vec::new();
     v.extend(int4::kernels());
     v.extend(int8::kernels());
+    v.extend(turboquant::kernels());
     v
 }
 

@@ -1,0 +1,141 @@
+//! Decode attention over compressed K and V caches: rotate the query once (`rotate`), one
+//! split-K pass over the 4-bit codes in the rotated domain (`attend`), and one log-sum-exp merge
+//! that also rotates the output back (`merge`). Three dispatches per call.
+
+use super::*;
+
+/// One decode step's attention problem.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodeAttention {
+    /// Query heads (a multiple of the caches' kv heads; GQA group = heads / kv_heads).
+    pub heads: usize,
+    /// Positions written so far (the query sits at position `kv_len - 1` and sees keys up to it).
+    pub kv_len: usize,
+    /// Sliding window: the query sees the last `window` positions. `None` = all of them on a
+    /// global cache, the last `capacity` on a window cache.
+    pub window: Option<usize>,
+    /// Softmax scale, usually `1 / sqrt(head_dim)`.
+    pub scale: f32,
+}
+
+impl DecodeAttention {
+    /// The visible logical positions `lo..kv_len`, validated against the cache.
+    pub fn visible(&self, c: &TqConfig) -> Result<(usize, usize)> {
+        ensure(self.kv_len > 0, || Error::Shape("kv_len = 0: nothing to attend to".into()))?;
+        ensure(self.kv_len <= u32::MAX as usize, || Error::Argument(format!("kv_len = {} overflows u32", self.kv_len)))?;
+        c.slot(self.kv_len - 1)?;
+        let w = match (c.kind, self.window) {
+            (_, Some(0)) => return Err(Error::Argument("window = 0".into())),
+            (CacheKind::Window, Some(w)) => {
+                ensure(w <= c.capacity, || Error::Argument(format!("window {w} exceeds the ring buffer's capacity {}", c.capacity)))?;
+                w
+            }
+            (CacheKind::Window, None) => c.capacity,
+            (CacheKind::Global, w) => w.unwrap_or(usize::MAX),
+        };
+        let count = self.kv_len.min(w);
+        Ok((self.kv_len - count, count))
+    }
+}
+
+/// Split-K plan: (positions per split, splits) for `count` visible positions and `units`
+/// (kv head, query quad) pairs: 128 positions per split until that gives more than
+/// [`TARGET_WORKGROUPS`] workgroups, then 256.
+pub(crate) fn plan(count: usize, units: usize) -> (usize, usize) {
+    let split_len = if count.div_ceil(128) * units > TARGET_WORKGROUPS { SPLIT_MAX } else { 128 };
+    (split_len, count.div_ceil(split_len))
+}
+
+/// Scratch of [`decode_attention`]: the rotated query and the split-K partial rows.
+pub struct TqAttnWorkspace {
+    heads: usize,
+    head_dim: usize,
+    max_splits: usize,
+    qrot: GpuBuffer<f32>,
+    partial: GpuBuffer<f32>,
+}
+
+impl TqAttnWorkspace {
+    /// Scratch for `heads` query heads over caches shaped like `cache` (any kv_len up to its capacity).
+    pub fn new(ctx: &Context, heads: usize, cache: &TqConfig) -> Result<TqAttnWorkspace> {
+        cache.validate()?;
+        check_heads(heads, cache.kv_heads)?;
+        let units = cache.kv_heads * (heads / cache.kv_heads).div_ceil(4);
+        let cap = cache.capacity.min(u32::MAX as usize);
+        // The most splits `plan` gives for any count <= capacity.
+        let max_splits = cap.div_ceil(128).min(TARGET_WORKGROUPS / units).max(cap.div_ceil(SPLIT_MAX));
+        let d = cache.head_dim;
+        Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, qrot: ctx.alloc(heads * d)?, partial: ctx.alloc(heads * max_splits * (d + 4))? })
+    }
+
+    /// Bytes of scratch.
+    pub fn bytes(&self) -> u64 {
+        (self.qrot.len() + self.partial.len()) as u64 * 4
+    }
+}
+
+fn check_heads(heads: usize, kv_heads: usize) -> Result<()> {
+    ensure(heads > 0 && heads % kv_heads == 0, || Error::Shape(format!("{heads} query heads is not a multiple of {kv_heads} kv heads")))
+}
+
+/// `out[h] = softmax(q[h] . K^T * scale) V` for one query token (`q`, `out`: `[heads, d]` f32)
+/// over the visible positions of the compressed caches `k` and `v`, which must share kv heads,
+/// head dim, capacity and kind (their sign seeds may differ).
+pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>, k: &TqCache, v: &TqCache, out: &GpuBuffer<f32>, a: &DecodeAttention) -> Result<()> {
+    let ctx = b.context();
+    let (kc, vc) = (&k.config, &v.config);
+    ensure(kc.kv_heads == vc.kv_heads && kc.head_dim == vc.head_dim && kc.capacity == vc.capacity && kc.kind == vc.kind, || {
+        Error::Shape(format!("K cache {kc:?} and V cache {vc:?} differ in shape or kind"))
+    })?;
+    check_heads(a.heads, kc.kv_heads)?;
+    let d = kc.head_dim;
+    ensure(ws.heads == a.heads && ws.head_dim == d, || Error::Shape(format!("workspace for {} heads x {} does not fit {} heads x {d}", ws.heads, ws.head_dim, a.heads)))?;
+    q.require("q", a.heads * d)?;
+    out.require("out", a.heads * d)?;
+    ensure(a.scale.is_finite(), || Error::Argument(format!("scale = {}", a.scale)))?;
+    let (lo, count) = a.visible(kc)?;
+    let variant = ctx.variant_for(&ATTENTION)?;
+    let group = a.heads / kc.kv_heads;
+    let quads = group.div_ceil(4);
+    let (split_len, splits) = plan(count, kc.kv_heads * quads);
+    ensure(splits <= ws.max_splits, || Error::Limit(format!("{splits} splits > workspace's {}", ws.max_splits)))?;
+    let row = d + 4;
+    let inv_sqrt_d = 1.0 / (d as f32).sqrt();
+
+    let tp = TransformParams {
+        d: d as u32,
+        lanes: (d / 8) as u32,
+        vectors: a.heads as u32,
+        kv_heads: kc.kv_heads as u32,
+        capacity: kc.capacity as u32,
+        splits: splits as u32,
+        row: row as u32,
+        scale: inv_sqrt_d,
+        ..Default::default()
+    };
+    let grid = transform_grid(ctx, a.heads, d)?;
+    let rotate = TqPipeline::Transform { variant, op: TransformOp::Rotate };
+    b.dispatch(&rotate, &tp, &[q.raw(), k.codes.raw(), k.norms.raw(), k.signs.raw(), ws.qrot.raw()], grid)?;
+
+    let ap = AttendParams {
+        kv_heads: kc.kv_heads as u32,
+        heads: a.heads as u32,
+        d: d as u32,
+        capacity: kc.capacity as u32,
+        lo: lo as u32,
+        count: count as u32,
+        split_len: split_len as u32,
+        splits: splits as u32,
+        group: group as u32,
+        quads: quads as u32,
+        kscale: a.scale * inv_sqrt_d,
+        vscale: inv_sqrt_d,
+        row: row as u32,
+        _p: [0; 3],
+    };
+    let bufs = [ws.qrot.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw()];
+    b.dispatch(&TqPipeline::Attend { variant }, &ap, &bufs, ctx.grid((kc.kv_heads * quads * splits) as u64)?)?;
+
+    let merge = TqPipeline::Transform { variant, op: TransformOp::Merge };
+    b.dispatch(&merge, &tp, &[ws.partial.raw(), v.codes.raw(), v.norms.raw(), v.signs.raw(), out.raw()], grid)
+}

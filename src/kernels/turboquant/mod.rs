@@ -1,0 +1,365 @@
+//! TurboQuant KV-cache compression (MSE variant, 4 bits; arXiv 2504.19874): quantise K/V
+//! vectors into a compressed cache, dequantise it back, and decode attention straight over the
+//! compressed caches.
+//!
+//! For each (kv head, position) vector x of power-of-two dimension d (64..=512):
+//! optional seeded signs D, y = H D x / sqrt(d) (normalised Walsh-Hadamard), norm = |y| = |x|,
+//! u = y / norm * sqrt(d), code = nearest of the 16 Lloyd-Max centroids for N(0, 1)
+//! ([`codebook`]). Cache layout: codes `[kv_heads, capacity, d / 2]` bytes (two codes per byte,
+//! even coordinate low; uploaded as u32 words) and norms `[kv_heads, capacity]` f32.
+//! A [`CacheKind::Window`] cache is a ring buffer (slot = pos % capacity); a
+//! [`CacheKind::Global`] cache rejects positions >= capacity.
+//!
+//! Sources: wgsl/tq_transform.wgsl (quantise, dequantise, rotate, merge), wgsl/tq_attention.wgsl
+//! (split-K pass), each after wgsl/tq_portable.wgsl or wgsl/tq_subgroup.wgsl.
+
+pub mod codebook;
+pub mod cases;
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+
+pub use cases::kernels;
+
+pub const QUANTIZE: KernelInfo = KernelInfo { name: "tq_quantize", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "tq_dequantize", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const ATTENTION: KernelInfo = KernelInfo { name: "tq_decode_attention", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+
+const PORTABLE_WGSL: &str = include_str!("../../../wgsl/tq_portable.wgsl");
+const SUBGROUP_WGSL: &str = include_str!("../../../wgsl/tq_subgroup.wgsl");
+const TRANSFORM_WGSL: &str = include_str!("../../../wgsl/tq_transform.wgsl");
+const ATTENTION_WGSL: &str = include_str!("../../../wgsl/tq_attention.wgsl");
+
+/// Smallest and largest head dimension.
+pub const MIN_DIM: usize = 64;
+pub const MAX_DIM: usize = 512;
+/// Positions per split-K workgroup at most (the `SPLIT_MAX` of tq_attention.wgsl).
+const SPLIT_MAX: usize = 256;
+/// Workgroups the split-K plan aims for.
+const TARGET_WORKGROUPS: usize = 1024;
+
+/// How positions map to cache slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheKind {
+    /// Slot = position; positions >= capacity are rejected.
+    Global,
+    /// Ring buffer for sliding-window attention: slot = position % capacity.
+    Window,
+}
+
+/// Shape and options of one layer's K (or V) cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TqConfig {
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub capacity: usize,
+    pub kind: CacheKind,
+    /// Seed of the random ±1 signs applied before the Hadamard transform (per layer); `None`
+    /// for a plain Hadamard rotation, which adversarial inputs (e.g. constant vectors) break.
+    pub sign_seed: Option<u64>,
+}
+
+impl TqConfig {
+    pub fn validate(&self) -> Result<()> {
+        check_dim(self.head_dim)?;
+        ensure(self.kv_heads > 0 && self.capacity > 0, || Error::Shape(format!("kv_heads = {}, capacity = {}: both must be > 0", self.kv_heads, self.capacity)))?;
+        let words = self.kv_heads as u64 * self.capacity as u64 * (self.head_dim / 8) as u64;
+        ensure(words < 1 << 31, || Error::Shape(format!("cache of {words} code words exceeds 2^31")))
+    }
+
+    /// Bytes the compressed cache holds (codes + norms).
+    pub fn bytes(&self) -> u64 {
+        (self.kv_heads * self.capacity * (self.head_dim / 2 + 4)) as u64
+    }
+
+    /// The slot of a position, or [`Error::PositionOutOfRange`] past a global cache.
+    pub fn slot(&self, pos: usize) -> Result<usize> {
+        match self.kind {
+            CacheKind::Global => {
+                ensure(pos < self.capacity, || Error::PositionOutOfRange { pos: pos as u64, capacity: self.capacity as u64 })?;
+                Ok(pos)
+            }
+            CacheKind::Window => Ok(pos % self.capacity),
+        }
+    }
+}
+
+/// Head dimension check: a power of two in 64..=512.
+pub fn check_dim(d: usize) -> Result<()> {
+    ensure(d.is_power_of_two(), || Error::Shape(format!("head_dim = {d} is not a power of two")))?;
+    ensure((MIN_DIM..=MAX_DIM).contains(&d), || Error::Shape(format!("head_dim = {d} outside {MIN_DIM}..={MAX_DIM}")))
+}
+
+/// A compressed cache in the plain host layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTqCache {
+    pub config: TqConfig,
+    /// `[kv_heads, capacity, d / 2]`, two codes per byte, even coordinate in the low nibble.
+    pub codes: Vec<u8>,
+    /// `[kv_heads, capacity]`.
+    pub norms: Vec<f32>,
+}
+
+impl HostTqCache {
+    /// Index of the vector at (head, slot).
+    pub fn vector(&self, head: usize, slot: usize) -> usize {
+        head * self.config.capacity + slot
+    }
+    /// Code of coordinate `i` of the vector at (head, slot).
+    pub fn code(&self, head: usize, slot: usize, i: usize) -> u8 {
+        let d = self.config.head_dim;
+        (self.codes[self.vector(head, slot) * d / 2 + i / 2] >> (4 * (i % 2))) & 15
+    }
+    pub fn norm(&self, head: usize, slot: usize) -> f32 {
+        self.norms[self.vector(head, slot)]
+    }
+}
+
+/// A compressed K or V cache on the GPU.
+pub struct TqCache {
+    config: TqConfig,
+    codes: GpuBuffer<u32>,
+    norms: GpuBuffer<f32>,
+    signs: GpuBuffer<u32>,
+    sign_words: Vec<u32>,
+}
+
+impl TqCache {
+    /// A new (zeroed) cache.
+    pub fn new(ctx: &Context, config: TqConfig) -> Result<TqCache> {
+        config.validate()?;
+        let n = config.kv_heads * config.capacity;
+        Self::with_buffers(ctx, config, ctx.alloc(n * config.head_dim / 8)?, ctx.alloc(n)?)
+    }
+
+    /// Upload a host cache (e.g. one written by the CPU reference).
+    pub fn upload(ctx: &Context, host: &HostTqCache) -> Result<TqCache> {
+        let c = host.config;
+        c.validate()?;
+        let n = c.kv_heads * c.capacity;
+        ensure(host.codes.len() == n * c.head_dim / 2, || Error::Argument(format!("codes: {} bytes, expected {}", host.codes.len(), n * c.head_dim / 2)))?;
+        ensure(host.norms.len() == n, || Error::Argument(format!("norms: {} values, expected {n}", host.norms.len())))?;
+        let words: Vec<u32> = host.codes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        Self::with_buffers(ctx, c, ctx.upload(&words)?, ctx.upload(&host.norms)?)
+    }
+
+    /// Adopt code and norm buffers (e.g. poisoned ones in tests); lengths are checked.
+    pub fn with_buffers(ctx: &Context, config: TqConfig, codes: GpuBuffer<u32>, norms: GpuBuffer<f32>) -> Result<TqCache> {
+        config.validate()?;
+        let n = config.kv_heads * config.capacity;
+        codes.require("codes", n * config.head_dim / 8)?;
+        norms.require("norms", n)?;
+        let sign_words = codebook::sign_words(config.sign_seed, config.head_dim);
+        Ok(TqCache { config, codes, norms, signs: ctx.upload(&sign_words)?, sign_words })
+    }
+
+    pub fn config(&self) -> &TqConfig {
+        &self.config
+    }
+    /// The sign mask (bit i set = coordinate i negated), [`codebook::sign_words`].
+    pub fn sign_words(&self) -> &[u32] {
+        &self.sign_words
+    }
+    pub fn codes(&self) -> &GpuBuffer<u32> {
+        &self.codes
+    }
+    pub fn norms(&self) -> &GpuBuffer<f32> {
+        &self.norms
+    }
+
+    /// Read back into the host layout.
+    pub fn download(&self, ctx: &Context) -> Result<HostTqCache> {
+        let n = self.config.kv_heads * self.config.capacity;
+        let words = ctx.read(&self.codes)?;
+        let codes = bytemuck::cast_slice::<u32, u8>(&words[..n * self.config.head_dim / 8]).to_vec();
+        let mut norms = ctx.read(&self.norms)?;
+        norms.truncate(n);
+        Ok(HostTqCache { config: self.config, codes, norms })
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+struct TransformParams {
+    d: u32,
+    lanes: u32,
+    vectors: u32,
+    kv_heads: u32,
+    capacity: u32,
+    pos0: u32,
+    src_off: u32,
+    splits: u32,
+    row: u32,
+    scale: f32,
+    _p: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct AttendParams {
+    kv_heads: u32,
+    heads: u32,
+    d: u32,
+    capacity: u32,
+    lo: u32,
+    count: u32,
+    split_len: u32,
+    splits: u32,
+    group: u32,
+    quads: u32,
+    kscale: f32,
+    vscale: f32,
+    row: u32,
+    _p: [u32; 3],
+}
+
+const TRANSFORM_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("src", "vec4<f32>"),
+    StorageBinding::write("codes", "u32"),
+    StorageBinding::write("norms", "f32"),
+    StorageBinding::read("signs", "u32"),
+    StorageBinding::write("dst", "vec4<f32>"),
+];
+const ATTEND_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("qrot", "f32"),
+    StorageBinding::read("kcodes", "vec4<u32>"),
+    StorageBinding::read("knorms", "f32"),
+    StorageBinding::read("vcodes", "u32"),
+    StorageBinding::read("vnorms", "f32"),
+    StorageBinding::write("partial", "f32"),
+];
+
+/// Entry points of tq_transform.wgsl.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransformOp {
+    Quantize,
+    Dequantize,
+    Rotate,
+    Merge,
+}
+
+impl TransformOp {
+    pub const ALL: [TransformOp; 4] = [TransformOp::Quantize, TransformOp::Dequantize, TransformOp::Rotate, TransformOp::Merge];
+    fn entry(self) -> &'static str {
+        match self {
+            TransformOp::Quantize => "quantize",
+            TransformOp::Dequantize => "dequantize",
+            TransformOp::Rotate => "rotate",
+            TransformOp::Merge => "merge",
+        }
+    }
+}
+
+/// Pipelines of this family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TqPipeline {
+    Transform { variant: Variant, op: TransformOp },
+    Attend { variant: Variant },
+}
+
+fn prologue(v: Variant) -> &'static str {
+    match v {
+        Variant::Subgroup => SUBGROUP_WGSL,
+        _ => PORTABLE_WGSL,
+    }
+}
+
+impl PipelineKey for TqPipeline {
+    fn variant(&self) -> Variant {
+        match self {
+            TqPipeline::Transform { variant, .. } | TqPipeline::Attend { variant } => *variant,
+        }
+    }
+
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        match *self {
+            TqPipeline::Transform { variant, op } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), TRANSFORM_WGSL]),
+                entry: op.entry(),
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<TransformParams>() as u64,
+                bindings: TRANSFORM_BINDINGS,
+            },
+            TqPipeline::Attend { variant } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), ATTENTION_WGSL]),
+                entry: "attend",
+                constants: vec![],
+                workgroup_size: [128, 1, 1],
+                params_size: std::mem::size_of::<AttendParams>() as u64,
+                bindings: ATTEND_BINDINGS,
+            },
+        }
+    }
+}
+
+fn transform_grid(ctx: &Context, vectors: usize, d: usize) -> Result<[u32; 3]> {
+    let per_wg = 64 / (d / 8);
+    ctx.grid(vectors.div_ceil(per_wg) as u64)
+}
+
+/// Quantise `tokens` tokens of `src` (`[tokens, kv_heads, d]` f32) into `cache` at positions
+/// `pos0..pos0 + tokens` (prefill; `tokens = 1` for a decode step). On a window cache only the
+/// last `capacity` tokens are written (the earlier ones would be overwritten anyway); on a
+/// global cache `pos0 + tokens > capacity` is [`Error::PositionOutOfRange`].
+pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize, cache: &TqCache) -> Result<()> {
+    let ctx = b.context();
+    let c = &cache.config;
+    ensure(tokens > 0, || Error::Shape("tokens = 0".into()))?;
+    src.require("src", tokens * c.kv_heads * c.head_dim)?;
+    let last = pos0.checked_add(tokens - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {tokens} overflow u32")))?;
+    c.slot(last)?;
+    let variant = ctx.variant_for(&QUANTIZE)?;
+    let skip = match c.kind {
+        CacheKind::Window => tokens.saturating_sub(c.capacity),
+        CacheKind::Global => 0,
+    };
+    let vectors = (tokens - skip) * c.kv_heads;
+    let params = TransformParams {
+        d: c.head_dim as u32,
+        lanes: (c.head_dim / 8) as u32,
+        vectors: vectors as u32,
+        kv_heads: c.kv_heads as u32,
+        capacity: c.capacity as u32,
+        pos0: (pos0 + skip) as u32,
+        src_off: (skip * c.kv_heads * c.head_dim / 4) as u32,
+        ..Default::default()
+    };
+    let key = TqPipeline::Transform { variant, op: TransformOp::Quantize };
+    let grid = transform_grid(ctx, vectors, c.head_dim)?;
+    b.dispatch(&key, &params, &[src.raw(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), ctx.dummy()], grid)
+}
+
+/// Dequantise positions `pos0..pos0 + count` of `cache` into `out` (`[count, kv_heads, d]` f32).
+/// On a window cache the caller must ask only for positions still held (the last `capacity`).
+pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    let c = &cache.config;
+    ensure(count > 0, || Error::Shape("count = 0".into()))?;
+    out.require("out", count * c.kv_heads * c.head_dim)?;
+    ensure(c.kind == CacheKind::Global || count <= c.capacity, || Error::Argument(format!("{count} positions from a window cache of {}", c.capacity)))?;
+    let last = pos0.checked_add(count - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {count} overflow u32")))?;
+    c.slot(last)?;
+    let variant = ctx.variant_for(&DEQUANTIZE)?;
+    let vectors = count * c.kv_heads;
+    let params = TransformParams {
+        d: c.head_dim as u32,
+        lanes: (c.head_dim / 8) as u32,
+        vectors: vectors as u32,
+        kv_heads: c.kv_heads as u32,
+        capacity: c.capacity as u32,
+        pos0: pos0 as u32,
+        ..Default::default()
+    };
+    let key = TqPipeline::Transform { variant, op: TransformOp::Dequantize };
+    let grid = transform_grid(ctx, vectors, c.head_dim)?;
+    b.dispatch(&key, &params, &[ctx.dummy(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), out.raw()], grid)
+}
+
+pub(crate) mod attention;
+pub use attention::{decode_attention, DecodeAttention, TqAttnWorkspace};

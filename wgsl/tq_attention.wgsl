@@ -1,0 +1,153 @@
+// Decode attention straight over TurboQuant K and V caches, split-K pass. Included after
+// tq_portable.wgsl or tq_subgroup.wgsl and the generated codebook constants.
+//
+// In the rotated domain a cached vector is y = c * norm / sqrt(d) (c: centroids of its codes),
+// and q . k ~= q' . y_k with q' = H D_K q / sqrt(d) (the `rotate` pass). So
+//   score_j = scale * norm_j / sqrt(d) * sum_i q'_i c_ji,
+//   o'      = sum_j p_j * norm_j / sqrt(d) * c_j        (rotated back once by the `merge` pass).
+//
+// One workgroup of 128 per (kv head, quad of up to 4 query heads sharing it (GQA), split of
+// up to 256 visible positions). The quad's 4 queries sit side by side in a vec4 per coordinate,
+// so every code is decoded once for all of them. Positions are logical: the split covers
+// positions lo + split * split_len + t, read from slot pos % capacity, so a ring buffer is
+// masked by logical position, never by slot.
+//   K phase: one invocation per key, q' (vec4 per coordinate) and the 16 centroids in workgroup
+//            memory; scores kept in workgroup memory.
+//   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
+//   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key;
+//            the stripes are summed in workgroup memory at the end.
+// Output row per (head, split): [max, sum, 0, 0, o'[d]] (unnormalised).
+
+struct Params {
+    kv_heads: u32,
+    heads: u32,
+    d: u32,
+    capacity: u32,
+    lo: u32,         // first visible logical position
+    count: u32,      // visible positions
+    split_len: u32,  // positions per split, <= SPLIT_MAX
+    splits: u32,
+    group: u32,      // query heads per kv head
+    quads: u32,      // ceil(group / 4)
+    kscale: f32,     // softmax scale / sqrt(d)
+    vscale: f32,     // 1 / sqrt(d)
+    row: u32,        // floats per partial row (d + 4)
+    _p0: u32,
+    _p1: u32,
+    _p2: u32,
+}
+
+const ATT_WG: u32 = 128u;
+const SPLIT_MAX: u32 = 256u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> qrot: array<f32>;
+@group(0) @binding(2) var<storage, read> kcodes: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> knorms: array<f32>;
+@group(0) @binding(4) var<storage, read> vcodes: array<u32>;
+@group(0) @binding(5) var<storage, read> vnorms: array<f32>;
+@group(0) @binding(6) var<storage, read_write> partial: array<f32>;
+
+var<workgroup> qv: array<vec4<f32>, 512>;
+var<workgroup> sc: array<vec4<f32>, SPLIT_MAX>;
+var<workgroup> vec_of: array<u32, SPLIT_MAX>;
+var<workgroup> lut: array<f32, 16>;
+
+fn word_dot(w: u32, i0: u32) -> vec4<f32> {
+    var a = vec4<f32>(0.0);
+    for (var k = 0u; k < 8u; k++) {
+        a += lut[(w >> (4u * k)) & 15u] * qv[i0 + k];
+    }
+    return a;
+}
+
+@compute @workgroup_size(128)
+fn attend(ids: TqIds) {
+    let t = tq_begin(ids);
+    let li = t.li;
+    if (t.wg >= p.kv_heads * p.quads * p.splits) {
+        return;  // whole workgroup
+    }
+    let split = t.wg % p.splits;
+    let kvh = t.wg / p.splits / p.quads;
+    let quad = (t.wg / p.splits) % p.quads;
+    let h0 = kvh * p.group + quad * 4u;
+    let nh = min(4u, p.group - quad * 4u);
+
+    if (li < 16u) {
+        lut[li] = TQ_CENTROIDS[li];
+    }
+    for (var i = li; i < p.d; i += ATT_WG) {
+        var v = vec4<f32>(0.0);
+        for (var g = 0u; g < nh; g++) {
+            v[g] = qrot[(h0 + g) * p.d + i];
+        }
+        qv[i] = v;
+    }
+    let t0 = split * p.split_len;
+    let n = min(p.split_len, p.count - t0);
+    workgroupBarrier();
+
+    // K phase.
+    let w4 = p.d / 32u;
+    var mloc = vec4<f32>(-3.0e38);
+    for (var j = li; j < n; j += ATT_WG) {
+        let cv = kvh * p.capacity + (p.lo + t0 + j) % p.capacity;
+        vec_of[j] = cv;
+        var a = vec4<f32>(0.0);
+        for (var c = 0u; c < w4; c++) {
+            let w = kcodes[cv * w4 + c];
+            let i0 = c * 32u;
+            a += word_dot(w.x, i0) + word_dot(w.y, i0 + 8u) + word_dot(w.z, i0 + 16u) + word_dot(w.w, i0 + 24u);
+        }
+        let s = a * (p.kscale * knorms[cv]);
+        sc[j] = s;
+        mloc = max(mloc, s);
+    }
+    let m = tq_reduce4(mloc, t, true);
+
+    // Softmax weights (the reduction's barriers make sc and vec_of visible).
+    var lloc = vec4<f32>(0.0);
+    for (var j = li; j < n; j += ATT_WG) {
+        let e = exp(sc[j] - m);
+        lloc += e;
+        sc[j] = e * (p.vscale * vnorms[vec_of[j]]);
+    }
+    let l = tq_reduce4(lloc, t, false);
+
+    // V phase.
+    let words = p.d / 8u;
+    let stripes = ATT_WG / words;
+    let w = li % words;
+    var acc: array<vec4<f32>, 8>;
+    for (var k = 0u; k < 8u; k++) {
+        acc[k] = vec4<f32>(0.0);
+    }
+    for (var j = li / words; j < n; j += stripes) {
+        let word = vcodes[vec_of[j] * words + w];
+        let pj = sc[j];
+        for (var k = 0u; k < 8u; k++) {
+            acc[k] += lut[(word >> (4u * k)) & 15u] * pj;
+        }
+    }
+    workgroupBarrier();
+    for (var k = 0u; k < 8u; k++) {
+        sc[li] = acc[k];
+        workgroupBarrier();
+        if (li < words) {
+            var o = vec4<f32>(0.0);
+            for (var s = 0u; s < stripes; s++) {
+                o += sc[s * words + li];
+            }
+            for (var g = 0u; g < nh; g++) {
+                partial[((h0 + g) * p.splits + split) * p.row + 4u + 8u * li + k] = o[g];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (li < nh) {
+        let r = ((h0 + li) * p.splits + split) * p.row;
+        partial[r] = m[li];
+        partial[r + 1u] = l[li];
+    }
+}

@@ -1,0 +1,51 @@
+// TurboQuant invocation setup and reductions, Portable variant (no subgroup operations).
+// Included before tq_transform.wgsl / tq_attention.wgsl. Provides:
+//   TqIds        the entry points' builtins
+//   tq_begin     -> TqLanes: linear workgroup index, a logical invocation index `l` (a bijection
+//                onto 0..workgroup size that the transforms lay data out by) and `shfl`, the
+//                number of low bits of `l` whose xor partners can be reached by tq_shx (0 here:
+//                every exchange goes through workgroup memory)
+//   tq_reduce4   max or sum of a vec4 over a 128-invocation workgroup (every invocation gets it)
+
+struct TqIds {
+    @builtin(local_invocation_index) li: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+}
+
+struct TqLanes {
+    wg: u32,
+    l: u32,
+    li: u32,
+    shfl: u32,
+    sid: u32,
+    nsg: u32,
+    first: bool,
+}
+
+fn tq_begin(ids: TqIds) -> TqLanes {
+    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, ids.li, ids.li, 0u, 0u, 1u, ids.li == 0u);
+}
+
+// Never called in this variant (shfl = 0).
+fn tq_shx(v: f32, mask: u32) -> f32 {
+    return v;
+}
+
+var<workgroup> tq_red: array<vec4<f32>, 128>;
+
+fn tq_reduce4(v: vec4<f32>, t: TqLanes, is_max: bool) -> vec4<f32> {
+    tq_red[t.li] = v;
+    workgroupBarrier();
+    for (var s = 64u; s > 0u; s >>= 1u) {
+        if (t.li < s) {
+            let a = tq_red[t.li];
+            let b = tq_red[t.li + s];
+            tq_red[t.li] = select(a + b, max(a, b), is_max);
+        }
+        workgroupBarrier();
+    }
+    let r = tq_red[0];
+    workgroupBarrier();
+    return r;
+}
