@@ -117,15 +117,17 @@ impl Case for QuantCase {
 
 /// Compare a GPU-written cache with the reference writes: codes equal except within
 /// [`BOUNDARY_BAND`] of a decision boundary (counted), norms to 1e-6 relative, untouched
-/// vectors still poisoned. Returns (check, near-boundary code differences).
-pub fn check_quantized(ctx: &Context, cache: &TqCache, src: &[f32], tokens: usize, pos0: usize) -> Result<(Check, usize)> {
+/// vectors still poisoned. Returns the check and the near-boundary code differences as
+/// (total, of which the reference value is exactly 0: exact cancellations in the transform of
+/// structured inputs, which f32 leaves as tiny values of either sign).
+pub fn check_quantized(ctx: &Context, cache: &TqCache, src: &[f32], tokens: usize, pos0: usize) -> Result<(Check, (usize, usize))> {
     let c = *cache.config();
     let d = c.head_dim;
     let words = ctx.read(cache.codes())?;
     let norms = ctx.read(cache.norms())?;
     let mut expect = reference::empty_cache(c);
     let written = reference::quantize_into(&mut expect, src, tokens, pos0);
-    let (mut err, mut near, mut far, mut nonfinite) = (0f64, 0usize, 0usize, 0usize);
+    let (mut err, mut near, mut zeros, mut far, mut nonfinite) = (0f64, 0usize, 0usize, 0usize, 0usize);
     let mut touched = vec![false; c.kv_heads * c.capacity];
     for (v, q) in &written {
         touched[*v] = true;
@@ -134,6 +136,7 @@ pub fn check_quantized(ctx: &Context, cache: &TqCache, src: &[f32], tokens: usiz
             if got != q.codes[i] as u32 {
                 if boundary_distance(u) < BOUNDARY_BAND {
                     near += 1;
+                    zeros += (u == 0.0) as usize;
                 } else {
                     far += 1;
                 }
@@ -153,7 +156,7 @@ pub fn check_quantized(ctx: &Context, cache: &TqCache, src: &[f32], tokens: usiz
         damage += (norms[v].to_bits() != POISON_F32) as usize;
     }
     let note = if far > 0 { format!("{far} codes differ from the CPU reference away from a decision boundary") } else { String::new() };
-    Ok((Check { err, tol: 1e-6, nonfinite, guard_damage: damage, note }, near))
+    Ok((Check { err, tol: 1e-6, nonfinite, guard_damage: damage, note }, (near, zeros)))
 }
 
 impl Prepared for QuantPrepared {
@@ -258,7 +261,7 @@ impl Kernel for AttentionKernel {
         let v = [
             AttnCase { heads: 4, cfg: cfg(2, 64, 100, CacheKind::Global, Some(1)), kv_len: 77, window: None, sharpness: 1.0 },
             AttnCase { heads: 8, cfg: cfg(2, 128, 64, CacheKind::Window, Some(2)), kv_len: 200, window: None, sharpness: 1.0 },
-            AttnCase { heads: 6, cfg: cfg(1, 128, 48, CacheKind::Window, None), kv_len: 130, window: Some(40), sharpness: 4.0 },
+            AttnCase { heads: 6, cfg: cfg(1, 128, 48, CacheKind::Window, None), kv_len: 130, window: Some(40), sharpness: 3.0 },
             AttnCase { heads: 2, cfg: cfg(2, 256, 300, CacheKind::Global, Some(3)), kv_len: 300, window: Some(129), sharpness: 1.0 },
             AttnCase { heads: 4, cfg: cfg(4, 512, 40, CacheKind::Global, Some(4)), kv_len: 33, window: None, sharpness: 2.0 },
             AttnCase { heads: 16, cfg: cfg(4, 128, 600, CacheKind::Global, Some(5)), kv_len: 555, window: None, sharpness: 1.0 },
