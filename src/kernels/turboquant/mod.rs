@@ -298,6 +298,11 @@ impl PipelineKey for TqPipeline {
     }
 }
 
+/// Source/destination element indices are u32 in the shaders.
+fn check_elements(n: usize) -> Result<()> {
+    ensure(n as u64 <= u32::MAX as u64, || Error::Shape(format!("{n} elements in one call exceed 2^32; split the call")))
+}
+
 fn transform_grid(ctx: &Context, vectors: usize, d: usize) -> Result<[u32; 3]> {
     let per_wg = 64 / (d / 8);
     ctx.grid(vectors.div_ceil(per_wg) as u64)
@@ -311,6 +316,7 @@ pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize,
     let ctx = b.context();
     let c = &cache.config;
     ensure(tokens > 0, || Error::Shape("tokens = 0".into()))?;
+    check_elements(tokens * c.kv_heads * c.head_dim)?;
     src.require("src", tokens * c.kv_heads * c.head_dim)?;
     let last = pos0.checked_add(tokens - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {tokens} overflow u32")))?;
     c.slot(last)?;
@@ -341,6 +347,7 @@ pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out
     let ctx = b.context();
     let c = &cache.config;
     ensure(count > 0, || Error::Shape("count = 0".into()))?;
+    check_elements(count * c.kv_heads * c.head_dim)?;
     out.require("out", count * c.kv_heads * c.head_dim)?;
     ensure(c.kind == CacheKind::Global || count <= c.capacity, || Error::Argument(format!("{count} positions from a window cache of {}", c.capacity)))?;
     let last = pos0.checked_add(count - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {count} overflow u32")))?;
