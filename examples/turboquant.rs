@@ -50,9 +50,9 @@ fn main() -> wgkernels::Result<()> {
         let o = (j * kv_heads + h) * d;
         (k[o..o + d].iter().map(|&x| x as f64).collect(), v[o..o + d].iter().map(|&x| x as f64).collect())
     };
-    let (r_orig, _) = reference::decode_attention(&q, heads, kv_heads, d, a.scale as f64, kv_len, orig);
+    let (r_orig, _, _) = reference::decode_attention(&q, heads, kv_heads, d, a.scale as f64, kv_len, orig);
     let deq = |j: usize, h: usize| (reference::dequantize_slot(&hk, h, j), reference::dequantize_slot(&hv, h, j));
-    let (r_deq, _) = reference::decode_attention(&q, heads, kv_heads, d, a.scale as f64, kv_len, deq);
+    let (r_deq, _, _) = reference::decode_attention(&q, heads, kv_heads, d, a.scale as f64, kv_len, deq);
     let rel = |r: &[f64]| (got.iter().zip(r).map(|(&g, x)| (g as f64 - x).powi(2)).sum::<f64>() / r.iter().map(|x| x * x).sum::<f64>()).sqrt();
     let cos = got.iter().zip(&r_orig).map(|(&g, x)| g as f64 * x).sum::<f64>()
         / (got.iter().map(|&g| (g as f64).powi(2)).sum::<f64>().sqrt() * r_orig.iter().map(|x| x * x).sum::<f64>().sqrt());

@@ -11,8 +11,8 @@
 // so every code is decoded once for all of them. Positions are logical: the split covers
 // positions lo + split * split_len + t, read from slot pos % capacity, so a ring buffer is
 // masked by logical position, never by slot.
-//   K phase: one invocation per key, q' (vec4 per coordinate) and the 16 centroids in workgroup
-//            memory; scores kept in workgroup memory.
+//   K phase: one invocation per pair of keys (sharing each q' load), q' (vec4 per coordinate)
+//            and the 16 centroids in workgroup memory; scores kept in workgroup memory.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
 //   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key;
 //            the stripes are summed in workgroup memory at the end.
@@ -53,12 +53,27 @@ var<workgroup> sc: array<vec4<f32>, SPLIT_MAX>;
 var<workgroup> vec_of: array<u32, SPLIT_MAX>;
 var<workgroup> lut: array<f32, 16>;
 
-fn word_dot(w: u32, i0: u32) -> vec4<f32> {
+// Scores of two keys (vec4 over the quad's heads) from their code vectors cv and cv2: every q'
+// load from workgroup memory serves both.
+fn key_dots(cv: u32, cv2: u32) -> array<vec4<f32>, 2> {
+    let w4 = p.d / 32u;
     var a = vec4<f32>(0.0);
-    for (var k = 0u; k < 8u; k++) {
-        a += lut[(w >> (4u * k)) & 15u] * qv[i0 + k];
+    var a2 = vec4<f32>(0.0);
+    for (var c = 0u; c < w4; c++) {
+        let w = kcodes[cv * w4 + c];
+        let w2 = kcodes[cv2 * w4 + c];
+        for (var e = 0u; e < 4u; e++) {
+            let x = w[e];
+            let y = w2[e];
+            let i0 = c * 32u + e * 8u;
+            for (var k = 0u; k < 8u; k++) {
+                let q = qv[i0 + k];
+                a += lut[(x >> (4u * k)) & 15u] * q;
+                a2 += lut[(y >> (4u * k)) & 15u] * q;
+            }
+        }
     }
-    return a;
+    return array<vec4<f32>, 2>(a, a2);
 }
 
 @compute @workgroup_size(128)
@@ -88,21 +103,25 @@ fn attend(ids: TqIds) {
     let n = min(p.split_len, p.count - t0);
     workgroupBarrier();
 
-    // K phase.
-    let w4 = p.d / 32u;
+    // K phase: invocation li scores keys j = li and j + h (h = ceil(n / 2)).
+    let h = (n + 1u) / 2u;
     var mloc = vec4<f32>(-3.0e38);
-    for (var j = li; j < n; j += ATT_WG) {
+    for (var j = li; j < h; j += ATT_WG) {
+        let j2 = j + h;
+        let has2 = j2 < n;
         let cv = kvh * p.capacity + (p.lo + t0 + j) % p.capacity;
+        let cv2 = select(cv, kvh * p.capacity + (p.lo + t0 + j2) % p.capacity, has2);
+        let a = key_dots(cv, cv2);
+        let s = a[0] * (p.kscale * knorms[cv]);
         vec_of[j] = cv;
-        var a = vec4<f32>(0.0);
-        for (var c = 0u; c < w4; c++) {
-            let w = kcodes[cv * w4 + c];
-            let i0 = c * 32u;
-            a += word_dot(w.x, i0) + word_dot(w.y, i0 + 8u) + word_dot(w.z, i0 + 16u) + word_dot(w.w, i0 + 24u);
-        }
-        let s = a * (p.kscale * knorms[cv]);
         sc[j] = s;
         mloc = max(mloc, s);
+        if (has2) {
+            let s2 = a[1] * (p.kscale * knorms[cv2]);
+            vec_of[j2] = cv2;
+            sc[j2] = s2;
+            mloc = max(mloc, s2);
+        }
     }
     let m = tq_reduce4(mloc, t, true);
 

@@ -103,30 +103,39 @@ pub fn dequantize_slot(cache: &HostTqCache, head: usize, slot: usize) -> Vec<f64
 }
 
 /// Decode attention of one query token in f64. `q`: `[heads, d]`; `kv(j, kv_head)` returns the
-/// (key, value) of the j-th visible position. Returns the output `[heads, d]` and the magnitude
-/// `sum_j p_j |v_j|` per element that errors are normalised by.
-pub fn decode_attention(q: &[f32], heads: usize, kv_heads: usize, d: usize, scale: f64, count: usize, kv: impl Fn(usize, usize) -> (Vec<f64>, Vec<f64>)) -> (Vec<f64>, Vec<f64>) {
+/// (key, value) of the j-th visible position. Returns the output `[heads, d]`, its error scale
+/// per element `sum_j p_j rms(v_j)` (rms = |v| / sqrt(d): a computation in a rotated domain
+/// spreads rounding over all coordinates, so a coordinate where the values happen to be small
+/// gets no smaller error), and the largest score magnitude `|scale| sum_i |q_i k_ji|` (the
+/// rounding of a score is proportional to it and moves the output by about that much times the
+/// error scale).
+pub fn decode_attention(q: &[f32], heads: usize, kv_heads: usize, d: usize, scale: f64, count: usize, kv: impl Fn(usize, usize) -> (Vec<f64>, Vec<f64>)) -> (Vec<f64>, Vec<f64>, f64) {
     let group = heads / kv_heads;
     let mut out = vec![0f64; heads * d];
     let mut mag = vec![0f64; heads * d];
+    let mut smag = 0f64;
     for kvh in 0..kv_heads {
         let cache: Vec<(Vec<f64>, Vec<f64>)> = (0..count).map(|j| kv(j, kvh)).collect();
         for h in kvh * group..(kvh + 1) * group {
             let qh = &q[h * d..(h + 1) * d];
             let s: Vec<f64> = cache.iter().map(|(k, _)| scale * k.iter().zip(qh).map(|(a, &b)| a * b as f64).sum::<f64>()).collect();
+            for (k, _) in &cache {
+                smag = smag.max(scale.abs() * k.iter().zip(qh).map(|(a, &b)| (a * b as f64).abs()).sum::<f64>());
+            }
             let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = s.iter().map(|v| (v - m).exp()).collect();
             let l: f64 = e.iter().sum();
             for (j, (_, v)) in cache.iter().enumerate() {
                 let pj = e[j] / l;
+                let rms = (v.iter().map(|x| x * x).sum::<f64>() / d as f64).sqrt();
                 for i in 0..d {
                     out[h * d + i] += pj * v[i];
-                    mag[h * d + i] += pj * v[i].abs();
+                    mag[h * d + i] += pj * rms;
                 }
             }
         }
     }
-    (out, mag)
+    (out, mag, smag)
 }
 
 /// Mean over vectors of `|x - x_hat|^2 / |x|^2` (the unit-normalised round-trip MSE).
