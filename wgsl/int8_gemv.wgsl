@@ -1,7 +1,6 @@
 // INT8 GEMV: y[r] = sum_c (q[r,c] - zero) * scale * x[c], scale/zero per tensor or per row.
-// Included after a team file. Like int4_gemv: ROWS rows per team, lanes stride over 16-column
-// chunks (one vec4<u32> of codes per row). Signed codes become unsigned by XOR 0x80 per byte
-// and a zero offset of 128.
+// Included after a team file and interleave.wgsl; same structure as int4_gemv (4 codes per word).
+// Signed codes become unsigned by XOR 0x80 per byte and a zero offset of 128.
 
 struct Params {
     n: u32,
@@ -28,8 +27,19 @@ fn byte_dot(w: u32, z: f32, xv: vec4<f32>) -> f32 {
     return dot(b - vec4<f32>(z), xv);
 }
 
+fn byte_slow(wi: u32, w: u32, z: f32) -> f32 {
+    var a = 0.0;
+    for (var e = 0u; e < 4u; e++) {
+        let c = wi * 4u + e;
+        if (c < p.k) {
+            a += (f32((w >> (8u * e)) & 255u) - z) * x[c >> 2u][c & 3u];
+        }
+    }
+    return a;
+}
+
 fn team_main(t: Team) {
-    let full = p.k / 16u;
+    let vec4s = p.row_vec4s;
     let blocks = (p.n + ROWS - 1u) / ROWS;
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
@@ -38,36 +48,40 @@ fn team_main(t: Team) {
             zs[r] = zeros[select(0u, min(row0 + r, p.n - 1u), p.per_row != 0u)] + p.zero_offset;
         }
         var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        for (var ch = t.lane; ch < full; ch += t.lanes) {
-            let xi = ch * 4u;
-            let x0 = x[xi];
-            let x1 = x[xi + 1u];
-            let x2 = x[xi + 2u];
-            let x3 = x[xi + 3u];
-            for (var r = 0u; r < ROWS; r++) {
-                let row = row0 + r;
-                if (row < p.n) {
-                    let w = codes[row * p.row_vec4s + ch] ^ vec4<u32>(p.xor_mask);
-                    let z = zs[r];
-                    acc[r] += byte_dot(w.x, z, x0) + byte_dot(w.y, z, x1) + byte_dot(w.z, z, x2) + byte_dot(w.w, z, x3);
+        for (var v = t.lane; v < vec4s; v += t.lanes) {
+            let w0 = il_word0(v);
+            let s = il_stride(v, vec4s);
+            if ((w0 + 3u * s) * 4u + 4u <= p.k) {
+                let x0 = x[w0];
+                let x1 = x[w0 + s];
+                let x2 = x[w0 + 2u * s];
+                let x3 = x[w0 + 3u * s];
+                for (var r = 0u; r < ROWS; r++) {
+                    let row = row0 + r;
+                    if (row < p.n) {
+                        let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
+                        let z = zs[r];
+                        acc[r] += byte_dot(w.x, z, x0) + byte_dot(w.y, z, x1) + byte_dot(w.z, z, x2) + byte_dot(w.w, z, x3);
+                    }
+                }
+            } else {
+                for (var r = 0u; r < ROWS; r++) {
+                    let row = row0 + r;
+                    if (row < p.n) {
+                        let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
+                        let z = zs[r];
+                        acc[r] += byte_slow(w0, w.x, z) + byte_slow(w0 + s, w.y, z) + byte_slow(w0 + 2u * s, w.z, z) + byte_slow(w0 + 3u * s, w.w, z);
+                    }
                 }
             }
         }
-        for (var c = full * 16u + t.lane; c < p.k; c += t.lanes) {
-            let xv = x[c >> 2u][c & 3u];
+        team_reduce(&acc, ROWS);
+        if (t.lane == 0u) {
             for (var r = 0u; r < ROWS; r++) {
                 let row = row0 + r;
                 if (row < p.n) {
-                    let word = codes[row * p.row_vec4s + (c >> 4u)][(c >> 2u) & 3u] ^ p.xor_mask;
-                    acc[r] += (f32((word >> (8u * (c & 3u))) & 255u) - zs[r]) * xv;
+                    y[row] = acc[r] * scales[select(0u, row, p.per_row != 0u)];
                 }
-            }
-        }
-        for (var r = 0u; r < ROWS; r++) {
-            let s = team_sum(acc[r]);
-            let row = row0 + r;
-            if (t.lane == 0u && row < p.n) {
-                y[row] = s * scales[select(0u, row, p.per_row != 0u)];
             }
         }
     }
