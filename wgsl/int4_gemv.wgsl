@@ -42,13 +42,24 @@ fn word_group(w: u32) -> u32 {
     return (w * 8u) / p.group_size;
 }
 
-// scale * dot(nibbles of `w` - zero, x[8 columns]) for word `wi` of row `row` (GMODE 0).
-fn word_dot(row: u32, wi: u32, w: u32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+// Nibbles of w at bit offsets `sh` as floats 2^23 + nibble, built by placing each nibble in the
+// mantissa of 2^23 (exact, full-rate integer ops instead of int-to-float conversions).
+fn nibbles(w: u32, sh: vec4<u32>) -> vec4<f32> {
+    return bitcast<vec4<f32>>(((vec4<u32>(w) >> sh) & vec4<u32>(15u)) | vec4<u32>(0x4b000000u));
+}
+
+// scale * sum_e (q_e - zero) * x_e over word `wi` of row `row` (GMODE 0). `bias` = 2^23 + code
+// offset, so nibbles(..) - bias is the exact code value q; the zero point goes through `xs`, the
+// sum of the word's 8 x values (shared by all rows).
+fn word_dot(row: u32, wi: u32, w: u32, xa: vec4<f32>, xb: vec4<f32>, xs: f32, bias: f32) -> f32 {
     let gi = row * p.num_groups + word_group(wi);
-    let z = vec4<f32>(zero_at(gi));
-    let lo = vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
-    let hi = vec4<f32>((vec4<u32>(w) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
-    return scales[gi] * (dot(lo - z, xa) + dot(hi - z, xb));
+    let lo = nibbles(w, vec4<u32>(0u, 4u, 8u, 12u)) - vec4<f32>(bias);
+    let hi = nibbles(w, vec4<u32>(16u, 20u, 24u, 28u)) - vec4<f32>(bias);
+    var d = dot(lo, xa) + dot(hi, xb);
+    if (p.has_zeros != 0u) {
+        d -= zeros[gi] * xs;
+    }
+    return scales[gi] * d;
 }
 
 // Column-by-column contribution of natural word wi (any group size, partial words).
@@ -68,9 +79,10 @@ fn word_slow(row: u32, wi: u32, w: u32) -> f32 {
 fn team_main(t: Team) {
     let vec4s = p.row_vec4s;
     let blocks = (p.n + ROWS - 1u) / ROWS;
+    let bias = 8388608.0 + p.zero_offset;
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
-        var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for (var v = t.lane; v < vec4s; v += t.lanes) {
             let w0 = il_word0(v);
             let s = il_stride(v, vec4s);
@@ -83,12 +95,17 @@ fn team_main(t: Team) {
                 let xb2 = x[2u * (w0 + 2u * s) + 1u];
                 let xa3 = x[2u * (w0 + 3u * s)];
                 let xb3 = x[2u * (w0 + 3u * s) + 1u];
+                let one = vec4<f32>(1.0);
+                let xs0 = dot(xa0 + xb0, one);
+                let xs1 = dot(xa1 + xb1, one);
+                let xs2 = dot(xa2 + xb2, one);
+                let xs3 = dot(xa3 + xb3, one);
                 for (var r = 0u; r < ROWS; r++) {
                     let row = row0 + r;
                     if (row < p.n) {
                         let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
-                        acc[r] += word_dot(row, w0, w.x, xa0, xb0) + word_dot(row, w0 + s, w.y, xa1, xb1)
-                                + word_dot(row, w0 + 2u * s, w.z, xa2, xb2) + word_dot(row, w0 + 3u * s, w.w, xa3, xb3);
+                        acc[r] += word_dot(row, w0, w.x, xa0, xb0, xs0, bias) + word_dot(row, w0 + s, w.y, xa1, xb1, xs1, bias)
+                                + word_dot(row, w0 + 2u * s, w.z, xa2, xb2, xs2, bias) + word_dot(row, w0 + 3u * s, w.w, xa3, xb3, xs3, bias);
                     }
                 }
             } else {

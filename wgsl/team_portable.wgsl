@@ -11,7 +11,7 @@ struct Team {
     count: u32,
 }
 
-var<workgroup> team_scratch: array<f32, 2048>;  // 8 rows x 256 invocations
+var<workgroup> team_scratch: array<f32, 2304>;  // 9 rows x 256 invocations
 var<private> team_lane: u32;
 
 @compute @workgroup_size(WG)
@@ -21,8 +21,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     team_main(Team(li, WG, wid.x + wid.y * nwg.x, nwg.x * nwg.y));
 }
 
-// Sum acc[r] (r < rows <= 8) over the team; the sums are left in invocation 0's acc.
-fn team_reduce(acc: ptr<function, array<f32, 8>>, rows: u32) {
+// Sum acc[r] (r < rows <= 9) over the team; the sums are left in invocation 0's acc.
+fn team_reduce(acc: ptr<function, array<f32, 9>>, rows: u32) {
     for (var r = 0u; r < rows; r++) {
         team_scratch[r * WG + team_lane] = (*acc)[r];
     }

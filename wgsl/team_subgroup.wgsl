@@ -15,7 +15,7 @@ struct Team {
 }
 
 const TEAM_MAX_SUBGROUPS: u32 = 128u;
-var<workgroup> team_scratch: array<f32, 1024>;  // 8 rows x TEAM_MAX_SUBGROUPS
+var<workgroup> team_scratch: array<f32, 1152>;  // 9 rows x TEAM_MAX_SUBGROUPS
 var<private> team_sid: u32;
 var<private> team_nsg: u32;
 var<private> team_first: bool;
@@ -32,8 +32,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     team_main(Team(li, WG, wid.x + wid.y * nwg.x, nwg.x * nwg.y));
 }
 
-// Sum acc[r] (r < rows <= 8) over the team; the sums are left in invocation 0's acc.
-fn team_reduce(acc: ptr<function, array<f32, 8>>, rows: u32) {
+// Sum acc[r] (r < rows <= 9) over the team; the sums are left in invocation 0's acc.
+fn team_reduce(acc: ptr<function, array<f32, 9>>, rows: u32) {
     for (var r = 0u; r < rows; r++) {
         let v = subgroupAdd((*acc)[r]);
         if (team_first) {
