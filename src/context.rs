@@ -74,7 +74,12 @@ impl Context {
     /// Pick the best adapter (from `WGPU_BACKEND` etc. when set) and create a device with the
     /// adapter's real limits and every optional feature in [`wanted_features`] it offers.
     pub async fn new(options: ContextOptions) -> Result<Context> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        if std::env::var_os("WGPU_BACKEND").is_none() {
+            // Vulkan, Metal, DX12, WebGPU; GL only when asked for (WGPU_BACKEND=gl).
+            desc.backends = wgpu::Backends::PRIMARY;
+        }
+        let instance = wgpu::Instance::new(desc);
         let adapter = match wgpu::util::initialize_adapter_from_env(&instance, None).await {
             Ok(a) => a,
             Err(_) => instance

@@ -1,4 +1,5 @@
-// INT4 dequantise to f32 [n, k]: one invocation per (row, 8-column word).
+// INT4 dequantise to f32 [n, k]: one invocation per (row, 8-column word); included after
+// interleave.wgsl.
 
 struct Params {
     n: u32,
@@ -26,7 +27,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let row = id / p.row_words;
     let w = id % p.row_words;
-    let word = codes[id] ^ p.xor_mask;
+    let word = codes[row * p.row_words + il_phys(w, p.row_words / 4u)] ^ p.xor_mask;
     for (var i = 0u; i < 8u; i++) {
         let c = w * 8u + i;
         if (c < p.k) {

@@ -1,4 +1,4 @@
-// INT4 GEMM for m > 1 (prefill): y[i, r] = sum_c x[i, c] * w[r, c], w dequantised on the fly.
+// INT4 GEMM for m > 1 (prefill); included after interleave.wgsl: y[i, r] = sum_c x[i, c] * w[r, c], w dequantised on the fly.
 // One workgroup of 64 invocations computes a 16 (x rows) x 64 (weight rows) tile, stepping
 // through K in slices of 32 columns staged in workgroup memory (x slice 2 KiB, w slice 8.25 KiB);
 // each invocation owns 2 x 8 outputs. Columns past k are zero in both slices.
@@ -63,7 +63,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         let wrow = n0 + li;
         if (wrow < p.n) {
-            let w = codes[wrow * p.row_vec4s + s] ^ vec4<u32>(p.xor_mask);
+            // Natural words 4s .. 4s+3 of the row, wherever the interleaved layout put them.
+            let base = wrow * p.row_vec4s * 4u;
+            var w: vec4<u32>;
+            for (var j = 0u; j < 4u; j++) {
+                let pw = base + il_phys(4u * s + j, p.row_vec4s);
+                w[j] = codes[pw >> 2u][pw & 3u] ^ p.xor_mask;
+            }
             for (var j = 0u; j < TK; j++) {
                 let col = c0 + j;
                 var v = 0.0;

@@ -1,9 +1,9 @@
 // INT4 group-quantised GEMV: y[r] = sum_c (q[r,c] - zero[r,g]) * scale[r,g] * x[c], g = c / group_size.
-// Included after team_portable.wgsl or team_subgroup.wgsl. Each team computes ROWS rows at once
-// so every x value loaded is used ROWS times; lanes stride over 32-column chunks (one vec4<u32>
-// of codes per row: 16-byte loads, consecutive lanes on consecutive chunks).
-// Signed codes are turned into unsigned ones by XOR 0x8 per nibble and an extra zero offset of 8:
-// (code ^ 8) - 8 = the two's-complement value, so one code path serves both modes.
+// Included after a team file (team_portable / team_subgroup) and interleave.wgsl. One team (a
+// workgroup) computes ROWS rows, so each x value loaded serves ROWS rows; its lanes stride over
+// the rows' vec4s of codes (16-byte loads, interleaved layout: x loads coalesced too).
+// Signed codes are made unsigned by XOR 0x8 per nibble and a zero offset of 8
+// ((code ^ 8) - 8 is the two's-complement value): one code path for both modes.
 
 struct Params {
     n: u32,
@@ -16,8 +16,9 @@ struct Params {
     has_zeros: u32,
 }
 
-override ROWS: u32 = 4u;   // rows per team, 1..8
-override GMODE: u32 = 0u;  // 0: group_size % 32 == 0, 1: group_size % 8 == 0, 2: any group size
+override ROWS: u32 = 4u;       // rows per team, 1..8
+override GMODE: u32 = 0u;      // 0: group_size % 8 == 0 (a word never straddles groups); 1: any
+override GSHIFT: u32 = 99u;    // log2(group_size / 8) when that is a power of two, else 99
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> codes: array<vec4<u32>>;
@@ -33,74 +34,97 @@ fn zero_at(gi: u32) -> f32 {
     return p.zero_offset;
 }
 
-// Dot of the 8 nibbles of `w` (minus z) with columns xa (0..3) and xb (4..7).
-fn nib_dot(w: u32, z: f32, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
-    let lo = vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u));
-    let hi = vec4<f32>((vec4<u32>(w) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u));
-    return dot(lo - vec4<f32>(z), xa) + dot(hi - vec4<f32>(z), xb);
+// Group of natural word w (GMODE 0).
+fn word_group(w: u32) -> u32 {
+    if (GSHIFT < 32u) {
+        return w >> (GSHIFT & 31u);
+    }
+    return (w * 8u) / p.group_size;
+}
+
+// Nibbles of w at bit offsets `sh` as floats 2^23 + nibble, built by placing each nibble in the
+// mantissa of 2^23 (exact, full-rate integer ops instead of int-to-float conversions).
+fn nibbles(w: u32, sh: vec4<u32>) -> vec4<f32> {
+    return bitcast<vec4<f32>>(((vec4<u32>(w) >> sh) & vec4<u32>(15u)) | vec4<u32>(0x4b000000u));
+}
+
+// scale * sum_e (q_e - zero) * x_e over word `wi` of row `row` (GMODE 0). `bias` = 2^23 + code
+// offset, so nibbles(..) - bias is the exact code value q; the zero point goes through `xs`, the
+// sum of the word's 8 x values (shared by all rows).
+fn word_dot(row: u32, wi: u32, w: u32, xa: vec4<f32>, xb: vec4<f32>, xs: f32, bias: f32) -> f32 {
+    let gi = row * p.num_groups + word_group(wi);
+    let lo = nibbles(w, vec4<u32>(0u, 4u, 8u, 12u)) - vec4<f32>(bias);
+    let hi = nibbles(w, vec4<u32>(16u, 20u, 24u, 28u)) - vec4<f32>(bias);
+    var d = dot(lo, xa) + dot(hi, xb);
+    if (p.has_zeros != 0u) {
+        d -= zeros[gi] * xs;
+    }
+    return scales[gi] * d;
+}
+
+// Column-by-column contribution of natural word wi (any group size, partial words).
+fn word_slow(row: u32, wi: u32, w: u32) -> f32 {
+    var a = 0.0;
+    for (var e = 0u; e < 8u; e++) {
+        let c = wi * 8u + e;
+        if (c < p.k) {
+            let gi = row * p.num_groups + c / p.group_size;
+            let q = f32((w >> (4u * e)) & 15u);
+            a += scales[gi] * (q - zero_at(gi)) * x[c >> 2u][c & 3u];
+        }
+    }
+    return a;
 }
 
 fn team_main(t: Team) {
-    // Whole 32-column chunks go through the vector path (only when no word straddles groups);
-    // the rest, column by column.
-    var full = p.k / 32u;
-    if (GMODE == 2u) {
-        full = 0u;
-    }
+    let vec4s = p.row_vec4s;
     let blocks = (p.n + ROWS - 1u) / ROWS;
+    let bias = 8388608.0 + p.zero_offset;
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
-        var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        for (var ch = t.lane; ch < full; ch += t.lanes) {
-            let c0 = ch * 32u;
-            let xi = ch * 8u;
-            let x0 = x[xi];
-            let x1 = x[xi + 1u];
-            let x2 = x[xi + 2u];
-            let x3 = x[xi + 3u];
-            let x4 = x[xi + 4u];
-            let x5 = x[xi + 5u];
-            let x6 = x[xi + 6u];
-            let x7 = x[xi + 7u];
-            for (var r = 0u; r < ROWS; r++) {
-                let row = row0 + r;
-                if (row < p.n) {
-                    let w = codes[row * p.row_vec4s + ch] ^ vec4<u32>(p.xor_mask);
-                    let gbase = row * p.num_groups;
-                    if (GMODE == 0u) {
-                        let gi = gbase + c0 / p.group_size;
-                        let z = zero_at(gi);
-                        let d = nib_dot(w.x, z, x0, x1) + nib_dot(w.y, z, x2, x3) + nib_dot(w.z, z, x4, x5) + nib_dot(w.w, z, x6, x7);
-                        acc[r] += scales[gi] * d;
-                    } else {
-                        let g0 = gbase + c0 / p.group_size;
-                        let g1 = gbase + (c0 + 8u) / p.group_size;
-                        let g2 = gbase + (c0 + 16u) / p.group_size;
-                        let g3 = gbase + (c0 + 24u) / p.group_size;
-                        acc[r] += scales[g0] * nib_dot(w.x, zero_at(g0), x0, x1)
-                                + scales[g1] * nib_dot(w.y, zero_at(g1), x2, x3)
-                                + scales[g2] * nib_dot(w.z, zero_at(g2), x4, x5)
-                                + scales[g3] * nib_dot(w.w, zero_at(g3), x6, x7);
+        var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        for (var v = t.lane; v < vec4s; v += t.lanes) {
+            let w0 = il_word0(v);
+            let s = il_stride(v, vec4s);
+            if (GMODE == 0u && (w0 + 3u * s) * 8u + 8u <= p.k) {
+                let xa0 = x[2u * w0];
+                let xb0 = x[2u * w0 + 1u];
+                let xa1 = x[2u * (w0 + s)];
+                let xb1 = x[2u * (w0 + s) + 1u];
+                let xa2 = x[2u * (w0 + 2u * s)];
+                let xb2 = x[2u * (w0 + 2u * s) + 1u];
+                let xa3 = x[2u * (w0 + 3u * s)];
+                let xb3 = x[2u * (w0 + 3u * s) + 1u];
+                let one = vec4<f32>(1.0);
+                let xs0 = dot(xa0 + xb0, one);
+                let xs1 = dot(xa1 + xb1, one);
+                let xs2 = dot(xa2 + xb2, one);
+                let xs3 = dot(xa3 + xb3, one);
+                for (var r = 0u; r < ROWS; r++) {
+                    let row = row0 + r;
+                    if (row < p.n) {
+                        let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
+                        acc[r] += word_dot(row, w0, w.x, xa0, xb0, xs0, bias) + word_dot(row, w0 + s, w.y, xa1, xb1, xs1, bias)
+                                + word_dot(row, w0 + 2u * s, w.z, xa2, xb2, xs2, bias) + word_dot(row, w0 + 3u * s, w.w, xa3, xb3, xs3, bias);
+                    }
+                }
+            } else {
+                for (var r = 0u; r < ROWS; r++) {
+                    let row = row0 + r;
+                    if (row < p.n) {
+                        let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
+                        acc[r] += word_slow(row, w0, w.x) + word_slow(row, w0 + s, w.y)
+                                + word_slow(row, w0 + 2u * s, w.z) + word_slow(row, w0 + 3u * s, w.w);
                     }
                 }
             }
         }
-        for (var c = full * 32u + t.lane; c < p.k; c += t.lanes) {
-            let xv = x[c >> 2u][c & 3u];
+        team_reduce(&acc, ROWS);
+        if (t.lane == 0u) {
             for (var r = 0u; r < ROWS; r++) {
-                let row = row0 + r;
-                if (row < p.n) {
-                    let word = codes[row * p.row_vec4s + (c >> 5u)][(c >> 3u) & 3u] ^ p.xor_mask;
-                    let q = f32((word >> (4u * (c & 7u))) & 15u);
-                    let gi = row * p.num_groups + c / p.group_size;
-                    acc[r] += scales[gi] * (q - zero_at(gi)) * xv;
+                if (row0 + r < p.n) {
+                    y[row0 + r] = acc[r];
                 }
-            }
-        }
-        for (var r = 0u; r < ROWS; r++) {
-            let s = team_sum(acc[r]);
-            if (t.lane == 0u && row0 + r < p.n) {
-                y[row0 + r] = s;
             }
         }
     }

@@ -1,4 +1,5 @@
-// INT4 quantise (two entry points: per-group scales/zeros, then codes) and dequantise.
+// INT4 quantise (two entry points: per-group scales/zeros, then codes); included after
+// interleave.wgsl (codes are written in the interleaved row layout).
 // Source values come as u32 words: f32 bit patterns, or two f16 per word when SRC_F16.
 //
 // Rounding is ties-away-from-zero (the spec), computed EXACTLY: round_mag counts the half-integer
@@ -83,7 +84,7 @@ fn scales_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         }
         zeros[id] = f32(z);
     } else {
-        scales[id] = max(hi, -lo) * INV7;
+        scales[id] = abs(max(hi, -lo)) * INV7;  // abs: never a -0.0 scale (max(0, -0) may be -0)
     }
 }
 
@@ -117,5 +118,5 @@ fn codes_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
             word |= code << (4u * i);
         }
     }
-    codes[id] = word;
+    codes[row * p.row_words + il_phys(w, p.row_words / 4u)] = word;
 }

@@ -1,7 +1,6 @@
 // INT8 GEMV: y[r] = sum_c (q[r,c] - zero) * scale * x[c], scale/zero per tensor or per row.
-// Included after a team file. Like int4_gemv: ROWS rows per team, lanes stride over 16-column
-// chunks (one vec4<u32> of codes per row). Signed codes become unsigned by XOR 0x80 per byte
-// and a zero offset of 128.
+// Included after a team file and interleave.wgsl; same structure as int4_gemv (4 codes per word).
+// Signed codes become unsigned by XOR 0x80 per byte and a zero offset of 128.
 
 struct Params {
     n: u32,
@@ -14,7 +13,7 @@ struct Params {
     _p1: u32,
 }
 
-override ROWS: u32 = 4u;
+override ROWS: u32 = 4u;  // rows per team, 1..8 (slot ROWS of the accumulators holds sum(x))
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> codes: array<vec4<u32>>;
@@ -23,51 +22,77 @@ override ROWS: u32 = 4u;
 @group(0) @binding(4) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
-fn byte_dot(w: u32, z: f32, xv: vec4<f32>) -> f32 {
-    let b = vec4<f32>((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u));
-    return dot(b - vec4<f32>(z), xv);
+// dot(q - offset, xv) for the 4 bytes of w: each byte is placed in the mantissa of 2^23
+// (exact, full-rate integer ops instead of int-to-float conversions); bias = 2^23 + offset.
+fn byte_dot(w: u32, bias: f32, xv: vec4<f32>) -> f32 {
+    let b = bitcast<vec4<f32>>(((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)) | vec4<u32>(0x4b000000u));
+    return dot(b - vec4<f32>(bias), xv);
+}
+
+// Column by column (partial words): adds (q - offset) * x to the return value and x to *xsum.
+fn byte_slow(wi: u32, w: u32, xsum: ptr<function, f32>, count_x: bool) -> f32 {
+    var a = 0.0;
+    for (var e = 0u; e < 4u; e++) {
+        let c = wi * 4u + e;
+        if (c < p.k) {
+            let xv = x[c >> 2u][c & 3u];
+            a += (f32((w >> (8u * e)) & 255u) - p.zero_offset) * xv;
+            if (count_x) {
+                *xsum += xv;
+            }
+        }
+    }
+    return a;
 }
 
 fn team_main(t: Team) {
-    let full = p.k / 16u;
+    // y = scale * (sum_c (q - offset) x_c - zero * sum_c x_c): the zero point is applied once per
+    // row through the row sum of x, reduced alongside the rows (slot ROWS of acc).
+    let vec4s = p.row_vec4s;
     let blocks = (p.n + ROWS - 1u) / ROWS;
+    let bias = 8388608.0 + p.zero_offset;
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
-        var zs = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        for (var r = 0u; r < ROWS; r++) {
-            zs[r] = zeros[select(0u, min(row0 + r, p.n - 1u), p.per_row != 0u)] + p.zero_offset;
-        }
-        var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        for (var ch = t.lane; ch < full; ch += t.lanes) {
-            let xi = ch * 4u;
-            let x0 = x[xi];
-            let x1 = x[xi + 1u];
-            let x2 = x[xi + 2u];
-            let x3 = x[xi + 3u];
-            for (var r = 0u; r < ROWS; r++) {
-                let row = row0 + r;
-                if (row < p.n) {
-                    let w = codes[row * p.row_vec4s + ch] ^ vec4<u32>(p.xor_mask);
-                    let z = zs[r];
-                    acc[r] += byte_dot(w.x, z, x0) + byte_dot(w.y, z, x1) + byte_dot(w.z, z, x2) + byte_dot(w.w, z, x3);
+        var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        var xsum = 0.0;
+        for (var v = t.lane; v < vec4s; v += t.lanes) {
+            let w0 = il_word0(v);
+            let s = il_stride(v, vec4s);
+            if ((w0 + 3u * s) * 4u + 4u <= p.k) {
+                let x0 = x[w0];
+                let x1 = x[w0 + s];
+                let x2 = x[w0 + 2u * s];
+                let x3 = x[w0 + 3u * s];
+                xsum += dot(x0 + x1 + x2 + x3, vec4<f32>(1.0));
+                for (var r = 0u; r < ROWS; r++) {
+                    let row = row0 + r;
+                    if (row < p.n) {
+                        let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
+                        acc[r] += byte_dot(w.x, bias, x0) + byte_dot(w.y, bias, x1) + byte_dot(w.z, bias, x2) + byte_dot(w.w, bias, x3);
+                    }
+                }
+            } else {
+                for (var r = 0u; r < ROWS; r++) {
+                    let row = row0 + r;
+                    // Rows past n still walk the columns once (r == 0 always exists) for xsum.
+                    if (row < p.n) {
+                        let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
+                        let first = r == 0u;
+                        acc[r] += byte_slow(w0, w.x, &xsum, first) + byte_slow(w0 + s, w.y, &xsum, first)
+                                + byte_slow(w0 + 2u * s, w.z, &xsum, first) + byte_slow(w0 + 3u * s, w.w, &xsum, first);
+                    }
                 }
             }
         }
-        for (var c = full * 16u + t.lane; c < p.k; c += t.lanes) {
-            let xv = x[c >> 2u][c & 3u];
+        acc[ROWS] = xsum;
+        team_reduce(&acc, ROWS + 1u);
+        if (t.lane == 0u) {
             for (var r = 0u; r < ROWS; r++) {
                 let row = row0 + r;
                 if (row < p.n) {
-                    let word = codes[row * p.row_vec4s + (c >> 4u)][(c >> 2u) & 3u] ^ p.xor_mask;
-                    acc[r] += (f32((word >> (8u * (c & 3u))) & 255u) - zs[r]) * xv;
+                    let i = select(0u, row, p.per_row != 0u);
+                    y[row] = scales[i] * (acc[r] - zeros[i] * acc[ROWS]);
                 }
-            }
-        }
-        for (var r = 0u; r < ROWS; r++) {
-            let s = team_sum(acc[r]);
-            let row = row0 + r;
-            if (t.lane == 0u && row < p.n) {
-                y[row] = s * scales[select(0u, row, p.per_row != 0u)];
             }
         }
     }

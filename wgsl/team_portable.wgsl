@@ -1,8 +1,8 @@
-// Team = one workgroup (Portable variant): reductions through workgroup memory, no subgroups.
-// WG must be a power of two <= 256. Kernels built on a team define `fn team_main(t: Team)` and
-// must call team_sum in workgroup-uniform control flow.
+// Team = one workgroup, reduced through workgroup memory (Portable variant: no subgroups).
+// WG must be a power of two <= 256. Kernels built on a team define `fn team_main(t: Team)`;
+// team_reduce must be called in workgroup-uniform control flow.
 
-override WG: u32 = 64u;
+override WG: u32 = 128u;
 
 struct Team {
     lane: u32,
@@ -11,7 +11,7 @@ struct Team {
     count: u32,
 }
 
-var<workgroup> team_scratch: array<f32, 256>;
+var<workgroup> team_scratch: array<f32, 2304>;  // 9 rows x 256 invocations
 var<private> team_lane: u32;
 
 @compute @workgroup_size(WG)
@@ -21,16 +21,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     team_main(Team(li, WG, wid.x + wid.y * nwg.x, nwg.x * nwg.y));
 }
 
-fn team_sum(v: f32) -> f32 {
-    team_scratch[team_lane] = v;
+// Sum acc[r] (r < rows <= 9) over the team; the sums are left in invocation 0's acc.
+fn team_reduce(acc: ptr<function, array<f32, 9>>, rows: u32) {
+    for (var r = 0u; r < rows; r++) {
+        team_scratch[r * WG + team_lane] = (*acc)[r];
+    }
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s >> 1u) {
         if (team_lane < s) {
-            team_scratch[team_lane] += team_scratch[team_lane + s];
+            for (var r = 0u; r < rows; r++) {
+                team_scratch[r * WG + team_lane] += team_scratch[r * WG + team_lane + s];
+            }
         }
         workgroupBarrier();
     }
-    let r = team_scratch[0];
+    if (team_lane == 0u) {
+        for (var r = 0u; r < rows; r++) {
+            (*acc)[r] = team_scratch[r * WG];
+        }
+    }
     workgroupBarrier();
-    return r;
 }

@@ -1,6 +1,6 @@
 //! INT8 GEMV: `y[r] = sum_c (q[r, c] - zero) * scale * x[c]` with scale/zero per tensor or per
 //! row, signed (-128..127) or unsigned (0..255) codes. GPU layout: codes row-major, 4 per u32,
-//! rows padded to 16 bytes. Sources: wgsl/int8_gemv.wgsl (+ team_*.wgsl).
+//! rows padded to 16 bytes, words in the [`crate::kernels::interleave`] order. Sources: wgsl/int8_gemv.wgsl (+ team_*.wgsl).
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -8,6 +8,7 @@ use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::kernels::int4::{team_plan, team_source};
+use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
@@ -104,6 +105,7 @@ impl Int8Matrix {
         for r in 0..h.n {
             bytes[r * rw * 4..r * rw * 4 + h.k].copy_from_slice(&h.codes[r * h.k..(r + 1) * h.k]);
         }
+        let words = interleave::interleave(&words, rw);
         let (scales, zeros, per_row) = match &h.scale {
             Int8Scale::PerTensor { scale, zero } => (vec![*scale], vec![*zero], false),
             Int8Scale::PerRow { scales, zeros } => (scales.clone(), zeros.clone(), true),
@@ -153,7 +155,7 @@ impl PipelineKey for Int8Pipeline {
     }
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         PipelineDesc {
-            source: ShaderSource::Wgsl(vec![team_source(self.variant), GEMV_WGSL]),
+            source: ShaderSource::Wgsl(vec![team_source(self.variant), interleave::WGSL, GEMV_WGSL]),
             entry: "main",
             constants: vec![("WG", self.wg as f64), ("ROWS", self.rows as f64)],
             workgroup_size: [self.wg, 1, 1],
@@ -169,7 +171,7 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     x.require("x", w.k)?;
     y.require("y", w.n)?;
     let variant = ctx.variant_for(&GEMV)?;
-    let (wg, rows, grid) = team_plan(ctx, variant, w.n)?;
+    let (wg, rows, grid) = team_plan(ctx, w.n)?;
     let params = GemvParams {
         n: w.n as u32,
         k: w.k as u32,
@@ -211,6 +213,7 @@ mod cases {
             for (i, (&n, &k)) in dims.iter().flat_map(|n| dims.iter().map(move |k| (n, k))).enumerate() {
                 v.push(Box::new(GemvCase { n, k, signed: i % 2 == 0, per_row: (i / 2) % 2 == 0 }));
             }
+            v.push(Box::new(GemvCase { n: 9, k: 2600, signed: true, per_row: true }));
             v
         }
         fn bench_cases(&self) -> Vec<Box<dyn Case>> {
@@ -220,7 +223,7 @@ mod cases {
                 .collect()
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([Int8Pipeline { variant: Variant::Portable, wg: 64, rows: 4 }, Int8Pipeline { variant: Variant::Subgroup, wg: 128, rows: 4 }])
+            describe_all([Int8Pipeline { variant: Variant::Portable, wg: 128, rows: 4 }, Int8Pipeline { variant: Variant::Subgroup, wg: 128, rows: 4 }])
         }
     }
 

@@ -4,6 +4,7 @@
 
 pub mod int4;
 pub mod int8;
+pub mod interleave;
 pub mod turboquant;
 
 use crate::suite::Kernel;

@@ -30,7 +30,7 @@ pub fn group_params(vals: &[f32], mode: Int4Mode) -> (f32, Option<f32>) {
     let lo = vals.iter().fold(0f32, |a, &v| a.min(v));
     let hi = vals.iter().fold(0f32, |a, &v| a.max(v));
     match mode {
-        Int4Mode::Signed => (hi.max(-lo) * INV7, None),
+        Int4Mode::Signed => (hi.max(-lo).abs() * INV7, None),
         Int4Mode::Asymmetric => {
             let s = (hi - lo) * INV15;
             let z = if s > 0.0 { round_mag(-lo, s).min(15) } else { 0 };

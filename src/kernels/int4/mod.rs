@@ -4,7 +4,8 @@
 //!
 //! GPU layout (owned by the library): codes row-major, 8 per u32 (even column in the low
 //! nibble, as in the plain byte layout), each row padded to a multiple of 16 bytes so kernels load
-//! `vec4<u32>`s; scales (and zeros) f32 `[n, ceil(k / group_size)]`.
+//! `vec4<u32>`s, words of a row in the [`crate::kernels::interleave`] order; scales (and zeros)
+//! f32 `[n, ceil(k / group_size)]`.
 //! Sources: wgsl/int4_gemv.wgsl (+ team_*.wgsl), int4_gemm.wgsl, int4_quant.wgsl, int4_dequant.wgsl.
 
 use crate::batch::Batch;
@@ -12,6 +13,7 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
+use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
@@ -176,6 +178,7 @@ impl Int4Matrix {
                 bytes[r * rw * 4 + rb - 1] &= 0x0f; // the unused high nibble of an odd row
             }
         }
+        let words = interleave::interleave(&words, rw);
         Ok(Int4Matrix {
             n: h.n,
             k: h.k,
@@ -204,7 +207,8 @@ impl Int4Matrix {
 
     /// Read back into the plain host layout.
     pub fn download(&self, ctx: &Context) -> Result<HostInt4> {
-        let words = ctx.read(&self.codes)?;
+        let raw = ctx.read(&self.codes)?;
+        let words = interleave::deinterleave(&raw[..self.n * self.row_words()], self.row_words());
         let bytes: &[u8] = bytemuck::cast_slice(&words);
         let (rw, rb) = (self.row_words() * 4, self.k.div_ceil(2));
         let mut codes = Vec::with_capacity(self.n * rb);
@@ -301,7 +305,7 @@ const DEQUANT_BINDINGS: &[StorageBinding] = &[
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Int4Pipeline {
-    Gemv { variant: Variant, wg: u32, rows: u32, gmode: u32 },
+    Gemv { variant: Variant, wg: u32, rows: u32, gmode: u32, gshift: u32 },
     Gemm,
     Scales { f16: bool },
     Codes { f16: bool },
@@ -319,16 +323,16 @@ impl PipelineKey for Int4Pipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let size = |n: usize| n as u64;
         match *self {
-            Int4Pipeline::Gemv { variant, wg, rows, gmode } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), GEMV_WGSL]),
+            Int4Pipeline::Gemv { variant, wg, rows, gmode, gshift } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, GEMV_WGSL]),
                 entry: "main",
-                constants: vec![("WG", wg as f64), ("ROWS", rows as f64), ("GMODE", gmode as f64)],
+                constants: vec![("WG", wg as f64), ("ROWS", rows as f64), ("GMODE", gmode as f64), ("GSHIFT", gshift as f64)],
                 workgroup_size: [wg, 1, 1],
                 params_size: size(std::mem::size_of::<GemvParams>()),
                 bindings: GEMV_BINDINGS,
             },
             Int4Pipeline::Gemm => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![GEMM_WGSL]),
+                source: ShaderSource::Wgsl(vec![interleave::WGSL, GEMM_WGSL]),
                 entry: "main",
                 constants: vec![],
                 workgroup_size: [64, 1, 1],
@@ -336,7 +340,7 @@ impl PipelineKey for Int4Pipeline {
                 bindings: GEMM_BINDINGS,
             },
             Int4Pipeline::Scales { f16 } | Int4Pipeline::Codes { f16 } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
+                source: ShaderSource::Wgsl(vec![interleave::WGSL, QUANT_WGSL]),
                 entry: if matches!(self, Int4Pipeline::Scales { .. }) { "scales_main" } else { "codes_main" },
                 constants: vec![("SRC_F16", if f16 { 1.0 } else { 0.0 })],
                 workgroup_size: [64, 1, 1],
@@ -344,7 +348,7 @@ impl PipelineKey for Int4Pipeline {
                 bindings: QUANT_BINDINGS,
             },
             Int4Pipeline::Dequant => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![DEQUANT_WGSL]),
+                source: ShaderSource::Wgsl(vec![interleave::WGSL, DEQUANT_WGSL]),
                 entry: "main",
                 constants: vec![],
                 workgroup_size: [64, 1, 1],
@@ -363,16 +367,30 @@ pub(crate) fn team_source(v: Variant) -> &'static str {
     }
 }
 
-/// Workgroup size, rows per team and workgroup count for a team-based GEMV over `n` rows.
-pub(crate) fn team_plan(ctx: &Context, variant: Variant, n: usize) -> Result<(u32, u32, [u32; 3])> {
-    let rows = 4u32;
-    let blocks = n.div_ceil(rows as usize) as u64;
-    let (wg, teams_per_wg) = match variant {
-        Variant::Subgroup => (128u32, 128 / ctx.caps().planning_subgroup_size()),
-        _ => (64u32, 1),
-    };
-    let wgs = blocks.div_ceil(teams_per_wg.max(1) as u64);
-    Ok((wg, rows, ctx.grid(wgs)?))
+/// Workgroup size, rows per team and workgroup grid for a team-based GEMV over `n` rows
+/// (one team = one workgroup).
+/// `WGKERNELS_GEMV_WG` (64/128/256) and `WGKERNELS_GEMV_ROWS` (1..8) override the defaults
+/// for tuning experiments.
+pub(crate) fn team_plan(ctx: &Context, n: usize) -> Result<(u32, u32, [u32; 3])> {
+    static PLAN: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    let &(wg, rows) = PLAN.get_or_init(|| {
+        let env = |name: &str, ok: &[u32], default: u32| {
+            std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v)).unwrap_or(default)
+        };
+        (env("WGKERNELS_GEMV_WG", &[64, 128, 256], 128), env("WGKERNELS_GEMV_ROWS", &[1, 2, 4, 8], 4))
+    });
+    Ok((wg, rows, ctx.grid(n.div_ceil(rows as usize) as u64)?))
+}
+
+/// GEMV group handling: (GMODE, GSHIFT) override values for a group size.
+fn group_mode(group_size: usize) -> (u32, u32) {
+    if group_size % 8 != 0 {
+        (1, 99)
+    } else if (group_size / 8).is_power_of_two() {
+        (0, (group_size / 8).trailing_zeros())
+    } else {
+        (0, 99)
+    }
 }
 
 /// Source element types the quantiser accepts.
@@ -392,14 +410,8 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     x.require("x", w.k)?;
     y.require("y", w.n)?;
     let variant = ctx.variant_for(&GEMV)?;
-    let gmode = if w.group_size % 32 == 0 {
-        0
-    } else if w.group_size % 8 == 0 {
-        1
-    } else {
-        2
-    };
-    let (wg, rows, grid) = team_plan(ctx, variant, w.n)?;
+    let (gmode, gshift) = group_mode(w.group_size);
+    let (wg, rows, grid) = team_plan(ctx, w.n)?;
     let params = GemvParams {
         n: w.n as u32,
         k: w.k as u32,
@@ -410,7 +422,7 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
         zero_offset: w.mode.zero_offset(),
         has_zeros: w.zeros.is_some() as u32,
     };
-    let key = Int4Pipeline::Gemv { variant, wg, rows, gmode };
+    let key = Int4Pipeline::Gemv { variant, wg, rows, gmode, gshift };
     b.dispatch(&key, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()], grid)
 }
 
