@@ -80,12 +80,13 @@ fn key_dots(cv: u32, cv2: u32) -> array<vec4<f32>, 2> {
 fn attend(ids: TqIds) {
     let t = tq_begin(ids);
     let li = t.li;
-    if (t.wg >= p.kv_heads * p.quads * p.splits) {
+    let wg = ids.wid.x + ids.wid.y * ids.nwg.x;
+    if (wg >= p.kv_heads * p.quads * p.splits) {
         return;  // whole workgroup
     }
-    let split = t.wg % p.splits;
-    let kvh = t.wg / p.splits / p.quads;
-    let quad = (t.wg / p.splits) % p.quads;
+    let split = wg % p.splits;
+    let kvh = wg / p.splits / p.quads;
+    let quad = (wg / p.splits) % p.quads;
     let h0 = kvh * p.group + quad * 4u;
     let nh = min(4u, p.group - quad * 4u);
 

@@ -1,10 +1,10 @@
 // TurboQuant invocation setup and reductions, Portable variant (no subgroup operations).
 // Included before tq_transform.wgsl / tq_attention.wgsl. Provides:
 //   TqIds        the entry points' builtins
-//   tq_begin     -> TqLanes: linear workgroup index, a logical invocation index `l` (a bijection
-//                onto 0..workgroup size that the transforms lay data out by) and `shfl`, the
-//                number of low bits of `l` whose xor partners can be reached by tq_shx (0 here:
-//                every exchange goes through workgroup memory)
+//   tq_begin     -> TqLanes: linear workgroup index and a logical invocation index `l` (a
+//                bijection onto 0..workgroup size that the transforms lay data out by)
+//   tq_shfl_bits the number of low bits of `l` whose xor partners tq_shx reaches (0 here: every
+//                exchange goes through workgroup memory); workgroup-uniform
 //   tq_reduce4   max or sum of a vec4 over a 128-invocation workgroup (every invocation gets it)
 
 struct TqIds {
@@ -17,17 +17,20 @@ struct TqLanes {
     wg: u32,
     l: u32,
     li: u32,
-    shfl: u32,
     sid: u32,
     nsg: u32,
     first: bool,
 }
 
 fn tq_begin(ids: TqIds) -> TqLanes {
-    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, ids.li, ids.li, 0u, 0u, 1u, ids.li == 0u);
+    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, ids.li, ids.li, 0u, 1u, ids.li == 0u);
 }
 
-// Never called in this variant (shfl = 0).
+fn tq_shfl_bits() -> u32 {
+    return 0u;
+}
+
+// Never called in this variant (tq_shfl_bits() = 0).
 fn tq_shx(v: f32, mask: u32) -> f32 {
     return v;
 }

@@ -3,7 +3,7 @@
 // tq_begin checks, once per workgroup, that every subgroup is full and that all have the same
 // power-of-two size S. Only then is the logical index l = subgroup_id * S + lane (so the xor
 // partner of l for a mask below S is lane ^ mask of the same subgroup, which subgroupShuffleXor
-// reaches) and shfl = log2 S; otherwise l = local_invocation_index and shfl = 0, and the
+// reaches) and tq_shfl_bits() = log2 S; otherwise l = local_invocation_index and 0, and the
 // transforms fall back to workgroup memory for every exchange. The reductions use subgroup
 // sums/maxima of scalars (vector subgroup reductions trip the Metal compiler), combined across
 // subgroups in workgroup memory, which works for any subgroup size and partial subgroups.
@@ -22,7 +22,6 @@ struct TqLanes {
     wg: u32,
     l: u32,
     li: u32,
-    shfl: u32,
     sid: u32,
     nsg: u32,
     first: bool,
@@ -50,7 +49,12 @@ fn tq_begin(ids: TqIds) -> TqLanes {
     let bits = workgroupUniformLoad(&tq_bits);
     let l = select(ids.li, ids.sid * ids.ss + ids.sl, bits > 0u);
     let first = subgroupExclusiveAdd(1u) == 0u;
-    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, l, ids.li, bits, ids.sid, ids.nsg, first);
+    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, l, ids.li, ids.sid, ids.nsg, first);
+}
+
+// Set once by tq_begin (which must run first); workgroupUniformLoad keeps it provably uniform.
+fn tq_shfl_bits() -> u32 {
+    return workgroupUniformLoad(&tq_bits);
 }
 
 fn tq_shx(v: f32, mask: u32) -> f32 {

@@ -6,7 +6,7 @@
 // lanes = d / 8 invocations, lane r holding coordinates 8r..8r+7 as two vec4s; a workgroup of 64
 // holds 64 / lanes vectors. The Walsh-Hadamard transform H (unnormalised) factors into butterfly
 // stages on each bit of the coordinate index, which commute: the 3 low bits are done in
-// registers, the next `shfl` bits by subgroup xor shuffles, the rest through workgroup memory
+// registers, the next tq_shfl_bits() bits by subgroup xor shuffles, the rest through workgroup memory
 // (ping-pong buffers, one barrier per stage). A scalar carried through the same butterflies as
 // a sum becomes the team-wide sum (quantise uses it for the squared norm).
 //
@@ -79,7 +79,7 @@ fn fwht(c0: Chunk, t: TqLanes) -> Chunk {
     let b = fwht4(c0.b);
     var c = Chunk(a + b, a - b, c0.s);
     let bits = firstTrailingBit(p.lanes);
-    let sb = min(t.shfl, bits);
+    let sb = min(tq_shfl_bits(), bits);
     for (var j = 0u; j < sb; j++) {
         let m = 1u << j;
         c = bfly(c, Chunk(shx4(c.a, m), shx4(c.b, m), tq_shx(c.s, m)), (t.l & m) != 0u);

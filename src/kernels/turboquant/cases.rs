@@ -42,12 +42,16 @@ pub fn test_vectors(rng: &mut Rng, tokens: usize, kv_heads: usize, d: usize, adv
     v
 }
 
-/// A random host cache whose codes follow the distribution real data gives (code of a normal
-/// sample) and whose norms are around sqrt(d).
+/// A random host cache whose codes follow the distribution real data gives (the code of a
+/// normal sample, drawn through a 256-quantile table so that LLM-sized bench caches are quick
+/// to make) and whose norms are around sqrt(d).
 pub fn random_cache(rng: &mut Rng, config: TqConfig) -> HostTqCache {
     let n = config.kv_heads * config.capacity;
     let d = config.head_dim;
-    let codes = (0..n * d / 2).map(|_| code_of(rng.normal() as f64) | code_of(rng.normal() as f64) << 4).collect();
+    let mut samples = rng.normal_vec(4096);
+    samples.sort_by(f32::total_cmp);
+    let table: Vec<u8> = (0..256).map(|b| code_of(samples[b * 16 + 8] as f64)).collect();
+    let codes = rng.bytes(n * d).chunks_exact(2).map(|b| table[b[0] as usize] | table[b[1] as usize] << 4).collect();
     let s = (d as f32).sqrt();
     HostTqCache { config, codes, norms: rng.uniform_vec(n, 0.5 * s, 1.5 * s) }
 }
@@ -79,7 +83,7 @@ impl Kernel for QuantKernel {
         v.into_iter().map(|c| Box::new(c) as Box<dyn Case>).collect()
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-        vec![Box::new(QuantCase { cfg: cfg(32, 128, 4096, CacheKind::Global, Some(1)), tokens: 128, pos0: 0 })]
+        vec![Box::new(QuantCase { cfg: cfg(32, 128, 128, CacheKind::Global, Some(1)), tokens: 128, pos0: 0 })]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         let mut keys: Vec<TqPipeline> = all_variants().into_iter().flat_map(|variant| TransformOp::ALL.map(|op| TqPipeline::Transform { variant, op })).collect();
@@ -90,7 +94,8 @@ impl Kernel for QuantKernel {
 
 struct QuantPrepared {
     case: QuantCase,
-    src: GpuBuffer<f32>,
+    /// One source per copy (copy 0 is checked), so benches read sources from memory.
+    srcs: Vec<GpuBuffer<f32>>,
     host_src: Vec<f32>,
     caches: Vec<TqCache>,
 }
@@ -109,11 +114,14 @@ impl Case for QuantCase {
         let c = self.cfg;
         let host_src = test_vectors(rng, self.tokens, c.kv_heads, c.head_dim, true);
         let n = c.kv_heads * c.capacity;
-        let mut caches = Vec::new();
-        for _ in 0..copies.max(1) {
+        let (mut caches, mut srcs) = (Vec::new(), vec![ctx.upload(&host_src)?]);
+        for i in 0..copies.max(1) {
             caches.push(TqCache::with_buffers(ctx, c, guarded_u32(ctx, n * c.head_dim / 8)?, guarded_f32(ctx, n)?)?);
+            if i > 0 {
+                srcs.push(ctx.upload(&rng.uniform_vec(host_src.len(), -2.0, 2.0))?);
+            }
         }
-        Ok(Box::new(QuantPrepared { case: *self, src: ctx.upload(&host_src)?, host_src, caches }))
+        Ok(Box::new(QuantPrepared { case: *self, srcs, host_src, caches }))
     }
 }
 
@@ -163,7 +171,8 @@ pub fn check_quantized(ctx: &Context, cache: &TqCache, src: &[f32], tokens: usiz
 
 impl Prepared for QuantPrepared {
     fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-        quantize(b, &self.src, self.case.tokens, self.case.pos0, &self.caches[copy % self.caches.len()])
+        let i = copy % self.caches.len();
+        quantize(b, &self.srcs[i], self.case.tokens, self.case.pos0, &self.caches[i])
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
         Ok(check_quantized(ctx, &self.caches[0], &self.host_src, self.case.tokens, self.case.pos0)?.0)
