@@ -38,11 +38,19 @@ impl DecodeAttention {
     }
 }
 
+/// Smallest positions-per-split the plan uses.
+const SPLIT_MIN: usize = 64;
+
+/// `WGKERNELS_TQ_SPLIT=64..=256`: force the positions per split (for tuning on a new GPU).
+fn forced_split() -> Option<usize> {
+    std::env::var("WGKERNELS_TQ_SPLIT").ok()?.parse().ok().filter(|s| (SPLIT_MIN..=SPLIT_MAX).contains(s))
+}
+
 /// Split-K plan: (positions per split, splits) for `count` visible positions and `units`
-/// (kv head, query quad) pairs: 128 positions per split until that gives more than
-/// [`TARGET_WORKGROUPS`] workgroups, then 256.
+/// (kv head, query quad) pairs: the smallest of 64 / 128 / 256 positions per split that keeps
+/// the workgroups within [`TARGET_WORKGROUPS`] (most parallelism without tiny splits), else 256.
 pub(crate) fn plan(count: usize, units: usize) -> (usize, usize) {
-    let split_len = if count.div_ceil(128) * units > TARGET_WORKGROUPS { SPLIT_MAX } else { 128 };
+    let split_len = forced_split().unwrap_or_else(|| [SPLIT_MIN, 128].into_iter().find(|&s| count.div_ceil(s) * units <= TARGET_WORKGROUPS).unwrap_or(SPLIT_MAX));
     (split_len, count.div_ceil(split_len))
 }
 
@@ -62,8 +70,12 @@ impl TqAttnWorkspace {
         check_heads(heads, cache.kv_heads)?;
         let units = cache.kv_heads * (heads / cache.kv_heads).div_ceil(4);
         let cap = cache.capacity.min(u32::MAX as usize);
-        // The most splits `plan` gives for any count <= capacity.
-        let max_splits = cap.div_ceil(128).min(TARGET_WORKGROUPS / units).max(cap.div_ceil(SPLIT_MAX));
+        // The most splits `plan` gives for any count <= capacity (splits below 256 positions
+        // keep splits * units <= TARGET_WORKGROUPS).
+        let max_splits = match forced_split() {
+            Some(s) => cap.div_ceil(s),
+            None => cap.div_ceil(SPLIT_MIN).min(TARGET_WORKGROUPS / units).max(cap.div_ceil(SPLIT_MAX)),
+        };
         let d = cache.head_dim;
         Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, qrot: ctx.alloc(heads * d)?, partial: ctx.alloc(heads * max_splits * (d + 4))? })
     }
