@@ -103,9 +103,26 @@ mod tests {
     }
 
     #[test]
+    fn signs_are_seeded_and_balanced() {
+        assert_eq!(sign_words(Some(3), 512), sign_words(Some(3), 512));
+        assert_ne!(sign_words(Some(3), 512), sign_words(Some(4), 512));
+        assert!(sign_words(None, 128).iter().all(|&w| w == 0));
+        let ones: u32 = sign_words(Some(99), 512).iter().map(|w| w.count_ones()).sum();
+        assert!((200..312).contains(&ones), "{ones} of 512 signs negative");
+    }
+
+    #[test]
     fn snippet_parses_back() {
+        // The WGSL literals read back as exactly the f32 values the CPU uses.
         let s = wgsl_snippet();
-        assert!(s.contains("TQ_B7"));
-        assert!(s.contains("-2.7325896"));
+        let line = s.lines().find(|l| l.starts_with("const TQ_CENTROIDS")).unwrap();
+        let inner = &line[line.find('(').unwrap() + 1..line.rfind(')').unwrap()];
+        let vals: Vec<f32> = inner.split(',').map(|v| v.trim().parse().unwrap()).collect();
+        assert_eq!(vals, (0..16u8).map(centroid).collect::<Vec<_>>());
+        for (i, b) in boundaries().iter().enumerate() {
+            let l = s.lines().find(|l| l.starts_with(&format!("const TQ_B{}:", i + 1))).unwrap();
+            let v: f32 = l[l.find('=').unwrap() + 1..].trim().trim_end_matches(';').parse().unwrap();
+            assert_eq!(v, *b as f32);
+        }
     }
 }
