@@ -3,9 +3,10 @@
 // GPU layout (see src/kernels/q4k/mod.rs): per 144-byte block g (row-major, blocks of one row
 // contiguous), `heads[g]` is the block's first 16 bytes as a vec4<u32>:
 //   .x = d (low 16 bits, f16) | dmin (high 16 bits, f16), .y/.z/.w = the 12 scale bytes;
-// and `qs[8g .. 8g + 8]` are its 128 nibble bytes (vec4<u32> v holds qs[16v .. 16v + 16]).
-// Pair pp (0..3) = qs vec4s 2pp, 2pp+1 = positions 0..31 of sub-blocks 2pp (low nibbles) and
-// 2pp+1 (high nibbles).
+// and `qs[8g .. 8g + 8]` are its 128 nibble bytes, half-interleaved: vec4 4hh + pp holds
+// qs bytes 32pp + 16hh .. + 16, i.e. positions 16hh .. 16hh + 15 of sub-blocks 2pp (low
+// nibbles) and 2pp + 1 (high nibbles). Lanes that take consecutive pairs pp thus load
+// consecutive 16-byte words for each half hh.
 //
 // All small integers become floats through exponent tricks (OR into the mantissa of a power
 // of two, subtract it again): exact, and full-rate integer/float ops instead of conversions.

@@ -22,16 +22,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let g = i >> 3u;       // block
-    let v = i & 7u;        // chunk within the block
-    let pp = v >> 1u;      // pair: sub-blocks 2pp (low nibbles), 2pp + 1 (high nibbles)
+    let v = i & 7u;        // chunk within the block = 4 * half + pair
+    let pp = v & 3u;       // pair: sub-blocks 2pp (low nibbles), 2pp + 1 (high nibbles)
     let hd = heads[g];
     let dd = q4k_f16x2(hd.x);
     let sm = q4k_scale_min(hd, pp);
     let ds = dd.x * sm.xy;
     let dm = dd.y * sm.zw;
     let q = qs[i];
-    // Output float g*256 + 64pp + 16(v&1) + 4w (+32 for the high sub-block), as vec4 indices.
-    let ob = g * 64u + pp * 16u + (v & 1u) * 4u;
+    // Output float g*256 + 64pp + 16hh + 4w (+32 for the high sub-block), as vec4 indices.
+    let ob = g * 64u + pp * 16u + (v >> 2u) * 4u;
     for (var w = 0u; w < 4u; w++) {
         let word = vec4<u32>(q[w]);
         let lo = vec4<f32>((word >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));

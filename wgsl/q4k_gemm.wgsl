@@ -67,8 +67,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let odd = (j & 1u) == 1u;
             let ds = dd.x * select(sm.x, sm.y, odd);
             let dm = dd.y * select(sm.z, sm.w, odd);
-            let qa = qs[g * 8u + (j >> 1u) * 2u];
-            let qb = qs[g * 8u + (j >> 1u) * 2u + 1u];
+            let qa = qs[g * 8u + (j >> 1u)];        // positions 0..15
+            let qb = qs[g * 8u + 4u + (j >> 1u)];   // positions 16..31
             let shift = (j & 1u) * 4u;
             for (var i = 0u; i < TK; i++) {
                 var word = qa[(i >> 2u) & 3u];

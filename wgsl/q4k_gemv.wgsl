@@ -1,8 +1,10 @@
-// Q4_K GEMV (m = 1): y[r] = sum_c w[r, c] * x[c], w dequantised on the fly (q4k_common.wgsl
-// and a team file are prepended). Each team computes ROWS rows, so every x value it loads
-// serves ROWS rows; a lane takes one 32-byte pair of a block per step (64 weights: positions
-// 0..31 of two sub-blocks) and consecutive lanes take consecutive pairs, so a team's loads of
-// one row are contiguous 16-byte loads. Each weight byte is read once.
+// Q4_K GEMV (m = 1): y[r] = sum_c w[r, c] * x[c], w dequantised on the fly. Prepended: a team
+// file, q4k_common.wgsl and a q4k_rows_*.wgsl (the per-team row reduction, q4k_store_rows).
+// Each team computes ROWS rows, so every x value it loads serves ROWS rows; a lane takes one
+// 32-byte pair of a block per step (64 weights: positions 0..31 of two sub-blocks) and
+// consecutive lanes take consecutive pairs. With the half-interleaved qs layout each of the
+// lane's two 16-byte loads is contiguous across the team (coalesced); each weight byte is
+// read once.
 //
 // Per row and pair, with s = sum_i q_i x_i and sx = sum_i x_i over one sub-block:
 //   sum_i (d*sc*q_i - dmin*m) x_i = d*sc*s - dmin*m*sx,
@@ -50,7 +52,6 @@ fn dot16(q: vec4<u32>, l0: vec4<f32>, l1: vec4<f32>, l2: vec4<f32>, l3: vec4<f32
 
 fn team_main(t: Team) {
     let pairs = p.nb * 4u;        // 32-byte pairs per row
-    let row_vec4s = p.nb * 8u;    // qs vec4s per row
     let blocks = (p.n + ROWS - 1u) / ROWS;
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
@@ -82,20 +83,15 @@ fn team_main(t: Team) {
             for (var r = 0u; r < ROWS; r++) {
                 let row = min(row0 + r, p.n - 1u);
                 let hd = heads[row * p.nb + blk];
-                let qi = row * row_vec4s + pc * 2u;
-                let q0 = qs[qi];
-                let q1 = qs[qi + 1u];
+                let qi = (row * p.nb + blk) * 8u + pp;
+                let q0 = qs[qi];         // positions 0..15 of the pair
+                let q1 = qs[qi + 4u];    // positions 16..31
                 let dd = q4k_f16x2(hd.x);
                 let sm = q4k_scale_min(hd, pp);
                 let s = dot16(q0, a0, a1, a2, a3, b0, b1, b2, b3) + dot16(q1, a4, a5, a6, a7, b4, b5, b6, b7);
                 acc[r] += dd.x * (sm.x * (s.x + s.z) + sm.y * (s.y + s.w)) - dd.y * (sm.z * sx.x + sm.w * sx.y);
             }
         }
-        for (var r = 0u; r < ROWS; r++) {
-            let s = team_sum(acc[r]);
-            if (t.lane == 0u && row0 + r < p.n) {
-                y[row0 + r] = s;
-            }
-        }
+        q4k_store_rows(t, acc, row0);
     }
 }

@@ -5,8 +5,11 @@
 //! GPU layout (owned by the library; the same bytes, split per block on upload): for block `g`
 //! (row-major, `k / 256` blocks per row), `heads[g]` = the block's first 16 bytes (f16 d, f16
 //! dmin, 12 scale bytes) as one `vec4<u32>`, and `qs[8g .. 8g + 8]` = its 128 nibble bytes as
-//! eight `vec4<u32>`. Both streams are 16-byte aligned, so kernels use 16-byte loads only, and
-//! a full pass reads exactly 144 bytes per 256 weights.
+//! eight `vec4<u32>`, half-interleaved: vec4 `4*hh + pp` holds nibble bytes `32*pp + 16*hh ..
+//! + 16` (pair `pp` = sub-blocks 2pp and 2pp+1, half `hh` = positions 16hh..16hh+15), so GEMV
+//! lanes that take consecutive pairs make contiguous 16-byte loads. Both streams are 16-byte
+//! aligned, kernels use 16-byte loads only, and a full pass reads exactly 144 bytes per 256
+//! weights.
 //! Sources: wgsl/q4k_common.wgsl + q4k_gemv.wgsl (+ team_*.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
 
 use crate::batch::Batch;
@@ -28,6 +31,8 @@ const COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/q4k_gemv.wgsl");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/q4k_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/q4k_dequant.wgsl");
+const ROWS_PORTABLE_WGSL: &str = include_str!("../../../wgsl/q4k_rows_portable.wgsl");
+const ROWS_SUBGROUP_WGSL: &str = include_str!("../../../wgsl/q4k_rows_subgroup.wgsl");
 
 /// Header words (d, dmin, scales) per block in the GPU layout.
 pub const HEAD_WORDS: usize = 4;
@@ -82,7 +87,10 @@ impl Q4kMatrix {
         let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
         for blk in bytes.chunks_exact(BLOCK_BYTES) {
             heads.extend(blk[..16].chunks_exact(4).map(word));
-            qs.extend(blk[16..].chunks_exact(4).map(word));
+            for v in 0..8 {
+                let at = 16 + qs_byte_offset(v);
+                qs.extend(blk[at..at + 16].chunks_exact(4).map(word));
+            }
         }
         Ok(Q4kMatrix { n, k, heads: ctx.upload(&heads)?, qs: ctx.upload(&qs)? })
     }
@@ -102,11 +110,19 @@ impl Q4kMatrix {
         for (h, q) in heads.chunks_exact(HEAD_WORDS).zip(qs.chunks_exact(QS_WORDS)) {
             let mut bytes = [0u8; BLOCK_BYTES];
             bytes[..16].copy_from_slice(bytemuck::cast_slice(h));
-            bytes[16..].copy_from_slice(bytemuck::cast_slice(q));
+            for v in 0..8 {
+                let at = 16 + qs_byte_offset(v);
+                bytes[at..at + 16].copy_from_slice(bytemuck::cast_slice(&q[4 * v..4 * v + 4]));
+            }
             out.push(BlockQ4K::from_le_bytes(&bytes));
         }
         Ok(out)
     }
+}
+
+/// Offset in the block's 128 nibble bytes of GPU qs vec4 `v` (= 4 * half + pair).
+fn qs_byte_offset(v: usize) -> usize {
+    32 * (v % 4) + 16 * (v / 4)
 }
 
 /// A GGUF tensor uploaded as a typed GPU matrix.
@@ -225,7 +241,7 @@ impl PipelineKey for Q4kPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             Q4kPipeline::Gemv { variant, wg, rows } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), rows_source(variant), COMMON_WGSL, GEMV_WGSL]),
                 entry: "main",
                 constants: vec![("WG", wg as f64), ("ROWS", rows as f64)],
                 workgroup_size: [wg, 1, 1],
@@ -252,6 +268,14 @@ impl PipelineKey for Q4kPipeline {
     }
 }
 
+/// The GEMV's row reduction for a variant's team kind.
+fn rows_source(v: Variant) -> &'static str {
+    match v {
+        Variant::Subgroup => ROWS_SUBGROUP_WGSL,
+        _ => ROWS_PORTABLE_WGSL,
+    }
+}
+
 /// Workgroup size per variant: Portable teams are one workgroup of 64; Subgroup workgroups of
 /// 128 hold 128 / subgroup-size teams.
 pub(crate) fn gemv_wg(variant: Variant) -> u32 {
@@ -266,7 +290,9 @@ pub(crate) fn gemv_wg(variant: Variant) -> u32 {
 /// would otherwise be too few teams to keep a large GPU's memory system busy.
 fn gemv_plan(ctx: &Context, variant: Variant, n: usize) -> Result<(u32, u32, [u32; 3])> {
     let wg = gemv_wg(variant);
-    let rows = if n >= 8192 { 4 } else { 2 };
+    let rows = if n >= 2048 { 4 } else { 2 };
+    // The Portable row reduction (q4k_rows_portable.wgsl) holds ROWS * WG partial sums.
+    ensure(variant == Variant::Subgroup || (rows * wg <= 1024 && wg % 8 == 0 && rows <= 8), || Error::Argument(format!("rows {rows} x workgroup {wg}")))?;
     let teams = n.div_ceil(rows as usize) as u64;
     let teams_per_wg = match variant {
         Variant::Subgroup => (wg / ctx.caps().planning_subgroup_size()).max(1),
