@@ -70,7 +70,8 @@ impl Q4kMatrix {
         (self.n * self.blocks_per_row() * BLOCK_BYTES) as u64
     }
 
-    /// Upload `n * k / 256` blocks, row-major (validated first).
+    /// Upload `n * k / 256` blocks, row-major (validated first). Blocks are read in their
+    /// in-memory layout, which is GGUF's on little-endian hosts.
     pub fn upload(ctx: &Context, n: usize, k: usize, blocks: &[BlockQ4K]) -> Result<Q4kMatrix> {
         Self::upload_bytes(ctx, n, k, bytemuck::cast_slice(blocks))
     }
@@ -286,11 +287,17 @@ pub(crate) fn gemv_wg(variant: Variant) -> u32 {
     }
 }
 
-/// Rows per team, and the workgroup grid, for an [n, k] GEMV. Fewer rows per team when there
-/// would otherwise be too few teams to keep a large GPU's memory system busy.
+/// Rows per team for an n-row GEMV: 4 (each x load serves 4 rows) unless that leaves too few
+/// teams to fill a GPU. `WGKERNELS_Q4K_ROWS` (one of [`GEMV_ROWS`]) overrides it, for tuning.
+pub fn gemv_rows(n: usize) -> u32 {
+    let forced = std::env::var("WGKERNELS_Q4K_ROWS").ok().and_then(|v| v.parse().ok()).filter(|r| GEMV_ROWS.contains(r));
+    forced.unwrap_or(if n >= 2048 { 4 } else { 2 })
+}
+
+/// Workgroup size, rows per team and the workgroup grid for an n-row GEMV.
 fn gemv_plan(ctx: &Context, variant: Variant, n: usize) -> Result<(u32, u32, [u32; 3])> {
     let wg = gemv_wg(variant);
-    let rows = if n >= 2048 { 4 } else { 2 };
+    let rows = gemv_rows(n);
     // The Portable row reduction (q4k_rows_portable.wgsl) holds ROWS * WG partial sums.
     ensure(variant == Variant::Subgroup || (rows * wg <= 1024 && wg % 8 == 0 && rows <= 8), || Error::Argument(format!("rows {rows} x workgroup {wg}")))?;
     let teams = n.div_ceil(rows as usize) as u64;
