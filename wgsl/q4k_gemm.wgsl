@@ -1,8 +1,9 @@
 // Q4_K GEMM for m > 1 (prefill): y[i, r] = sum_c x[i, c] * w[r, c]; q4k_common.wgsl is prepended.
-// One workgroup of 64 invocations computes a 16 (x rows) x 64 (weight rows) tile, stepping
-// through K one 32-column sub-block at a time: the x slice (2 KiB) and the dequantised weight
-// slice (8.25 KiB, exact values) are staged in workgroup memory; each invocation owns 2 x 8
-// outputs. No full-size temporary: weights are dequantised per slice.
+// One workgroup of 128 invocations computes a 32 (x rows) x 64 (weight rows) tile, stepping
+// through K one 32-column sub-block at a time. Per step the x slice (4 KiB) and the exactly
+// dequantised weight slice (8 KiB) are staged in workgroup memory, both transposed to
+// [column][4 rows] vec4s, and each invocation accumulates a 4 x 4 block of outputs from two
+// vec4 loads per column. Weights are dequantised per slice: no full-size temporary.
 
 struct Params {
     m: u32,
@@ -18,18 +19,17 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> heads: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> qs: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-const TM: u32 = 16u;
+const TM: u32 = 32u;
 const TN: u32 = 64u;
 const TK: u32 = 32u;
-const WS: u32 = 33u; // padded row stride of the w slice (avoids bank conflicts)
 
-var<workgroup> xs: array<f32, 512>;   // TM * TK
-var<workgroup> ws: array<f32, 2112>;  // TN * WS
+var<workgroup> xs: array<vec4<f32>, 256>;  // [TK][TM / 4]: xs[c * 8 + i / 4][i % 4] = x[m0 + i, c0 + c]
+var<workgroup> ws: array<vec4<f32>, 512>;  // [TK][TN / 4]: ws[c * 16 + r / 4][r % 4] = w[n0 + r, c0 + c]
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
     let tile = wid.x + wid.y * nwg.x;
@@ -39,69 +39,65 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let m0 = (tile / p.tiles_n) * TM;
     let n0 = (tile % p.tiles_n) * TN;
-    let ty = li / 8u;   // output rows m0 + 2*ty + {0,1}
-    let tx = li % 8u;   // output cols n0 + tx + 8*j
-    var acc: array<f32, 16>;
-    for (var i = 0u; i < 16u; i++) {
-        acc[i] = 0.0;
-    }
-    let slices = p.nb * 8u;
-    let wrow = n0 + li;
-    for (var s = 0u; s < slices; s++) {
-        let c0 = s * TK;
-        for (var e = li; e < TM * TK; e += 64u) {
-            let row = m0 + e / TK;
-            var v = 0.0;
-            if (row < p.m) {
-                v = x[row * p.k + c0 + e % TK];
+    let tm = li / 16u;  // output rows m0 + 4tm + i
+    let tn = li % 16u;  // output cols n0 + 4tn + j
+    var acc = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    // Dequantisation: invocation li fills positions 16hh .. 16hh + 15 of weight row n0 + wr.
+    let wr = li / 2u;
+    let hh = li % 2u;
+    let wrow = n0 + wr;
+    let k4 = p.k / 4u;
+    for (var s = 0u; s < p.nb * 8u; s++) {
+        // x slice: 32 rows x 8 vec4s; lanes vary the row so the transposed stores don't conflict.
+        for (var e = li; e < TM * 8u; e += 128u) {
+            let i = e % TM;
+            let c4 = e / TM;
+            var v = vec4<f32>(0.0);
+            if (m0 + i < p.m) {
+                v = x[(m0 + i) * k4 + s * 8u + c4];
             }
-            xs[e] = v;
+            for (var c = 0u; c < 4u; c++) {
+                xs[(4u * c4 + c) * 8u + i / 4u][i % 4u] = v[c];
+            }
         }
+        var ds = 0.0;
+        var dm = 0.0;
+        var q = vec4<u32>(0u);
+        let j = s & 7u;  // sub-block: pair j / 2, low nibbles for even j
         if (wrow < p.n) {
-            // Sub-block j of block b: pair j / 2, low nibbles for even j.
             let g = wrow * p.nb + (s >> 3u);
-            let j = s & 7u;
             let hd = heads[g];
             let dd = q4k_f16x2(hd.x);
             let sm = q4k_scale_min(hd, j >> 1u);
             let odd = (j & 1u) == 1u;
-            let ds = dd.x * select(sm.x, sm.y, odd);
-            let dm = dd.y * select(sm.z, sm.w, odd);
-            let qa = qs[g * 8u + (j >> 1u)];        // positions 0..15
-            let qb = qs[g * 8u + 4u + (j >> 1u)];   // positions 16..31
-            let shift = (j & 1u) * 4u;
-            for (var i = 0u; i < TK; i++) {
-                var word = qa[(i >> 2u) & 3u];
-                if (i >= 16u) {
-                    word = qb[(i >> 2u) & 3u];
-                }
-                let q = f32((word >> (8u * (i & 3u) + shift)) & 15u);
-                ws[li * WS + i] = fma(ds, q, -dm);
-            }
-        } else {
-            for (var i = 0u; i < TK; i++) {
-                ws[li * WS + i] = 0.0;
-            }
+            ds = dd.x * select(sm.x, sm.y, odd);
+            dm = dd.y * select(sm.z, sm.w, odd);
+            q = qs[g * 8u + 4u * hh + (j >> 1u)];
+        }
+        // Rows past n get ds = dm = 0, i.e. zero weights.
+        let shift = (j & 1u) * 4u;
+        for (var c = 0u; c < 16u; c++) {
+            let code = f32((q[c / 4u] >> (8u * (c % 4u) + shift)) & 15u);
+            ws[(16u * hh + c) * 16u + wr / 4u][wr % 4u] = fma(ds, code, -dm);
         }
         workgroupBarrier();
-        for (var kk = 0u; kk < TK; kk++) {
-            let a0 = xs[(2u * ty) * TK + kk];
-            let a1 = xs[(2u * ty + 1u) * TK + kk];
-            for (var j = 0u; j < 8u; j++) {
-                let b = ws[(tx + 8u * j) * WS + kk];
-                acc[j] += a0 * b;
-                acc[8u + j] += a1 * b;
-            }
+        for (var c = 0u; c < TK; c++) {
+            let a = xs[c * 8u + tm];
+            let b = ws[c * 16u + tn];
+            acc[0] = fma(vec4<f32>(a.x), b, acc[0]);
+            acc[1] = fma(vec4<f32>(a.y), b, acc[1]);
+            acc[2] = fma(vec4<f32>(a.z), b, acc[2]);
+            acc[3] = fma(vec4<f32>(a.w), b, acc[3]);
         }
         workgroupBarrier();
     }
-    for (var h = 0u; h < 2u; h++) {
-        let row = m0 + 2u * ty + h;
+    for (var i = 0u; i < 4u; i++) {
+        let row = m0 + 4u * tm + i;
         if (row < p.m) {
-            for (var j = 0u; j < 8u; j++) {
-                let col = n0 + tx + 8u * j;
+            for (var jj = 0u; jj < 4u; jj++) {
+                let col = n0 + 4u * tn + jj;
                 if (col < p.n) {
-                    y[row * p.n + col] = acc[h * 8u + j];
+                    y[row * p.n + col] = acc[i][jj];
                 }
             }
         }

@@ -211,7 +211,7 @@ const GEMV_BINDINGS: &[StorageBinding] = &[
 const GEMM_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("heads", "vec4<u32>"),
     StorageBinding::read("qs", "vec4<u32>"),
-    StorageBinding::read("x", "f32"),
+    StorageBinding::read("x", "vec4<f32>"),
     StorageBinding::write("y", "f32"),
 ];
 const DEQUANT_BINDINGS: &[StorageBinding] = &[
@@ -253,7 +253,7 @@ impl PipelineKey for Q4kPipeline {
                 source: ShaderSource::Wgsl(vec![COMMON_WGSL, GEMM_WGSL]),
                 entry: "main",
                 constants: vec![],
-                workgroup_size: [64, 1, 1],
+                workgroup_size: [128, 1, 1],
                 params_size: std::mem::size_of::<GemmParams>() as u64,
                 bindings: GEMM_BINDINGS,
             },
@@ -330,7 +330,7 @@ pub fn gemm(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
     ctx.variant_for(&GEMM)?;
     let tiles_n = w.n.div_ceil(64);
     let params = GemmParams { m: m as u32, n: w.n as u32, k: w.k as u32, nb: w.blocks_per_row() as u32, tiles_n: tiles_n as u32, _p: [0; 3] };
-    let grid = ctx.grid((m.div_ceil(16) * tiles_n) as u64)?;
+    let grid = ctx.grid((m.div_ceil(32) * tiles_n) as u64)?;
     b.dispatch(&Q4kPipeline::Gemm, &params, &[w.heads.raw(), w.qs.raw(), x.raw(), y.raw()], grid)
 }
 
