@@ -1,6 +1,5 @@
 // Q4_K GEMV (m = 1): y[r] = sum_c w[r, c] * x[c], w dequantised on the fly. Prepended: a team
-// file, q4k_common.wgsl and a q4k_rows_*.wgsl (the per-team row reduction, q4k_store_rows).
-// Each team computes ROWS rows, so every x value it loads serves ROWS rows; a lane takes one
+// file (team = one workgroup) and q4k_common.wgsl. Each team computes ROWS rows, so every x value it loads serves ROWS rows; a lane takes one
 // 32-byte pair of a block per step (64 weights: positions 0..31 of two sub-blocks) and
 // consecutive lanes take consecutive pairs. With the half-interleaved qs layout each of the
 // lane's two 16-byte loads is contiguous across the team (coalesced); each weight byte is
@@ -55,7 +54,7 @@ fn team_main(t: Team) {
     let blocks = (p.n + ROWS - 1u) / ROWS;
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
-        var acc = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for (var pc = t.lane; pc < pairs; pc += t.lanes) {
             // Pair pc = block pc / 4, pair pc % 4: x[256 b + 64 pp ..] = vec4 index 16 pc.
             let xb = pc * 16u;
@@ -92,6 +91,13 @@ fn team_main(t: Team) {
                 acc[r] += dd.x * (sm.x * (s.x + s.z) + sm.y * (s.y + s.w)) - dd.y * (sm.z * sx.x + sm.w * sx.y);
             }
         }
-        q4k_store_rows(t, acc, row0);
+        team_reduce(&acc, ROWS);
+        if (t.lane == 0u) {
+            for (var r = 0u; r < ROWS; r++) {
+                if (row0 + r < p.n) {
+                    y[row0 + r] = acc[r];
+                }
+            }
+        }
     }
 }

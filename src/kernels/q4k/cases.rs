@@ -122,10 +122,10 @@ impl Kernel for GemvKernel {
     fn info(&self) -> &'static KernelInfo {
         &GEMV
     }
-    /// Every n of NS x every k of KS, plus n = 8193 (the 4-rows-per-team plan, a partial team).
+    /// Every n of NS x every k of KS (2 rows per team), plus n = 2049 (4 rows, a partial team).
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
         let mut v: Vec<Box<dyn Case>> = NS.iter().flat_map(|&n| KS.iter().map(move |&k| Box::new(MatCase { m: 1, n, k }) as Box<dyn Case>)).collect();
-        v.push(Box::new(MatCase { m: 1, n: 8193, k: 256 }));
+        v.push(Box::new(MatCase { m: 1, n: 2049, k: 512 }));
         v
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
@@ -134,7 +134,7 @@ impl Kernel for GemvKernel {
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         let keys = [Variant::Portable, Variant::Subgroup]
             .into_iter()
-            .flat_map(|variant| GEMV_ROWS.into_iter().map(move |rows| Q4kPipeline::Gemv { variant, wg: gemv_wg(variant), rows }));
+            .flat_map(|variant| GEMV_WG.into_iter().flat_map(move |wg| GEMV_ROWS.into_iter().map(move |rows| Q4kPipeline::Gemv { variant, wg, rows })));
         describe_all(keys)
     }
 }

@@ -31,8 +31,6 @@ const COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/q4k_gemv.wgsl");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/q4k_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/q4k_dequant.wgsl");
-const ROWS_PORTABLE_WGSL: &str = include_str!("../../../wgsl/q4k_rows_portable.wgsl");
-const ROWS_SUBGROUP_WGSL: &str = include_str!("../../../wgsl/q4k_rows_subgroup.wgsl");
 
 /// Header words (d, dmin, scales) per block in the GPU layout.
 pub const HEAD_WORDS: usize = 4;
@@ -220,8 +218,8 @@ const DEQUANT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("out", "vec4<f32>"),
 ];
 
-/// Rows per team the GEMV plans with (override values the pipelines are built for).
-pub const GEMV_ROWS: [u32; 2] = [2, 4];
+/// Rows per team the GEMV can plan with (see [`gemv_plan`]); at most 9 (the team reduction's).
+pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
 
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -242,7 +240,7 @@ impl PipelineKey for Q4kPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             Q4kPipeline::Gemv { variant, wg, rows } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), rows_source(variant), COMMON_WGSL, GEMV_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL]),
                 entry: "main",
                 constants: vec![("WG", wg as f64), ("ROWS", rows as f64)],
                 workgroup_size: [wg, 1, 1],
@@ -269,43 +267,19 @@ impl PipelineKey for Q4kPipeline {
     }
 }
 
-/// The GEMV's row reduction for a variant's team kind.
-fn rows_source(v: Variant) -> &'static str {
-    match v {
-        Variant::Subgroup => ROWS_SUBGROUP_WGSL,
-        _ => ROWS_PORTABLE_WGSL,
-    }
-}
+/// Workgroup sizes and rows per team the GEMV can plan with (the pipelines are built for all).
+pub const GEMV_WG: [u32; 3] = [64, 128, 256];
 
-/// Workgroup size per variant: Portable teams are one workgroup of 64; Subgroup workgroups of
-/// 128 hold 128 / subgroup-size teams.
-pub(crate) fn gemv_wg(variant: Variant) -> u32 {
-    if variant == Variant::Subgroup {
-        128
-    } else {
-        64
-    }
-}
-
-/// Rows per team for an n-row GEMV: 4 (each x load serves 4 rows) unless that leaves too few
-/// teams to fill a GPU. `WGKERNELS_Q4K_ROWS` (one of [`GEMV_ROWS`]) overrides it, for tuning.
-pub fn gemv_rows(n: usize) -> u32 {
-    let forced = std::env::var("WGKERNELS_Q4K_ROWS").ok().and_then(|v| v.parse().ok()).filter(|r| GEMV_ROWS.contains(r));
-    forced.unwrap_or(if n >= 2048 { 4 } else { 2 })
-}
-
-/// Workgroup size, rows per team and the workgroup grid for an n-row GEMV.
-fn gemv_plan(ctx: &Context, variant: Variant, n: usize) -> Result<(u32, u32, [u32; 3])> {
-    let wg = gemv_wg(variant);
-    let rows = gemv_rows(n);
-    // The Portable row reduction (q4k_rows_portable.wgsl) holds ROWS * WG partial sums.
-    ensure(variant == Variant::Subgroup || (rows * wg <= 1024 && wg % 8 == 0 && rows <= 8), || Error::Argument(format!("rows {rows} x workgroup {wg}")))?;
-    let teams = n.div_ceil(rows as usize) as u64;
-    let teams_per_wg = match variant {
-        Variant::Subgroup => (wg / ctx.caps().planning_subgroup_size()).max(1),
-        _ => 1,
-    };
-    Ok((wg, rows, ctx.grid(teams.div_ceil(teams_per_wg as u64))?))
+/// Workgroup size (one team = one workgroup), rows per team and grid for an n-row GEMV.
+/// Defaults: 64 invocations (one 32-byte pair each covers k = 4096 in one step) and 4 rows per
+/// team (each x load serves 4 rows), 2 when n < 2048 so that small matrices still give enough
+/// teams. `WGKERNELS_Q4K_WG` (64/128/256) and `WGKERNELS_Q4K_ROWS` (1/2/4/8) override them, for
+/// tuning experiments.
+pub fn gemv_plan(ctx: &Context, n: usize) -> Result<(u32, u32, [u32; 3])> {
+    let env = |name: &str, ok: &[u32]| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v));
+    let wg = env("WGKERNELS_Q4K_WG", &GEMV_WG).unwrap_or(64);
+    let rows = env("WGKERNELS_Q4K_ROWS", &GEMV_ROWS).unwrap_or(if n >= 2048 { 4 } else { 2 });
+    Ok((wg, rows, ctx.grid(n.div_ceil(rows as usize) as u64)?))
 }
 
 /// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
@@ -314,7 +288,7 @@ pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
     x.require("x", w.k)?;
     y.require("y", w.n)?;
     let variant = ctx.variant_for(&GEMV)?;
-    let (wg, rows, grid) = gemv_plan(ctx, variant, w.n)?;
+    let (wg, rows, grid) = gemv_plan(ctx, w.n)?;
     let params = GemvParams { n: w.n as u32, k: w.k as u32, nb: w.blocks_per_row() as u32, _p: 0 };
     let key = Q4kPipeline::Gemv { variant, wg, rows };
     b.dispatch(&key, &params, &[w.heads.raw(), w.qs.raw(), x.raw(), y.raw()], grid)
