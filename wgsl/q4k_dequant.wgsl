@@ -1,6 +1,7 @@
 // Q4_K -> f32 row-major [n, k], bit-exact with llama.cpp / gguf-py: w = (d*sc)*q - dmin*m.
 // d*sc*q and dmin*m are exact in f32, so the FMA's single rounding is the reference's one.
-// One invocation per 16-byte chunk of nibbles (32 outputs); q4k_common.wgsl is prepended.
+// One invocation per qs vec4 (positions 4wi..4wi+3 of all 8 sub-blocks: 32 outputs);
+// q4k_common.wgsl is prepended.
 
 struct Params {
     chunks: u32,  // blocks * 8
@@ -21,22 +22,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i >= p.chunks) {
         return;
     }
-    let g = i >> 3u;       // block
-    let v = i & 7u;        // chunk within the block = 4 * half + pair
-    let pp = v & 3u;       // pair: sub-blocks 2pp (low nibbles), 2pp + 1 (high nibbles)
+    let g = i >> 3u;   // block
+    let wi = i & 7u;   // word row: positions 4wi .. 4wi + 3 of each sub-block
     let hd = heads[g];
     let dd = q4k_f16x2(hd.x);
-    let sm = q4k_scale_min(hd, pp);
-    let ds = dd.x * sm.xy;
-    let dm = dd.y * sm.zw;
+    let sm = q4k_scales(hd);
+    let ds = array<vec4<f32>, 2>(dd.x * sm.sc03, dd.x * sm.sc47);
+    let dm = array<vec4<f32>, 2>(dd.y * sm.m03, dd.y * sm.m47);
     let q = qs[i];
-    // Output float g*256 + 64pp + 16hh + 4w (+32 for the high sub-block), as vec4 indices.
-    let ob = g * 64u + pp * 16u + (v >> 2u) * 4u;
-    for (var w = 0u; w < 4u; w++) {
-        let word = vec4<u32>(q[w]);
+    for (var pp = 0u; pp < 4u; pp++) {
+        // Sub-blocks 2pp (low nibbles) and 2pp + 1 (high): floats g*256 + 32j + 4wi, as vec4 indices.
+        let word = vec4<u32>(q[pp]);
         let lo = vec4<f32>((word >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
         let hi = vec4<f32>((word >> vec4<u32>(4u, 12u, 20u, 28u)) & vec4<u32>(15u));
-        out[ob + w] = fma(lo, vec4<f32>(ds.x), vec4<f32>(-dm.x));
-        out[ob + 8u + w] = fma(hi, vec4<f32>(ds.y), vec4<f32>(-dm.y));
+        let h = pp / 2u;
+        let c = (pp % 2u) * 2u;
+        out[g * 64u + pp * 16u + wi] = fma(lo, vec4<f32>(ds[h][c]), vec4<f32>(-dm[h][c]));
+        out[g * 64u + pp * 16u + 8u + wi] = fma(hi, vec4<f32>(ds[h][c + 1u]), vec4<f32>(-dm[h][c + 1u]));
     }
 }

@@ -63,16 +63,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var ds = 0.0;
         var dm = 0.0;
         var q = vec4<u32>(0u);
-        let j = s & 7u;  // sub-block: pair j / 2, low nibbles for even j
+        let j = s & 7u;  // sub-block: word component j / 2 (pair), low nibbles for even j
         if (wrow < p.n) {
             let g = wrow * p.nb + (s >> 3u);
             let hd = heads[g];
             let dd = q4k_f16x2(hd.x);
-            let sm = q4k_scale_min(hd, j >> 1u);
-            let odd = (j & 1u) == 1u;
-            ds = dd.x * select(sm.x, sm.y, odd);
-            dm = dd.y * select(sm.z, sm.w, odd);
-            q = qs[g * 8u + 4u * hh + (j >> 1u)];
+            let sm = q4k_scales(hd);
+            if (j < 4u) {
+                ds = dd.x * sm.sc03[j];
+                dm = dd.y * sm.m03[j];
+            } else {
+                ds = dd.x * sm.sc47[j - 4u];
+                dm = dd.y * sm.m47[j - 4u];
+            }
+            // Words 4hh .. 4hh + 3 of pair j / 2: positions 16hh .. 16hh + 15.
+            for (var w = 0u; w < 4u; w++) {
+                q[w] = qs[g * 8u + 4u * hh + w][j >> 1u];
+            }
         }
         // Rows past n get ds = dm = 0, i.e. zero weights.
         let shift = (j & 1u) * 4u;

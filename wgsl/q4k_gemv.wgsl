@@ -1,13 +1,14 @@
 // Q4_K GEMV (m = 1): y[r] = sum_c w[r, c] * x[c], w dequantised on the fly. Prepended: a team
-// file (team = one workgroup) and q4k_common.wgsl. Each team computes ROWS rows, so every x value it loads serves ROWS rows; a lane takes one
-// 32-byte pair of a block per step (64 weights: positions 0..31 of two sub-blocks) and
-// consecutive lanes take consecutive pairs. With the half-interleaved qs layout each of the
-// lane's two 16-byte loads is contiguous across the team (coalesced); each weight byte is
-// read once.
+// file (team = one workgroup) and q4k_common.wgsl. Each team computes ROWS rows, so every x
+// value it loads serves ROWS rows. A lane takes one "quad" per step: quad u (0..3) of block b
+// = qs vec4s u and u + 4 of the block (32 bytes, 64 weights: positions 4u..4u+3 and
+// 4u+16..4u+19 of all eight sub-blocks). Consecutive lanes take consecutive quads, so both the
+// weight loads and the x loads (4 lanes read 64 contiguous bytes of each sub-block's x) are
+// coalesced 16-byte loads; each weight byte is read once.
 //
-// Per row and pair, with s = sum_i q_i x_i and sx = sum_i x_i over one sub-block:
-//   sum_i (d*sc*q_i - dmin*m) x_i = d*sc*s - dmin*m*sx,
-// so the x sums are shared by the ROWS rows and the nibbles need one FMA each.
+// Per row, with s_j = sum_i q_i x_i and sx_j = sum_i x_i over the lane's positions of sub-block j:
+//   sum_i (d*sc_j*q_i - dmin*m_j) x_i = d * sum_j sc_j s_j - dmin * sum_j m_j sx_j,
+// so the x sums are shared by the ROWS rows and each nibble needs one FMA.
 // Rows past n are clamped to row n - 1 for loading (no out-of-bounds reads, loads stay
 // unconditional) and never written. K is a multiple of 256 (checked on the host).
 
@@ -18,7 +19,7 @@ struct Params {
     _p: u32,
 }
 
-override ROWS: u32 = 4u;  // rows per team, 1..8
+override ROWS: u32 = 4u;  // rows per team, 1..9
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> heads: array<vec4<u32>>;
@@ -26,69 +27,62 @@ override ROWS: u32 = 4u;  // rows per team, 1..8
 @group(0) @binding(3) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-// x of two positions of the low and high sub-block, in the order q4k_nibs returns nibbles.
-fn zip_lo(l: vec4<f32>, h: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(l.x, h.x, l.y, h.y);
-}
-fn zip_hi(l: vec4<f32>, h: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(l.z, h.z, l.w, h.w);
+// Partial dots of one nibble word (4 positions of a low and a high sub-block) with the x of
+// those positions (l: low sub-block, h: high), as (lo, hi, lo, hi).
+fn word_dot(w: u32, l: vec4<f32>, h: vec4<f32>) -> vec4<f32> {
+    let s = q4k_nibs(w) * vec4<f32>(l.x, h.x, l.y, h.y);
+    return fma(q4k_nibs(w >> 16u), vec4<f32>(l.z, h.z, l.w, h.w), s);
 }
 
-// 16 positions of a pair: q holds their 16 bytes, l0..l3 the low sub-block's x, h0..h3 the
-// high one's. Returns partial dots (lo, hi, lo, hi).
-fn dot16(q: vec4<u32>, l0: vec4<f32>, l1: vec4<f32>, l2: vec4<f32>, l3: vec4<f32>,
-         h0: vec4<f32>, h1: vec4<f32>, h2: vec4<f32>, h3: vec4<f32>) -> vec4<f32> {
-    var s = q4k_nibs(q.x) * zip_lo(l0, h0);
-    s = fma(q4k_nibs(q.x >> 16u), zip_hi(l0, h0), s);
-    s = fma(q4k_nibs(q.y), zip_lo(l1, h1), s);
-    s = fma(q4k_nibs(q.y >> 16u), zip_hi(l1, h1), s);
-    s = fma(q4k_nibs(q.z), zip_lo(l2, h2), s);
-    s = fma(q4k_nibs(q.z >> 16u), zip_hi(l2, h2), s);
-    s = fma(q4k_nibs(q.w), zip_lo(l3, h3), s);
-    s = fma(q4k_nibs(q.w >> 16u), zip_hi(l3, h3), s);
-    return s;
+// Sub-block dots (low, high) of pair pp from words a (positions 4u..) and b (positions 4u+16..).
+fn pair_dot(a: u32, b: u32, la: vec4<f32>, ha: vec4<f32>, lb: vec4<f32>, hb: vec4<f32>) -> vec2<f32> {
+    let s = word_dot(a, la, ha) + word_dot(b, lb, hb);
+    return s.xy + s.zw;
+}
+
+fn hsum(v: vec4<f32>) -> f32 {
+    return (v.x + v.y) + (v.z + v.w);
 }
 
 fn team_main(t: Team) {
-    let pairs = p.nb * 4u;        // 32-byte pairs per row
+    let quads = p.nb * 4u;
     let blocks = (p.n + ROWS - 1u) / ROWS;
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
         var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        for (var pc = t.lane; pc < pairs; pc += t.lanes) {
-            // Pair pc = block pc / 4, pair pc % 4: x[256 b + 64 pp ..] = vec4 index 16 pc.
-            let xb = pc * 16u;
-            let a0 = x[xb];
-            let a1 = x[xb + 1u];
-            let a2 = x[xb + 2u];
-            let a3 = x[xb + 3u];
-            let a4 = x[xb + 4u];
-            let a5 = x[xb + 5u];
-            let a6 = x[xb + 6u];
-            let a7 = x[xb + 7u];
-            let b0 = x[xb + 8u];
-            let b1 = x[xb + 9u];
-            let b2 = x[xb + 10u];
-            let b3 = x[xb + 11u];
-            let b4 = x[xb + 12u];
-            let b5 = x[xb + 13u];
-            let b6 = x[xb + 14u];
-            let b7 = x[xb + 15u];
-            let one = vec4<f32>(1.0);
-            let sx = vec2<f32>(dot((a0 + a1) + (a2 + a3) + ((a4 + a5) + (a6 + a7)), one),
-                               dot((b0 + b1) + (b2 + b3) + ((b4 + b5) + (b6 + b7)), one));
-            let pp = pc & 3u;
-            let blk = pc >> 2u;
+        for (var qd = t.lane; qd < quads; qd += t.lanes) {
+            let blk = qd >> 2u;
+            // x vec4 of sub-block j, positions 4u..4u+3: 64 blk + 8 j + u; positions 4u+16..: + 4.
+            let xb = blk * 64u + (qd & 3u);
+            let la0 = x[xb];
+            let lb0 = x[xb + 4u];
+            let ha0 = x[xb + 8u];
+            let hb0 = x[xb + 12u];
+            let la1 = x[xb + 16u];
+            let lb1 = x[xb + 20u];
+            let ha1 = x[xb + 24u];
+            let hb1 = x[xb + 28u];
+            let la2 = x[xb + 32u];
+            let lb2 = x[xb + 36u];
+            let ha2 = x[xb + 40u];
+            let hb2 = x[xb + 44u];
+            let la3 = x[xb + 48u];
+            let lb3 = x[xb + 52u];
+            let ha3 = x[xb + 56u];
+            let hb3 = x[xb + 60u];
+            let sx03 = vec4<f32>(hsum(la0 + lb0), hsum(ha0 + hb0), hsum(la1 + lb1), hsum(ha1 + hb1));
+            let sx47 = vec4<f32>(hsum(la2 + lb2), hsum(ha2 + hb2), hsum(la3 + lb3), hsum(ha3 + hb3));
             for (var r = 0u; r < ROWS; r++) {
                 let row = min(row0 + r, p.n - 1u);
-                let hd = heads[row * p.nb + blk];
-                let qi = (row * p.nb + blk) * 8u + pp;
-                let q0 = qs[qi];         // positions 0..15 of the pair
-                let q1 = qs[qi + 4u];    // positions 16..31
+                let g = row * p.nb + blk;
+                let hd = heads[g];
+                let qa = qs[g * 8u + (qd & 3u)];       // word u of pairs 0..3
+                let qb = qs[g * 8u + 4u + (qd & 3u)];  // word u + 4 of pairs 0..3
                 let dd = q4k_f16x2(hd.x);
-                let sm = q4k_scale_min(hd, pp);
-                let s = dot16(q0, a0, a1, a2, a3, b0, b1, b2, b3) + dot16(q1, a4, a5, a6, a7, b4, b5, b6, b7);
-                acc[r] += dd.x * (sm.x * (s.x + s.z) + sm.y * (s.y + s.w)) - dd.y * (sm.z * sx.x + sm.w * sx.y);
+                let sm = q4k_scales(hd);
+                let s01 = vec4<f32>(pair_dot(qa.x, qb.x, la0, ha0, lb0, hb0), pair_dot(qa.y, qb.y, la1, ha1, lb1, hb1));
+                let s23 = vec4<f32>(pair_dot(qa.z, qb.z, la2, ha2, lb2, hb2), pair_dot(qa.w, qb.w, la3, ha3, lb3, hb3));
+                acc[r] += dd.x * (dot(sm.sc03, s01) + dot(sm.sc47, s23)) - dd.y * (dot(sm.m03, sx03) + dot(sm.m47, sx47));
             }
         }
         team_reduce(&acc, ROWS);

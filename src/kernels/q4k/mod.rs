@@ -5,11 +5,11 @@
 //! GPU layout (owned by the library; the same bytes, split per block on upload): for block `g`
 //! (row-major, `k / 256` blocks per row), `heads[g]` = the block's first 16 bytes (f16 d, f16
 //! dmin, 12 scale bytes) as one `vec4<u32>`, and `qs[8g .. 8g + 8]` = its 128 nibble bytes as
-//! eight `vec4<u32>`, half-interleaved: vec4 `4*hh + pp` holds nibble bytes `32*pp + 16*hh ..
-//! + 16` (pair `pp` = sub-blocks 2pp and 2pp+1, half `hh` = positions 16hh..16hh+15), so GEMV
-//! lanes that take consecutive pairs make contiguous 16-byte loads. Both streams are 16-byte
-//! aligned, kernels use 16-byte loads only, and a full pass reads exactly 144 bytes per 256
-//! weights.
+//! eight `vec4<u32>` with the 4 x 8 matrix of nibble words transposed: component `pp` of vec4
+//! `wi` is word `8*pp + wi`, i.e. positions `4wi .. 4wi + 3` of sub-blocks `2pp` (low nibbles)
+//! and `2pp + 1` (high). A GEMV lane loading vec4s `u` and `u + 4` then covers 4 + 4 positions
+//! of every sub-block, and lanes on consecutive vec4s need consecutive x: weight and x loads
+//! are both coalesced 16-byte loads. A full pass reads exactly 144 bytes per 256 weights.
 //! Sources: wgsl/q4k_common.wgsl + q4k_gemv.wgsl (+ team_*.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
 
 use crate::batch::Batch;
@@ -86,10 +86,7 @@ impl Q4kMatrix {
         let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
         for blk in bytes.chunks_exact(BLOCK_BYTES) {
             heads.extend(blk[..16].chunks_exact(4).map(word));
-            for v in 0..8 {
-                let at = 16 + qs_byte_offset(v);
-                qs.extend(blk[at..at + 16].chunks_exact(4).map(word));
-            }
+            qs.extend((0..QS_WORDS).map(|gw| word(&blk[16 + 4 * qs_word_source(gw)..])));
         }
         Ok(Q4kMatrix { n, k, heads: ctx.upload(&heads)?, qs: ctx.upload(&qs)? })
     }
@@ -109,9 +106,9 @@ impl Q4kMatrix {
         for (h, q) in heads.chunks_exact(HEAD_WORDS).zip(qs.chunks_exact(QS_WORDS)) {
             let mut bytes = [0u8; BLOCK_BYTES];
             bytes[..16].copy_from_slice(bytemuck::cast_slice(h));
-            for v in 0..8 {
-                let at = 16 + qs_byte_offset(v);
-                bytes[at..at + 16].copy_from_slice(bytemuck::cast_slice(&q[4 * v..4 * v + 4]));
+            for (gw, w) in q.iter().enumerate() {
+                let at = 16 + 4 * qs_word_source(gw);
+                bytes[at..at + 4].copy_from_slice(&w.to_le_bytes());
             }
             out.push(BlockQ4K::from_le_bytes(&bytes));
         }
@@ -119,9 +116,10 @@ impl Q4kMatrix {
     }
 }
 
-/// Offset in the block's 128 nibble bytes of GPU qs vec4 `v` (= 4 * half + pair).
-fn qs_byte_offset(v: usize) -> usize {
-    32 * (v % 4) + 16 * (v / 4)
+/// The block's nibble word (4 bytes, 0..32) stored at GPU qs word `gw`: the 4 x 8 word matrix
+/// (pair x word-in-pair) transposed, so GPU vec4 `wi` holds word `wi` of each pair.
+fn qs_word_source(gw: usize) -> usize {
+    8 * (gw % 4) + gw / 4
 }
 
 /// A GGUF tensor uploaded as a typed GPU matrix.
