@@ -2,7 +2,7 @@
 //! (m > 1) and a bit-exact dequantiser to f32. Block semantics: [`crate::formats::q4k`]
 //! (`w = d*sc*q - dmin*m`, 256 weights per 144-byte block, K a multiple of 256).
 //!
-//! GPU layout (owned by the library; the same bytes, split per block on upload): for block `g`
+//! GPU layout (owned by the library; the same bytes, rearranged per block on upload): for block `g`
 //! (row-major, `k / 256` blocks per row), `heads[g]` = the block's first 16 bytes (f16 d, f16
 //! dmin, 12 scale bytes) as one `vec4<u32>`, and `qs[8g .. 8g + 8]` = its 128 nibble bytes as
 //! eight `vec4<u32>` with the 4 x 8 matrix of nibble words transposed: component `pp` of vec4
@@ -105,7 +105,9 @@ impl Q4kMatrix {
         let mut out = Vec::with_capacity(heads.len() / HEAD_WORDS);
         for (h, q) in heads.chunks_exact(HEAD_WORDS).zip(qs.chunks_exact(QS_WORDS)) {
             let mut bytes = [0u8; BLOCK_BYTES];
-            bytes[..16].copy_from_slice(bytemuck::cast_slice(h));
+            for (i, w) in h.iter().enumerate() {
+                bytes[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+            }
             for (gw, w) in q.iter().enumerate() {
                 let at = 16 + 4 * qs_word_source(gw);
                 bytes[at..at + 4].copy_from_slice(&w.to_le_bytes());
