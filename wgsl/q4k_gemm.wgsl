@@ -88,13 +88,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             ws[(16u * hh + c) * 16u + wr / 4u][wr % 4u] = fma(ds, code, -dm);
         }
         workgroupBarrier();
+        // Per-slice partial sums, added once per slice: the rounding error grows with K / 32
+        // additions instead of K.
+        var part = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
         for (var c = 0u; c < TK; c++) {
             let a = xs[c * 8u + tm];
             let b = ws[c * 16u + tn];
-            acc[0] = fma(vec4<f32>(a.x), b, acc[0]);
-            acc[1] = fma(vec4<f32>(a.y), b, acc[1]);
-            acc[2] = fma(vec4<f32>(a.z), b, acc[2]);
-            acc[3] = fma(vec4<f32>(a.w), b, acc[3]);
+            part[0] = fma(vec4<f32>(a.x), b, part[0]);
+            part[1] = fma(vec4<f32>(a.y), b, part[1]);
+            part[2] = fma(vec4<f32>(a.z), b, part[2]);
+            part[3] = fma(vec4<f32>(a.w), b, part[3]);
+        }
+        for (var i = 0u; i < 4u; i++) {
+            acc[i] += part[i];
         }
         workgroupBarrier();
     }
