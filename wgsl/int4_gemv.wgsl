@@ -42,24 +42,20 @@ fn word_group(w: u32) -> u32 {
     return (w * 8u) / p.group_size;
 }
 
-// Nibbles of w at bit offsets `sh` as floats 2^23 + nibble, built by placing each nibble in the
-// mantissa of 2^23 (exact, full-rate integer ops instead of int-to-float conversions).
-fn nibbles(w: u32, sh: vec4<u32>) -> vec4<f32> {
-    return bitcast<vec4<f32>>(((vec4<u32>(w) >> sh) & vec4<u32>(15u)) | vec4<u32>(0x4b000000u));
+// Dequantisation by masks alone: nibble i of a 16-bit half, masked in place and OR-ed into the
+// mantissa of 2^23, is the float 2^23 + 16^i * code (exact). Subtracting bias = 2^23 + 16^i * offset
+// (exact) leaves 16^i * (code - offset); the x values it multiplies were pre-scaled by 16^-i
+// (exact), so each weight costs one LOP3, one FADD and one FFMA.
+const NIB_MASKS = vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u);
+const NIB_XSCALE = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);
+
+fn half_dot(h: u32, xs: vec4<f32>, bias: vec4<f32>) -> f32 {
+    return dot(bitcast<vec4<f32>>((vec4<u32>(h) & NIB_MASKS) | vec4<u32>(0x4b000000u)) - bias, xs);
 }
 
-// scale * sum_e (q_e - zero) * x_e over word `wi` of row `row` (GMODE 0). `bias` = 2^23 + code
-// offset, so nibbles(..) - bias is the exact code value q; the zero point goes through `xs`, the
-// sum of the word's 8 x values (shared by all rows).
-fn word_dot(row: u32, wi: u32, w: u32, xa: vec4<f32>, xb: vec4<f32>, xs: f32, bias: f32) -> f32 {
-    let gi = row * p.num_groups + word_group(wi);
-    let lo = nibbles(w, vec4<u32>(0u, 4u, 8u, 12u)) - vec4<f32>(bias);
-    let hi = nibbles(w, vec4<u32>(16u, 20u, 24u, 28u)) - vec4<f32>(bias);
-    var d = dot(lo, xa) + dot(hi, xb);
-    if (p.has_zeros != 0u) {
-        d -= zeros[gi] * xs;
-    }
-    return scales[gi] * d;
+// sum_e (q_e - zero) * x_e over one word with x pre-scaled (xa: columns 0-3, xb: 4-7).
+fn word_q(w: u32, xa: vec4<f32>, xb: vec4<f32>, bias: vec4<f32>) -> f32 {
+    return half_dot(w, xa, bias) + half_dot(w >> 16u, xb, bias);
 }
 
 // Column-by-column contribution of natural word wi (any group size, partial words).
@@ -79,7 +75,7 @@ fn word_slow(row: u32, wi: u32, w: u32) -> f32 {
 fn team_main(t: Team) {
     let vec4s = p.row_vec4s;
     let blocks = (p.n + ROWS - 1u) / ROWS;
-    let bias = 8388608.0 + p.zero_offset;
+    let biasv = vec4<f32>(8388608.0) + p.zero_offset * vec4<f32>(1.0, 16.0, 256.0, 4096.0);
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
         var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
@@ -87,25 +83,32 @@ fn team_main(t: Team) {
             let w0 = il_word0(v);
             let s = il_stride(v, vec4s);
             if (GMODE == 0u && (w0 + 3u * s) * 8u + 8u <= p.k) {
-                let xa0 = x[2u * w0];
-                let xb0 = x[2u * w0 + 1u];
-                let xa1 = x[2u * (w0 + s)];
-                let xb1 = x[2u * (w0 + s) + 1u];
-                let xa2 = x[2u * (w0 + 2u * s)];
-                let xb2 = x[2u * (w0 + 2u * s) + 1u];
-                let xa3 = x[2u * (w0 + 3u * s)];
-                let xb3 = x[2u * (w0 + 3u * s) + 1u];
-                let one = vec4<f32>(1.0);
-                let xs0 = dot(xa0 + xb0, one);
-                let xs1 = dot(xa1 + xb1, one);
-                let xs2 = dot(xa2 + xb2, one);
-                let xs3 = dot(xa3 + xb3, one);
+                let xa0 = x[2u * w0] * NIB_XSCALE;
+                let xb0 = x[2u * w0 + 1u] * NIB_XSCALE;
+                let xa1 = x[2u * (w0 + s)] * NIB_XSCALE;
+                let xb1 = x[2u * (w0 + s) + 1u] * NIB_XSCALE;
+                let xa2 = x[2u * (w0 + 2u * s)] * NIB_XSCALE;
+                let xb2 = x[2u * (w0 + 2u * s) + 1u] * NIB_XSCALE;
+                let xa3 = x[2u * (w0 + 3u * s)] * NIB_XSCALE;
+                let xb3 = x[2u * (w0 + 3u * s) + 1u] * NIB_XSCALE;
+                // Per-word sums of x for the zero points (undo the pre-scaling).
+                var xsum = vec4<f32>(0.0);
+                if (p.has_zeros != 0u) {
+                    let un = vec4<f32>(1.0, 16.0, 256.0, 4096.0);
+                    xsum = vec4<f32>(dot(xa0 + xb0, un), dot(xa1 + xb1, un), dot(xa2 + xb2, un), dot(xa3 + xb3, un));
+                }
+                let g = vec4<u32>(word_group(w0), word_group(w0 + s), word_group(w0 + 2u * s), word_group(w0 + 3u * s));
                 for (var r = 0u; r < ROWS; r++) {
                     let row = row0 + r;
                     if (row < p.n) {
                         let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
-                        acc[r] += word_dot(row, w0, w.x, xa0, xb0, xs0, bias) + word_dot(row, w0 + s, w.y, xa1, xb1, xs1, bias)
-                                + word_dot(row, w0 + 2u * s, w.z, xa2, xb2, xs2, bias) + word_dot(row, w0 + 3u * s, w.w, xa3, xb3, xs3, bias);
+                        let gi = vec4<u32>(row * p.num_groups) + g;
+                        var d = vec4<f32>(word_q(w.x, xa0, xb0, biasv), word_q(w.y, xa1, xb1, biasv),
+                                          word_q(w.z, xa2, xb2, biasv), word_q(w.w, xa3, xb3, biasv));
+                        if (p.has_zeros != 0u) {
+                            d -= vec4<f32>(zeros[gi.x], zeros[gi.y], zeros[gi.z], zeros[gi.w]) * xsum;
+                        }
+                        acc[r] += dot(vec4<f32>(scales[gi.x], scales[gi.y], scales[gi.z], scales[gi.w]), d);
                     }
                 }
             } else {

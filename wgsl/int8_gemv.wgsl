@@ -22,11 +22,16 @@ override ROWS: u32 = 4u;  // rows per team, 1..8 (slot ROWS of the accumulators 
 @group(0) @binding(4) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
-// dot(q - offset, xv) for the 4 bytes of w: each byte is placed in the mantissa of 2^23
-// (exact, full-rate integer ops instead of int-to-float conversions); bias = 2^23 + offset.
-fn byte_dot(w: u32, bias: f32, xv: vec4<f32>) -> f32 {
-    let b = bitcast<vec4<f32>>(((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u)) | vec4<u32>(0x4b000000u));
-    return dot(b - vec4<f32>(bias), xv);
+// dot(q - offset, x) for the 4 bytes of w by masks alone: bytes 0/1 of a 16-bit half, masked
+// in place and OR-ed into the mantissa of 2^23, are 2^23 + 256^i * byte (exact); bias =
+// 2^23 + 256^i * offset; x comes pre-scaled by 256^-i (exact). xv = x of bytes (0, 1, 2, 3)
+// pre-scaled as (x0, x1/256, x2, x3/256).
+const BYTE_MASKS = vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u);
+const BYTE_XSCALE = vec4<f32>(1.0, 0.00390625, 1.0, 0.00390625);
+
+fn byte_dot(w: u32, bias: vec4<f32>, xv: vec4<f32>) -> f32 {
+    let b = bitcast<vec4<f32>>((vec4<u32>(w, w, w >> 16u, w >> 16u) & BYTE_MASKS) | vec4<u32>(0x4b000000u));
+    return dot(b - bias, xv);
 }
 
 // Column by column (partial words): adds (q - offset) * x to the return value and x to *xsum.
@@ -50,7 +55,7 @@ fn team_main(t: Team) {
     // row through the row sum of x, reduced alongside the rows (slot ROWS of acc).
     let vec4s = p.row_vec4s;
     let blocks = (p.n + ROWS - 1u) / ROWS;
-    let bias = 8388608.0 + p.zero_offset;
+    let biasv = vec4<f32>(8388608.0) + p.zero_offset * vec4<f32>(1.0, 256.0, 1.0, 256.0);
     for (var rb = t.id; rb < blocks; rb += t.count) {
         let row0 = rb * ROWS;
         var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
@@ -64,11 +69,15 @@ fn team_main(t: Team) {
                 let x2 = x[w0 + 2u * s];
                 let x3 = x[w0 + 3u * s];
                 xsum += dot(x0 + x1 + x2 + x3, vec4<f32>(1.0));
+                let y0 = x0 * BYTE_XSCALE;
+                let y1 = x1 * BYTE_XSCALE;
+                let y2 = x2 * BYTE_XSCALE;
+                let y3 = x3 * BYTE_XSCALE;
                 for (var r = 0u; r < ROWS; r++) {
                     let row = row0 + r;
                     if (row < p.n) {
                         let w = codes[row * vec4s + v] ^ vec4<u32>(p.xor_mask);
-                        acc[r] += byte_dot(w.x, bias, x0) + byte_dot(w.y, bias, x1) + byte_dot(w.z, bias, x2) + byte_dot(w.w, bias, x3);
+                        acc[r] += byte_dot(w.x, biasv, y0) + byte_dot(w.y, biasv, y1) + byte_dot(w.z, biasv, y2) + byte_dot(w.w, biasv, y3);
                     }
                 }
             } else {

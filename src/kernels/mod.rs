@@ -5,6 +5,7 @@
 pub mod int4;
 pub mod int8;
 pub mod interleave;
+pub mod q4k;
 pub mod turboquant;
 
 use crate::suite::Kernel;
@@ -14,6 +15,7 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     let mut v = Vec::new();
     v.extend(int4::kernels());
     v.extend(int8::kernels());
+    v.extend(q4k::kernels());
     v.extend(turboquant::kernels());
     v
 }

@@ -1,0 +1,223 @@
+//! Test and bench cases of the Q4_K family (see [`crate::suite`]).
+
+use super::*;
+use crate::formats::q4k::{dequantize_row, pack_scale_min};
+use crate::reference;
+use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, Prepared, Rng, POISON_F32};
+
+/// The kernels of this family, for [`crate::kernels::registry`].
+pub fn kernels() -> Vec<&'static dyn Kernel> {
+    vec![&GemvKernel, &GemmKernel, &DequantKernel]
+}
+
+/// A random finite f16: mostly a realistic positive scale, sometimes any finite value
+/// (negative, subnormal, zero, large).
+fn random_f16(rng: &mut Rng) -> u16 {
+    if rng.u32(8) != 0 {
+        return half::f16::from_f32(rng.uniform(1e-4, 5e-2)).to_bits();
+    }
+    let b = rng.u32(1 << 16) as u16;
+    if b & 0x7c00 == 0x7c00 {
+        b & 0x83ff // inf/NaN -> same mantissa, exponent 0 (a subnormal)
+    } else {
+        b
+    }
+}
+
+/// `count` random valid Q4_K blocks: finite f16 d/dmin, random 6-bit scales/mins and nibbles.
+pub fn random_blocks(rng: &mut Rng, count: usize) -> Vec<BlockQ4K> {
+    let bytes = rng.bytes(count * BLOCK_BYTES);
+    bytes
+        .chunks_exact(BLOCK_BYTES)
+        .map(|c| {
+            let mut b = BlockQ4K::from_le_bytes(c.try_into().expect("144 bytes"));
+            b.d = random_f16(rng);
+            b.dmin = random_f16(rng);
+            let sc: [u8; 8] = std::array::from_fn(|_| rng.u32(64) as u8);
+            let m: [u8; 8] = std::array::from_fn(|_| rng.u32(64) as u8);
+            b.scales = pack_scale_min(&sc, &m);
+            b
+        })
+        .collect()
+}
+
+/// Exact weights (as gguf-py computes them) and operand magnitudes of row-major blocks.
+fn host_values(blocks: &[BlockQ4K]) -> (Vec<f64>, Vec<f64>) {
+    (dequantize_row(blocks).into_iter().map(f64::from).collect(), operand_magnitudes(blocks))
+}
+
+const NS: [usize; 5] = [1, 3, 31, 33, 255];
+const KS: [usize; 4] = [256, 512, 768, 2560];
+const LLM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
+
+fn weight_bytes(n: usize, k: usize) -> u64 {
+    (n * k / QK_K * BLOCK_BYTES) as u64
+}
+
+struct MatCase {
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+impl MatCase {
+    fn name(&self) -> String {
+        if self.m == 1 {
+            format!("n={} k={}", self.n, self.k)
+        } else {
+            format!("m={} n={} k={}", self.m, self.n, self.k)
+        }
+    }
+    fn bytes(&self) -> u64 {
+        weight_bytes(self.n, self.k) + 4 * (self.m * (self.k + self.n)) as u64
+    }
+}
+
+struct MatPrepared {
+    weights: Vec<Q4kMatrix>,
+    x: GpuBuffer<f32>,
+    y: GpuBuffer<f32>,
+    m: usize,
+    reference: (Vec<f64>, Vec<f64>),
+}
+
+impl Prepared for MatPrepared {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        matmul(b, &self.weights[copy % self.weights.len()], &self.x, &self.y, self.m)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        Ok(compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, 1e-5))
+    }
+}
+
+fn setup_mat(c: &MatCase, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+    let (m, n, k) = (c.m, c.n, c.k);
+    let blocks = random_blocks(rng, n * k / QK_K);
+    let x = rng.uniform_vec(m * k, -1.0, 1.0);
+    let (w, mag) = host_values(&blocks);
+    let (wv, mv) = (|r: usize, c: usize| w[r * k + c], |r: usize, c: usize| mag[r * k + c]);
+    let reference = if m == 1 { reference::gemv(n, k, wv, mv, &x) } else { reference::gemm(m, n, k, wv, mv, &x) };
+    let mut weights = vec![Q4kMatrix::upload(ctx, n, k, &blocks)?];
+    for _ in 1..copies {
+        weights.push(Q4kMatrix::upload(ctx, n, k, &random_blocks(rng, n * k / QK_K))?);
+    }
+    Ok(Box::new(MatPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference }))
+}
+
+impl Case for MatCase {
+    fn name(&self) -> String {
+        MatCase::name(self)
+    }
+    fn bytes(&self) -> u64 {
+        MatCase::bytes(self)
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+        setup_mat(self, ctx, rng, copies)
+    }
+}
+
+struct GemvKernel;
+
+impl Kernel for GemvKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &GEMV
+    }
+    /// Every n of NS x every k of KS (2 rows per team), plus n = 2049 (4 rows, a partial team).
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        let mut v: Vec<Box<dyn Case>> = NS.iter().flat_map(|&n| KS.iter().map(move |&k| Box::new(MatCase { m: 1, n, k }) as Box<dyn Case>)).collect();
+        v.push(Box::new(MatCase { m: 1, n: 2049, k: 512 }));
+        v
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        LLM_SHAPES.iter().map(|&(n, k)| Box::new(MatCase { m: 1, n, k }) as Box<dyn Case>).collect()
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        let keys = [Variant::Portable, Variant::Subgroup]
+            .into_iter()
+            .flat_map(|variant| GEMV_WG.into_iter().flat_map(move |wg| GEMV_ROWS.into_iter().map(move |rows| Q4kPipeline::Gemv { variant, wg, rows })));
+        describe_all(keys)
+    }
+}
+
+struct GemmKernel;
+
+impl Kernel for GemmKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &GEMM
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        let shapes = [(2, 33, 512), (7, 1, 256), (7, 65, 768), (33, 31, 256), (64, 3, 2560), (64, 129, 512), (17, 255, 256)];
+        shapes.iter().map(|&(m, n, k)| Box::new(MatCase { m, n, k }) as Box<dyn Case>).collect()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        vec![Box::new(MatCase { m: 32, n: 4096, k: 4096 })]
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all([Q4kPipeline::Gemm])
+    }
+}
+
+struct DequantKernel;
+struct DequantCase {
+    n: usize,
+    k: usize,
+}
+
+impl Kernel for DequantKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &DEQUANTIZE
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        [(1, 256), (3, 512), (33, 768), (31, 2560)].iter().map(|&(n, k)| Box::new(DequantCase { n, k }) as Box<dyn Case>).collect()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        vec![Box::new(DequantCase { n: 4096, k: 4096 })]
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all([Q4kPipeline::Dequant])
+    }
+}
+
+struct DequantPrepared {
+    weights: Vec<Q4kMatrix>,
+    out: GpuBuffer<f32>,
+    expect: Vec<f32>,
+}
+
+impl Prepared for DequantPrepared {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        dequantize(b, &self.weights[copy % self.weights.len()], &self.out)
+    }
+    /// Bit equality with the CPU dequantiser (itself bit-exact with gguf-py).
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let got = ctx.read(&self.out)?;
+        let n = self.expect.len();
+        let differ = got.iter().zip(&self.expect).filter(|(g, e)| g.to_bits() != e.to_bits()).count();
+        let first = got.iter().zip(&self.expect).position(|(g, e)| g.to_bits() != e.to_bits());
+        let note = match first {
+            Some(i) => format!("{differ} values differ in bits from gguf-py's; first at {i}: {} vs {}", got[i], self.expect[i]),
+            None => String::new(),
+        };
+        let nonfinite = got.iter().take(n).filter(|v| !v.is_finite()).count();
+        Ok(Check { err: 0.0, tol: 0.0, nonfinite, guard_damage: guard_damage(&got, n, POISON_F32), note })
+    }
+}
+
+impl Case for DequantCase {
+    fn name(&self) -> String {
+        format!("n={} k={}", self.n, self.k)
+    }
+    fn bytes(&self) -> u64 {
+        weight_bytes(self.n, self.k) + 4 * (self.n * self.k) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+        let (n, k) = (self.n, self.k);
+        let blocks = random_blocks(rng, n * k / QK_K);
+        let expect = dequantize_row(&blocks);
+        let mut weights = vec![Q4kMatrix::upload(ctx, n, k, &blocks)?];
+        for _ in 1..copies {
+            weights.push(Q4kMatrix::upload(ctx, n, k, &random_blocks(rng, n * k / QK_K))?);
+        }
+        Ok(Box::new(DequantPrepared { weights, out: guarded_f32(ctx, n * k)?, expect }))
+    }
+}

@@ -1,0 +1,349 @@
+//! GGML Q4_K weights on the GPU: fused dequantise + GEMV (m = 1, Portable and Subgroup), GEMM
+//! (m > 1) and a bit-exact dequantiser to f32. Block semantics: [`crate::formats::q4k`]
+//! (`w = d*sc*q - dmin*m`, 256 weights per 144-byte block, K a multiple of 256).
+//!
+//! GPU layout (owned by the library; the same bytes, rearranged per block on upload): for block `g`
+//! (row-major, `k / 256` blocks per row), `heads[g]` = the block's first 16 bytes (f16 d, f16
+//! dmin, 12 scale bytes) as one `vec4<u32>`, and `qs[8g .. 8g + 8]` = its 128 nibble bytes as
+//! eight `vec4<u32>` with the 4 x 8 matrix of nibble words transposed: component `pp` of vec4
+//! `wi` is word `8*pp + wi`, i.e. positions `4wi .. 4wi + 3` of sub-blocks `2pp` (low nibbles)
+//! and `2pp + 1` (high). A GEMV lane loading vec4s `u` and `u + 4` then covers 4 + 4 positions
+//! of every sub-block, and lanes on consecutive vec4s need consecutive x: weight and x loads
+//! are both coalesced 16-byte loads. A full pass reads exactly 144 bytes per 256 weights.
+//! Sources: wgsl/q4k_common.wgsl + q4k_gemv.wgsl (+ team_*.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
+use crate::formats::q4k::{BlockQ4K, BLOCK_BYTES, QK_K};
+use crate::kernels::int4::team_source;
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+
+pub const GEMV: KernelInfo = KernelInfo { name: "q4k_gemv", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const GEMM: KernelInfo = KernelInfo { name: "q4k_gemm", variants: &[Variant::Portable], extra: None };
+pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "q4k_dequantize", variants: &[Variant::Portable], extra: None };
+
+const COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
+const GEMV_WGSL: &str = include_str!("../../../wgsl/q4k_gemv.wgsl");
+const GEMM_WGSL: &str = include_str!("../../../wgsl/q4k_gemm.wgsl");
+const DEQUANT_WGSL: &str = include_str!("../../../wgsl/q4k_dequant.wgsl");
+
+/// Header words (d, dmin, scales) per block in the GPU layout.
+pub const HEAD_WORDS: usize = 4;
+/// Nibble words per block in the GPU layout.
+pub const QS_WORDS: usize = 32;
+
+/// Check a Q4_K matrix shape: n, k > 0, k a multiple of 256, indices within u32.
+pub fn check_shape(n: usize, k: usize) -> Result<()> {
+    ensure(n > 0 && k > 0, || Error::Shape(format!("n = {n}, k = {k}: both must be > 0")))?;
+    ensure(k % QK_K == 0, || Error::Shape(format!("Q4_K needs k % 256 == 0, got k = {k}")))?;
+    ensure((n as u64) * (k as u64) <= u32::MAX as u64, || Error::Shape(format!("n * k = {} exceeds 2^32", n as u64 * k as u64)))
+}
+
+/// Q4_K weights `[n, k]` on the GPU (row r = blocks `r * k/256 ..`).
+pub struct Q4kMatrix {
+    n: usize,
+    k: usize,
+    heads: GpuBuffer<u32>,
+    qs: GpuBuffer<u32>,
+}
+
+impl Q4kMatrix {
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Blocks per row.
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / QK_K
+    }
+    /// Bytes a full pass over the weights reads (144 per 256 weights).
+    pub fn bytes(&self) -> u64 {
+        (self.n * self.blocks_per_row() * BLOCK_BYTES) as u64
+    }
+
+    /// Upload `n * k / 256` blocks, row-major (validated first). Blocks are read in their
+    /// in-memory layout, which is GGUF's on little-endian hosts.
+    pub fn upload(ctx: &Context, n: usize, k: usize, blocks: &[BlockQ4K]) -> Result<Q4kMatrix> {
+        Self::upload_bytes(ctx, n, k, bytemuck::cast_slice(blocks))
+    }
+
+    /// Upload raw little-endian block bytes as stored in GGUF (`n * k / 256 * 144` bytes).
+    pub fn upload_bytes(ctx: &Context, n: usize, k: usize, bytes: &[u8]) -> Result<Q4kMatrix> {
+        check_shape(n, k)?;
+        let blocks = n * (k / QK_K);
+        ensure(bytes.len() == blocks * BLOCK_BYTES, || {
+            Error::Argument(format!("Q4_K data: {} bytes, expected n * k / 256 * 144 = {}", bytes.len(), blocks * BLOCK_BYTES))
+        })?;
+        let mut heads = Vec::with_capacity(blocks * HEAD_WORDS);
+        let mut qs = Vec::with_capacity(blocks * QS_WORDS);
+        let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        for blk in bytes.chunks_exact(BLOCK_BYTES) {
+            heads.extend(blk[..16].chunks_exact(4).map(word));
+            qs.extend((0..QS_WORDS).map(|gw| word(&blk[16 + 4 * qs_word_source(gw)..])));
+        }
+        Ok(Q4kMatrix { n, k, heads: ctx.upload(&heads)?, qs: ctx.upload(&qs)? })
+    }
+
+    /// Upload the Q4_K tensor `name` of a GGUF file: k = ne0, n = the product of the other dims.
+    pub fn from_gguf(ctx: &Context, file: &GgufFile, name: &str) -> Result<Q4kMatrix> {
+        match GgufTensor::upload(ctx, file, name)? {
+            GgufTensor::Q4K(m) => Ok(m),
+            other => Err(Error::Format(format!("tensor {name:?} is {:?}, not Q4_K", other.ggml_type()))),
+        }
+    }
+
+    /// Read back as blocks (row-major).
+    pub fn download(&self, ctx: &Context) -> Result<Vec<BlockQ4K>> {
+        let (heads, qs) = (ctx.read(&self.heads)?, ctx.read(&self.qs)?);
+        let mut out = Vec::with_capacity(heads.len() / HEAD_WORDS);
+        for (h, q) in heads.chunks_exact(HEAD_WORDS).zip(qs.chunks_exact(QS_WORDS)) {
+            let mut bytes = [0u8; BLOCK_BYTES];
+            for (i, w) in h.iter().enumerate() {
+                bytes[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+            }
+            for (gw, w) in q.iter().enumerate() {
+                let at = 16 + 4 * qs_word_source(gw);
+                bytes[at..at + 4].copy_from_slice(&w.to_le_bytes());
+            }
+            out.push(BlockQ4K::from_le_bytes(&bytes));
+        }
+        Ok(out)
+    }
+}
+
+/// The block's nibble word (4 bytes, 0..32) stored at GPU qs word `gw`: the 4 x 8 word matrix
+/// (pair x word-in-pair) transposed, so GPU vec4 `wi` holds word `wi` of each pair.
+fn qs_word_source(gw: usize) -> usize {
+    8 * (gw % 4) + gw / 4
+}
+
+/// A GGUF tensor uploaded as a typed GPU matrix.
+pub enum GgufTensor {
+    Q4K(Q4kMatrix),
+    /// Dims as in the file (ne0 first).
+    F32 { dims: Vec<u64>, data: GpuBuffer<f32> },
+    F16 { dims: Vec<u64>, data: GpuBuffer<half::f16> },
+}
+
+impl GgufTensor {
+    pub fn ggml_type(&self) -> GgmlType {
+        match self {
+            GgufTensor::Q4K(_) => GgmlType::Q4_K,
+            GgufTensor::F32 { .. } => GgmlType::F32,
+            GgufTensor::F16 { .. } => GgmlType::F16,
+        }
+    }
+
+    /// Upload tensor `name`; F32, F16 and Q4_K are supported, anything else is an error.
+    pub fn upload(ctx: &Context, file: &GgufFile, name: &str) -> Result<GgufTensor> {
+        let info = file.tensor(name).ok_or_else(|| Error::Argument(format!("no tensor named {name:?}")))?;
+        Self::upload_info(ctx, file, info)
+    }
+
+    /// Upload the tensor described by `info` (from `file.tensors()`).
+    pub fn upload_info(ctx: &Context, file: &GgufFile, info: &TensorInfo) -> Result<GgufTensor> {
+        let bytes = file.tensor_data(info).map_err(|e| Error::Format(e.to_string()))?;
+        match info.ggml_type {
+            GgmlType::Q4_K => {
+                let (n, k) = matrix_dims(info)?;
+                Ok(GgufTensor::Q4K(Q4kMatrix::upload_bytes(ctx, n, k, bytes)?))
+            }
+            GgmlType::F32 => Ok(GgufTensor::F32 { dims: info.dims.clone(), data: ctx.upload(&bytemuck::pod_collect_to_vec::<u8, f32>(bytes))? }),
+            GgmlType::F16 => Ok(GgufTensor::F16 { dims: info.dims.clone(), data: ctx.upload(&bytemuck::pod_collect_to_vec::<u8, half::f16>(bytes))? }),
+            t => Err(Error::Format(format!("tensor {:?}: type {t:?} cannot be uploaded (F32, F16, Q4_K only)", info.name))),
+        }
+    }
+}
+
+/// (n, k) of a GGUF tensor seen as a matrix: k = ne0, n = product of the other dims.
+pub fn matrix_dims(info: &TensorInfo) -> Result<(usize, usize)> {
+    let k = info.dims.first().copied().unwrap_or(1);
+    let n = info.dims.iter().skip(1).try_fold(1u64, |a, &d| a.checked_mul(d));
+    let big = || Error::Shape(format!("tensor {:?}: dims {:?} too large", info.name, info.dims));
+    let n = n.ok_or_else(big)?;
+    let (n, k) = (usize::try_from(n).map_err(|_| big())?, usize::try_from(k).map_err(|_| big())?);
+    check_shape(n, k)?;
+    Ok((n, k))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct GemvParams {
+    n: u32,
+    k: u32,
+    nb: u32,
+    _p: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct GemmParams {
+    m: u32,
+    n: u32,
+    k: u32,
+    nb: u32,
+    tiles_n: u32,
+    _p: [u32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct DequantParams {
+    chunks: u32,
+    _p: [u32; 3],
+}
+
+const GEMV_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("heads", "vec4<u32>"),
+    StorageBinding::read("qs", "vec4<u32>"),
+    StorageBinding::read("x", "vec4<f32>"),
+    StorageBinding::write("y", "f32"),
+];
+const GEMM_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("heads", "vec4<u32>"),
+    StorageBinding::read("qs", "vec4<u32>"),
+    StorageBinding::read("x", "vec4<f32>"),
+    StorageBinding::write("y", "f32"),
+];
+const DEQUANT_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("heads", "vec4<u32>"),
+    StorageBinding::read("qs", "vec4<u32>"),
+    StorageBinding::write("out", "vec4<f32>"),
+];
+
+/// Rows per team the GEMV can plan with (see [`gemv_plan`]); at most 9 (the team reduction's).
+pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
+
+/// Pipelines of this family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Q4kPipeline {
+    Gemv { variant: Variant, wg: u32, rows: u32 },
+    Gemm,
+    Dequant,
+}
+
+impl PipelineKey for Q4kPipeline {
+    fn variant(&self) -> Variant {
+        match self {
+            Q4kPipeline::Gemv { variant, .. } => *variant,
+            _ => Variant::Portable,
+        }
+    }
+
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        match *self {
+            Q4kPipeline::Gemv { variant, wg, rows } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL]),
+                entry: "main",
+                constants: vec![("WG", wg as f64), ("ROWS", rows as f64)],
+                workgroup_size: [wg, 1, 1],
+                params_size: std::mem::size_of::<GemvParams>() as u64,
+                bindings: GEMV_BINDINGS,
+            },
+            Q4kPipeline::Gemm => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![COMMON_WGSL, GEMM_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [128, 1, 1],
+                params_size: std::mem::size_of::<GemmParams>() as u64,
+                bindings: GEMM_BINDINGS,
+            },
+            Q4kPipeline::Dequant => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![COMMON_WGSL, DEQUANT_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<DequantParams>() as u64,
+                bindings: DEQUANT_BINDINGS,
+            },
+        }
+    }
+}
+
+/// Workgroup sizes and rows per team the GEMV can plan with (the pipelines are built for all).
+pub const GEMV_WG: [u32; 3] = [64, 128, 256];
+
+/// Workgroup size (one team = one workgroup), rows per team and grid for an n-row GEMV.
+/// Defaults: 64 invocations (one 32-byte pair each covers k = 4096 in one step) and 4 rows per
+/// team (each x load serves 4 rows), 2 when n < 2048 so that small matrices still give enough
+/// teams. `WGKERNELS_Q4K_WG` (64/128/256) and `WGKERNELS_Q4K_ROWS` (1/2/4/8) override them, for
+/// tuning experiments.
+pub fn gemv_plan(ctx: &Context, n: usize) -> Result<(u32, u32, [u32; 3])> {
+    let env = |name: &str, ok: &[u32]| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v));
+    let wg = env("WGKERNELS_Q4K_WG", &GEMV_WG).unwrap_or(64);
+    let rows = env("WGKERNELS_Q4K_ROWS", &GEMV_ROWS).unwrap_or(if n >= 2048 { 4 } else { 2 });
+    Ok((wg, rows, ctx.grid(n.div_ceil(rows as usize) as u64)?))
+}
+
+/// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
+pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    x.require("x", w.k)?;
+    y.require("y", w.n)?;
+    let variant = ctx.variant_for(&GEMV)?;
+    let (wg, rows, grid) = gemv_plan(ctx, w.n)?;
+    let params = GemvParams { n: w.n as u32, k: w.k as u32, nb: w.blocks_per_row() as u32, _p: 0 };
+    let key = Q4kPipeline::Gemv { variant, wg, rows };
+    b.dispatch(&key, &params, &[w.heads.raw(), w.qs.raw(), x.raw(), y.raw()], grid)
+}
+
+/// `y[m, n] = x[m, k] W^T` (row-major x and y).
+pub fn gemm(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+    let ctx = b.context();
+    ensure(m > 0, || Error::Shape("m = 0".into()))?;
+    ensure((m as u64) * (w.k.max(w.n) as u64) <= u32::MAX as u64, || Error::Shape(format!("m = {m} too large")))?;
+    x.require("x", m * w.k)?;
+    y.require("y", m * w.n)?;
+    ctx.variant_for(&GEMM)?;
+    let tiles_n = w.n.div_ceil(64);
+    let params = GemmParams { m: m as u32, n: w.n as u32, k: w.k as u32, nb: w.blocks_per_row() as u32, tiles_n: tiles_n as u32, _p: [0; 3] };
+    let grid = ctx.grid((m.div_ceil(32) * tiles_n) as u64)?;
+    b.dispatch(&Q4kPipeline::Gemm, &params, &[w.heads.raw(), w.qs.raw(), x.raw(), y.raw()], grid)
+}
+
+/// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.
+pub fn matmul(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+    if m == 1 {
+        gemv(b, w, x, y)
+    } else {
+        gemm(b, w, x, y, m)
+    }
+}
+
+/// Dequantise to a row-major f32 [n, k] buffer, bit-exactly as llama.cpp / gguf-py.
+pub fn dequantize(b: &mut Batch, w: &Q4kMatrix, out: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    out.require("out", w.n * w.k)?;
+    ctx.variant_for(&DEQUANTIZE)?;
+    let chunks = w.n * w.blocks_per_row() * 8;
+    let grid = ctx.grid(chunks.div_ceil(64) as u64)?;
+    b.dispatch(&Q4kPipeline::Dequant, &DequantParams { chunks: chunks as u32, _p: [0; 3] }, &[w.heads.raw(), w.qs.raw(), out.raw()], grid)
+}
+
+/// Per weight, the magnitude of the operands the kernels combine, `|d*sc*q| + |dmin*m|`
+/// (row-major like [`crate::formats::q4k::dequantize_row`]): the error scale for references.
+pub fn operand_magnitudes(blocks: &[BlockQ4K]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(blocks.len() * QK_K);
+    for b in blocks {
+        let d = half::f16::from_bits(b.d).to_f64().abs();
+        let dmin = half::f16::from_bits(b.dmin).to_f64().abs();
+        for j in 0..8 {
+            let (sc, m) = crate::formats::q4k::get_scale_min(j, &b.scales);
+            for i in 0..32 {
+                let q = (b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15;
+                out.push(d * sc as f64 * q as f64 + dmin * m as f64);
+            }
+        }
+    }
+    out
+}
+
+mod cases;
+pub use cases::{kernels, random_blocks};
