@@ -2,8 +2,10 @@
 //! API and a `kernels()` list of [`crate::suite::Kernel`]s. Adding a family = adding a module and
 //! one line in [`registry`]; the harness, the bench and the probe pick it up from there.
 
+pub mod attention;
 pub mod int4;
 pub mod int8;
+pub mod rope;
 
 use crate::suite::Kernel;
 
@@ -12,6 +14,8 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     let mut v = Vec::new();
     v.extend(int4::kernels());
     v.extend(int8::kernels());
+    v.extend(rope::kernels());
+    v.extend(attention::kernels());
     v
 }
 
