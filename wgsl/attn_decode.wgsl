@@ -33,9 +33,12 @@ const NEG: f32 = -3.0e38;
 @group(0) @binding(4) var<storage, read_write> part_o: array<f32>;
 @group(0) @binding(5) var<storage, read_write> part_ml: array<vec2<f32>>;
 
-var<workgroup> qs: array<f32, GB * D>;
-var<workgroup> sc: array<f32, GB * TILE>;
-var<workgroup> red: array<f32, GB * WG>;
+override QS_LEN: u32 = GB * D;
+override SC_LEN: u32 = GB * TILE;
+override RED_LEN: u32 = GB * WG;
+var<workgroup> qs: array<f32, QS_LEN>;
+var<workgroup> sc: array<f32, SC_LEN>;
+var<workgroup> red: array<f32, RED_LEN>;
 
 fn k_word(w: u32) -> u32 {
     return kc[w >> 2u][w & 3u];

@@ -39,9 +39,12 @@ override PP: u32 = (HALF + TPR - 1u) / TPR;  // column pairs per invocation (<= 
 @group(0) @binding(4) var<storage, read> table: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-var<workgroup> qs: array<f32, BQ * D>;
-var<workgroup> kvs: array<f32, BK * D>;
-var<workgroup> ps: array<f32, BQ * BK>;
+override QS_LEN: u32 = BQ * D;
+override KVS_LEN: u32 = BK * D;
+override PS_LEN: u32 = BQ * BK;
+var<workgroup> qs: array<f32, QS_LEN>;
+var<workgroup> kvs: array<f32, KVS_LEN>;
+var<workgroup> ps: array<f32, PS_LEN>;
 var<workgroup> m_s: array<f32, BQ>;
 var<workgroup> l_s: array<f32, BQ>;
 var<workgroup> a_s: array<f32, BQ>;

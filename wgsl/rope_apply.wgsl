@@ -22,14 +22,14 @@ override MODE: u32 = 0u;      // 0: one pair per unit; 1: two pairs (f16 half-sp
 @group(0) @binding(2) var<storage, read> positions: array<u32>;
 @group(0) @binding(3) var<storage, read> table: array<vec2<f32>>;
 
-fn get(e: u32) -> f32 {
+fn ld(e: u32) -> f32 {
     if (F16) {
         return unpack2x16float(x[e >> 1u])[e & 1u];
     }
     return bitcast<f32>(x[e]);
 }
 
-fn set(e: u32, v: f32) {
+fn st(e: u32, v: f32) {
     if (F16) {
         var w = unpack2x16float(x[e >> 1u]);
         w[e & 1u] = v;
@@ -46,10 +46,10 @@ fn rotate(base: u32, i: u32, cs: vec2<f32>) {
         ea = i;
         eb = i + p.half;
     }
-    let a = get(base + ea);
-    let b = get(base + eb);
-    set(base + ea, a * cs.x - b * cs.y);
-    set(base + eb, b * cs.x + a * cs.y);
+    let a = ld(base + ea);
+    let b = ld(base + eb);
+    st(base + ea, a * cs.x - b * cs.y);
+    st(base + eb, b * cs.x + a * cs.y);
 }
 
 fn cos_sin(pos: u32, i: u32) -> vec2<f32> {
