@@ -1,6 +1,6 @@
 // RoPE cos/sin table: table[pos * half + i] = attention_factor * (cos, sin)(2 pi * pos * turns_i).
-// turns_i = freq[i].x + freq[i].y where freq[i].x has 12 significant bits, so with pos split into
-// two 12-bit halves both head products are exact and their fractional parts are taken without
+// turns_i = freq[i].x + .y + .z where .x and .y have 12 significant bits, so with pos split into
+// two 12-bit halves the four head products are exact and their fractional parts are taken without
 // error; only the tiny tail product rounds. sin/cos come from our own polynomial on [-pi/4, pi/4].
 
 struct Params {
@@ -11,7 +11,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> freq: array<vec2<f32>>;
+@group(0) @binding(1) var<storage, read> freq: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> table: array<vec2<f32>>;
 
 // x - round(x): exact, in [-0.5, 0.5].
@@ -19,12 +19,15 @@ fn centred(x: f32) -> f32 {
     return x - round(x);
 }
 
-// Fraction of pos * (f.x + f.y) turns, in [-0.5, 0.5].
-fn turns(pos: u32, f: vec2<f32>) -> f32 {
+// Fraction of pos * (f.x + f.y + f.z) turns, in [-0.5, 0.5]. f.x and f.y have 12 significant
+// bits, so their products with the 12-bit halves of pos are exact.
+fn turns(pos: u32, f: vec4<f32>) -> f32 {
     let hi = f32(pos & 0xfff000u);
     let lo = f32(pos & 0xfffu);
-    let t = centred(hi * f.x) + centred(lo * f.x);
-    return centred(centred(t) + centred(f32(pos) * f.y));
+    var t = centred(hi * f.x) + centred(lo * f.x);
+    t = centred(t) + centred(hi * f.y);
+    t = centred(t) + centred(lo * f.y);
+    return centred(centred(t) + centred(f32(pos) * f.z));
 }
 
 // (cos, sin) of 2 pi t for t in [-0.5, 0.5].

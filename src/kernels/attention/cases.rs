@@ -13,6 +13,12 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
 
 const TOL: f64 = 1e-4;
 
+/// A context on the same device for the setup's helper kernels (the RoPE table has only a
+/// Portable variant; the harness may be requiring another one for attention).
+fn aux(ctx: &Context) -> Context {
+    ctx.with_options(ctx.options().clone().with_policy(crate::caps::VariantPolicy::Auto))
+}
+
 /// One prefill problem.
 #[derive(Clone, Copy, Debug)]
 pub struct PrefillCase {
@@ -140,7 +146,7 @@ impl PrefillCase {
         let s = self.shape;
         let d = s.head_dim;
         let cfg = self.cfg();
-        let table = RopeTable::build(ctx, cfg, self.kv_len.max(self.offset + self.tokens))?;
+        let table = RopeTable::build(&aux(ctx), cfg, self.kv_len.max(self.offset + self.tokens))?;
         let mut sets = Vec::new();
         let mut reference = (Vec::new(), Vec::new());
         for copy in 0..copies.max(1) {
@@ -318,7 +324,7 @@ impl DecodeCase {
         let d = s.head_dim;
         let cfg = self.cfg();
         let kv_len = self.pos + 1;
-        let table = RopeTable::build(ctx, cfg, kv_len)?;
+        let table = RopeTable::build(&aux(ctx), cfg, kv_len)?;
         let n_row = s.kv_heads * d;
         let mut sets = Vec::new();
         let mut reference = (Vec::new(), Vec::new());

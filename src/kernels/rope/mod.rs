@@ -94,18 +94,21 @@ pub struct RopeTable {
     cfg: RopeConfig,
     rows: usize,
     attention_factor: f32,
-    freq: GpuBuffer<[f32; 2]>,
+    freq: GpuBuffer<[f32; 4]>,
     table: GpuBuffer<[f32; 2]>,
 }
 
-/// Turns per position of each pair, split into a head with 12 significant bits and a tail.
-pub fn split_turns(inv_freq: &[f64]) -> Vec<[f32; 2]> {
+/// Turns per position of each pair, split into two parts of 12 significant bits and a tail
+/// (the GPU multiplies the 12-bit parts by 12-bit halves of the position exactly).
+pub fn split_turns(inv_freq: &[f64]) -> Vec<[f32; 4]> {
+    let trunc12 = |x: f64| f32::from_bits((x as f32).to_bits() & !0xfff);
     inv_freq
         .iter()
         .map(|&f| {
             let t = f / (2.0 * std::f64::consts::PI);
-            let head = f32::from_bits((t as f32).to_bits() & !0xfff);
-            [head, (t - head as f64) as f32]
+            let a = trunc12(t);
+            let b = trunc12(t - a as f64);
+            [a, b, (t - a as f64 - b as f64) as f32, 0.0]
         })
         .collect()
 }
@@ -183,7 +186,7 @@ struct ApplyParams {
     rows: u32,
 }
 
-const TABLE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("freq", "vec2<f32>"), StorageBinding::write("table", "vec2<f32>")];
+const TABLE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("freq", "vec4<f32>"), StorageBinding::write("table", "vec2<f32>")];
 const APPLY_BINDINGS: &[StorageBinding] =
     &[StorageBinding::write("x", "u32"), StorageBinding::read("positions", "u32"), StorageBinding::read("table", "vec2<f32>")];
 
