@@ -40,6 +40,16 @@ var<workgroup> qs: array<f32, QS_LEN>;
 var<workgroup> sc: array<f32, SC_LEN>;
 var<workgroup> red: array<f32, RED_LEN>;
 
+// V elements 2li, 2li + 1 of key `key`, head hk.
+fn v_pair(key: u32, hk: u32, li: u32) -> vec2<f32> {
+    let e = (key * p.kv_heads + hk) * D + 2u * li;
+    if (KV_F16) {
+        return unpack2x16float(vc[e >> 3u][(e >> 1u) & 3u]);
+    }
+    let w = vc[e >> 2u];
+    return bitcast<vec2<f32>>(select(w.zw, w.xy, (e & 2u) == 0u));
+}
+
 fn k_word(w: u32) -> u32 {
     return kc[w >> 2u][w & 3u];
 }
@@ -156,15 +166,20 @@ fn decode_main(wg_id: u32, li: u32) {
             acc[g] *= alpha;
         }
         if (2u * li < D) {
-            for (var j = 0u; j < n; j++) {
-                let e = ((t0 + j) * p.kv_heads + hk) * D + 2u * li;
-                var v: vec2<f32>;
-                if (KV_F16) {
-                    v = unpack2x16float(vc[e >> 3u][(e >> 1u) & 3u]);
-                } else {
-                    let w = vc[e >> 2u];
-                    v = bitcast<vec2<f32>>(select(w.zw, w.xy, (e & 2u) == 0u));
+            // Four keys per step: their V loads are independent and issue together.
+            var j = 0u;
+            for (; j + 4u <= n; j += 4u) {
+                let v0 = v_pair(t0 + j, hk, li);
+                let v1 = v_pair(t0 + j + 1u, hk, li);
+                let v2 = v_pair(t0 + j + 2u, hk, li);
+                let v3 = v_pair(t0 + j + 3u, hk, li);
+                for (var g = 0u; g < GB; g++) {
+                    let b = g * TILE + j;
+                    acc[g] += sc[b] * v0 + sc[b + 1u] * v1 + sc[b + 2u] * v2 + sc[b + 3u] * v3;
                 }
+            }
+            for (; j < n; j++) {
+                let v = v_pair(t0 + j, hk, li);
                 for (var g = 0u; g < GB; g++) {
                     acc[g] += sc[g * TILE + j] * v;
                 }

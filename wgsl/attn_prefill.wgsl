@@ -4,6 +4,9 @@
 // when causal, sees keys j <= offset + t. Q is rotated (and pre-scaled by scale * log2 e) as it is
 // loaded, K too unless it comes rotated (K_ROT == 0 means: rotate key j at position j).
 // Online softmax over KV tiles of BK keys; O accumulates in registers (pairs of columns).
+// Scores: each invocation computes an RQ x RK block (rows rb*RQ + a, keys kb + b*BK/RK), so
+// every value read from workgroup memory is used RK or RQ times. Rows of qs/kvs are padded to an
+// odd stride (DP) and ps rows to BK + 1, so invocations reading consecutive keys hit distinct banks.
 // Q/O f32; K/V f32, or f16 stored two per u32 word (KV_F16).
 
 struct Params {
@@ -24,6 +27,8 @@ struct Params {
 override D: u32 = 128u;        // head dim (even)
 override BQ: u32 = 16u;        // rows per workgroup (power of two, <= WG)
 override BK: u32 = 16u;        // keys per tile
+override RQ: u32 = 1u;         // score rows per invocation (RQ * RK <= 8, BQ/RQ * BK/RK <= WG)
+override RK: u32 = 1u;         // score keys per invocation
 override KV_F16: bool = false;
 override NEOX: bool = false;
 const WG: u32 = 128u;
@@ -31,6 +36,9 @@ const NEG: f32 = -3.0e38;
 override HALF: u32 = D / 2u;
 override TPR: u32 = WG / BQ;                 // invocations per row in the PV phase
 override PP: u32 = (HALF + TPR - 1u) / TPR;  // column pairs per invocation (<= 32)
+override DP: u32 = D + 1u;                    // padded row stride of qs / kvs
+override BKP: u32 = BK + 1u;                  // padded row stride of ps
+override NKB: u32 = BK / RK;                  // key blocks
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -39,9 +47,9 @@ override PP: u32 = (HALF + TPR - 1u) / TPR;  // column pairs per invocation (<= 
 @group(0) @binding(4) var<storage, read> table: array<vec2<f32>>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-override QS_LEN: u32 = BQ * D;
-override KVS_LEN: u32 = BK * D;
-override PS_LEN: u32 = BQ * BK;
+override QS_LEN: u32 = BQ * DP;
+override KVS_LEN: u32 = BK * DP;
+override PS_LEN: u32 = BQ * BKP;
 var<workgroup> qs: array<f32, QS_LEN>;
 var<workgroup> kvs: array<f32, KVS_LEN>;
 var<workgroup> ps: array<f32, PS_LEN>;
@@ -100,8 +108,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let base = (t * p.heads + h) * D;
             v = rot(q[base + e.x], q[base + e.y], table[(p.offset + t) * p.table_half + i]) * p.scale_log2;
         }
-        qs[r * D + e.x] = v.x;
-        qs[r * D + e.y] = v.y;
+        qs[r * DP + e.x] = v.x;
+        qs[r * DP + e.y] = v.y;
     }
     for (var r = li; r < BQ; r += WG) {
         m_s[r] = NEG;
@@ -133,24 +141,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     v = rot(v.x, v.y, table[key * p.table_half + i]);
                 }
             }
-            kvs[j * D + e.x] = v.x;
-            kvs[j * D + e.y] = v.y;
+            kvs[j * DP + e.x] = v.x;
+            kvs[j * DP + e.y] = v.y;
         }
         workgroupBarrier();
         // Scores (log2 domain), masked entries NEG.
-        for (var idx = li; idx < BQ * BK; idx += WG) {
-            let r = idx / BK;
-            let j = idx - r * BK;
-            let key = k0 + j;
-            let t = (row0 + r) / p.group;
-            var s = NEG;
-            if (key < kend && (p.causal == 0u || key <= p.offset + t)) {
-                s = 0.0;
-                for (var e = 0u; e < D; e += 2u) {
-                    s += qs[r * D + e] * kvs[j * D + e] + qs[r * D + e + 1u] * kvs[j * D + e + 1u];
+        let sr = li / NKB;
+        let sk = li - sr * NKB;
+        if (sr * RQ < BQ) {
+            var s: array<f32, 8>;
+            for (var x = 0u; x < 8u; x++) {
+                s[x] = 0.0;
+            }
+            for (var e = 0u; e < D; e++) {
+                var kv: array<f32, 8>;
+                for (var b = 0u; b < RK; b++) {
+                    kv[b] = kvs[(sk + b * NKB) * DP + e];
+                }
+                for (var a = 0u; a < RQ; a++) {
+                    let qv = qs[(sr * RQ + a) * DP + e];
+                    for (var b = 0u; b < RK; b++) {
+                        s[a * RK + b] += qv * kv[b];
+                    }
                 }
             }
-            ps[idx] = s;
+            for (var a = 0u; a < RQ; a++) {
+                let r = sr * RQ + a;
+                let t = (row0 + r) / p.group;
+                for (var b = 0u; b < RK; b++) {
+                    let j = sk + b * NKB;
+                    let key = k0 + j;
+                    let visible = key < kend && (p.causal == 0u || key <= p.offset + t);
+                    ps[r * BKP + j] = select(NEG, s[a * RK + b], visible);
+                }
+            }
         }
         workgroupBarrier();
         // Online softmax per row; meanwhile the V tile replaces K.
@@ -158,16 +182,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let m_old = m_s[r];
             var mx = m_old;
             for (var j = 0u; j < BK; j++) {
-                mx = max(mx, ps[r * BK + j]);
+                mx = max(mx, ps[r * BKP + j]);
             }
             var sum = 0.0;
             for (var j = 0u; j < BK; j++) {
-                let s = ps[r * BK + j];
+                let s = ps[r * BKP + j];
                 var pj = 0.0;
                 if (s > NEG) {
                     pj = exp2(s - mx);
                 }
-                ps[r * BK + j] = pj;
+                ps[r * BKP + j] = pj;
                 sum += pj;
             }
             let alpha = exp2(m_old - mx);
@@ -183,8 +207,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (key < kend) {
                 v = v_pair((key * p.kv_heads + hk) * D + c);
             }
-            kvs[j * D + c] = v.x;
-            kvs[j * D + c + 1u] = v.y;
+            kvs[j * DP + c] = v.x;
+            kvs[j * DP + c + 1u] = v.y;
         }
         workgroupBarrier();
         // O = O * alpha + P V.
@@ -194,8 +218,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (cp < HALF) {
                 var o = acc[k] * alpha;
                 for (var j = 0u; j < BK; j++) {
-                    let pj = ps[ro * BK + j];
-                    o += pj * vec2<f32>(kvs[j * D + 2u * cp], kvs[j * D + 2u * cp + 1u]);
+                    let pj = ps[ro * BKP + j];
+                    o += pj * vec2<f32>(kvs[j * DP + 2u * cp], kvs[j * DP + 2u * cp + 1u]);
                 }
                 acc[k] = o;
             }

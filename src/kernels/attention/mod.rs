@@ -204,7 +204,18 @@ impl PipelineKey for AttnPipeline {
             AttnPipeline::Prefill { d, bq, bk, kv_f16, neox } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![PREFILL_WGSL]),
                 entry: "main",
-                constants: vec![("D", d as f64), ("BQ", bq as f64), ("BK", bk as f64), ("KV_F16", flag(kv_f16)), ("NEOX", flag(neox))],
+                constants: {
+                    let (rq, rk) = score_block(bq as usize, bk as usize);
+                    vec![
+                        ("D", d as f64),
+                        ("BQ", bq as f64),
+                        ("BK", bk as f64),
+                        ("RQ", rq as f64),
+                        ("RK", rk as f64),
+                        ("KV_F16", flag(kv_f16)),
+                        ("NEOX", flag(neox)),
+                    ]
+                },
                 workgroup_size: [PREFILL_WG as u32, 1, 1],
                 params_size: std::mem::size_of::<PrefillParams>() as u64,
                 bindings: PREFILL_BINDINGS,
@@ -248,6 +259,16 @@ impl PipelineKey for AttnPipeline {
     }
 }
 
+/// Scores per invocation (rows x keys) for a BQ x BK tile over [`PREFILL_WG`] invocations.
+fn score_block(bq: usize, bk: usize) -> (usize, usize) {
+    match (bq * bk / PREFILL_WG).max(1) {
+        1 => (1, 1),
+        2 => (2.min(bq), 1),
+        4 => (2.min(bq), 2),
+        _ => (4.min(bq), 2),
+    }
+}
+
 /// Prefill tiles (rows per workgroup, keys per tile) for head_dim `d` within `mem` bytes of
 /// workgroup memory, with at most `rows` rows worth having.
 pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)> {
@@ -256,7 +277,7 @@ pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)
     let max_rows = rows.next_power_of_two().max(1);
     for (bq, bk) in candidates {
         let bq = usize::min(bq, max_rows);
-        let bytes = 4 * (bq * d + bk * d + bq * bk + 3 * bq);
+        let bytes = 4 * (bq * (d + 1) + bk * (d + 1) + bq * (bk + 1) + 3 * bq);
         let pairs_per_inv = half.div_ceil(PREFILL_WG / bq);
         if bytes <= mem && pairs_per_inv <= 32 {
             return Ok((bq, bk));
