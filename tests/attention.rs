@@ -381,3 +381,47 @@ fn decode_steps_match_prefill() {
     println!("decode vs prefill, f16 cache: max abs diff {worst:.2e}");
     assert!(worst < 1e-2, "decode steps differ from prefill by {worst}");
 }
+
+/// The tile planners under the WebGPU-baseline 16 KiB of workgroup memory (the CI adapter offers
+/// 32 KiB): head_dim 256 prefill and decode with a full GQA group must still fit and be right.
+#[test]
+fn fits_16k_workgroup_memory() {
+    use wgkernels::kernels::attention::cases::{DecodeCase, PrefillCase};
+    use wgkernels::suite::{run_case, Rng};
+    let base = common::context();
+    let instance = wgkernels::wgpu::Instance::new(wgkernels::wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.request_adapter(&Default::default())).expect("adapter");
+    let mut limits = adapter.limits();
+    limits.max_compute_workgroup_storage_size = 16 << 10;
+    let features = adapter.features() & wgkernels::context::wanted_features();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgkernels::wgpu::DeviceDescriptor {
+        required_features: features,
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .expect("device");
+    let ctx = Context::from_device(device, queue, wgkernels::ContextOptions::default()).unwrap();
+    assert_eq!(ctx.caps().limits.max_compute_workgroup_storage_size, 16 << 10);
+    println!("CI adapter offers {} KiB; testing at 16 KiB", base.caps().limits.max_compute_workgroup_storage_size >> 10);
+    let mut rng = Rng::new(Rng::fresh_seed());
+    let cases: Vec<Box<dyn wgkernels::suite::Case>> = vec![
+        Box::new(PrefillCase {
+            tokens: 33,
+            offset: 5,
+            kv_len: 40,
+            shape: AttnShape::new(8, 1, 256),
+            layout: PairLayout::HalfSplit,
+            kv_f16: true,
+            causal: true,
+            k_rotated: false,
+            mode: 5,
+        }),
+        Box::new(DecodeCase { pos: 300, shape: AttnShape::new(8, 1, 256), layout: PairLayout::Interleaved, kv_f16: false, mode: 4 }),
+        Box::new(DecodeCase { pos: 70, shape: AttnShape::new(16, 2, 128), layout: PairLayout::HalfSplit, kv_f16: true, mode: 6 }),
+    ];
+    for case in cases {
+        let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap();
+        println!("{:<60} {}", case.name(), c.summary());
+        assert!(c.passed(), "{}: {}", case.name(), c.summary());
+    }
+}

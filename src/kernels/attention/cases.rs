@@ -269,7 +269,11 @@ struct DecodePrepared<KV: Elem> {
     table: RopeTable,
     scratch: DecodeScratch,
     out: GpuBuffer<f32>,
-    reference: (Vec<f64>, Vec<f64>),
+    /// Inputs of the CPU reference: rotated q, the caches as they were before the step.
+    q_rot: Vec<f64>,
+    k_all: Vec<f32>,
+    v_all: Vec<f32>,
+    dims: Dims,
     /// Expected cache row `pos` (k rotated, v) and magnitudes.
     row: (Vec<f64>, Vec<f64>, Vec<f64>),
 }
@@ -308,7 +312,16 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
         let vmag: Vec<f64> = self.row.1.iter().map(|x| x.abs().max(1e-30)).collect();
         let vc = check_elems(&v[at..], &self.row.1, &vmag, tol)?;
         kc.tol = tol;
-        let out = compare(&ctx.read(&self.out)?, &self.reference.0, &self.reference.1, TOL);
+        // The attention reference uses the row the GPU stored (checked above to within one f16
+        // rounding, whose direction WGSL's pack2x16float leaves to the implementation).
+        let mut k_all: Vec<f64> = self.k_all.iter().map(|&x| x as f64).collect();
+        let mut v_all: Vec<f64> = self.v_all.iter().map(|&x| x as f64).collect();
+        for i in 0..n {
+            k_all[at + i] = k[at + i].to_f32() as f64;
+            v_all[at + i] = v[at + i].to_f32() as f64;
+        }
+        let (want, mag) = reference::attention::attention(&self.dims, &self.q_rot, &k_all, &v_all);
+        let out = compare(&ctx.read(&self.out)?, &want, &mag, TOL);
         Ok(out.and(kc).and(vc))
     }
 }
@@ -327,8 +340,9 @@ impl DecodeCase {
         let table = RopeTable::build(&aux(ctx), cfg, kv_len)?;
         let n_row = s.kv_heads * d;
         let mut sets = Vec::new();
-        let mut reference = (Vec::new(), Vec::new());
+        let mut refs = (Vec::new(), Vec::new(), Vec::new());
         let mut row = (Vec::new(), Vec::new(), Vec::new());
+        let dims = Dims { tokens: 1, heads: s.heads, kv_heads: s.kv_heads, d, kv_len, offset: self.pos, causal: true, scale: 1.0 / (d as f64).sqrt() };
         for copy in 0..copies.max(1) {
             let q = rng.normal_vec(s.heads * d);
             let k_new = rng.normal_vec(n_row);
@@ -340,14 +354,8 @@ impl DecodeCase {
                 let to64 = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
                 let (q_rot, _) = reference::rope::rotate(&to64(&q), s.heads, d, self.layout, &cfg, |_| self.pos);
                 let (k_rot, k_mag) = reference::rope::rotate(&to64(&k_new), s.kv_heads, d, self.layout, &cfg, |_| self.pos);
-                // The cache stores the new row in KV's precision.
-                let round = |x: f64| KV::from_f32(x as f32).to_f32() as f64;
-                let mut k_all = k_stored[..self.pos * n_row].to_vec();
-                k_all.extend(k_rot.iter().map(|&x| round(x)));
-                let mut v_all = v_stored[..self.pos * n_row].to_vec();
-                v_all.extend(v_new.iter().map(|&x| round(x as f64)));
-                let dims = Dims { tokens: 1, heads: s.heads, kv_heads: s.kv_heads, d, kv_len, offset: self.pos, causal: true, scale: 1.0 / (d as f64).sqrt() };
-                reference = reference::attention::attention(&dims, &q_rot, &k_all, &v_all);
+                let f32s = |x: &[f64]| x.iter().map(|&a| a as f32).collect::<Vec<f32>>();
+                refs = (q_rot, f32s(&k_stored[..kv_len * n_row]), f32s(&v_stored[..kv_len * n_row]));
                 row = (k_rot, to64(&v_new), k_mag);
             }
             sets.push(DecodeSet { q: ctx.upload(&q)?, k_new: ctx.upload(&k_new)?, v_new: ctx.upload(&v_new)?, k_cache, v_cache });
@@ -358,7 +366,10 @@ impl DecodeCase {
             table,
             scratch: DecodeScratch::new(ctx, s)?,
             out: guarded_f32(ctx, s.heads * d)?,
-            reference,
+            q_rot: refs.0,
+            k_all: refs.1,
+            v_all: refs.2,
+            dims,
             row,
         }))
     }

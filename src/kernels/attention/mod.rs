@@ -16,7 +16,7 @@
 //! Sources: wgsl/attn_prefill.wgsl, attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup),
 //! attn_merge.wgsl.
 
-mod cases;
+pub mod cases;
 
 pub use cases::kernels;
 
