@@ -4,7 +4,7 @@
 // normalised, running max m and sum l, log2 domain) goes to part_o / part_ml for attn_merge.wgsl.
 // K is already rotated (cache), q is rotated (attn_append.wgsl). K/V f32, or f16 two per u32 word.
 // Included after attn_decode_portable.wgsl or attn_decode_subgroup.wgsl, which provide the entry
-// point and tile_scores() (the Q K^T part).
+// point and reduce() (the max / sum over the workgroup of each head's red[g * WG + li]).
 
 struct Params {
     kv_len: u32,
@@ -83,19 +83,28 @@ fn add_word(acc: ptr<function, array<f32, 8>>, row: u32, w: u32, gbn: u32) {
     }
 }
 
-// Max (op 0) or sum (op 1) of red[g * WG + 0..WG] for every g < GB; result in red[g * WG].
-fn reduce(li: u32, op: u32) {
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        workgroupBarrier();
-        if (li < s) {
-            for (var g = 0u; g < GB; g++) {
-                let a = red[g * WG + li];
-                let b = red[g * WG + li + s];
-                red[g * WG + li] = select(a + b, max(a, b), op == 0u);
+// Q K^T for one tile: one invocation per key, reading its K row as vec4<u32>s (all of a row's
+// bytes are used, through the cache) and dotting it with all GB query heads in workgroup memory.
+fn tile_scores(t0: u32, n: u32, hk: u32, gbn: u32, li: u32) {
+    for (var j = li; j < n; j += WG) {
+        let row = ((t0 + j) * p.kv_heads + hk) * WORDS;
+        var acc: array<f32, 8>;
+        for (var g = 0u; g < 8u; g++) {
+            acc[g] = 0.0;
+        }
+        if (VEC4) {
+            for (var c = 0u; c < WORDS / 4u; c++) {
+                add_words(&acc, row, c, gbn);
+            }
+        } else {
+            for (var w = 0u; w < WORDS; w++) {
+                add_word(&acc, row, w, gbn);
             }
         }
+        for (var g = 0u; g < GB; g++) {
+            sc[g * TILE + j] = select(0.0, acc[g], g < gbn);
+        }
     }
-    workgroupBarrier();
 }
 
 fn decode_main(wg_id: u32, li: u32) {

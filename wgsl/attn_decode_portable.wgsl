@@ -1,5 +1,5 @@
-// Decode attention, Portable variant: entry point and Q K^T for one tile, one invocation per key
-// (each reads its K row as vec4<u32>s and dots it with all GB query heads in workgroup memory).
+// Decode attention, Portable variant: entry point and the workgroup reductions (a tree in
+// workgroup memory).
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -7,24 +7,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     decode_main(wid.x + wid.y * nwg.x, li);
 }
 
-fn tile_scores(t0: u32, n: u32, hk: u32, gbn: u32, li: u32) {
-    for (var j = li; j < n; j += WG) {
-        let row = ((t0 + j) * p.kv_heads + hk) * WORDS;
-        var acc: array<f32, 8>;
-        for (var g = 0u; g < 8u; g++) {
-            acc[g] = 0.0;
-        }
-        if (VEC4) {
-            for (var c = 0u; c < WORDS / 4u; c++) {
-                add_words(&acc, row, c, gbn);
+// Max (op 0) or sum (op 1) of red[g * WG + 0..WG] for every g < GB; result in red[g * WG].
+// Each invocation has written its own red[g * WG + li].
+fn reduce(li: u32, op: u32) {
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        workgroupBarrier();
+        if (li < s) {
+            for (var g = 0u; g < GB; g++) {
+                let a = red[g * WG + li];
+                let b = red[g * WG + li + s];
+                red[g * WG + li] = select(a + b, max(a, b), op == 0u);
             }
-        } else {
-            for (var w = 0u; w < WORDS; w++) {
-                add_word(&acc, row, w, gbn);
-            }
-        }
-        for (var g = 0u; g < GB; g++) {
-            sc[g * TILE + j] = select(0.0, acc[g], g < gbn);
         }
     }
+    workgroupBarrier();
 }

@@ -1,9 +1,8 @@
-// Decode attention, Subgroup variant: entry point and Q K^T for one tile, one subgroup per key
-// (lanes read consecutive vec4<u32>s of the K row, subgroupAdd finishes each dot). Lane rank and
-// count come from subgroup scans, so any subgroup size works, partial subgroups included.
+// Decode attention, Subgroup variant: entry point and the workgroup reductions, done with
+// subgroupMax / subgroupAdd inside each subgroup and one pass over the per-subgroup results
+// (3 barriers instead of log2(WG) + 1). Nothing assumes a subgroup size; partial subgroups work.
 
 var<private> sg_lane: u32;
-var<private> sg_lanes: u32;
 var<private> sg_id: u32;
 var<private> sg_n: u32;
 
@@ -12,33 +11,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sid: u32,
         @builtin(num_subgroups) nsg: u32) {
     sg_lane = subgroupExclusiveAdd(1u);
-    sg_lanes = subgroupAdd(1u);
     sg_id = sid;
     sg_n = nsg;
     decode_main(wid.x + wid.y * nwg.x, li);
 }
 
-fn tile_scores(t0: u32, n: u32, hk: u32, gbn: u32, li: u32) {
-    for (var j = sg_id; j < n; j += sg_n) {
-        let row = ((t0 + j) * p.kv_heads + hk) * WORDS;
-        var acc: array<f32, 8>;
-        for (var g = 0u; g < 8u; g++) {
-            acc[g] = 0.0;
-        }
-        if (VEC4) {
-            for (var c = sg_lane; c < WORDS / 4u; c += sg_lanes) {
-                add_words(&acc, row, c, gbn);
-            }
+// Max (op 0) or sum (op 1) of red[g * WG + 0..WG] for every g < GB; result in red[g * WG].
+// Each invocation has written its own red[g * WG + li].
+fn reduce(li: u32, op: u32) {
+    var part: array<f32, 8>;
+    for (var g = 0u; g < GB; g++) {
+        let v = red[g * WG + li];
+        if (op == 0u) {
+            part[g] = subgroupMax(v);
         } else {
-            for (var w = sg_lane; w < WORDS; w += sg_lanes) {
-                add_word(&acc, row, w, gbn);
-            }
-        }
-        for (var g = 0u; g < GB; g++) {
-            let s = subgroupAdd(acc[g]);
-            if (sg_lane == 0u) {
-                sc[g * TILE + j] = select(0.0, s, g < gbn);
-            }
+            part[g] = subgroupAdd(v);
         }
     }
+    workgroupBarrier();
+    if (sg_lane == 0u) {
+        for (var g = 0u; g < GB; g++) {
+            red[g * WG + sg_id] = part[g];
+        }
+    }
+    workgroupBarrier();
+    if (li == 0u) {
+        for (var g = 0u; g < GB; g++) {
+            var r = red[g * WG];
+            for (var k = 1u; k < sg_n; k++) {
+                let b = red[g * WG + k];
+                r = select(r + b, max(r, b), op == 0u);
+            }
+            red[g * WG] = r;
+        }
+    }
+    workgroupBarrier();
 }

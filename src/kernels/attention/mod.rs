@@ -13,6 +13,12 @@
 //!   keys), then splits the KV length across workgroups (each reads a K/V row once for all query
 //!   heads of its group, up to 8) and merges the partial results by log-sum-exp.
 //!
+//! Variants: decode has Portable (tree reductions in workgroup memory) and Subgroup
+//! (subgroupMax / subgroupAdd reductions, any subgroup size). Prefill is Portable only: its
+//! per-row softmax is a short serial loop and its cost is the two tile products, where subgroup
+//! arithmetic gains nothing over the register-blocked workgroup-memory version; the next step
+//! for prefill speed is cooperative matrices (the Matrix tier), not subgroups.
+//!
 //! Sources: wgsl/attn_prefill.wgsl, attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup),
 //! attn_merge.wgsl.
 
