@@ -53,7 +53,7 @@ impl Kernel for PrefillKernel {
             (64, 33, 97, 4, 4, 256, HalfSplit, true, true, false),
             (33, 0, 33, 6, 3, 6, Interleaved, false, true, false),
             (7, 1000, 1007, 4, 2, 128, HalfSplit, false, true, true),
-            (64, 0, 257, 8, 8, 64, Interleaved, false, false, true),
+            (64, 0, 257, 8, 8, 96, Interleaved, false, false, true),
         ];
         grid.iter()
             .enumerate()
