@@ -12,6 +12,10 @@
 //! tail; the GPU reduces `pos * turns` modulo 1 exactly for the head part and evaluates sin/cos with
 //! its own polynomial on `[-pi/4, pi/4]`, so table entries are within ~1e-6 of the f64 values at any
 //! position below 2^24 and on any driver (WGSL's own sin/cos are only specified to 2^-11).
+//! f16 tensors are read and written as pairs in u32 words with unpack2x16float / pack2x16float
+//! (no SHADER_F16 needed, so WebGPU-baseline adapters run them too); every invocation owns whole
+//! words, so the read-modify-writes never race.
+//! Only a Portable variant: these are element-wise kernels with nothing to reduce.
 //! Sources: wgsl/rope_table.wgsl, wgsl/rope_apply.wgsl.
 
 pub mod config;
