@@ -3,7 +3,8 @@
 // workgroup memory serves the whole GQA group. Query t sits at absolute position offset + t and,
 // when causal, sees keys j <= offset + t. Q is rotated (and pre-scaled by scale * log2 e) as it is
 // loaded, K too unless it comes rotated (K_ROT == 0 means: rotate key j at position j).
-// Online softmax over KV tiles of BK keys; O accumulates in registers (pairs of columns).
+// Online softmax over KV tiles of BK keys; O accumulates in registers (RO rows x PP pairs of
+// columns per invocation).
 // Scores: each invocation computes an RQ x RK block (rows rb*RQ + a, keys kb + b*BK/RK), so
 // every value read from workgroup memory is used RK or RQ times. Rows of qs/kvs are padded to an
 // odd stride (DP) and ps rows to BK + 1, so invocations reading consecutive keys hit distinct banks.
@@ -34,8 +35,9 @@ override NEOX: bool = false;
 const WG: u32 = 128u;
 const NEG: f32 = -3.0e38;
 override HALF: u32 = D / 2u;
-override TPR: u32 = WG / BQ;                 // invocations per row in the PV phase
-override PP: u32 = (HALF + TPR - 1u) / TPR;  // column pairs per invocation (<= 32)
+override RO: u32 = 1u;                       // rows per invocation in the PV phase
+override TPR: u32 = WG * RO / BQ;            // invocations per row group in the PV phase
+override PP: u32 = (HALF + TPR - 1u) / TPR;  // column pairs per invocation (RO * PP <= 32)
 override DP: u32 = D + 1u;                    // padded row stride of qs / kvs
 override BKP: u32 = BK + 1u;                  // padded row stride of ps
 override NKB: u32 = BK / RK;                  // key blocks
@@ -116,11 +118,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         l_s[r] = 0.0;
     }
     var acc: array<vec2<f32>, 32>;
-    for (var k = 0u; k < PP; k++) {
+    for (var k = 0u; k < RO * PP; k++) {
         acc[k] = vec2<f32>(0.0);
     }
-    let ro = li / TPR;
-    let lane = li - ro * TPR;
+    let ro = (li / TPR) * RO;  // first of this invocation's RO rows
+    let lane = li % TPR;
 
     var kend = p.kv_len;
     if (p.causal != 0u) {
@@ -211,33 +213,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             kvs[j * DP + c + 1u] = v.y;
         }
         workgroupBarrier();
-        // O = O * alpha + P V.
-        let alpha = a_s[ro];
-        for (var k = 0u; k < PP; k++) {
-            let cp = lane + k * TPR;
-            if (cp < HALF) {
-                var o = acc[k] * alpha;
-                for (var j = 0u; j < BK; j++) {
-                    let pj = ps[ro * BKP + j];
-                    o += pj * vec2<f32>(kvs[j * DP + 2u * cp], kvs[j * DP + 2u * cp + 1u]);
+        // O = O * alpha + P V: RO rows x PP column pairs per invocation, so each V pair read
+        // from workgroup memory serves RO rows.
+        for (var a = 0u; a < RO; a++) {
+            let alpha = a_s[ro + a];
+            for (var k = 0u; k < PP; k++) {
+                acc[a * PP + k] *= alpha;
+            }
+        }
+        for (var j = 0u; j < BK; j++) {
+            var pj: array<f32, 4>;
+            for (var a = 0u; a < RO; a++) {
+                pj[a] = ps[(ro + a) * BKP + j];
+            }
+            for (var k = 0u; k < PP; k++) {
+                let cp = lane + k * TPR;
+                if (cp < HALF) {
+                    let v = vec2<f32>(kvs[j * DP + 2u * cp], kvs[j * DP + 2u * cp + 1u]);
+                    for (var a = 0u; a < RO; a++) {
+                        acc[a * PP + k] += pj[a] * v;
+                    }
                 }
-                acc[k] = o;
             }
         }
         workgroupBarrier();
     }
-    let gr = row0 + ro;
-    if (gr < rows) {
-        let t = gr / p.group;
-        let h = hk * p.group + (gr - t * p.group);
-        let inv_l = 1.0 / l_s[ro];
-        for (var k = 0u; k < PP; k++) {
-            let cp = lane + k * TPR;
-            if (cp < HALF) {
-                let o = acc[k] * inv_l;
-                let base = (t * p.heads + h) * D + 2u * cp;
-                out[base] = o.x;
-                out[base + 1u] = o.y;
+    for (var a = 0u; a < RO; a++) {
+        let gr = row0 + ro + a;
+        if (gr < rows) {
+            let t = gr / p.group;
+            let h = hk * p.group + (gr - t * p.group);
+            let inv_l = 1.0 / l_s[ro + a];
+            for (var k = 0u; k < PP; k++) {
+                let cp = lane + k * TPR;
+                if (cp < HALF) {
+                    let o = acc[a * PP + k] * inv_l;
+                    let base = (t * p.heads + h) * D + 2u * cp;
+                    out[base] = o.x;
+                    out[base + 1u] = o.y;
+                }
             }
         }
     }

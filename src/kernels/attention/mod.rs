@@ -218,6 +218,7 @@ impl PipelineKey for AttnPipeline {
                         ("BK", bk as f64),
                         ("RQ", rq as f64),
                         ("RK", rk as f64),
+                        ("RO", pv_rows(bq as usize) as f64),
                         ("KV_F16", flag(kv_f16)),
                         ("NEOX", flag(neox)),
                     ]
@@ -275,6 +276,12 @@ fn score_block(bq: usize, bk: usize) -> (usize, usize) {
     }
 }
 
+/// Rows per invocation in the prefill's P V product (4 at BQ = 32: 16 invocations per row
+/// group, at most 8 column pairs each for head_dim 256).
+fn pv_rows(bq: usize) -> usize {
+    (bq / 8).clamp(1, 4)
+}
+
 /// Prefill tiles (rows per workgroup, keys per tile) for head_dim `d` within `mem` bytes of
 /// workgroup memory, with at most `rows` rows worth having.
 pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)> {
@@ -284,8 +291,9 @@ pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)
     for (bq, bk) in candidates {
         let bq = usize::min(bq, max_rows);
         let bytes = 4 * (bq * (d + 1) + bk * (d + 1) + bq * (bk + 1) + 3 * bq);
-        let pairs_per_inv = half.div_ceil(PREFILL_WG / bq);
-        if bytes <= mem && pairs_per_inv <= 32 {
+        let ro = pv_rows(bq);
+        let pairs_per_inv = half.div_ceil(PREFILL_WG * ro / bq);
+        if bytes <= mem && ro * pairs_per_inv <= 32 {
             return Ok((bq, bk));
         }
     }
