@@ -425,3 +425,49 @@ fn fits_16k_workgroup_memory() {
         assert!(c.passed(), "{}: {}", case.name(), c.summary());
     }
 }
+
+/// Random odd shapes beyond the harness grid (seed printed; `WGKERNELS_SEED` reproduces), for
+/// both decode variants where the adapter has them.
+#[test]
+fn random_shapes() {
+    use wgkernels::kernels::attention::cases::{DecodeCase, PrefillCase};
+    use wgkernels::suite::{run_case, Case, Rng};
+    use wgkernels::{ContextOptions, Variant, VariantPolicy};
+    let base = common::context();
+    let seed = Rng::fresh_seed();
+    println!("seed {seed}");
+    let mut rng = Rng::new(seed);
+    let mut failures = Vec::new();
+    for i in 0..12 {
+        let d = 2 * (1 + rng.u32(128) as usize);
+        let kv_heads = 1 + rng.u32(3) as usize;
+        let heads = kv_heads * [1, 2, 3, 5, 8][rng.u32(5) as usize];
+        let shape = AttnShape::new(heads, kv_heads, d);
+        let layout = if rng.u32(2) == 0 { PairLayout::Interleaved } else { PairLayout::HalfSplit };
+        let kv_f16 = rng.u32(2) == 0;
+        let mode = rng.u32(7) as usize;
+        let case: Box<dyn Case> = if i % 2 == 0 {
+            let tokens = 1 + rng.u32(80) as usize;
+            let offset = rng.u32(100) as usize;
+            let causal = rng.u32(4) != 0;
+            let kv_len = offset + tokens + rng.u32(20) as usize;
+            Box::new(PrefillCase { tokens, offset, kv_len, shape, layout, kv_f16, causal, k_rotated: rng.u32(3) == 0, mode })
+        } else {
+            Box::new(DecodeCase { pos: rng.u32(600) as usize, shape, layout, kv_f16, mode })
+        };
+        for v in [Variant::Portable, Variant::Subgroup] {
+            let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)));
+            match run_case(&ctx, case.as_ref(), &mut rng) {
+                Ok(c) => {
+                    println!("{:<9} {:<70} {}", v.name(), case.name(), c.summary());
+                    if !c.passed() {
+                        failures.push(format!("{} {}: {}", v.name(), case.name(), c.summary()));
+                    }
+                }
+                Err(Error::Unsupported { .. }) => {}
+                Err(e) => failures.push(format!("{} {}: {e}", v.name(), case.name())),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "seed {seed}: {failures:#?}");
+}
