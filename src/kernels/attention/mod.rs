@@ -394,18 +394,22 @@ pub fn decode_plan(s: &AttnShape, kv_len: usize, mem: usize) -> Result<DecodePla
 }
 
 /// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
-/// query `q_rot` `[heads, head_dim]`: split pass + merge pass into `out` `[heads, head_dim]`.
-pub fn decode_attention<KV: Elem>(
-    b: &mut Batch,
-    shape: AttnShape,
-    q_rot: &GpuBuffer<f32>,
-    k_cache: &GpuBuffer<KV>,
-    v_cache: &GpuBuffer<KV>,
-    kv_len: usize,
-    scale: Option<f32>,
-    scratch: &DecodeScratch,
-    out: &GpuBuffer<f32>,
-) -> Result<()> {
+/// query `q_rot` `[heads, head_dim]` (see [`decode_attention`]).
+pub struct DecodeAttention<'a, KV: Elem> {
+    pub shape: AttnShape,
+    pub q_rot: &'a GpuBuffer<f32>,
+    pub k_cache: &'a GpuBuffer<KV>,
+    pub v_cache: &'a GpuBuffer<KV>,
+    pub kv_len: usize,
+    /// Softmax scale; `None` = `1 / sqrt(head_dim)`.
+    pub scale: Option<f32>,
+    pub scratch: &'a DecodeScratch,
+    pub out: &'a GpuBuffer<f32>,
+}
+
+/// Record the split pass and the merge pass of a decode into `out` `[heads, head_dim]`.
+pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Result<()> {
+    let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, scratch, out } = *a;
     let ctx = b.context();
     let variant = ctx.variant_for(&DECODE)?;
     shape.validate()?;
@@ -485,7 +489,17 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
     let bufs = [a.q.raw(), a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.scratch.q_rot.raw(), a.k_cache.raw(), a.v_cache.raw()];
     b.dispatch(&key, &params, &bufs, ctx.grid((units as u64).div_ceil(64))?)?;
-    decode_attention(b, s, &a.scratch.q_rot, a.k_cache, a.v_cache, a.pos + 1, a.scale, a.scratch, a.out)
+    let attend = DecodeAttention {
+        shape: s,
+        q_rot: &a.scratch.q_rot,
+        k_cache: a.k_cache,
+        v_cache: a.v_cache,
+        kv_len: a.pos + 1,
+        scale: a.scale,
+        scratch: a.scratch,
+        out: a.out,
+    };
+    decode_attention(b, &attend)
 }
 
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
