@@ -2,11 +2,13 @@
 //! API and a `kernels()` list of [`crate::suite::Kernel`]s. Adding a family = adding a module and
 //! one line in [`registry`]; the harness, the bench and the probe pick it up from there.
 
+pub mod attention;
 pub mod int4;
 pub mod int8;
 pub mod interleave;
 pub mod q4k;
 pub mod turboquant;
+pub mod rope;
 
 use crate::suite::Kernel;
 
@@ -17,6 +19,8 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     v.extend(int8::kernels());
     v.extend(q4k::kernels());
     v.extend(turboquant::kernels());
+    v.extend(rope::kernels());
+    v.extend(attention::kernels());
     v
 }
 

@@ -1,7 +1,9 @@
 //! CPU references with f64 accumulation: the executable specification of every kernel.
 
+pub mod attention;
 pub mod quant;
 pub mod turboquant;
+pub mod rope;
 
 /// Reference mat-vec: `y[r] = sum_c w(r, c) * x[c]` in f64, plus the magnitude
 /// `sum_c wmag(r, c) * |x[c]|` that errors are normalised by, where `wmag` bounds the operands

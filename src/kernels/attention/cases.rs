@@ -1,0 +1,405 @@
+//! Test and bench cases of the attention family (see [`crate::suite`]).
+
+use super::*;
+use crate::kernels::rope::cases::{check_elems, sample_configs, upload_guarded};
+use crate::kernels::rope::RopeConfig;
+use crate::reference::{self, attention::Dims};
+use crate::suite::{compare, describe_all, guarded_f32, Case, Check, Kernel, Prepared, Rng};
+
+/// The kernels of this family, for [`crate::kernels::registry`].
+pub fn kernels() -> Vec<&'static dyn Kernel> {
+    vec![&PrefillKernel, &DecodeKernel]
+}
+
+const TOL: f64 = 1e-4;
+
+/// A context on the same device for the setup's helper kernels (the RoPE table has only a
+/// Portable variant; the harness may be requiring another one for attention).
+fn aux(ctx: &Context) -> Context {
+    ctx.with_options(ctx.options().clone().with_policy(crate::caps::VariantPolicy::Auto))
+}
+
+/// One prefill problem.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefillCase {
+    pub tokens: usize,
+    pub offset: usize,
+    pub kv_len: usize,
+    pub shape: AttnShape,
+    pub layout: PairLayout,
+    pub kv_f16: bool,
+    pub causal: bool,
+    pub k_rotated: bool,
+    /// Index into [`sample_configs`].
+    pub mode: usize,
+}
+
+struct PrefillKernel;
+
+impl Kernel for PrefillKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &PREFILL
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        use PairLayout::*;
+        // (tokens, offset, kv_len, heads, kv_heads, d, layout, f16, causal, k_rotated)
+        let grid = [
+            (1, 0, 1, 4, 4, 64, HalfSplit, false, true, false),
+            (7, 26, 33, 8, 2, 128, Interleaved, true, true, false),
+            (64, 0, 64, 4, 1, 80, HalfSplit, false, true, false),
+            (7, 0, 33, 8, 1, 64, Interleaved, false, false, false),
+            (257, 743, 1000, 2, 2, 64, HalfSplit, true, true, false),
+            (1, 4095, 4096, 8, 1, 128, Interleaved, true, true, false),
+            (64, 33, 97, 4, 4, 256, HalfSplit, true, true, false),
+            (33, 0, 33, 6, 3, 6, Interleaved, false, true, false),
+            (7, 1000, 1007, 4, 2, 128, HalfSplit, false, true, true),
+            (64, 0, 257, 8, 8, 96, Interleaved, false, false, true),
+        ];
+        grid.iter()
+            .enumerate()
+            .map(|(i, &(tokens, offset, kv_len, h, kvh, d, layout, kv_f16, causal, k_rotated))| {
+                Box::new(PrefillCase { tokens, offset, kv_len, shape: AttnShape::new(h, kvh, d), layout, kv_f16, causal, k_rotated, mode: i })
+                    as Box<dyn Case>
+            })
+            .collect()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        [512, 2048]
+            .iter()
+            .flat_map(|&t| {
+                [false, true].map(|kv_f16| {
+                    Box::new(PrefillCase {
+                        tokens: t,
+                        offset: 0,
+                        kv_len: t,
+                        shape: AttnShape::new(32, 8, 128),
+                        layout: PairLayout::HalfSplit,
+                        kv_f16,
+                        causal: true,
+                        k_rotated: false,
+                        mode: 5,
+                    }) as Box<dyn Case>
+                })
+            })
+            .collect()
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all(sample_pipelines().into_iter().filter(|k| matches!(k, AttnPipeline::Prefill { .. })))
+    }
+}
+
+impl PrefillCase {
+    fn cfg(&self) -> RopeConfig {
+        let c = sample_configs(self.shape.head_dim);
+        c[self.mode % c.len()]
+    }
+    /// Causal multiply-adds x 2 (QK^T and PV) x 2 flops.
+    pub fn flops(&self) -> f64 {
+        let s = self.shape;
+        let pairs: f64 = if self.causal {
+            (0..self.tokens).map(|t| (self.offset + t + 1) as f64).sum()
+        } else {
+            (self.tokens * self.kv_len) as f64
+        };
+        4.0 * pairs * s.heads as f64 * s.head_dim as f64
+    }
+}
+
+struct PrefillPrepared<KV: Elem> {
+    case: PrefillCase,
+    sets: Vec<(GpuBuffer<f32>, GpuBuffer<KV>, GpuBuffer<KV>)>,
+    table: RopeTable,
+    out: GpuBuffer<f32>,
+    reference: (Vec<f64>, Vec<f64>),
+}
+
+impl<KV: Elem> Prepared for PrefillPrepared<KV> {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        let (q, k, v) = &self.sets[copy % self.sets.len()];
+        let c = &self.case;
+        prefill(
+            b,
+            &Prefill {
+                shape: c.shape,
+                tokens: c.tokens,
+                offset: c.offset,
+                kv_len: c.kv_len,
+                causal: c.causal,
+                k_rotated: c.k_rotated,
+                layout: c.layout,
+                scale: None,
+                q,
+                k,
+                v,
+                table: &self.table,
+                out: &self.out,
+            },
+        )
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        Ok(compare(&ctx.read(&self.out)?, &self.reference.0, &self.reference.1, TOL))
+    }
+}
+
+impl PrefillCase {
+    fn prepare<KV: Elem>(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+        let s = self.shape;
+        let d = s.head_dim;
+        let cfg = self.cfg();
+        let table = RopeTable::build(&aux(ctx), cfg, self.kv_len.max(self.offset + self.tokens))?;
+        let mut sets = Vec::new();
+        let mut reference = (Vec::new(), Vec::new());
+        for copy in 0..copies.max(1) {
+            let qv = rng.normal_vec(self.tokens * s.heads * d);
+            let kv = rng.normal_vec(self.kv_len * s.kv_heads * d);
+            let vv = rng.normal_vec(self.kv_len * s.kv_heads * d);
+            let (k, k_stored) = upload_guarded::<KV>(ctx, &kv)?;
+            let (v, v_stored) = upload_guarded::<KV>(ctx, &vv)?;
+            if copy == 0 {
+                let q64: Vec<f64> = qv.iter().map(|&x| x as f64).collect();
+                let (q_rot, _) = reference::rope::rotate(&q64, s.heads, d, self.layout, &cfg, |t| self.offset + t);
+                let k_rot = if self.k_rotated { k_stored } else { reference::rope::rotate(&k_stored, s.kv_heads, d, self.layout, &cfg, |j| j).0 };
+                let dims = Dims {
+                    tokens: self.tokens,
+                    heads: s.heads,
+                    kv_heads: s.kv_heads,
+                    d,
+                    kv_len: self.kv_len,
+                    offset: self.offset,
+                    causal: self.causal,
+                    scale: 1.0 / (d as f64).sqrt(),
+                };
+                reference = reference::attention::attention(&dims, &q_rot, &k_rot, &v_stored);
+            }
+            sets.push((ctx.upload(&qv)?, k, v));
+        }
+        let out = guarded_f32(ctx, self.tokens * s.heads * d)?;
+        Ok(Box::new(PrefillPrepared::<KV> { case: *self, sets, table, out, reference }))
+    }
+}
+
+impl Case for PrefillCase {
+    fn name(&self) -> String {
+        let s = self.shape;
+        format!(
+            "t={} off={} kv={} h={}/{} d={} {} {} {}{}{} flops={:.3e}",
+            self.tokens,
+            self.offset,
+            self.kv_len,
+            s.heads,
+            s.kv_heads,
+            s.head_dim,
+            self.layout.name(),
+            self.cfg().scaling.name(),
+            if self.kv_f16 { "f16" } else { "f32" },
+            if self.causal { "" } else { " full" },
+            if self.k_rotated { " k-rotated" } else { "" },
+            self.flops()
+        )
+    }
+    fn bytes(&self) -> u64 {
+        let s = self.shape;
+        let kv_elem = if self.kv_f16 { 2 } else { 4 };
+        (2 * self.tokens * s.heads * s.head_dim * 4 + 2 * self.kv_len * s.kv_heads * s.head_dim * kv_elem) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+        if self.kv_f16 {
+            self.prepare::<half::f16>(ctx, rng, copies)
+        } else {
+            self.prepare::<f32>(ctx, rng, copies)
+        }
+    }
+}
+
+/// One decode step problem: the new token at `pos`, cache holds `pos` rotated keys.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeCase {
+    pub pos: usize,
+    pub shape: AttnShape,
+    pub layout: PairLayout,
+    pub kv_f16: bool,
+    pub mode: usize,
+}
+
+struct DecodeKernel;
+
+impl Kernel for DecodeKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &DECODE
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        use PairLayout::*;
+        let grid = [
+            (0, 4, 4, 64, HalfSplit, false),
+            (32, 8, 2, 128, Interleaved, true),
+            (999, 8, 1, 80, HalfSplit, false),
+            (4095, 4, 1, 128, HalfSplit, true),
+            (4095, 16, 2, 64, Interleaved, false),
+            (100, 12, 1, 256, HalfSplit, true),
+            (50, 2, 2, 6, Interleaved, true),
+            (1000, 3, 3, 10, HalfSplit, false),
+        ];
+        grid.iter()
+            .enumerate()
+            .map(|(i, &(pos, h, kvh, d, layout, kv_f16))| Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i }) as Box<dyn Case>)
+            .collect()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        [4096, 16384, 32768]
+            .iter()
+            .flat_map(|&kv| [true, false].map(|kv_f16| Box::new(DecodeCase { pos: kv - 1, shape: AttnShape::new(32, 8, 128), layout: PairLayout::HalfSplit, kv_f16, mode: 5 }) as Box<dyn Case>))
+            .collect()
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all(sample_pipelines().into_iter().filter(|k| !matches!(k, AttnPipeline::Prefill { .. })))
+    }
+}
+
+struct DecodeSet<KV: Elem> {
+    q: GpuBuffer<f32>,
+    k_new: GpuBuffer<f32>,
+    v_new: GpuBuffer<f32>,
+    k_cache: GpuBuffer<KV>,
+    v_cache: GpuBuffer<KV>,
+}
+
+struct DecodePrepared<KV: Elem> {
+    case: DecodeCase,
+    sets: Vec<DecodeSet<KV>>,
+    table: RopeTable,
+    scratch: DecodeScratch,
+    out: GpuBuffer<f32>,
+    /// Inputs of the CPU reference: rotated q, the caches as they were before the step.
+    q_rot: Vec<f64>,
+    k_all: Vec<f32>,
+    v_all: Vec<f32>,
+    dims: Dims,
+    /// Expected cache row `pos` (k rotated, v) and magnitudes.
+    row: (Vec<f64>, Vec<f64>, Vec<f64>),
+}
+
+impl<KV: Elem> Prepared for DecodePrepared<KV> {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        let st = &self.sets[copy % self.sets.len()];
+        let c = &self.case;
+        decode(
+            b,
+            &Decode {
+                shape: c.shape,
+                pos: c.pos,
+                layout: c.layout,
+                scale: None,
+                q: &st.q,
+                k_new: &st.k_new,
+                v_new: &st.v_new,
+                k_cache: &st.k_cache,
+                v_cache: &st.v_cache,
+                capacity: c.pos + 1,
+                table: &self.table,
+                scratch: &self.scratch,
+                out: &self.out,
+            },
+        )
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let s = self.case.shape;
+        let n = s.kv_heads * s.head_dim;
+        let at = self.case.pos * n;
+        let tol = if KV::F16 { 1e-3 } else { 3e-6 };
+        let k = ctx.read(&self.sets[0].k_cache)?;
+        let v = ctx.read(&self.sets[0].v_cache)?;
+        let mut kc = check_elems(&k[at..], &self.row.0, &self.row.2, tol)?;
+        let vmag: Vec<f64> = self.row.1.iter().map(|x| x.abs().max(1e-30)).collect();
+        let vc = check_elems(&v[at..], &self.row.1, &vmag, tol)?;
+        kc.tol = tol;
+        // The attention reference uses the row the GPU stored (checked above to within one f16
+        // rounding, whose direction WGSL's pack2x16float leaves to the implementation).
+        let mut k_all: Vec<f64> = self.k_all.iter().map(|&x| x as f64).collect();
+        let mut v_all: Vec<f64> = self.v_all.iter().map(|&x| x as f64).collect();
+        for i in 0..n {
+            k_all[at + i] = k[at + i].to_f32() as f64;
+            v_all[at + i] = v[at + i].to_f32() as f64;
+        }
+        let (want, mag) = reference::attention::attention(&self.dims, &self.q_rot, &k_all, &v_all);
+        let out = compare(&ctx.read(&self.out)?, &want, &mag, TOL);
+        Ok(out.and(kc).and(vc))
+    }
+}
+
+impl DecodeCase {
+    fn cfg(&self) -> RopeConfig {
+        let c = sample_configs(self.shape.head_dim);
+        c[self.mode % c.len()]
+    }
+
+    fn prepare<KV: Elem>(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+        let s = self.shape;
+        let d = s.head_dim;
+        let cfg = self.cfg();
+        let kv_len = self.pos + 1;
+        let table = RopeTable::build(&aux(ctx), cfg, kv_len)?;
+        let n_row = s.kv_heads * d;
+        let mut sets = Vec::new();
+        let mut refs = (Vec::new(), Vec::new(), Vec::new());
+        let mut row = (Vec::new(), Vec::new(), Vec::new());
+        let dims = Dims { tokens: 1, heads: s.heads, kv_heads: s.kv_heads, d, kv_len, offset: self.pos, causal: true, scale: 1.0 / (d as f64).sqrt() };
+        for copy in 0..copies.max(1) {
+            let q = rng.normal_vec(s.heads * d);
+            let k_new = rng.normal_vec(n_row);
+            let v_new = rng.normal_vec(n_row);
+            // Row `pos` of the caches starts as noise the decode must overwrite.
+            let (k_cache, k_stored) = upload_guarded::<KV>(ctx, &rng.normal_vec(kv_len * n_row))?;
+            let (v_cache, v_stored) = upload_guarded::<KV>(ctx, &rng.normal_vec(kv_len * n_row))?;
+            if copy == 0 {
+                let to64 = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+                let (q_rot, _) = reference::rope::rotate(&to64(&q), s.heads, d, self.layout, &cfg, |_| self.pos);
+                let (k_rot, k_mag) = reference::rope::rotate(&to64(&k_new), s.kv_heads, d, self.layout, &cfg, |_| self.pos);
+                let f32s = |x: &[f64]| x.iter().map(|&a| a as f32).collect::<Vec<f32>>();
+                refs = (q_rot, f32s(&k_stored[..kv_len * n_row]), f32s(&v_stored[..kv_len * n_row]));
+                row = (k_rot, to64(&v_new), k_mag);
+            }
+            sets.push(DecodeSet { q: ctx.upload(&q)?, k_new: ctx.upload(&k_new)?, v_new: ctx.upload(&v_new)?, k_cache, v_cache });
+        }
+        Ok(Box::new(DecodePrepared::<KV> {
+            case: *self,
+            sets,
+            table,
+            scratch: DecodeScratch::new(ctx, s)?,
+            out: guarded_f32(ctx, s.heads * d)?,
+            q_rot: refs.0,
+            k_all: refs.1,
+            v_all: refs.2,
+            dims,
+            row,
+        }))
+    }
+}
+
+impl Case for DecodeCase {
+    fn name(&self) -> String {
+        let s = self.shape;
+        format!(
+            "kv={} h={}/{} d={} {} {} {}",
+            self.pos + 1,
+            s.heads,
+            s.kv_heads,
+            s.head_dim,
+            self.layout.name(),
+            self.cfg().scaling.name(),
+            if self.kv_f16 { "f16" } else { "f32" }
+        )
+    }
+    /// K and V of the whole cache read once, q read, out written, new row written.
+    fn bytes(&self) -> u64 {
+        let s = self.shape;
+        let kv_elem = if self.kv_f16 { 2 } else { 4 };
+        (2 * (self.pos + 1) * s.kv_heads * s.head_dim * kv_elem + 2 * s.heads * s.head_dim * 4) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+        if self.kv_f16 {
+            self.prepare::<half::f16>(ctx, rng, copies)
+        } else {
+            self.prepare::<f32>(ctx, rng, copies)
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! Attention with fused RoPE: flash-attention prefill and split-K decode, GQA throughout.
+//!
+//! Layouts: Q and O `[tokens, heads, head_dim]` f32; K and V `[kv_tokens, kv_heads, head_dim]`, f32
+//! or f16 ([`Elem`]). `O = softmax(Q K^T * scale + mask) V` per query head; query head `h` reads
+//! KV head `h / (heads / kv_heads)`. Query token `t` sits at absolute position `offset + t`; when
+//! causal it sees keys `j <= offset + t`. RoPE comes from a [`RopeTable`] (any scaling mode).
+//!
+//! * [`prefill`]: rotates Q (at `offset + t`) and, unless the keys come rotated, K (key `j` at
+//!   position `j`) while loading tiles into workgroup memory; online softmax over KV tiles; one
+//!   workgroup holds BQ (token, head-of-group) rows so a K/V tile serves the whole GQA group.
+//!   Tile sizes are chosen from the adapter's workgroup-memory limit (16 KiB fits every head_dim).
+//! * [`decode`]: one new token: rotates its q and k (k appended to the cache, which holds rotated
+//!   keys), then splits the KV length across workgroups (each reads a K/V row once for all query
+//!   heads of its group, up to 8) and merges the partial results by log-sum-exp.
+//!
+//! Variants: decode has Portable (tree reductions in workgroup memory) and Subgroup
+//! (subgroupMax / subgroupAdd reductions, any subgroup size). Prefill is Portable only: its
+//! per-row softmax is a short serial loop and its cost is the two tile products, where subgroup
+//! arithmetic gains nothing over the register-blocked workgroup-memory version; the next step
+//! for prefill speed is cooperative matrices (the Matrix tier), not subgroups.
+//!
+//! Sources: wgsl/attn_prefill.wgsl, attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup),
+//! attn_merge.wgsl.
+
+pub mod cases;
+
+pub use cases::kernels;
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use crate::kernels::rope::{Elem, PairLayout, RopeTable, MAX_HEAD_DIM};
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+
+pub const PREFILL: KernelInfo = KernelInfo { name: "attn_prefill", variants: &[Variant::Portable], extra: None };
+pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+
+const PREFILL_WGSL: &str = include_str!("../../../wgsl/attn_prefill.wgsl");
+const DECODE_WGSL: &str = include_str!("../../../wgsl/attn_decode.wgsl");
+const DECODE_PORTABLE: &str = include_str!("../../../wgsl/attn_decode_portable.wgsl");
+const DECODE_SUBGROUP: &str = include_str!("../../../wgsl/attn_decode_subgroup.wgsl");
+const MERGE_WGSL: &str = include_str!("../../../wgsl/attn_merge.wgsl");
+const APPEND_WGSL: &str = include_str!("../../../wgsl/attn_append.wgsl");
+
+/// Most chunks a decode splits the KV length into (sizes [`DecodeScratch`]).
+pub const MAX_CHUNKS: usize = 256;
+/// Workgroups a decode aims for (enough to fill a large GPU).
+const TARGET_WORKGROUPS: usize = 1024;
+/// Fewest keys per decode chunk.
+const MIN_CHUNK: usize = 64;
+const PREFILL_WG: usize = 128;
+
+/// Head counts and head dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnShape {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl AttnShape {
+    pub fn new(heads: usize, kv_heads: usize, head_dim: usize) -> AttnShape {
+        AttnShape { heads, kv_heads, head_dim }
+    }
+
+    /// Query heads per KV head.
+    pub fn group(&self) -> usize {
+        self.heads / self.kv_heads.max(1)
+    }
+
+    /// heads, kv_heads > 0; heads % kv_heads == 0; head_dim even, 2..=256.
+    pub fn validate(&self) -> Result<()> {
+        let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
+        ensure(h > 0 && kvh > 0, || Error::Shape(format!("heads = {h}, kv_heads = {kvh}: both must be > 0")))?;
+        ensure(h % kvh == 0, || Error::Shape(format!("heads = {h} is not a multiple of kv_heads = {kvh}")))?;
+        ensure(d >= 2 && d % 2 == 0, || Error::Shape(format!("head_dim = {d} must be even and >= 2")))?;
+        ensure(d <= MAX_HEAD_DIM, || Error::Shape(format!("head_dim = {d} over the supported maximum {MAX_HEAD_DIM}")))
+    }
+
+    fn check_table(&self, table: &RopeTable) -> Result<()> {
+        ensure(table.head_dim() == self.head_dim, || {
+            Error::Shape(format!("RoPE table is for head_dim {}, attention has {}", table.head_dim(), self.head_dim))
+        })
+    }
+}
+
+/// Prefill arguments (see the module docs for the semantics).
+pub struct Prefill<'a, KV: Elem> {
+    pub shape: AttnShape,
+    pub tokens: usize,
+    /// Absolute position of query token 0.
+    pub offset: usize,
+    /// Keys in `k` / `v` (must cover `offset + tokens`).
+    pub kv_len: usize,
+    pub causal: bool,
+    /// `k` holds rotated keys (a cache); otherwise key `j` is rotated at position `j` on load.
+    pub k_rotated: bool,
+    pub layout: PairLayout,
+    /// Softmax scale; `None` = `1 / sqrt(head_dim)`.
+    pub scale: Option<f32>,
+    pub q: &'a GpuBuffer<f32>,
+    pub k: &'a GpuBuffer<KV>,
+    pub v: &'a GpuBuffer<KV>,
+    pub table: &'a RopeTable,
+    pub out: &'a GpuBuffer<f32>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct PrefillParams {
+    tokens: u32,
+    heads: u32,
+    kv_heads: u32,
+    group: u32,
+    kv_len: u32,
+    offset: u32,
+    causal: u32,
+    rotate_k: u32,
+    row_blocks: u32,
+    table_half: u32,
+    scale_log2: f32,
+    _p: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct DecodeParams {
+    kv_len: u32,
+    kv_heads: u32,
+    heads: u32,
+    group: u32,
+    chunk: u32,
+    nchunks: u32,
+    gblocks: u32,
+    scale_log2: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct MergeParams {
+    heads: u32,
+    nchunks: u32,
+    d: u32,
+    _p: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct AppendParams {
+    heads: u32,
+    kv_heads: u32,
+    d: u32,
+    half: u32,
+    pos: u32,
+    table_half: u32,
+    _p: [u32; 2],
+}
+
+const PREFILL_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("q", "f32"),
+    StorageBinding::read("k", "u32"),
+    StorageBinding::read("v", "u32"),
+    StorageBinding::read("table", "vec2<f32>"),
+    StorageBinding::write("out", "f32"),
+];
+const DECODE_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("q_rot", "f32"),
+    StorageBinding::read("k_cache", "vec4<u32>"),
+    StorageBinding::read("v_cache", "vec4<u32>"),
+    StorageBinding::write("part_o", "f32"),
+    StorageBinding::write("part_ml", "vec2<f32>"),
+];
+const MERGE_BINDINGS: &[StorageBinding] =
+    &[StorageBinding::read("part_o", "f32"), StorageBinding::read("part_ml", "vec2<f32>"), StorageBinding::write("out", "f32")];
+const APPEND_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("q", "f32"),
+    StorageBinding::read("k_new", "f32"),
+    StorageBinding::read("v_new", "f32"),
+    StorageBinding::read("table", "vec2<f32>"),
+    StorageBinding::write("q_rot", "f32"),
+    StorageBinding::write("k_cache", "u32"),
+    StorageBinding::write("v_cache", "u32"),
+];
+
+/// Pipelines of this family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AttnPipeline {
+    Prefill { d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
+    Decode { variant: Variant, d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
+    Merge,
+    Append { kv_f16: bool, neox: bool },
+}
+
+fn flag(b: bool) -> f64 {
+    b as u32 as f64
+}
+
+impl PipelineKey for AttnPipeline {
+    fn variant(&self) -> Variant {
+        match self {
+            AttnPipeline::Decode { variant, .. } => *variant,
+            _ => Variant::Portable,
+        }
+    }
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        match *self {
+            AttnPipeline::Prefill { d, bq, bk, kv_f16, neox } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![PREFILL_WGSL]),
+                entry: "main",
+                constants: {
+                    let (rq, rk) = score_block(bq as usize, bk as usize);
+                    vec![
+                        ("D", d as f64),
+                        ("BQ", bq as f64),
+                        ("BK", bk as f64),
+                        ("RQ", rq as f64),
+                        ("RK", rk as f64),
+                        ("RO", pv_rows(bq as usize) as f64),
+                        ("KV_F16", flag(kv_f16)),
+                        ("NEOX", flag(neox)),
+                    ]
+                },
+                workgroup_size: [PREFILL_WG as u32, 1, 1],
+                params_size: std::mem::size_of::<PrefillParams>() as u64,
+                bindings: PREFILL_BINDINGS,
+            },
+            AttnPipeline::Decode { variant, d, gb, tile, wg, kv_f16 } => {
+                let words = if kv_f16 { d / 2 } else { d };
+                let prologue = if variant == Variant::Subgroup { DECODE_SUBGROUP } else { DECODE_PORTABLE };
+                PipelineDesc {
+                    source: ShaderSource::Wgsl(vec![prologue, DECODE_WGSL]),
+                    entry: "main",
+                    constants: vec![
+                        ("D", d as f64),
+                        ("GB", gb as f64),
+                        ("TILE", tile as f64),
+                        ("WG", wg as f64),
+                        ("KV_F16", flag(kv_f16)),
+                        ("VEC4", flag(words % 4 == 0)),
+                    ],
+                    workgroup_size: [wg, 1, 1],
+                    params_size: std::mem::size_of::<DecodeParams>() as u64,
+                    bindings: DECODE_BINDINGS,
+                }
+            }
+            AttnPipeline::Merge => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![MERGE_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<MergeParams>() as u64,
+                bindings: MERGE_BINDINGS,
+            },
+            AttnPipeline::Append { kv_f16, neox } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![APPEND_WGSL]),
+                entry: "main",
+                constants: vec![("KV_F16", flag(kv_f16)), ("NEOX", flag(neox))],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<AppendParams>() as u64,
+                bindings: APPEND_BINDINGS,
+            },
+        }
+    }
+}
+
+/// Scores per invocation (rows x keys) for a BQ x BK tile over [`PREFILL_WG`] invocations.
+fn score_block(bq: usize, bk: usize) -> (usize, usize) {
+    match (bq * bk / PREFILL_WG).max(1) {
+        1 => (1, 1),
+        2 => (2.min(bq), 1),
+        4 => (2.min(bq), 2),
+        _ => (4.min(bq), 2),
+    }
+}
+
+/// Rows per invocation in the prefill's P V product (4 at BQ = 32: 16 invocations per row
+/// group, at most 8 column pairs each for head_dim 256).
+fn pv_rows(bq: usize) -> usize {
+    (bq / 8).clamp(1, 4)
+}
+
+/// Prefill tiles (rows per workgroup, keys per tile) for head_dim `d` within `mem` bytes of
+/// workgroup memory, with at most `rows` rows worth having.
+pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)> {
+    let half = d / 2;
+    let candidates = [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 8), (4, 4), (2, 4), (1, 4)];
+    let max_rows = rows.next_power_of_two().max(1);
+    for (bq, bk) in candidates {
+        let bq = usize::min(bq, max_rows);
+        let bytes = 4 * (bq * (d + 1) + bk * (d + 1) + bq * (bk + 1) + 3 * bq);
+        let ro = pv_rows(bq);
+        let pairs_per_inv = half.div_ceil(PREFILL_WG * ro / bq);
+        if bytes <= mem && ro * pairs_per_inv <= 32 {
+            return Ok((bq, bk));
+        }
+    }
+    Err(Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))
+}
+
+/// Record a prefill (see [`Prefill`]).
+pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&PREFILL)?;
+    let s = a.shape;
+    s.validate()?;
+    s.check_table(a.table)?;
+    let d = s.head_dim;
+    ensure(a.tokens > 0, || Error::Shape("tokens = 0".into()))?;
+    ensure(a.kv_len >= a.offset + a.tokens, || {
+        Error::Shape(format!("kv_len = {} is shorter than offset + tokens = {}", a.kv_len, a.offset + a.tokens))
+    })?;
+    a.table.check_positions((a.offset + a.tokens - 1) as u64)?;
+    if !a.k_rotated {
+        a.table.check_positions(a.kv_len as u64 - 1)?;
+    }
+    let q_len = a.tokens * s.heads * d;
+    ensure((a.kv_len * s.kv_heads * d) as u64 <= u32::MAX as u64 && q_len as u64 <= u32::MAX as u64, || Error::Shape("tensor over 2^32 elements".into()))?;
+    a.q.require("q", q_len)?;
+    a.out.require("out", q_len)?;
+    a.k.require("k", a.kv_len * s.kv_heads * d)?;
+    a.v.require("v", a.kv_len * s.kv_heads * d)?;
+    let rows = a.tokens * s.group();
+    let (bq, bk) = prefill_tiles(d, rows, ctx.caps().limits.max_compute_workgroup_storage_size as usize)?;
+    let row_blocks = rows.div_ceil(bq);
+    let scale = a.scale.unwrap_or(1.0 / (d as f32).sqrt());
+    let params = PrefillParams {
+        tokens: a.tokens as u32,
+        heads: s.heads as u32,
+        kv_heads: s.kv_heads as u32,
+        group: s.group() as u32,
+        kv_len: a.kv_len as u32,
+        offset: a.offset as u32,
+        causal: a.causal as u32,
+        rotate_k: !a.k_rotated as u32,
+        row_blocks: row_blocks as u32,
+        table_half: (d / 2) as u32,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+        _p: 0,
+    };
+    let key = AttnPipeline::Prefill { d: d as u32, bq: bq as u32, bk: bk as u32, kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
+    let grid = ctx.grid((row_blocks * s.kv_heads) as u64)?;
+    b.dispatch(&key, &params, &[a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), a.out.raw()], grid)
+}
+
+/// Work buffers of a decode: the rotated query and the per-chunk partial results.
+pub struct DecodeScratch {
+    shape: AttnShape,
+    q_rot: GpuBuffer<f32>,
+    part_o: GpuBuffer<f32>,
+    part_ml: GpuBuffer<[f32; 2]>,
+}
+
+impl DecodeScratch {
+    pub fn new(ctx: &Context, shape: AttnShape) -> Result<DecodeScratch> {
+        shape.validate()?;
+        let (h, d) = (shape.heads, shape.head_dim);
+        Ok(DecodeScratch { shape, q_rot: ctx.alloc(h * d)?, part_o: ctx.alloc(h * MAX_CHUNKS * d)?, part_ml: ctx.alloc(h * MAX_CHUNKS)? })
+    }
+    /// The rotated query of the last [`decode`].
+    pub fn q_rot(&self) -> &GpuBuffer<f32> {
+        &self.q_rot
+    }
+}
+
+/// How a decode is split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodePlan {
+    pub wg: usize,
+    /// Query heads per workgroup.
+    pub gb: usize,
+    pub tile: usize,
+    pub chunk: usize,
+    pub nchunks: usize,
+    pub gblocks: usize,
+}
+
+/// The split of a decode over `kv_len` keys within `mem` bytes of workgroup memory.
+pub fn decode_plan(s: &AttnShape, kv_len: usize, mem: usize) -> Result<DecodePlan> {
+    let d = s.head_dim;
+    let wg = (d / 2).next_power_of_two().clamp(32, 128);
+    let tile = 128;
+    let gb = (1..=s.group().min(8))
+        .rev()
+        .find(|gb| 4 * gb * (d + tile + wg) <= mem)
+        .ok_or_else(|| Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))?;
+    let gblocks = s.group().div_ceil(gb);
+    let want = (TARGET_WORKGROUPS / (s.kv_heads * gblocks)).max(1);
+    let nchunks = want.min(MAX_CHUNKS).min(kv_len.div_ceil(MIN_CHUNK)).max(1);
+    let chunk = kv_len.div_ceil(nchunks);
+    Ok(DecodePlan { wg, gb, tile, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+}
+
+/// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
+/// query `q_rot` `[heads, head_dim]` (see [`decode_attention`]).
+pub struct DecodeAttention<'a, KV: Elem> {
+    pub shape: AttnShape,
+    pub q_rot: &'a GpuBuffer<f32>,
+    pub k_cache: &'a GpuBuffer<KV>,
+    pub v_cache: &'a GpuBuffer<KV>,
+    pub kv_len: usize,
+    /// Softmax scale; `None` = `1 / sqrt(head_dim)`.
+    pub scale: Option<f32>,
+    pub scratch: &'a DecodeScratch,
+    pub out: &'a GpuBuffer<f32>,
+}
+
+/// Record the split pass and the merge pass of a decode into `out` `[heads, head_dim]`.
+pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Result<()> {
+    let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, scratch, out } = *a;
+    let ctx = b.context();
+    let variant = ctx.variant_for(&DECODE)?;
+    shape.validate()?;
+    ensure(scratch.shape == shape, || Error::Argument(format!("scratch made for {:?}, decode has {shape:?}", scratch.shape)))?;
+    let d = shape.head_dim;
+    ensure(kv_len > 0, || Error::Shape("kv_len = 0".into()))?;
+    ensure((kv_len * shape.kv_heads * d) as u64 <= u32::MAX as u64, || Error::Shape("cache over 2^32 elements".into()))?;
+    q_rot.require("q_rot", shape.heads * d)?;
+    k_cache.require("k_cache", kv_len * shape.kv_heads * d)?;
+    v_cache.require("v_cache", kv_len * shape.kv_heads * d)?;
+    out.require("out", shape.heads * d)?;
+    let plan = decode_plan(&shape, kv_len, ctx.caps().limits.max_compute_workgroup_storage_size as usize)?;
+    let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
+    let params = DecodeParams {
+        kv_len: kv_len as u32,
+        kv_heads: shape.kv_heads as u32,
+        heads: shape.heads as u32,
+        group: shape.group() as u32,
+        chunk: plan.chunk as u32,
+        nchunks: plan.nchunks as u32,
+        gblocks: plan.gblocks as u32,
+        scale_log2: scale * std::f32::consts::LOG2_E,
+    };
+    let key = AttnPipeline::Decode { variant, d: d as u32, gb: plan.gb as u32, tile: plan.tile as u32, wg: plan.wg as u32, kv_f16: KV::F16 };
+    let grid = ctx.grid((plan.nchunks * plan.gblocks * shape.kv_heads) as u64)?;
+    b.dispatch(&key, &params, &[q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()], grid)?;
+    let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
+    b.dispatch(&AttnPipeline::Merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
+}
+
+/// One decode step (see [`decode`]).
+pub struct Decode<'a, KV: Elem> {
+    pub shape: AttnShape,
+    /// Position of the new token; the cache holds rotated keys for positions `0..pos`.
+    pub pos: usize,
+    pub layout: PairLayout,
+    pub scale: Option<f32>,
+    /// New token's q `[heads, d]`, k and v `[kv_heads, d]`, unrotated, f32.
+    pub q: &'a GpuBuffer<f32>,
+    pub k_new: &'a GpuBuffer<f32>,
+    pub v_new: &'a GpuBuffer<f32>,
+    /// Caches `[capacity, kv_heads, d]`; row `pos` is written.
+    pub k_cache: &'a GpuBuffer<KV>,
+    pub v_cache: &'a GpuBuffer<KV>,
+    pub capacity: usize,
+    pub table: &'a RopeTable,
+    pub scratch: &'a DecodeScratch,
+    pub out: &'a GpuBuffer<f32>,
+}
+
+/// Record one decode step: rotate q and k at `pos`, append k and v to the caches, attend over
+/// positions `0..=pos` (split-K + merge).
+pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
+    let ctx = b.context();
+    let s = a.shape;
+    s.validate()?;
+    s.check_table(a.table)?;
+    let d = s.head_dim;
+    ensure(a.pos < a.capacity, || Error::Shape(format!("position {} does not fit a cache of {} tokens", a.pos, a.capacity)))?;
+    a.table.check_positions(a.pos as u64)?;
+    a.q.require("q", s.heads * d)?;
+    a.k_new.require("k_new", s.kv_heads * d)?;
+    a.v_new.require("v_new", s.kv_heads * d)?;
+    a.k_cache.require("k_cache", a.capacity * s.kv_heads * d)?;
+    a.v_cache.require("v_cache", a.capacity * s.kv_heads * d)?;
+    ensure(a.scratch.shape == s, || Error::Argument(format!("scratch made for {:?}, decode has {s:?}", a.scratch.shape)))?;
+    let params = AppendParams {
+        heads: s.heads as u32,
+        kv_heads: s.kv_heads as u32,
+        d: d as u32,
+        half: (d / 2) as u32,
+        pos: a.pos as u32,
+        table_half: (d / 2) as u32,
+        _p: [0; 2],
+    };
+    let units = (s.heads + 2 * s.kv_heads) * d / 2;
+    let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
+    let bufs = [a.q.raw(), a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.scratch.q_rot.raw(), a.k_cache.raw(), a.v_cache.raw()];
+    b.dispatch(&key, &params, &bufs, ctx.grid((units as u64).div_ceil(64))?)?;
+    let attend = DecodeAttention {
+        shape: s,
+        q_rot: &a.scratch.q_rot,
+        k_cache: a.k_cache,
+        v_cache: a.v_cache,
+        kv_len: a.pos + 1,
+        scale: a.scale,
+        scratch: a.scratch,
+        out: a.out,
+    };
+    decode_attention(b, &attend)
+}
+
+/// Every pipeline the family can pick for a sample of head dims (for the shader checks).
+pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
+    let mut v = vec![AttnPipeline::Merge];
+    for kv_f16 in [false, true] {
+        for neox in [false, true] {
+            v.push(AttnPipeline::Append { kv_f16, neox });
+        }
+        for d in [6u32, 64, 80, 128, 256] {
+            let (bq, bk) = prefill_tiles(d as usize, 1 << 20, 16 << 10).unwrap_or((1, 4));
+            v.push(AttnPipeline::Prefill { d, bq: bq as u32, bk: bk as u32, kv_f16, neox: d % 4 == 0 });
+            for variant in [Variant::Portable, Variant::Subgroup] {
+                for gb in [1u32, 8] {
+                    let wg = (d / 2).next_power_of_two().clamp(32, 128);
+                    v.push(AttnPipeline::Decode { variant, d, gb, tile: 128, wg, kv_f16 });
+                }
+            }
+        }
+    }
+    v
+}

@@ -1,0 +1,278 @@
+//! Test and bench cases of the RoPE family (see [`crate::suite`]).
+
+use super::*;
+use crate::reference;
+use crate::suite::{compare, describe_all, Case, Check, Kernel, Prepared, Rng, GUARD, POISON_F32};
+
+/// The kernels of this family, for [`crate::kernels::registry`].
+pub fn kernels() -> Vec<&'static dyn Kernel> {
+    vec![&TableKernel, &ApplyKernel]
+}
+
+/// One configuration of every scaling mode for head dimension `d` (used by the tests).
+pub fn sample_configs(d: usize) -> Vec<RopeConfig> {
+    vec![
+        RopeConfig::new(d, 10000.0, RopeScaling::Default),
+        RopeConfig::new(d, 10000.0, RopeScaling::Linear { factor: 4.0 }),
+        RopeConfig::new(d, 10000.0, RopeScaling::Dynamic { factor: 2.0, max_position_embeddings: 4096, seq_len: 10000 }),
+        RopeConfig::new(d, 10000.0, RopeScaling::Ntk { alpha: 3.0 }),
+        RopeConfig::new(d, 500000.0, RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192 }),
+        RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096)),
+        RopeConfig::new(
+            d,
+            1000000.0,
+            RopeScaling::Yarn {
+                factor: 40.0,
+                original_max_position_embeddings: 4096,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+                attention_factor: None,
+                mscale: Some(0.707),
+                mscale_all_dim: Some(1.0),
+                truncate: false,
+            },
+        ),
+    ]
+}
+
+struct TableKernel;
+struct TableCase {
+    cfg: RopeConfig,
+    rows: usize,
+}
+
+impl Kernel for TableKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &TABLE
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        let mut v: Vec<Box<dyn Case>> = Vec::new();
+        for (k, &d) in [128usize, 80, 6].iter().enumerate() {
+            for (i, cfg) in sample_configs(d).into_iter().enumerate() {
+                let rows = [1usize, 257, 4099][(i + k) % 3];
+                v.push(Box::new(TableCase { cfg, rows }));
+            }
+        }
+        // Large positions: the exact reduction must hold far from 0.
+        v.push(Box::new(TableCase { cfg: RopeConfig::new(8, 10000.0, RopeScaling::Default), rows: 300_000 }));
+        v.push(Box::new(TableCase { cfg: RopeConfig::new(2, 10000.0, RopeScaling::Default), rows: 1 }));
+        v
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        vec![Box::new(TableCase { cfg: RopeConfig::new(128, 500000.0, RopeScaling::yarn(4.0, 32768)), rows: 131072 })]
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all([RopePipeline::Table])
+    }
+}
+
+struct TablePrepared {
+    table: RopeTable,
+    reference: Vec<f64>,
+    mag: Vec<f64>,
+}
+
+impl Prepared for TablePrepared {
+    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
+        build_table(b, &self.table)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let got: Vec<f32> = ctx.read(self.table.buffer())?.into_iter().flatten().collect();
+        Ok(compare(&got, &self.reference, &self.mag, 2e-6))
+    }
+}
+
+impl Case for TableCase {
+    fn name(&self) -> String {
+        format!("{} d={} rows={}", self.cfg.scaling.name(), self.cfg.head_dim, self.rows)
+    }
+    fn bytes(&self) -> u64 {
+        (self.rows * self.cfg.half() * 8) as u64
+    }
+    fn setup(&self, ctx: &Context, _rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        let mut table = RopeTable::new(ctx, self.cfg, self.rows)?;
+        let n = self.rows * self.cfg.half();
+        let poison = f32::from_bits(POISON_F32);
+        table.set_buffer(ctx.upload(&vec![[poison; 2]; n + GUARD.div_ceil(2)])?)?;
+        let reference: Vec<f64> = reference::rope::table(&self.cfg, self.rows).into_iter().flat_map(|(c, s)| [c, s]).collect();
+        let af = self.cfg.attention_factor();
+        Ok(Box::new(TablePrepared { table, mag: vec![af; reference.len()], reference }))
+    }
+}
+
+struct ApplyKernel;
+struct ApplyCase {
+    cfg: RopeConfig,
+    tokens: usize,
+    heads: usize,
+    layout: PairLayout,
+    f16: bool,
+    /// None: contiguous from this start; Some: random positions from a buffer.
+    start: Option<u32>,
+}
+
+impl Kernel for ApplyKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &APPLY
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        let mut v: Vec<Box<dyn Case>> = Vec::new();
+        let shapes = [(128usize, 7usize, 8usize), (64, 1, 3), (80, 33, 4), (6, 5, 3), (2, 3, 1), (256, 4, 2), (10, 9, 2)];
+        let mut n = 0;
+        for &(d, tokens, heads) in &shapes {
+            for layout in [PairLayout::Interleaved, PairLayout::HalfSplit] {
+                for f16 in [false, true] {
+                    // NTK-style modes need d > 2 (d / (d - 2) in the base).
+                    let cfgs: Vec<RopeConfig> = sample_configs(d).into_iter().filter(|c| c.validate().is_ok()).collect();
+                    let cfg = cfgs[n % cfgs.len()];
+                    let start = if n % 3 == 2 { None } else { Some([0u32, 1000, 17][n % 3]) };
+                    v.push(Box::new(ApplyCase { cfg, tokens, heads, layout, f16, start }));
+                    n += 1;
+                }
+            }
+        }
+        v
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        let cfg = RopeConfig::new(128, 500000.0, RopeScaling::yarn(4.0, 32768));
+        vec![
+            Box::new(ApplyCase { cfg, tokens: 2048, heads: 32, layout: PairLayout::HalfSplit, f16: false, start: Some(0) }),
+            Box::new(ApplyCase { cfg, tokens: 2048, heads: 32, layout: PairLayout::HalfSplit, f16: true, start: Some(0) }),
+        ]
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all(all_apply_keys())
+    }
+}
+
+struct ApplyPrepared<T: Elem> {
+    x: GpuBuffer<T>,
+    table: RopeTable,
+    positions: Option<(GpuBuffer<u32>, u32)>,
+    start: u32,
+    tokens: usize,
+    heads: usize,
+    layout: PairLayout,
+    cfg: RopeConfig,
+    /// The input as stored, and the token positions, for the reference.
+    input: Vec<f64>,
+    pos_host: Vec<usize>,
+    /// The rotation is in place: encodes so far (a bench encodes many times before checking).
+    encodes: std::cell::Cell<usize>,
+}
+
+/// Poison after an f16 output.
+pub const POISON_F16: u16 = 0x7e5d;
+
+impl<T: Elem> Prepared for ApplyPrepared<T> {
+    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
+        self.encodes.set(self.encodes.get() + 1);
+        let pos = match &self.positions {
+            Some((buf, max)) => Positions::Buffer { buf, max: *max },
+            None => Positions::Start(self.start),
+        };
+        apply(b, &self.x, self.tokens, self.heads, self.layout, &self.table, pos)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        // n in-place applications = one rotation by n angles; f16 rounds after each.
+        let n = self.encodes.get().max(1);
+        let d = self.cfg.head_dim;
+        let mut x = self.input.clone();
+        let mut mag = vec![0.0; x.len()];
+        for k in 0..n {
+            let (r, m) = reference::rope::rotate(&x, self.heads, d, self.layout, &self.cfg, |t| self.pos_host[t]);
+            x = if T::F16 && k + 1 < n { r.iter().map(|&v| T::from_f32(v as f32).to_f32() as f64).collect() } else { r };
+            // Each pass's rounding is relative to that pass's operands; the magnitudes only grow
+            // with the attention factor, so scale the first pass's by af^(n-1) per pass.
+            let af = self.cfg.attention_factor().max(1.0).powi(k as i32);
+            for (a, b) in mag.iter_mut().zip(m) {
+                *a += b * af;
+            }
+        }
+        check_elems(&ctx.read(&self.x)?, &x, &mag, if T::F16 { 1e-3 } else { 3e-6 })
+    }
+}
+
+/// Compare an f32 or f16 output (followed by [`GUARD`] poisoned elements) with a reference.
+pub(crate) fn check_elems<T: Elem>(out: &[T], reference: &[f64], mag: &[f64], tol: f64) -> Result<Check> {
+    if T::F16 {
+        let n = reference.len();
+        let as_f32: Vec<f32> = out.iter().take(n).map(|v| v.to_f32()).collect();
+        let mut c = compare(&as_f32, reference, mag, tol);
+        c.guard_damage = out.iter().skip(n).filter(|v| bytemuck::bytes_of(*v) != POISON_F16.to_le_bytes()).count();
+        Ok(c)
+    } else {
+        let as_f32: Vec<f32> = out.iter().map(|v| v.to_f32()).collect();
+        Ok(compare(&as_f32, reference, mag, tol))
+    }
+}
+
+/// Upload `vals` as `T` followed by [`GUARD`] poisoned elements; returns the buffer and the
+/// values as stored (rounded to f16 where `T` is f16), in f64.
+pub(crate) fn upload_guarded<T: Elem>(ctx: &Context, vals: &[f32]) -> Result<(GpuBuffer<T>, Vec<f64>)> {
+    let mut data: Vec<T> = vals.iter().map(|&v| T::from_f32(v)).collect();
+    let stored = data.iter().map(|v| v.to_f32() as f64).collect();
+    let poison: T = if T::F16 { bytemuck::cast_slice::<u16, T>(&[POISON_F16])[0] } else { bytemuck::cast_slice::<u32, T>(&[POISON_F32])[0] };
+    data.extend(std::iter::repeat_n(poison, GUARD));
+    Ok((ctx.upload(&data)?, stored))
+}
+
+impl ApplyCase {
+    fn prepare<T: Elem>(&self, ctx: &Context, rng: &mut Rng) -> Result<Box<dyn Prepared>> {
+        let d = self.cfg.head_dim;
+        let n = self.tokens * self.heads * d;
+        let (x, stored) = upload_guarded::<T>(ctx, &rng.normal_vec(n))?;
+        let rows = 2048;
+        let table = RopeTable::build(ctx, self.cfg, rows)?;
+        let (positions, pos_host): (Option<(GpuBuffer<u32>, u32)>, Vec<usize>) = match self.start {
+            Some(s) => (None, (0..self.tokens).map(|t| s as usize + t).collect()),
+            None => {
+                let p: Vec<u32> = (0..self.tokens).map(|_| rng.u32(rows as u32)).collect();
+                let max = *p.iter().max().unwrap_or(&0);
+                (Some((ctx.upload(&p)?, max)), p.iter().map(|&v| v as usize).collect())
+            }
+        };
+        Ok(Box::new(ApplyPrepared::<T> {
+            x,
+            table,
+            positions,
+            start: self.start.unwrap_or(0),
+            tokens: self.tokens,
+            heads: self.heads,
+            layout: self.layout,
+            cfg: self.cfg,
+            input: stored,
+            pos_host,
+            encodes: std::cell::Cell::new(0),
+        }))
+    }
+}
+
+impl Case for ApplyCase {
+    fn name(&self) -> String {
+        let pos = match self.start {
+            Some(s) => format!("pos={s}.."),
+            None => "pos=buffer".into(),
+        };
+        format!(
+            "{} {} {} d={} t={} h={} {pos}",
+            self.cfg.scaling.name(),
+            self.layout.name(),
+            if self.f16 { "f16" } else { "f32" },
+            self.cfg.head_dim,
+            self.tokens,
+            self.heads
+        )
+    }
+    fn bytes(&self) -> u64 {
+        let elem = if self.f16 { 2 } else { 4 };
+        (2 * self.tokens * self.heads * self.cfg.head_dim * elem + self.tokens * self.cfg.half() * 8) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        if self.f16 {
+            self.prepare::<half::f16>(ctx, rng)
+        } else {
+            self.prepare::<f32>(ctx, rng)
+        }
+    }
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""torch scaled_dot_product_attention on the shapes of issue 5, for BENCHMARKS.md next to
+`cargo run --release --example attention -- sweep`.
+
+Usage:  python3 tools/bench_torch_sdpa.py        (needs torch with CUDA)
+
+Prefill: 1 sequence, heads 32, kv_heads 8 (GQA), head_dim 128, causal, tokens 512 / 2048;
+TFLOP/s counts the causal half: 4 * sum_t (t + 1) * heads * head_dim.
+Decode: one query token over kv 4096 / 16384 / 32768 cached keys; GB/s counts K and V read once.
+RoPE is not included (torch has none built in); our prefill fuses it.
+"""
+import torch
+import torch.nn.functional as F
+
+H, KVH, D = 32, 8, 128
+dev = "cuda"
+
+
+def timed(fn, reps=50):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)  # us
+    times.sort()
+    return times[len(times) // 2]
+
+
+def sdpa(q, k, v, causal):
+    try:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    except TypeError:  # older torch: expand the KV heads
+        g = q.shape[1] // k.shape[1]
+        return F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), is_causal=causal)
+
+
+def main():
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    n = 1 << 28
+    src = torch.empty(n, dtype=torch.float32, device=dev)
+    dst = torch.empty_like(src)
+    t = timed(lambda: dst.copy_(src), 20)
+    print(f"copy: {2 * 4 * n / (t * 1e3):.1f} GB/s (read + write)")
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for kv in (4096, 16384, 32768):
+            # several caches so the timed one is not served from L2
+            sets = [(torch.randn(1, H, 1, D, dtype=dtype, device=dev),
+                     torch.randn(1, KVH, kv, D, dtype=dtype, device=dev),
+                     torch.randn(1, KVH, kv, D, dtype=dtype, device=dev)) for _ in range(4)]
+            i = [0]
+
+            def step():
+                q, k, v = sets[i[0] % len(sets)]
+                i[0] += 1
+                sdpa(q, k, v, False)
+            t = timed(step)
+            gb = 2 * kv * KVH * D * torch.finfo(dtype).bits / 8
+            print(f"decode  {str(dtype):15} kv={kv:6}  {t:9.1f} us  {gb / (t * 1e3):8.1f} GB/s")
+        for tokens in (512, 2048):
+            q = torch.randn(1, H, tokens, D, dtype=dtype, device=dev)
+            k = torch.randn(1, KVH, tokens, D, dtype=dtype, device=dev)
+            v = torch.randn(1, KVH, tokens, D, dtype=dtype, device=dev)
+            t = timed(lambda: sdpa(q, k, v, True), 20)
+            flops = 4 * (tokens * (tokens + 1) / 2) * H * D
+            print(f"prefill {str(dtype):15} t={tokens:5}  {t:9.1f} us  {flops / (t * 1e6):8.2f} TFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
