@@ -91,6 +91,9 @@ pub struct Caps {
     pub immediates: bool,
     /// The adapter offers `EXPERIMENTAL_COOPERATIVE_MATRIX` (not requested on the device yet).
     pub cooperative_matrix: bool,
+    /// Testing aid: Native pipelines on Vulkan are built from SPIR-V of their WGSL twins
+    /// (set from [`crate::ContextOptions::with_native_spirv_twins`]; see `native.rs`).
+    pub native_twins: bool,
     pub limits: KeyLimits,
 }
 
@@ -114,6 +117,7 @@ impl Caps {
             timestamps_inside_passes: features.contains(F::TIMESTAMP_QUERY_INSIDE_PASSES),
             immediates: features.contains(F::IMMEDIATES),
             cooperative_matrix: adapter_features.contains(F::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            native_twins: false,
             limits: KeyLimits {
                 max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
                 max_uniform_buffer_binding_size: limits.max_uniform_buffer_binding_size as u64,
@@ -167,17 +171,35 @@ impl Caps {
                     Ok(())
                 }
             }
-            Variant::Native => {
-                if self.backend != wgpu::Backend::Metal {
-                    Err(format!("MSL passthrough needs the Metal backend (this is {:?})", self.backend))
-                } else if !self.passthrough {
+            Variant::Native => self.native_support(),
+        }
+    }
+
+    /// See `native.rs`. Metal: needs PASSTHROUGH_SHADERS, simdgroup reductions (wgpu enables
+    /// SUBGROUP on Metal only for the Apple7+/Mac2/Metal3 families) and 128-thread threadgroups.
+    /// Vulkan: only in SPIR-V twin mode (a testing aid), with PASSTHROUGH_SHADERS and subgroups.
+    fn native_support(&self) -> Result<(), String> {
+        let tg = crate::native::NATIVE_TG;
+        match self.backend {
+            wgpu::Backend::Metal => {
+                if !self.passthrough {
                     Err("Metal adapter without PASSTHROUGH_SHADERS".into())
                 } else if !self.subgroups {
-                    Err("Metal GPU family without simdgroup reductions (needs Apple7+/Mac2)".into())
+                    Err("Metal GPU family without simdgroup reductions (needs Apple7+, Mac2 or Metal3; wgpu reports no SUBGROUP)".into())
+                } else if self.limits.max_compute_invocations_per_workgroup < tg {
+                    Err(format!("threadgroups of {tg} threads needed, adapter allows {}", self.limits.max_compute_invocations_per_workgroup))
                 } else {
-                    Err("no MSL kernels are wired up yet (native-tier issue)".into())
+                    Ok(())
                 }
             }
+            wgpu::Backend::Vulkan if self.native_twins => {
+                if !self.passthrough {
+                    Err("SPIR-V twin mode: Vulkan adapter without PASSTHROUGH_SHADERS".into())
+                } else {
+                    self.variant_support(Variant::Subgroup).map_err(|e| format!("SPIR-V twin mode: the twins are Subgroup WGSL: {e}"))
+                }
+            }
+            b => Err(format!("MSL passthrough needs the Metal backend (this is {b:?})")),
         }
     }
 
@@ -199,6 +221,7 @@ impl Caps {
              timestamps   {} (inside passes: {})\n\
              immediates   {}\n\
              coop matrix  {} (adapter)\n\
+             native tier  {}\n\
              limits       storage binding {} MiB, buffer {} MiB, {} storage buffers/stage,\n\
              \x20            {} invocations/workgroup, {} KiB workgroup memory, {} workgroups/dim",
             self.adapter_name,
@@ -216,6 +239,11 @@ impl Caps {
             yn(self.timestamps_inside_passes),
             yn(self.immediates),
             yn(self.cooperative_matrix),
+            match self.variant_support(Variant::Native) {
+                Ok(()) if self.backend == wgpu::Backend::Metal => "available (MSL passthrough)".to_string(),
+                Ok(()) => "available as SPIR-V twins of the MSL kernels (testing aid; MSL not executed)".to_string(),
+                Err(e) => format!("unavailable: {e}"),
+            },
             l.max_storage_buffer_binding_size >> 20,
             l.max_buffer_size >> 20,
             l.max_storage_buffers_per_shader_stage,

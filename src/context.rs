@@ -14,11 +14,14 @@ pub struct ContextOptions {
     /// validated before dispatch, and the tests run both ways.
     pub bounds_checks: bool,
     pub power_preference: wgpu::PowerPreference,
+    /// Testing aid: on Vulkan with PASSTHROUGH_SHADERS, build Native pipelines from SPIR-V of
+    /// their WGSL twins (see `native.rs`). Off by default.
+    pub native_spirv_twins: bool,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { policy: VariantPolicy::Auto, bounds_checks: false, power_preference: wgpu::PowerPreference::HighPerformance }
+        ContextOptions { policy: VariantPolicy::Auto, bounds_checks: false, power_preference: wgpu::PowerPreference::HighPerformance, native_spirv_twins: false }
     }
 }
 
@@ -47,6 +50,11 @@ impl ContextOptions {
 
     pub fn with_bounds_checks(mut self, on: bool) -> Self {
         self.bounds_checks = on;
+        self
+    }
+
+    pub fn with_native_spirv_twins(mut self, on: bool) -> Self {
+        self.native_spirv_twins = on;
         self
     }
 }
@@ -119,7 +127,8 @@ impl Context {
     }
 
     fn assemble(device: wgpu::Device, queue: wgpu::Queue, adapter_features: wgpu::Features, options: ContextOptions) -> Context {
-        let caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), adapter_features);
+        let mut caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), adapter_features);
+        caps.native_twins = options.native_spirv_twins;
         Context { device, queue, caps, options, pipelines: PipelineCache::default(), param_pool: Mutex::new(Vec::new()), dummy: OnceLock::new() }
     }
 
@@ -128,7 +137,7 @@ impl Context {
         Context {
             device: self.device.clone(),
             queue: self.queue.clone(),
-            caps: self.caps.clone(),
+            caps: Caps { native_twins: options.native_spirv_twins, ..self.caps.clone() },
             options,
             pipelines: PipelineCache::default(),
             param_pool: Mutex::new(Vec::new()),
@@ -154,7 +163,8 @@ impl Context {
 
     /// The variant `kernel` will run as in this context.
     pub fn variant_for(&self, kernel: &KernelInfo) -> Result<Variant> {
-        kernel.select(&self.caps, self.options.policy)
+        let v = kernel.select(&self.caps, self.options.policy)?;
+        self.variant_after_failures(kernel, v)
     }
 
     pub(crate) fn dummy(&self) -> &wgpu::Buffer {

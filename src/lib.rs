@@ -29,6 +29,7 @@ pub mod context;
 pub mod error;
 pub mod formats;
 pub mod kernels;
+pub mod native;
 pub mod pipeline;
 pub mod reference;
 pub mod shaders;
@@ -46,10 +47,14 @@ pub use wgpu;
 /// were not chosen.
 pub fn probe_report(ctx: &Context) -> String {
     let mut s = ctx.caps().report();
-    s += &format!("\npolicy       {:?}\n\nkernel variants:\n", ctx.options().policy);
+    s += &format!("\npolicy       {:?}\n", ctx.options().policy);
+    for line in ctx.probe_native() {
+        s += &format!("native build {line}\n");
+    }
+    s += "\nkernel variants:\n";
     for k in kernels::registry() {
         s += "  ";
-        s += &k.info().explain(ctx.caps(), ctx.options().policy);
+        s += &ctx.explain(k.info());
         s += "\n";
     }
     s

@@ -41,15 +41,18 @@ impl StorageBinding {
 pub enum ShaderSource {
     /// WGSL, as the concatenation of these parts (shared helpers + the kernel body).
     Wgsl(Vec<&'static str>),
-    /// Hand-written MSL for the passthrough path (Metal only).
-    Msl(&'static str),
+    /// Hand-written MSL for the passthrough path (the Native variant), with its WGSL twin: the
+    /// pipeline of the same algorithm with the same params, bindings and workgroup size, whose
+    /// entry point is renamed to the MSL kernel's when it stands in for it (SPIR-V passthrough on
+    /// Vulkan in the tests, naga's MSL in the shader checks). Build with [`PipelineDesc::native`].
+    Msl { text: &'static str, twin: Box<PipelineDesc> },
 }
 
 impl ShaderSource {
     pub fn text(&self) -> String {
         match self {
             ShaderSource::Wgsl(parts) => parts.concat(),
-            ShaderSource::Msl(s) => s.to_string(),
+            ShaderSource::Msl { text, .. } => text.to_string(),
         }
     }
 }
@@ -67,6 +70,30 @@ pub struct PipelineDesc {
     /// Size in bytes of the params uniform at binding 0.
     pub params_size: u64,
     pub bindings: &'static [StorageBinding],
+}
+
+impl PipelineDesc {
+    /// The Native (MSL passthrough) pipeline `entry` of `msl`, standing for the WGSL `twin`: it
+    /// takes the twin's params size, bindings and workgroup size (the MSL kernel must declare the
+    /// same, which tests/msl_bindings.rs checks); override constants do not apply to MSL.
+    pub fn native(msl: &'static str, entry: &'static str, twin: PipelineDesc) -> PipelineDesc {
+        PipelineDesc {
+            entry,
+            constants: vec![],
+            workgroup_size: twin.workgroup_size,
+            params_size: twin.params_size,
+            bindings: twin.bindings,
+            source: ShaderSource::Msl { text: msl, twin: Box::new(twin) },
+        }
+    }
+
+    /// The WGSL twin of a Native pipeline (`None` for WGSL pipelines).
+    pub fn twin(&self) -> Option<&PipelineDesc> {
+        match &self.source {
+            ShaderSource::Msl { twin, .. } => Some(twin),
+            ShaderSource::Wgsl(_) => None,
+        }
+    }
 }
 
 /// A typed pipeline key. See the module docs.
@@ -128,6 +155,8 @@ impl Hash for CacheKey {
 #[derive(Default)]
 pub struct PipelineCache {
     map: Mutex<HashMap<CacheKey, Arc<Pipeline>>>,
+    /// Kernels whose Native pipeline failed to build, with the reason (see `native.rs`).
+    pub(crate) native_failures: Mutex<HashMap<&'static str, String>>,
 }
 
 impl PipelineCache {
@@ -184,10 +213,16 @@ impl Context {
     }
 
     fn build_pipeline<K: PipelineKey>(&self, key: &K) -> Result<Pipeline> {
-        let desc = key.describe(self.caps());
-        let label = format!("{key:?}");
+        self.build_desc(format!("{key:?}"), key.describe(self.caps()))
+    }
+
+    /// Build one pipeline from its description (uncached). Errors of any kind come back as
+    /// [`Error::Pipeline`]: validation errors, and internal ones too, which is how wgpu reports a
+    /// passthrough MSL that the Metal compiler rejects (`CreateShaderModuleError::Generation`).
+    pub(crate) fn build_desc(&self, label: String, desc: PipelineDesc) -> Result<Pipeline> {
         let device = &self.device;
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(&label),
             entries: &layout_entries(&desc),
@@ -210,29 +245,24 @@ impl Context {
                     unsafe { device.create_shader_module_trusted(d, wgpu::ShaderRuntimeChecks::unchecked()) }
                 }
             }
-            ShaderSource::Msl(text) => {
-                let [x, y, z] = desc.workgroup_size;
-                let d = wgpu::ShaderModuleDescriptorPassthrough {
-                    label: Some(&label),
-                    entry_points: vec![wgpu::PassthroughShaderEntryPoint { name: desc.entry.into(), workgroup_size: (x, y, z) }].into(),
-                    msl: Some((*text).into()),
-                    ..Default::default()
-                };
-                // SAFETY: passthrough MSL bypasses validation; the binding-convention and clang
-                // checks in tests/ pin each kernel's signature to `desc`.
-                unsafe { device.create_shader_module_passthrough(d) }
-            }
+            ShaderSource::Msl { .. } => self.passthrough_module(&label, &desc)?,
         };
+        // Override constants are WGSL's; a passthrough module has none (its twin's are resolved
+        // before translation).
+        let constants: &[(&str, f64)] = if desc.twin().is_some() { &[] } else { &desc.constants };
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
             layout: Some(&pl),
             module: &module,
             entry_point: Some(desc.entry),
-            compilation_options: wgpu::PipelineCompilationOptions { constants: &desc.constants, zero_initialize_workgroup_memory: false },
+            compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
             cache: None,
         });
-        if let Some(err) = pollster::block_on(scope.pop()) {
-            return Err(Error::Pipeline(format!("{label}: {err}")));
+        // Both, innermost first: a rejected passthrough module shows up as an internal error and
+        // the pipeline built on it as a validation error.
+        let errors: Vec<String> = [pollster::block_on(validation.pop()), pollster::block_on(internal.pop())].into_iter().flatten().map(|e| e.to_string()).collect();
+        if !errors.is_empty() {
+            return Err(Error::Pipeline(format!("{label}: {}", errors.join("; "))));
         }
         Ok(Pipeline { label, pipeline, layout, desc })
     }

@@ -1,11 +1,16 @@
 //! Offline shader translation with naga (no GPU needed): parse + validate each pipeline's WGSL,
-//! resolve its overrides, and emit MSL (with the passthrough binding convention: params at
-//! `buffer(0)`, storage binding i at `buffer(i)`) and SPIR-V. Used by the shader tests, and the
-//! source of SPIR-V for exercising the passthrough plumbing on Vulkan.
+//! resolve its overrides, check its workgroup size against the description, and emit MSL (with the
+//! passthrough binding convention: params at `buffer(0)`, storage binding i at `buffer(i)`) and
+//! SPIR-V. Used by the shader tests, and the source of SPIR-V for exercising the passthrough
+//! plumbing on Vulkan ([`twin_spirv`]).
+//!
+//! A Native (MSL) pipeline is translated through its WGSL twin, with the twin's entry point
+//! renamed to the MSL kernel's, after checking that the two descriptions agree on params size,
+//! bindings and workgroup size.
 
 use crate::pipeline::{PipelineDesc, ShaderSource};
 use naga::back::msl;
-use naga::valid::{Capabilities, ValidationFlags, Validator};
+use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 
 /// Naga's outputs for one pipeline.
 pub struct Translated {
@@ -13,8 +18,8 @@ pub struct Translated {
     pub spirv: Vec<u32>,
 }
 
-/// Parse, validate, specialise and translate one WGSL pipeline. `Err` holds naga's message.
-pub fn translate(desc: &PipelineDesc) -> Result<Translated, String> {
+/// Parse, validate and specialise a WGSL pipeline for `desc.entry`, renamed to `entry`.
+fn specialise(desc: &PipelineDesc, entry: &str) -> Result<(naga::Module, ModuleInfo), String> {
     let ShaderSource::Wgsl(_) = &desc.source else {
         return Err("not a WGSL pipeline".into());
     };
@@ -31,7 +36,53 @@ pub fn translate(desc: &PipelineDesc) -> Result<Translated, String> {
     let ep = (naga::ShaderStage::Compute, desc.entry);
     let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants)
         .map_err(|e| format!("overrides: {e}"))?;
+    let mut module = module.into_owned();
+    let found = module.entry_points.iter_mut().find(|e| e.name == desc.entry).ok_or_else(|| format!("no entry point {}", desc.entry))?;
+    if found.workgroup_size != desc.workgroup_size {
+        return Err(format!("{}: @workgroup_size {:?} after overrides, description says {:?}", desc.entry, found.workgroup_size, desc.workgroup_size));
+    }
+    found.name = entry.to_string();
+    Ok((module, info.into_owned()))
+}
 
+/// The WGSL to translate for `desc` (itself, or a Native pipeline's twin) after checking that a
+/// twin agrees with its Native description.
+fn wgsl_of(desc: &PipelineDesc) -> Result<&PipelineDesc, String> {
+    let Some(twin) = desc.twin() else {
+        return Ok(desc);
+    };
+    if twin.twin().is_some() {
+        return Err("a twin must be WGSL".into());
+    }
+    if (twin.params_size, twin.bindings, twin.workgroup_size) != (desc.params_size, desc.bindings, desc.workgroup_size) {
+        return Err(format!(
+            "{} and its twin {} disagree: params {} vs {} bytes, bindings {:?} vs {:?}, workgroup {:?} vs {:?}",
+            desc.entry, twin.entry, desc.params_size, twin.params_size, desc.bindings, twin.bindings, desc.workgroup_size, twin.workgroup_size
+        ));
+    }
+    Ok(twin)
+}
+
+fn spirv_of(module: &naga::Module, info: &ModuleInfo, entry: &str) -> Result<Vec<u32>, String> {
+    let options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
+    let pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: entry.to_string() };
+    naga::back::spv::write_vec(module, info, &options, Some(&pipeline)).map_err(|e| format!("spv: {e}"))
+}
+
+/// SPIR-V of a Native pipeline's WGSL twin, entry point named `desc.entry`: what the passthrough
+/// path is fed on Vulkan to exercise the Native plumbing (see `native.rs`).
+pub fn twin_spirv(desc: &PipelineDesc) -> Result<Vec<u32>, String> {
+    if desc.twin().is_none() {
+        return Err(format!("{} is not a Native pipeline", desc.entry));
+    }
+    let (module, info) = specialise(wgsl_of(desc)?, desc.entry)?;
+    spirv_of(&module, &info, desc.entry)
+}
+
+/// Parse, validate, specialise and translate one pipeline (a Native one through its twin).
+/// `Err` holds naga's message.
+pub fn translate(desc: &PipelineDesc) -> Result<Translated, String> {
+    let (module, info) = specialise(wgsl_of(desc)?, desc.entry)?;
     let mut resources = msl::BindingMap::default();
     for binding in 0..=desc.bindings.len() as u32 {
         let target = msl::BindTarget { buffer: Some(binding as u8), mutable: binding > 0 && !desc.bindings[binding as usize - 1].read_only, ..Default::default() };
@@ -42,9 +93,6 @@ pub fn translate(desc: &PipelineDesc) -> Result<Translated, String> {
     let options = msl::Options { lang_version: (2, 4), per_entry_point_map: map, fake_missing_bindings: false, ..Default::default() };
     let pipeline_options = msl::PipelineOptions { entry_point: Some((naga::ShaderStage::Compute, desc.entry.to_string())), ..Default::default() };
     let (msl, _) = msl::write_string(&module, &info, &options, &pipeline_options).map_err(|e| format!("msl: {e}"))?;
-
-    let spv_options = naga::back::spv::Options { lang_version: (1, 3), ..Default::default() };
-    let spv_pipeline = naga::back::spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: desc.entry.to_string() };
-    let spirv = naga::back::spv::write_vec(&module, &info, &spv_options, Some(&spv_pipeline)).map_err(|e| format!("spv: {e}"))?;
+    let spirv = spirv_of(&module, &info, desc.entry)?;
     Ok(Translated { msl, spirv })
 }

@@ -12,9 +12,10 @@ use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
-pub const GEMV: KernelInfo = KernelInfo { name: "int8_gemv", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const GEMV: KernelInfo = KernelInfo { name: "int8_gemv", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 
 const GEMV_WGSL: &str = include_str!("../../wgsl/int8_gemv.wgsl");
+const GEMV_MSL: &str = include_str!("../../msl/int8_gemv.metal");
 
 /// Scale and zero point granularity.
 #[derive(Clone, Debug, PartialEq)]
@@ -154,6 +155,9 @@ impl PipelineKey for Int8Pipeline {
         self.variant
     }
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        if self.variant == Variant::Native {
+            return PipelineDesc::native(GEMV_MSL, "int8_gemv", Int8Pipeline { variant: Variant::Subgroup, ..self.clone() }.describe(_caps));
+        }
         PipelineDesc {
             source: ShaderSource::Wgsl(vec![team_source(self.variant), interleave::WGSL, GEMV_WGSL]),
             entry: "main",
@@ -170,8 +174,6 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     let ctx = b.context();
     x.require("x", w.k)?;
     y.require("y", w.n)?;
-    let variant = ctx.variant_for(&GEMV)?;
-    let (wg, rows, grid) = team_plan(ctx, w.n)?;
     let params = GemvParams {
         n: w.n as u32,
         k: w.k as u32,
@@ -181,7 +183,11 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
         per_row: w.per_row as u32,
         _p: [0; 2],
     };
-    b.dispatch(&Int8Pipeline { variant, wg, rows }, &params, &[w.codes.raw(), w.scales.raw(), w.zeros.raw(), x.raw(), y.raw()], grid)
+    let bufs = [w.codes.raw(), w.scales.raw(), w.zeros.raw(), x.raw(), y.raw()];
+    ctx.with_native_fallback(&GEMV, |variant| {
+        let (wg, rows, grid) = if variant == Variant::Native { crate::native::team_plan(ctx, w.n)? } else { team_plan(ctx, w.n)? };
+        b.dispatch(&Int8Pipeline { variant, wg, rows }, &params, &bufs, grid)
+    })
 }
 
 pub use cases::kernels;
@@ -223,7 +229,11 @@ mod cases {
                 .collect()
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([Int8Pipeline { variant: Variant::Portable, wg: 128, rows: 4 }, Int8Pipeline { variant: Variant::Subgroup, wg: 128, rows: 4 }])
+            describe_all([
+                Int8Pipeline { variant: Variant::Portable, wg: 128, rows: 4 },
+                Int8Pipeline { variant: Variant::Subgroup, wg: 128, rows: 4 },
+                Int8Pipeline { variant: Variant::Native, wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS },
+            ])
         }
     }
 

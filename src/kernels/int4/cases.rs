@@ -86,6 +86,9 @@ impl Kernel for GemvKernel {
                 keys.push(Int4Pipeline::Gemv { variant, wg: 128, rows: 4, gmode, gshift });
             }
         }
+        for (gmode, gshift) in [(0, 2), (0, 99), (1, 99)] {
+            keys.push(Int4Pipeline::Gemv { variant: Variant::Native, wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS, gmode, gshift });
+        }
         describe_all(keys)
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
@@ -213,7 +216,10 @@ impl Kernel for QuantKernel {
         vec![Box::new(QuantCase { n: 4096, k: 4096, g: 128, mode: Int4Mode::Signed, f16: false })]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all([false, true].into_iter().flat_map(|f16| [Int4Pipeline::Scales { f16 }, Int4Pipeline::Codes { f16 }]))
+        let keys = [false, true].into_iter().flat_map(|f16| {
+            [Variant::Portable, Variant::Subgroup, Variant::Native].into_iter().flat_map(move |variant| [Int4Pipeline::Scales { f16, variant }, Int4Pipeline::Codes { f16, variant }])
+        });
+        describe_all(keys)
     }
 }
 

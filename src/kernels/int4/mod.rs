@@ -17,9 +17,9 @@ use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
-pub const GEMV: KernelInfo = KernelInfo { name: "int4_gemv", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const GEMV: KernelInfo = KernelInfo { name: "int4_gemv", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 pub const GEMM: KernelInfo = KernelInfo { name: "int4_gemm", variants: &[Variant::Portable], extra: None };
-pub const QUANTIZE: KernelInfo = KernelInfo { name: "int4_quantize", variants: &[Variant::Portable], extra: None };
+pub const QUANTIZE: KernelInfo = KernelInfo { name: "int4_quantize", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "int4_dequantize", variants: &[Variant::Portable], extra: None };
 
 pub(crate) const TEAM_PORTABLE: &str = include_str!("../../../wgsl/team_portable.wgsl");
@@ -28,6 +28,9 @@ const GEMV_WGSL: &str = include_str!("../../../wgsl/int4_gemv.wgsl");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/int4_gemm.wgsl");
 const QUANT_WGSL: &str = include_str!("../../../wgsl/int4_quant.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/int4_dequant.wgsl");
+const QUANT_SG_WGSL: &str = include_str!("../../../wgsl/int4_quant_subgroup.wgsl");
+const GEMV_MSL: &str = include_str!("../../../msl/int4_gemv.metal");
+const QUANT_MSL: &str = include_str!("../../../msl/int4_quantize.metal");
 
 /// How codes are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -307,15 +310,16 @@ const DEQUANT_BINDINGS: &[StorageBinding] = &[
 pub enum Int4Pipeline {
     Gemv { variant: Variant, wg: u32, rows: u32, gmode: u32, gshift: u32 },
     Gemm,
-    Scales { f16: bool },
-    Codes { f16: bool },
+    /// Portable: one thread per group; Subgroup/Native: one workgroup per group.
+    Scales { f16: bool, variant: Variant },
+    Codes { f16: bool, variant: Variant },
     Dequant,
 }
 
 impl PipelineKey for Int4Pipeline {
     fn variant(&self) -> Variant {
         match self {
-            Int4Pipeline::Gemv { variant, .. } => *variant,
+            Int4Pipeline::Gemv { variant, .. } | Int4Pipeline::Scales { variant, .. } | Int4Pipeline::Codes { variant, .. } => *variant,
             _ => Variant::Portable,
         }
     }
@@ -323,6 +327,26 @@ impl PipelineKey for Int4Pipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let size = |n: usize| n as u64;
         match *self {
+            Int4Pipeline::Gemv { variant: Variant::Native, wg, rows, gmode, gshift } => {
+                let twin = Int4Pipeline::Gemv { variant: Variant::Subgroup, wg, rows, gmode, gshift }.describe(_caps);
+                PipelineDesc::native(GEMV_MSL, if gmode == 0 { "int4_gemv_g0" } else { "int4_gemv_g1" }, twin)
+            }
+            Int4Pipeline::Scales { f16, variant: Variant::Native } => {
+                let twin = Int4Pipeline::Scales { f16, variant: Variant::Subgroup }.describe(_caps);
+                PipelineDesc::native(QUANT_MSL, if f16 { "int4_quant_scales_f16" } else { "int4_quant_scales_f32" }, twin)
+            }
+            Int4Pipeline::Codes { f16, variant: Variant::Native } => {
+                let twin = Int4Pipeline::Codes { f16, variant: Variant::Subgroup }.describe(_caps);
+                PipelineDesc::native(QUANT_MSL, if f16 { "int4_quant_codes_f16" } else { "int4_quant_codes_f32" }, twin)
+            }
+            Int4Pipeline::Scales { f16, variant: Variant::Subgroup } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![interleave::WGSL, QUANT_WGSL, QUANT_SG_WGSL]),
+                entry: "scales_subgroup",
+                constants: vec![("SRC_F16", if f16 { 1.0 } else { 0.0 })],
+                workgroup_size: [crate::native::NATIVE_TG, 1, 1],
+                params_size: size(std::mem::size_of::<QuantParams>()),
+                bindings: QUANT_BINDINGS,
+            },
             Int4Pipeline::Gemv { variant, wg, rows, gmode, gshift } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, GEMV_WGSL]),
                 entry: "main",
@@ -339,7 +363,7 @@ impl PipelineKey for Int4Pipeline {
                 params_size: size(std::mem::size_of::<GemmParams>()),
                 bindings: GEMM_BINDINGS,
             },
-            Int4Pipeline::Scales { f16 } | Int4Pipeline::Codes { f16 } => PipelineDesc {
+            Int4Pipeline::Scales { f16, .. } | Int4Pipeline::Codes { f16, .. } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![interleave::WGSL, QUANT_WGSL]),
                 entry: if matches!(self, Int4Pipeline::Scales { .. }) { "scales_main" } else { "codes_main" },
                 constants: vec![("SRC_F16", if f16 { 1.0 } else { 0.0 })],
@@ -409,9 +433,7 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     let ctx = b.context();
     x.require("x", w.k)?;
     y.require("y", w.n)?;
-    let variant = ctx.variant_for(&GEMV)?;
     let (gmode, gshift) = group_mode(w.group_size);
-    let (wg, rows, grid) = team_plan(ctx, w.n)?;
     let params = GemvParams {
         n: w.n as u32,
         k: w.k as u32,
@@ -422,8 +444,11 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
         zero_offset: w.mode.zero_offset(),
         has_zeros: w.zeros.is_some() as u32,
     };
-    let key = Int4Pipeline::Gemv { variant, wg, rows, gmode, gshift };
-    b.dispatch(&key, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()], grid)
+    let bufs = [w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()];
+    ctx.with_native_fallback(&GEMV, |variant| {
+        let (wg, rows, grid) = if variant == Variant::Native { crate::native::team_plan(ctx, w.n)? } else { team_plan(ctx, w.n)? };
+        b.dispatch(&Int4Pipeline::Gemv { variant, wg, rows, gmode, gshift }, &params, &bufs, grid)
+    })
 }
 
 /// `y[m, n] = x[m, k] W^T` (row-major x and y).
@@ -465,7 +490,6 @@ pub fn matmul(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
 pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Matrix) -> Result<()> {
     let ctx = b.context();
     src.require("src", dst.n * dst.k)?;
-    ctx.variant_for(&QUANTIZE)?;
     let params = QuantParams {
         n: dst.n as u32,
         k: dst.k as u32,
@@ -476,10 +500,14 @@ pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Mat
         _p: [0; 2],
     };
     let bufs = [src.raw(), dst.codes.raw(), dst.scales.raw(), dst.zeros_raw(ctx)];
-    let g1 = ctx.grid((dst.n * dst.num_groups()).div_ceil(64) as u64)?;
-    b.dispatch(&Int4Pipeline::Scales { f16: T::F16 }, &params, &bufs, g1)?;
+    let groups = (dst.n * dst.num_groups()) as u64;
     let g2 = ctx.grid((dst.n * dst.row_words()).div_ceil(64) as u64)?;
-    b.dispatch(&Int4Pipeline::Codes { f16: T::F16 }, &params, &bufs, g2)
+    ctx.with_native_fallback(&QUANTIZE, |variant| {
+        // Portable: one thread per group; Subgroup/Native: one workgroup per group.
+        let g1 = ctx.grid(if variant == Variant::Portable { groups.div_ceil(64) } else { groups })?;
+        b.dispatch(&Int4Pipeline::Scales { f16: T::F16, variant }, &params, &bufs, g1)?;
+        b.dispatch(&Int4Pipeline::Codes { f16: T::F16, variant }, &params, &bufs, g2)
+    })
 }
 
 /// Dequantise to a row-major f32 [n, k] buffer.

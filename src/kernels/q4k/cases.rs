@@ -135,7 +135,8 @@ impl Kernel for GemvKernel {
         let keys = [Variant::Portable, Variant::Subgroup]
             .into_iter()
             .flat_map(|variant| GEMV_WG.into_iter().flat_map(move |wg| GEMV_ROWS.into_iter().map(move |rows| Q4kPipeline::Gemv { variant, wg, rows })));
-        describe_all(keys)
+        let native = GEMV_WG.into_iter().flat_map(|wg| NATIVE_ROWS.into_iter().map(move |rows| Q4kPipeline::Gemv { variant: Variant::Native, wg, rows }));
+        describe_all(keys.chain(native))
     }
 }
 

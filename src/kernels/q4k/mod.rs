@@ -23,12 +23,13 @@ use crate::kernels::int4::team_source;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
-pub const GEMV: KernelInfo = KernelInfo { name: "q4k_gemv", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const GEMV: KernelInfo = KernelInfo { name: "q4k_gemv", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 pub const GEMM: KernelInfo = KernelInfo { name: "q4k_gemm", variants: &[Variant::Portable], extra: None };
 pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "q4k_dequantize", variants: &[Variant::Portable], extra: None };
 
 const COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/q4k_gemv.wgsl");
+const GEMV_MSL: &str = include_str!("../../../msl/q4k_gemv.metal");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/q4k_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/q4k_dequant.wgsl");
 
@@ -239,6 +240,10 @@ impl PipelineKey for Q4kPipeline {
 
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
+            Q4kPipeline::Gemv { variant: Variant::Native, wg, rows } => {
+                let twin = Q4kPipeline::Gemv { variant: Variant::Subgroup, wg, rows }.describe(_caps);
+                PipelineDesc::native(GEMV_MSL, if rows <= 2 { "q4k_gemv_r2" } else { "q4k_gemv_r4" }, twin)
+            }
             Q4kPipeline::Gemv { variant, wg, rows } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL]),
                 entry: "main",
@@ -269,6 +274,8 @@ impl PipelineKey for Q4kPipeline {
 
 /// Workgroup sizes and rows per team the GEMV can plan with (the pipelines are built for all).
 pub const GEMV_WG: [u32; 3] = [64, 128, 256];
+/// Rows per team the Native (MSL) GEMV has entry points for; other plans use 4 there.
+pub const NATIVE_ROWS: [u32; 2] = [2, 4];
 
 /// Workgroup size (one team = one workgroup), rows per team and grid for an n-row GEMV.
 /// Defaults: 64 invocations (one 32-byte pair each covers k = 4096 in one step) and 4 rows per
@@ -287,11 +294,17 @@ pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
     let ctx = b.context();
     x.require("x", w.k)?;
     y.require("y", w.n)?;
-    let variant = ctx.variant_for(&GEMV)?;
     let (wg, rows, grid) = gemv_plan(ctx, w.n)?;
     let params = GemvParams { n: w.n as u32, k: w.k as u32, nb: w.blocks_per_row() as u32, _p: 0 };
-    let key = Q4kPipeline::Gemv { variant, wg, rows };
-    b.dispatch(&key, &params, &[w.heads.raw(), w.qs.raw(), x.raw(), y.raw()], grid)
+    let bufs = [w.heads.raw(), w.qs.raw(), x.raw(), y.raw()];
+    ctx.with_native_fallback(&GEMV, |variant| {
+        // The MSL kernel has entry points for 2 and 4 rows per team (see NATIVE_Q4K_ROWS).
+        let (rows, grid) = match variant {
+            Variant::Native if !NATIVE_ROWS.contains(&rows) => (4, ctx.grid(w.n.div_ceil(4) as u64)?),
+            _ => (rows, grid),
+        };
+        b.dispatch(&Q4kPipeline::Gemv { variant, wg, rows }, &params, &bufs, grid)
+    })
 }
 
 /// `y[m, n] = x[m, k] W^T` (row-major x and y).

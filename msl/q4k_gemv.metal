@@ -1,0 +1,203 @@
+// Q4_K fused GEMV, native tier (hand-written MSL for wgpu's passthrough path).
+//   y[r] = sum_c w[r, c] * x[c], w dequantised on the fly (GGML Q4_K, 256 weights per block).
+//
+// WGSL twin (same algorithm, same Params, same bindings, same GPU layout): wgsl/team_subgroup.wgsl
+// + wgsl/q4k_common.wgsl + wgsl/q4k_gemv.wgsl. One team = one threadgroup owns ROWS rows at a time.
+// A thread takes one "quad" per step: quad u (0..3) of block b = qs uint4s u and u + 4 of the block
+// (32 bytes, 64 weights: positions 4u..4u+3 and 4u+16..4u+19 of all eight sub-blocks), so weight
+// and x loads are both coalesced 16-byte loads and each weight byte is read once. Per row, with
+// s_j = sum q_i x_i and sx_j = sum x_i over the thread's positions of sub-block j:
+//   sum_i (d*sc_j*q_i - dmin*m_j) x_i = d * sum_j sc_j s_j - dmin * sum_j m_j sx_j.
+// Small integers become floats by OR-ing them into the mantissa of a power of two (exact). Each row
+// ends with one simd_sum per simdgroup; partials are folded through threadgroup memory.
+// Entry points: q4k_gemv_r2, q4k_gemv_r4 (ROWS = 2, 4). Rows past n are clamped for loading.
+//
+// Passthrough conventions (see src/pipeline.rs): params at buffer(0) in the constant address space,
+// storage binding i at buffer(i), device const for read-only; no sizes buffer; threadgroup size from
+// the PipelineDesc (up to 1024 threads); threadgroup memory: 4 x 128 floats.
+//
+// Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
+// ported here and the fingerprint updated):
+//   q4k_gemv_r2, q4k_gemv_r4: twin fnv1a64 425c5985a3711911
+
+#include <metal_stdlib>
+using namespace metal;
+
+struct Q4kGemvParams {
+    uint n;
+    uint k;
+    uint nb;  // blocks per row = k / 256
+    uint _p;
+};
+
+constant constexpr uint MAX_ROWS = 4;
+constant constexpr uint MAX_SIMDGROUPS = 128;
+
+struct Team {
+    uint lane;
+    uint lanes;
+    uint id;
+    uint count;
+    uint sg;
+    uint nsg;
+    bool first;
+};
+
+static inline Team make_team(uint3 tg, uint3 ntg, uint tid, uint3 tptg, uint sg, uint nsg) {
+    Team t;
+    t.lane = tid;
+    t.lanes = tptg.x * tptg.y * tptg.z;
+    t.id = tg.x + tg.y * ntg.x;
+    t.count = ntg.x * ntg.y;
+    t.sg = sg;
+    t.nsg = nsg;
+    t.first = simd_prefix_exclusive_sum(1u) == 0u;
+    return t;
+}
+
+static inline void team_reduce(thread float* acc, uint rows, threadgroup float* scratch, Team t) {
+    for (uint r = 0; r < rows; ++r) {
+        const float v = simd_sum(acc[r]);
+        if (t.first) {
+            scratch[r * MAX_SIMDGROUPS + t.sg] = v;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (t.lane == 0u) {
+        for (uint r = 0; r < rows; ++r) {
+            float s = 0.0f;
+            for (uint q = 0; q < t.nsg; ++q) {
+                s += scratch[r * MAX_SIMDGROUPS + q];
+            }
+            acc[r] = s;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+
+// One f16 (low 16 bits of b) as f32, exactly, with integer ops (subnormals kept).
+static inline float f16_exact(uint b) {
+    const uint e = (b >> 10) & 31u;
+    const uint m = (b & 1023u) | (e != 0u ? 1024u : 0u);
+    const float mf = as_type<float>(m | 0x4b000000u) - 8388608.0f;
+    const float p2 = as_type<float>((max(e, 1u) + 102u) << 23);
+    const float v = mf * p2;
+    return (b & 0x8000u) != 0u ? -v : v;
+}
+
+// 6-bit value in bits sh..sh+5 of w, exactly.
+static inline float six(uint w, uint sh) {
+    return as_type<float>(((w >> sh) & 0x3fu) | 0x4b000000u) - 8388608.0f;
+}
+
+// Nibble in bits sh..sh+3 of w, exactly.
+static inline float nib(uint w, uint sh) {
+    return as_type<float>(((w >> sh) & 15u) | 0x4b000000u) - 8388608.0f;
+}
+
+// Sub-block dots (lo: sub-block 2pp, hi: 2pp + 1) of words a (positions 4u..) and b (4u + 16..).
+static inline void pair_dot(uint a, uint b, float4 la, float4 ha, float4 lb, float4 hb, thread float& lo, thread float& hi) {
+    lo = nib(a, 0u) * la.x + nib(a, 8u) * la.y + nib(a, 16u) * la.z + nib(a, 24u) * la.w
+       + nib(b, 0u) * lb.x + nib(b, 8u) * lb.y + nib(b, 16u) * lb.z + nib(b, 24u) * lb.w;
+    hi = nib(a, 4u) * ha.x + nib(a, 12u) * ha.y + nib(a, 20u) * ha.z + nib(a, 28u) * ha.w
+       + nib(b, 4u) * hb.x + nib(b, 12u) * hb.y + nib(b, 20u) * hb.z + nib(b, 28u) * hb.w;
+}
+
+static inline float hsum(float4 v) {
+    return (v.x + v.y) + (v.z + v.w);
+}
+
+template <uint ROWS>
+static void q4k_gemv_body(constant Q4kGemvParams& p, device const uint4* heads, device const uint4* qs,
+                          device const float4* x, device float* y, threadgroup float* scratch, Team t) {
+    const uint quads = p.nb * 4u;
+    const uint blocks = (p.n + ROWS - 1u) / ROWS;
+    for (uint rb = t.id; rb < blocks; rb += t.count) {
+        const uint row0 = rb * ROWS;
+        float acc[ROWS];
+        for (uint r = 0; r < ROWS; ++r) {
+            acc[r] = 0.0f;
+        }
+        for (uint qd = t.lane; qd < quads; qd += t.lanes) {
+            const uint blk = qd >> 2;
+            const uint u = qd & 3u;
+            const uint xb = blk * 64u + u;
+            float4 la[4];
+            float4 lb[4];
+            float4 ha[4];
+            float4 hb[4];
+            float sx[8];
+            for (uint pp = 0; pp < 4u; ++pp) {
+                la[pp] = x[xb + 16u * pp];
+                lb[pp] = x[xb + 16u * pp + 4u];
+                ha[pp] = x[xb + 16u * pp + 8u];
+                hb[pp] = x[xb + 16u * pp + 12u];
+                sx[2u * pp] = hsum(la[pp] + lb[pp]);
+                sx[2u * pp + 1u] = hsum(ha[pp] + hb[pp]);
+            }
+            for (uint r = 0; r < ROWS; ++r) {
+                const uint row = min(row0 + r, p.n - 1u);
+                const uint g = row * p.nb + blk;
+                const uint4 hd = heads[g];
+                const uint4 qa = qs[g * 8u + u];
+                const uint4 qb = qs[g * 8u + 4u + u];
+                const float d = f16_exact(hd.x & 0xffffu);
+                const float dmin = f16_exact(hd.x >> 16);
+                // j < 4: sc = s[j] & 63, m = s[j+4] & 63; j = 4 + i: sc = (s[8+i] & 15) | ((s[i] >> 6) << 4),
+                // m = (s[8+i] >> 4) | ((s[4+i] >> 6) << 4). s[0..3] = hd.y, s[4..7] = hd.z, s[8..11] = hd.w.
+                const uint sc47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
+                const uint m47 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u);
+                float s[8];
+                pair_dot(qa.x, qb.x, la[0], ha[0], lb[0], hb[0], s[0], s[1]);
+                pair_dot(qa.y, qb.y, la[1], ha[1], lb[1], hb[1], s[2], s[3]);
+                pair_dot(qa.z, qb.z, la[2], ha[2], lb[2], hb[2], s[4], s[5]);
+                pair_dot(qa.w, qb.w, la[3], ha[3], lb[3], hb[3], s[6], s[7]);
+                float ssc = 0.0f;
+                float smn = 0.0f;
+                for (uint j = 0; j < 4u; ++j) {
+                    ssc += six(hd.y, 8u * j) * s[j] + six(sc47, 8u * j) * s[4u + j];
+                    smn += six(hd.z, 8u * j) * sx[j] + six(m47, 8u * j) * sx[4u + j];
+                }
+                acc[r] += d * ssc - dmin * smn;
+            }
+        }
+        team_reduce(acc, ROWS, scratch, t);
+        if (t.lane == 0u) {
+            for (uint r = 0; r < ROWS; ++r) {
+                if (row0 + r < p.n) {
+                    y[row0 + r] = acc[r];
+                }
+            }
+        }
+    }
+}
+
+kernel void q4k_gemv_r2(constant Q4kGemvParams& p [[buffer(0)]],
+                        device const uint4* heads [[buffer(1)]],
+                        device const uint4* qs [[buffer(2)]],
+                        device const float4* x [[buffer(3)]],
+                        device float* y [[buffer(4)]],
+                        uint3 tg [[threadgroup_position_in_grid]],
+                        uint3 ntg [[threadgroups_per_grid]],
+                        uint tid [[thread_index_in_threadgroup]],
+                        uint3 tptg [[threads_per_threadgroup]],
+                        uint sg [[simdgroup_index_in_threadgroup]],
+                        uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float scratch[MAX_ROWS * MAX_SIMDGROUPS];
+    q4k_gemv_body<2u>(p, heads, qs, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void q4k_gemv_r4(constant Q4kGemvParams& p [[buffer(0)]],
+                        device const uint4* heads [[buffer(1)]],
+                        device const uint4* qs [[buffer(2)]],
+                        device const float4* x [[buffer(3)]],
+                        device float* y [[buffer(4)]],
+                        uint3 tg [[threadgroup_position_in_grid]],
+                        uint3 ntg [[threadgroups_per_grid]],
+                        uint tid [[thread_index_in_threadgroup]],
+                        uint3 tptg [[threads_per_threadgroup]],
+                        uint sg [[simdgroup_index_in_threadgroup]],
+                        uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float scratch[MAX_ROWS * MAX_SIMDGROUPS];
+    q4k_gemv_body<4u>(p, heads, qs, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}

@@ -1,0 +1,264 @@
+//! The binding-convention check: the most likely way a Metal kernel breaks on first contact is a
+//! signature that disagrees with the bind-group layout wgpu builds, so pin every MSL kernel to it.
+//!
+//! wgpu's Metal passthrough gives immediates `buffer(0)` when present (we use none), then every
+//! buffer binding of group 0, 1, ... in ascending binding order; no sizes buffer is ever bound.
+//! Our layout (src/pipeline.rs): binding 0 = params uniform, binding i = `bindings[i - 1]`. So for
+//! every Native pipeline of every kernel (from the registry) the MSL kernel named by its entry point
+//! must take exactly: `constant P& _ [[buffer(0)]]` with P field-for-field the twin's WGSL `Params`
+//! and of `params_size` bytes, then `device const T* _ [[buffer(i)]]` (read-only) or
+//! `device T* _ [[buffer(i)]]` (read-write) with T the binding's element type, and otherwise only
+//! known builtins. Also: every kernel in msl/ is used, every twin is one of its kernel's Subgroup
+//! pipelines, and constants shared by name with the twin (ROWS) agree.
+
+mod mslparse;
+
+use mslparse::{parse, MslFile, Space};
+use std::collections::BTreeSet;
+use wgkernels::pipeline::{PipelineDesc, ShaderSource};
+use wgkernels::Variant;
+
+/// MSL spelling of a binding's element type.
+fn msl_elem(wgsl: &str) -> Option<&'static str> {
+    Some(match wgsl {
+        "f32" => "float",
+        "u32" => "uint",
+        "i32" => "int",
+        "f16" => "half",
+        "vec2<f32>" => "float2",
+        "vec4<f32>" => "float4",
+        "vec2<u32>" => "uint2",
+        "vec4<u32>" => "uint4",
+        "vec4<i32>" => "int4",
+        _ => return None,
+    })
+}
+
+/// MSL spelling of a WGSL scalar params field type.
+fn msl_field(wgsl: &str) -> Option<&'static str> {
+    Some(match wgsl {
+        "u32" => "uint",
+        "i32" => "int",
+        "f32" => "float",
+        _ => return None,
+    })
+}
+
+/// Builtins a kernel may take, with the type we declare them as.
+const BUILTINS: &[(&str, &str)] = &[
+    ("threadgroup_position_in_grid", "uint3"),
+    ("threadgroups_per_grid", "uint3"),
+    ("threads_per_threadgroup", "uint3"),
+    ("thread_position_in_grid", "uint3"),
+    ("thread_index_in_threadgroup", "uint"),
+    ("thread_index_in_simdgroup", "uint"),
+    ("threads_per_simdgroup", "uint"),
+    ("simdgroup_index_in_threadgroup", "uint"),
+    ("simdgroups_per_threadgroup", "uint"),
+];
+
+/// Fields of `struct Params { name: type, ... }` in WGSL.
+fn wgsl_params(text: &str) -> Result<Vec<(String, String)>, String> {
+    let start = text.find("struct Params {").ok_or("twin has no `struct Params`")?;
+    let body = &text[start + "struct Params {".len()..];
+    let body = &body[..body.find('}').ok_or("unclosed struct Params")?];
+    mslparse::strip_comments(body)
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            let (name, ty) = f.split_once(':').ok_or_else(|| format!("Params field `{f}`"))?;
+            let ty = msl_field(ty.trim()).ok_or_else(|| format!("Params field `{f}`: not a 32-bit scalar"))?;
+            Ok((name.trim().to_string(), ty.to_string()))
+        })
+        .collect()
+}
+
+/// Every check for one Native pipeline against its MSL file. Returns the problems found.
+fn check_pipeline(label: &str, desc: &PipelineDesc, file: &MslFile) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut fail = |s: String| bad.push(format!("{label} ({}): {s}", desc.entry));
+    let Some(twin) = desc.twin() else {
+        fail("not a Native pipeline".into());
+        return bad;
+    };
+    let Some(kernel) = file.kernels.iter().find(|k| k.name == desc.entry) else {
+        fail(format!("no `kernel void {}` in {}", desc.entry, file.path.display()));
+        return bad;
+    };
+    let mut seen = BTreeSet::new();
+    for p in &kernel.params {
+        if let Some(i) = p.buffer_index() {
+            if !seen.insert(i) {
+                fail(format!("buffer({i}) bound twice"));
+            }
+            if i == 0 {
+                let ok = p.space == Space::Constant && p.indirection == "&";
+                if !ok {
+                    fail(format!("buffer(0) must be `constant Params& p` (the params uniform), found {:?} {}{} {}", p.space, p.ty, p.indirection, p.name));
+                }
+                match file.structs.get(&p.ty) {
+                    None => fail(format!("params type {} is not a struct of the file", p.ty)),
+                    Some(fields) => {
+                        let bytes: u64 = fields.iter().map(|(t, _)| mslparse::type_size(t).unwrap_or(u64::MAX / 64)).sum();
+                        if bytes != desc.params_size {
+                            fail(format!("struct {} is {bytes} bytes, the params uniform is {}", p.ty, desc.params_size));
+                        }
+                        let msl: Vec<(String, String)> = fields.iter().map(|(t, n)| (n.clone(), t.clone())).collect();
+                        match wgsl_params(&twin.source.text()) {
+                            Ok(w) if w == msl => {}
+                            Ok(w) => fail(format!("struct {} {msl:?} differs from the twin's Params {w:?}", p.ty)),
+                            Err(e) => fail(e),
+                        }
+                    }
+                }
+                continue;
+            }
+            let Some(b) = desc.bindings.get(i as usize - 1) else {
+                fail(format!("buffer({i}) beyond the {} storage bindings (a sizes buffer? none is bound)", desc.bindings.len()));
+                continue;
+            };
+            let want_space = if b.read_only { Space::DeviceConst } else { Space::Device };
+            if p.space != want_space || p.indirection != "*" {
+                fail(format!("buffer({i}) `{}` is {:?}{}, binding `{}` is {} so it must be {want_space:?}*", p.name, p.space, p.indirection, b.name, if b.read_only { "read-only" } else { "read-write" }));
+            }
+            match msl_elem(b.elem) {
+                Some(t) if t == p.ty => {}
+                Some(t) => fail(format!("buffer({i}) `{}` has element type {}, binding `{}` holds {} ({t})", p.name, p.ty, b.name, b.elem)),
+                None => fail(format!("binding `{}` element type {} has no MSL spelling here", b.name, b.elem)),
+            }
+        } else {
+            match BUILTINS.iter().find(|(a, _)| *a == p.attr) {
+                Some((_, ty)) if p.space == Space::Value && p.ty == *ty => {}
+                Some((a, ty)) => fail(format!("builtin [[{a}]] must be a `{ty}` value, found {:?} {}", p.space, p.ty)),
+                None => fail(format!("parameter `{}` has unknown attribute [[{}]]", p.name, p.attr)),
+            }
+        }
+    }
+    for i in 0..=desc.bindings.len() as u32 {
+        if !seen.contains(&i) {
+            fail(format!("buffer({i}) missing from the signature"));
+        }
+    }
+    for (name, v) in &twin.constants {
+        if let Some(&c) = file.constants.get(*name) {
+            if c as f64 != *v {
+                fail(format!("constant {name} = {c} in MSL, {v} in the twin"));
+            }
+        }
+    }
+    let threads: u32 = desc.workgroup_size.iter().product();
+    if threads == 0 || threads > 1024 {
+        fail(format!("workgroup size {:?} outside Metal's 1..=1024 threads", desc.workgroup_size));
+    }
+    bad
+}
+
+#[test]
+fn every_native_pipeline_matches_its_msl_signature() {
+    let files: Vec<MslFile> = mslparse::metal_files().into_iter().map(|p| parse(p).unwrap_or_else(|e| panic!("{e}"))).collect();
+    assert!(!files.is_empty(), "no msl/*.metal files");
+    let mut used_kernels = BTreeSet::new();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for kernel in wgkernels::kernels::registry() {
+        let pipelines = kernel.pipelines();
+        let has_native = kernel.info().variants.contains(&Variant::Native);
+        let natives: Vec<_> = pipelines.iter().filter(|(_, d)| d.twin().is_some()).collect();
+        if has_native && natives.is_empty() {
+            problems.push(format!("{} lists Native but none of its pipelines is Native", kernel.info().name));
+        }
+        if !has_native && !natives.is_empty() {
+            problems.push(format!("{} has Native pipelines but does not list the Native variant", kernel.info().name));
+        }
+        for (label, desc) in natives {
+            let ShaderSource::Msl { text, twin } = &desc.source else { unreachable!() };
+            let Some(file) = files.iter().find(|f| f.text == *text) else {
+                problems.push(format!("{label}: its MSL is not one of msl/*.metal"));
+                continue;
+            };
+            problems.extend(check_pipeline(label, desc, file));
+            // The twin must be one of this kernel's own Subgroup pipelines (so the harness tests it).
+            let same = |d: &PipelineDesc| d.source.text() == twin.source.text() && d.entry == twin.entry && d.constants == twin.constants && d.workgroup_size == twin.workgroup_size;
+            if !pipelines.iter().any(|(l, d)| d.twin().is_none() && same(d) && l.contains("Subgroup")) {
+                problems.push(format!("{label}: twin {} is not one of {}'s Subgroup pipelines", twin.entry, kernel.info().name));
+            }
+            used_kernels.insert((file.path.clone(), desc.entry.to_string()));
+            println!("ok {label}: {} in {} (twin {} {:?})", desc.entry, file.path.file_name().unwrap_or_default().to_string_lossy(), twin.entry, twin.constants);
+            checked += 1;
+        }
+    }
+    for f in &files {
+        for k in &f.kernels {
+            if !used_kernels.contains(&(f.path.clone(), k.name.clone())) {
+                problems.push(format!("{}: kernel {} is used by no Native pipeline", f.path.display(), k.name));
+            }
+        }
+    }
+    for p in &problems {
+        println!("PROBLEM: {p}");
+    }
+    assert!(problems.is_empty(), "{} binding-convention problems", problems.len());
+    assert!(checked > 0);
+}
+
+/// FNV-1a, 64 bits: a fingerprint of a twin's WGSL text.
+fn fnv1a64(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// Drift check: each MSL file records the fingerprint of the exact WGSL twin text it mirrors
+/// (`// twin fnv1a64 <hex>`). When a twin changes (e.g. the WGSL is tuned), this fails until the
+/// change is ported to the MSL kernel and the recorded fingerprint updated: the MSL never silently
+/// falls behind the algorithm the harness tests.
+#[test]
+fn every_msl_kernel_mirrors_the_current_twin() {
+    let mut stale = Vec::new();
+    for kernel in wgkernels::kernels::registry() {
+        for (label, desc) in kernel.pipelines() {
+            let ShaderSource::Msl { text, twin } = &desc.source else { continue };
+            let mark = format!("twin fnv1a64 {:016x}", fnv1a64(&twin.source.text()));
+            if !text.contains(&mark) {
+                stale.push(format!("{label} ({}): its WGSL twin ({}) has fingerprint `{mark}`, not recorded in the MSL", desc.entry, twin.entry));
+            }
+        }
+    }
+    for s in &stale {
+        println!("STALE: {s}");
+    }
+    assert!(stale.is_empty(), "{} MSL kernels do not mirror their current WGSL twin: port the WGSL change, then record the new fingerprint", stale.len());
+}
+
+/// The checker itself must reject the mistakes it exists for.
+#[test]
+fn the_check_catches_mistakes() {
+    let good = mslparse::metal_files().into_iter().find(|p| p.ends_with("int8_gemv.metal")).expect("msl/int8_gemv.metal");
+    let text = std::fs::read_to_string(&good).expect("read");
+    let (label, desc) = wgkernels::kernels::registry()
+        .iter()
+        .flat_map(|k| k.pipelines())
+        .find(|(_, d)| d.entry == "int8_gemv")
+        .expect("int8_gemv Native pipeline");
+    let mutations = [
+        ("device const float* scales [[buffer(2)]]", "device const float* scales [[buffer(3)]]"),
+        ("device float* y [[buffer(5)]]", "device const float* y [[buffer(5)]]"),
+        ("constant Int8GemvParams& p [[buffer(0)]]", "device const Int8GemvParams& p [[buffer(0)]]"),
+        ("device const float4* x [[buffer(4)]]", "device const float* x [[buffer(4)]]"),
+        ("uint nsg [[simdgroups_per_threadgroup]]) {", "uint nsg [[simdgroups_per_threadgroup]], device const uint* sizes [[buffer(6)]]) {"),
+        ("    uint per_row;", "    uint per_row;\n    uint extra;"),
+        ("uint sg [[simdgroup_index_in_threadgroup]]", "uint sg [[simdgroup_index_in_threadgrop]]"),
+        ("constexpr uint ROWS = 4;", "constexpr uint ROWS = 8;"),
+    ];
+    let dir = std::env::temp_dir().join(format!("wgk_msl_mut_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (from, to) in mutations {
+        assert!(text.contains(from), "mutation source `{from}` not in int8_gemv.metal");
+        let path = dir.join("mutant.metal");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+        let file = parse(path).unwrap_or_else(|e| panic!("{e}"));
+        let found = check_pipeline(&label, &desc, &file);
+        assert!(!found.is_empty(), "mutation `{to}` went unnoticed");
+        println!("caught `{to}`: {}", found[0]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

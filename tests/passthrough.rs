@@ -1,0 +1,180 @@
+//! The Native plumbing on a real driver. On Vulkan, `PASSTHROUGH_SHADERS` takes SPIR-V, and the
+//! passthrough path (explicit layout, entry point, workgroup size, binding order, params structs,
+//! dispatch planning, fallback) is the same Rust code whatever the source language. So in SPIR-V
+//! twin mode every Native pipeline is built through `create_shader_module_passthrough` from SPIR-V
+//! that naga generates from the kernel's WGSL twin (entry point renamed to the MSL kernel's), and
+//! every Native kernel is run over its whole test grid against the CPU reference. Only the MSL text
+//! itself is left unexecuted (see tests/msl_*.rs for what is checked about it).
+//!
+//! Also here: off Metal (and outside twin mode) the probe reports Native unsupported with the
+//! reason; a Native pipeline that fails to build falls back, is reported, and never panics.
+
+mod common;
+
+use wgkernels::caps::KernelInfo;
+use wgkernels::pipeline::{PipelineDesc, PipelineKey, StorageBinding};
+use wgkernels::suite::{run_case, Rng};
+use wgkernels::{kernels, Caps, Context, ContextOptions, Error, Variant, VariantPolicy};
+
+/// A twin-mode context, or `None` (with the reason printed) where the adapter can't do it.
+fn twin_context(base: &Context, policy: VariantPolicy) -> Option<Context> {
+    let ctx = base.with_options(ContextOptions::default().with_policy(policy).with_native_spirv_twins(true));
+    match ctx.caps().variant_support(Variant::Native) {
+        Ok(()) => Some(ctx),
+        Err(e) => {
+            println!("SKIPPED: SPIR-V twin mode unavailable on {} ({:?}): {e}", ctx.caps().adapter_name, ctx.caps().backend);
+            None
+        }
+    }
+}
+
+#[test]
+fn native_plumbing_runs_spirv_twins_correctly() {
+    let base = common::context();
+    println!("{}", base.caps().report());
+    if base.caps().backend == wgkernels::wgpu::Backend::Metal {
+        println!("Metal adapter: the Native kernels run as MSL in the harness; twin mode is for Vulkan");
+        return;
+    }
+    let Some(ctx) = twin_context(&base, VariantPolicy::Require(Variant::Native)) else {
+        // lavapipe and NVIDIA's Vulkan driver both offer PASSTHROUGH_SHADERS; CI runs lavapipe.
+        assert_ne!(base.caps().backend, wgkernels::wgpu::Backend::Vulkan, "a Vulkan adapter must support twin mode");
+        return;
+    };
+    println!("{}", ctx.caps().report());
+    let seed = Rng::fresh_seed();
+    println!("seed {seed} (set WGKERNELS_SEED={seed} to reproduce)");
+    let mut rng = Rng::new(seed);
+    let (mut passed, mut failures, mut kernels_run) = (0, Vec::new(), 0);
+    for kernel in kernels::registry() {
+        let info = kernel.info();
+        if !info.variants.contains(&Variant::Native) {
+            continue;
+        }
+        assert_eq!(ctx.variant_for(info), Ok(Variant::Native), "{} not selected as Native in twin mode", info.name);
+        kernels_run += 1;
+        for case in kernel.test_cases() {
+            match run_case(&ctx, case.as_ref(), &mut rng) {
+                Ok(c) if c.passed() => {
+                    passed += 1;
+                    println!("{:<16} native(spirv twin) {:<36} PASS  {}", info.name, case.name(), c.summary());
+                }
+                Ok(c) => failures.push(format!("{} {}: {}", info.name, case.name(), c.summary())),
+                Err(e) => failures.push(format!("{} {}: {e}", info.name, case.name())),
+            }
+        }
+        assert_eq!(ctx.native_failure(info.name), None, "{}: a Native pipeline failed to build", info.name);
+    }
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    println!("twin mode: {passed} cases passed over {kernels_run} Native kernels, {} failed", failures.len());
+    assert!(failures.is_empty(), "{} Native (SPIR-V twin) cases failed (seed {seed})", failures.len());
+    assert!(passed > 0 && kernels_run > 0);
+    // The probe builds every Native pipeline up front and reports each kernel.
+    let auto = twin_context(&base, VariantPolicy::Auto).expect("twin mode");
+    let report = wgkernels::probe_report(&auto);
+    println!("{report}");
+    assert!(report.contains("native pipelines built") && !report.contains("FAILED"), "{report}");
+}
+
+#[test]
+fn probe_reports_native_unsupported_with_reason() {
+    let base = common::context();
+    let report = wgkernels::probe_report(&base);
+    println!("{report}");
+    if base.caps().backend != wgkernels::wgpu::Backend::Metal {
+        let reason = base.caps().variant_support(Variant::Native).expect_err("Native must be unsupported off Metal");
+        assert!(reason.contains("Metal"), "{reason}");
+        assert!(report.contains(&format!("native tier  unavailable: {reason}")), "{report}");
+        for k in kernels::registry().iter().filter(|k| k.info().variants.contains(&Variant::Native)) {
+            assert_ne!(base.variant_for(k.info()), Ok(Variant::Native));
+            assert!(report.contains(&format!("native: {reason}")), "{}: reason missing from the report", k.info().name);
+        }
+    }
+}
+
+// A kernel whose Native pipeline can never build: its "MSL" twin disagrees with it on the
+// workgroup size, which the twin translation refuses (standing in for a Metal compile error).
+const BROKEN: KernelInfo = KernelInfo { name: "broken_native", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct CopyKey(Variant);
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct CopyParams {
+    len: u32,
+    _p: [u32; 3],
+}
+
+const COPY_WGSL: &str = "struct P { len: u32, a: u32, b: u32, c: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.len) { dst[g.x] = src[g.x] + 1.0; } }
+";
+const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
+
+impl PipelineKey for CopyKey {
+    fn variant(&self) -> Variant {
+        self.0
+    }
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        let wgsl = PipelineDesc {
+            source: wgkernels::pipeline::ShaderSource::Wgsl(vec![COPY_WGSL]),
+            entry: "main",
+            constants: vec![],
+            workgroup_size: [64, 1, 1],
+            params_size: 16,
+            bindings: COPY_BINDINGS,
+        };
+        if self.0 != Variant::Native {
+            return wgsl;
+        }
+        let mut d = PipelineDesc::native("kernel void broken(", "broken", wgsl);
+        d.workgroup_size = [32, 1, 1];
+        d
+    }
+}
+
+#[test]
+fn failing_native_pipeline_falls_back_and_reports() {
+    let base = common::context();
+    let Some(ctx) = twin_context(&base, VariantPolicy::Auto) else { return };
+    let src = ctx.upload(&[1.0f32, 2.0, 3.0]).expect("upload");
+    let dst = ctx.alloc::<f32>(3).expect("alloc");
+    let params = CopyParams { len: 3, _p: [0; 3] };
+    let mut tried = Vec::new();
+    let mut b = ctx.batch();
+    let r = ctx.with_native_fallback(&BROKEN, |v| {
+        tried.push(v);
+        b.dispatch(&CopyKey(v), &params, &[src.raw(), dst.raw()], [1, 1, 1])
+    });
+    assert_eq!(r, Ok(()), "fallback dispatch");
+    b.run().expect("run");
+    assert_eq!(tried, vec![Variant::Native, Variant::Subgroup]);
+    assert_eq!(ctx.read(&dst).expect("read"), vec![2.0, 3.0, 4.0]);
+    let reason = ctx.native_failure("broken_native").expect("failure recorded");
+    println!("recorded: {reason}");
+    // Off Metal the twin translation refuses the mismatch; on Metal the compiler rejects the MSL.
+    let metal = base.caps().backend == wgkernels::wgpu::Backend::Metal;
+    assert!(metal || reason.contains("workgroup"), "{reason}");
+    assert_eq!(ctx.variant_for(&BROKEN), Ok(Variant::Subgroup), "later selections skip Native");
+    assert!(ctx.explain(&BROKEN).contains("native pipeline failed, falls back to subgroup"), "{}", ctx.explain(&BROKEN));
+    // Requiring Native: the error comes back (typed), no fallback, no panic.
+    let strict = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true));
+    let mut b = strict.batch();
+    let r = strict.with_native_fallback(&BROKEN, |v| b.dispatch(&CopyKey(v), &params, &[src.raw(), dst.raw()], [1, 1, 1]));
+    assert!(matches!(r, Err(Error::Pipeline(_))), "{r:?}");
+    assert!(matches!(strict.variant_for(&BROKEN), Err(Error::Unsupported { .. })));
+    // Outside twin mode on a non-Metal adapter, a Native pipeline is refused with a reason.
+    if base.caps().backend != wgkernels::wgpu::Backend::Metal {
+        match base.pipeline(&CopyKey(Variant::Native)) {
+            Err(Error::Pipeline(e)) => assert!(e.contains("Metal"), "{e}"),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("a Native pipeline built off Metal outside twin mode"),
+        }
+    }
+}
