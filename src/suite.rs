@@ -186,6 +186,32 @@ pub fn describe_all<K: PipelineKey>(keys: impl IntoIterator<Item = K>) -> Vec<(S
     keys.into_iter().map(|k| (format!("{k:?}"), k.describe(&caps))).collect()
 }
 
+/// Weights that multiply `m` input rows: lets families share [`MatmulPrepared`].
+pub trait MatmulWeights {
+    /// Record `y[m, n] = x[m, k] W^T` (GEMV when `m == 1`).
+    fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()>;
+}
+
+/// The prepared form of a GEMV/GEMM case: rotated weight copies, one input, one guarded output,
+/// and the f64 reference (values, magnitudes) of copy 0.
+pub struct MatmulPrepared<W> {
+    pub weights: Vec<W>,
+    pub x: GpuBuffer<f32>,
+    pub y: GpuBuffer<f32>,
+    pub m: usize,
+    pub reference: (Vec<f64>, Vec<f64>),
+    pub tol: f64,
+}
+
+impl<W: MatmulWeights> Prepared for MatmulPrepared<W> {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        self.weights[copy % self.weights.len()].encode_matmul(b, &self.x, &self.y, self.m)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        Ok(compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, self.tol))
+    }
+}
+
 /// Run one case end to end on `ctx`: set up, dispatch, check.
 pub fn run_case(ctx: &Context, case: &dyn Case, rng: &mut Rng) -> Result<Check> {
     let prepared = case.setup(ctx, rng, 1)?;

@@ -195,7 +195,7 @@ pub use cases::kernels;
 mod cases {
     use super::*;
     use crate::reference;
-    use crate::suite::{describe_all, compare, guarded_f32, Case, Check, Kernel, Prepared, Rng};
+    use crate::suite::{describe_all, guarded_f32, Case, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng};
 
     pub fn kernels() -> Vec<&'static dyn Kernel> {
         vec![&GemvKernel]
@@ -246,19 +246,9 @@ mod cases {
         HostInt8 { n, k, signed, codes: rng.bytes(n * k), scale }
     }
 
-    struct GemvPrepared {
-        weights: Vec<Int8Matrix>,
-        x: GpuBuffer<f32>,
-        y: GpuBuffer<f32>,
-        reference: (Vec<f64>, Vec<f64>),
-    }
-
-    impl Prepared for GemvPrepared {
-        fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-            gemv(b, &self.weights[copy % self.weights.len()], &self.x, &self.y)
-        }
-        fn check(&self, ctx: &Context) -> Result<Check> {
-            Ok(compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, 1e-5))
+    impl MatmulWeights for Int8Matrix {
+        fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, _m: usize) -> Result<()> {
+            gemv(b, self, x, y)
         }
     }
 
@@ -277,7 +267,7 @@ mod cases {
             for _ in 1..copies {
                 weights.push(Int8Matrix::upload(ctx, &random_host(rng, self.n, self.k, self.signed, self.per_row))?);
             }
-            Ok(Box::new(GemvPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, self.n)?, reference }))
+            Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, self.n)?, m: 1, reference, tol: 1e-5 }))
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::reference;
-use crate::suite::{describe_all, compare, guard_damage, guarded_f32, guarded_u32, Case, Check, Kernel, Prepared, Rng, POISON_U32};
+use crate::suite::{compare, describe_all, guard_damage, guarded_f32, guarded_u32, Case, Check, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_U32};
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
@@ -102,20 +102,9 @@ impl Kernel for GemvKernel {
     }
 }
 
-struct MatPrepared {
-    weights: Vec<Int4Matrix>,
-    x: GpuBuffer<f32>,
-    y: GpuBuffer<f32>,
-    m: usize,
-    reference: (Vec<f64>, Vec<f64>),
-}
-
-impl Prepared for MatPrepared {
-    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-        matmul(b, &self.weights[copy % self.weights.len()], &self.x, &self.y, self.m)
-    }
-    fn check(&self, ctx: &Context) -> Result<Check> {
-        Ok(compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, 1e-5))
+impl MatmulWeights for Int4Matrix {
+    fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+        matmul(b, self, x, y, m)
     }
 }
 
@@ -127,7 +116,7 @@ fn setup_mat(ctx: &Context, rng: &mut Rng, copies: usize, m: usize, n: usize, k:
     for _ in 1..copies {
         weights.push(Int4Matrix::upload(ctx, &random_host(rng, n, k, g, mode, zeros))?);
     }
-    Ok(Box::new(MatPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference }))
+    Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference, tol: 1e-5 }))
 }
 
 impl Case for GemvCase {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::formats::q4k::{dequantize_row, pack_scale_min};
 use crate::reference;
-use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, Prepared, Rng, POISON_F32};
+use crate::suite::{describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_F32};
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
@@ -73,20 +73,9 @@ impl MatCase {
     }
 }
 
-struct MatPrepared {
-    weights: Vec<Q4kMatrix>,
-    x: GpuBuffer<f32>,
-    y: GpuBuffer<f32>,
-    m: usize,
-    reference: (Vec<f64>, Vec<f64>),
-}
-
-impl Prepared for MatPrepared {
-    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-        matmul(b, &self.weights[copy % self.weights.len()], &self.x, &self.y, self.m)
-    }
-    fn check(&self, ctx: &Context) -> Result<Check> {
-        Ok(compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, 1e-5))
+impl MatmulWeights for Q4kMatrix {
+    fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+        matmul(b, self, x, y, m)
     }
 }
 
@@ -101,7 +90,7 @@ fn setup_mat(c: &MatCase, ctx: &Context, rng: &mut Rng, copies: usize) -> Result
     for _ in 1..copies {
         weights.push(Q4kMatrix::upload(ctx, n, k, &random_blocks(rng, n * k / QK_K))?);
     }
-    Ok(Box::new(MatPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference }))
+    Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference, tol: 1e-5 }))
 }
 
 impl Case for MatCase {
