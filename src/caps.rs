@@ -203,11 +203,6 @@ impl Caps {
         }
     }
 
-    /// Smallest subgroup size to plan dispatches with (never below 4).
-    pub fn planning_subgroup_size(&self) -> u32 {
-        self.subgroup_min_size.max(4)
-    }
-
     /// Human-readable multi-line report (used by the probe example).
     pub fn report(&self) -> String {
         let l = &self.limits;
