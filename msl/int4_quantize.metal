@@ -28,8 +28,8 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   int4_quant_scales_*: twin fnv1a64 bbc45bbcffc5a785
-//   int4_quant_codes_*:  twin fnv1a64 e61abf121adb213a
+//   int4_quant_scales_*: twin fnv1a64 c3b8882f38e7ba87
+//   int4_quant_codes_*:  twin fnv1a64 a4a9b620409af699
 
 #include <metal_stdlib>
 using namespace metal;

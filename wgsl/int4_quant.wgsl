@@ -75,6 +75,11 @@ fn scales_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         lo = min(lo, v);
         hi = max(hi, v);
     }
+    store_scale(id, lo, hi);
+}
+
+// Scale (and zero) of group `id` from its min/max (both started at 0).
+fn store_scale(id: u32, lo: f32, hi: f32) {
     if (p.asym != 0u) {
         let s = (hi - lo) * INV15;
         scales[id] = s;

@@ -1,5 +1,5 @@
 // Subgroup variant of the INT4 quantiser's scale pass. Included after interleave.wgsl and int4_quant.wgsl, whose Params,
-// bindings, load(), round_mag(), INV7 and INV15 it uses; the code pass stays codes_main.
+// bindings, load() and store_scale() it uses; the code pass stays codes_main.
 // Twin of msl/int4_quantize.metal (int4_quant_scales_*): same algorithm, same Params and bindings.
 //
 // One workgroup per (row, group), grid-strided. Threads stride over the group's columns keeping a
@@ -14,20 +14,6 @@ const QUANT_TG: u32 = 128u;
 
 var<workgroup> part_lo: array<f32, 128>;
 var<workgroup> part_hi: array<f32, 128>;
-
-fn store_scale(id: u32, lo: f32, hi: f32) {
-    if (p.asym != 0u) {
-        let s = (hi - lo) * INV15;
-        scales[id] = s;
-        var z = 0u;
-        if (s > 0.0) {
-            z = min(round_mag(-lo, s), 15u);
-        }
-        zeros[id] = f32(z);
-    } else {
-        scales[id] = abs(max(hi, -lo)) * INV7;  // abs: never a -0.0 scale (as scales_main)
-    }
-}
 
 @compute @workgroup_size(128)
 fn scales_subgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
