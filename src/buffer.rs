@@ -57,7 +57,7 @@ impl<T: Pod> GpuBuffer<T> {
         ensure(self.len >= needed, || Error::BufferTooSmall { name, needed: needed as u64, got: self.len as u64 })
     }
 
-    /// Reinterpret as another element type of the same byte length (e.g. `f16` pairs as `u32`).
+    /// Logical size in bytes (`len * size_of::<T>()`, without the padding).
     pub fn bytes_len(&self) -> u64 {
         (self.len * std::mem::size_of::<T>()) as u64
     }

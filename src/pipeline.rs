@@ -9,7 +9,7 @@
 //! parameter struct (uniform); bindings 1.. are storage buffers in the order [`PipelineDesc::bindings`]
 //! lists them. On Metal passthrough this maps to `[[buffer(0)]]`, `[[buffer(1)]]`, ...
 
-use crate::caps::{Caps, Variant};
+use crate::caps::Caps;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use std::any::{Any, TypeId};
@@ -98,7 +98,6 @@ impl PipelineDesc {
 
 /// A typed pipeline key. See the module docs.
 pub trait PipelineKey: Hash + Eq + Clone + Debug + Send + Sync + 'static {
-    fn variant(&self) -> Variant;
     fn describe(&self, caps: &Caps) -> PipelineDesc;
 }
 

@@ -4,7 +4,7 @@
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
-use crate::caps::{Caps, Variant};
+use crate::caps::Caps;
 use crate::context::Context;
 use crate::error::Result;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
@@ -76,9 +76,6 @@ struct CopyParams {
 struct CopyPipeline;
 
 impl PipelineKey for CopyPipeline {
-    fn variant(&self) -> Variant {
-        Variant::Portable
-    }
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         const B: &[StorageBinding] = &[StorageBinding::read("src", "vec4<f32>"), StorageBinding::write("dst", "vec4<f32>")];
         PipelineDesc {

@@ -118,9 +118,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < p.len) { dst[g.
 const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
 
 impl PipelineKey for CopyKey {
-    fn variant(&self) -> Variant {
-        self.0
-    }
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let wgsl = PipelineDesc {
             source: wgkernels::pipeline::ShaderSource::Wgsl(vec![COPY_WGSL]),

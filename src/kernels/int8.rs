@@ -151,9 +151,6 @@ pub struct Int8Pipeline {
 }
 
 impl PipelineKey for Int8Pipeline {
-    fn variant(&self) -> Variant {
-        self.variant
-    }
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         if self.variant == Variant::Native {
             return PipelineDesc::native(GEMV_MSL, "int8_gemv", Int8Pipeline { variant: Variant::Subgroup, ..self.clone() }.describe(_caps));

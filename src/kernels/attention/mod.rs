@@ -199,12 +199,6 @@ fn flag(b: bool) -> f64 {
 }
 
 impl PipelineKey for AttnPipeline {
-    fn variant(&self) -> Variant {
-        match self {
-            AttnPipeline::Decode { variant, .. } => *variant,
-            _ => Variant::Portable,
-        }
-    }
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             AttnPipeline::Prefill { d, bq, bk, kv_f16, neox } => PipelineDesc {

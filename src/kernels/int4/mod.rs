@@ -319,13 +319,6 @@ pub enum Int4Pipeline {
 }
 
 impl PipelineKey for Int4Pipeline {
-    fn variant(&self) -> Variant {
-        match self {
-            Int4Pipeline::Gemv { variant, .. } | Int4Pipeline::Scales { variant, .. } | Int4Pipeline::Codes { variant, .. } => *variant,
-            _ => Variant::Portable,
-        }
-    }
-
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let size = |n: usize| n as u64;
         match *self {

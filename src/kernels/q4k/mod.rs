@@ -231,13 +231,6 @@ pub enum Q4kPipeline {
 }
 
 impl PipelineKey for Q4kPipeline {
-    fn variant(&self) -> Variant {
-        match self {
-            Q4kPipeline::Gemv { variant, .. } => *variant,
-            _ => Variant::Portable,
-        }
-    }
-
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             Q4kPipeline::Gemv { variant: Variant::Native, wg, rows } => {

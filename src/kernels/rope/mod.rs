@@ -213,9 +213,6 @@ pub enum RopePipeline {
 }
 
 impl PipelineKey for RopePipeline {
-    fn variant(&self) -> Variant {
-        Variant::Portable
-    }
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             RopePipeline::Table => PipelineDesc {

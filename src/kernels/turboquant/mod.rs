@@ -270,12 +270,6 @@ fn prologue(v: Variant) -> &'static str {
 }
 
 impl PipelineKey for TqPipeline {
-    fn variant(&self) -> Variant {
-        match self {
-            TqPipeline::Transform { variant, .. } | TqPipeline::Attend { variant } => *variant,
-        }
-    }
-
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             TqPipeline::Transform { variant, op } => PipelineDesc {
