@@ -15,12 +15,18 @@ fn every_kernel_every_variant() {
     let seed = Rng::fresh_seed();
     println!("seed {seed} (set WGKERNELS_SEED={seed} to reproduce)\n");
     let mut rng = Rng::new(seed);
+    // WGKERNELS_KERNEL=substr runs only the kernels whose name contains it (while developing one
+    // family; CI runs them all).
+    let filter = std::env::var("WGKERNELS_KERNEL").ok().filter(|f| !f.is_empty());
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     let mut failures = Vec::new();
     for bounds_checks in [false, true] {
         println!("== shader bounds checks {} ==", if bounds_checks { "ON" } else { "OFF" });
         for kernel in kernels::registry() {
             let info = kernel.info();
+            if filter.as_deref().is_some_and(|f| !info.name.contains(f)) {
+                continue;
+            }
             for v in Variant::ALL {
                 if let Err(reason) = info.support(base.caps(), v) {
                     println!("{:<18} {:<9} UNSUPPORTED: {reason}", info.name, v.name());
