@@ -230,7 +230,26 @@ pub struct TensorInfo {
     pub n_bytes: Option<u64>,
 }
 
-/// A parsed GGUF file that owns its bytes.
+/// Where a file image lives: in memory, or mapped from disk (see [`GgufFile::open`]).
+#[derive(Debug)]
+enum Image {
+    Owned(Vec<u8>),
+    #[cfg(not(target_arch = "wasm32"))]
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Image {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Image::Owned(v) => v,
+            #[cfg(not(target_arch = "wasm32"))]
+            Image::Mapped(m) => m,
+        }
+    }
+}
+
+/// A parsed GGUF file that owns (or maps) its bytes.
 #[derive(Debug)]
 pub struct GgufFile {
     version: u32,
@@ -238,7 +257,7 @@ pub struct GgufFile {
     data_offset: u64,
     metadata: Vec<(String, MetaValue)>,
     tensors: Vec<TensorInfo>,
-    bytes: Vec<u8>,
+    bytes: Image,
 }
 
 impl GgufFile {
@@ -249,6 +268,10 @@ impl GgufFile {
 
     /// Parses a file image, taking ownership of it.
     pub fn from_vec(bytes: Vec<u8>) -> Result<Self, FormatError> {
+        Self::from_image(Image::Owned(bytes))
+    }
+
+    fn from_image(bytes: Image) -> Result<Self, FormatError> {
         let mut r = Reader {
             buf: &bytes,
             pos: 0,
@@ -320,8 +343,29 @@ impl GgufFile {
         Ok(file)
     }
 
-    /// Reads and parses a file.
+    /// Opens and parses a file. The file is memory-mapped (a 7B model's 4 GB are not copied into
+    /// RAM; tensor bytes are paged in as [`GgufFile::tensor_data`] slices are read, e.g. by an
+    /// upload). The file must not be modified or truncated while the `GgufFile` is alive (that is
+    /// the usual contract of a read-only mapping; a truncation can end the process with SIGBUS).
+    /// Use [`GgufFile::read`] to read it into memory instead. On wasm32, `open` reads.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let file = std::fs::File::open(path)?;
+            if file.metadata()?.len() == 0 {
+                return Self::from_vec(Vec::new());
+            }
+            // SAFETY: a read-only private mapping; the contract above (no concurrent writers) is
+            // the caller's, as documented.
+            let map = unsafe { memmap2::Mmap::map(&file)? };
+            Self::from_image(Image::Mapped(map))
+        }
+        #[cfg(target_arch = "wasm32")]
+        Self::read(path)
+    }
+
+    /// Reads a whole file into memory and parses it.
+    pub fn read(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         Self::from_vec(std::fs::read(path)?)
     }
 

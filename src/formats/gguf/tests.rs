@@ -128,3 +128,31 @@ fn header_errors() {
         assert!(GgufFile::parse(&good[..n]).is_err());
     }
 }
+
+#[test]
+fn open_maps_the_same_image_that_read_reads() {
+    let data: Vec<u8> = (0..512u32).map(|i| (i * 7 + 3) as u8).collect();
+    let bytes = GgufWriter::new()
+        .metadata("general.name", MetaValue::String("mapped".into()))
+        .tensor("q", &[256, 2], GgmlType::Q4_K, data[..288].to_vec())
+        .unwrap()
+        .to_bytes();
+    let dir = std::env::temp_dir().join(format!("wgkernels-gguf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let mapped = GgufFile::open(&path).unwrap();
+    let read = GgufFile::read(&path).unwrap();
+    assert_eq!(mapped.metadata(), read.metadata());
+    assert_eq!(mapped.tensors(), read.tensors());
+    let t = mapped.tensor("q").unwrap();
+    assert_eq!(mapped.tensor_data(t).unwrap(), &data[..288]);
+    assert_eq!(read.tensor_data(t).unwrap(), &data[..288]);
+    // A truncated or empty file is an error through the mapping too, not a fault.
+    std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+    assert!(GgufFile::open(&path).is_err());
+    std::fs::write(&path, b"").unwrap();
+    assert!(GgufFile::open(&path).is_err());
+    assert!(GgufFile::open(dir.join("missing.gguf")).is_err());
+    std::fs::remove_dir_all(&dir).ok();
+}
