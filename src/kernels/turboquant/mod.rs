@@ -285,13 +285,13 @@ fn prologue(v: Variant) -> &'static str {
 }
 
 impl PipelineKey for TqPipeline {
-    fn describe(&self, caps: &Caps) -> PipelineDesc {
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             TqPipeline::Transform { variant: Variant::Native, op } => {
-                let twin = TqPipeline::Transform { variant: Variant::Subgroup, op }.describe(caps);
+                let twin = TqPipeline::Transform { variant: Variant::Subgroup, op }.describe(_caps);
                 PipelineDesc::native(TRANSFORM_MSL, op.msl_entry(), twin)
             }
-            TqPipeline::Attend { variant: Variant::Native } => PipelineDesc::native(ATTENTION_MSL, "tq_attend", TqPipeline::Attend { variant: Variant::Subgroup }.describe(caps)),
+            TqPipeline::Attend { variant: Variant::Native } => PipelineDesc::native(ATTENTION_MSL, "tq_attend", TqPipeline::Attend { variant: Variant::Subgroup }.describe(_caps)),
             TqPipeline::Transform { variant, op } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), TRANSFORM_WGSL]),
                 entry: op.entry(),
