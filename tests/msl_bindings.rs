@@ -9,7 +9,9 @@
 //! and of `params_size` bytes, then `device const T* _ [[buffer(i)]]` (read-only) or
 //! `device T* _ [[buffer(i)]]` (read-write) with T the binding's element type, and otherwise only
 //! known builtins. Also: every kernel in msl/ is used, every twin is one of its kernel's Subgroup
-//! pipelines, and constants shared by name with the twin (ROWS) agree.
+//! pipelines, constants shared by name with the twin (override values such as ROWS, and
+//! module-scope WGSL `const NAME: u32` sizes such as WG, SPLIT_MAX) agree, and the TurboQuant MSL
+//! codebook literals equal the f32 values codebook.rs generates.
 
 mod mslparse;
 
@@ -70,6 +72,23 @@ fn wgsl_params(text: &str) -> Result<Vec<(String, String)>, String> {
             let (name, ty) = f.split_once(':').ok_or_else(|| format!("Params field `{f}`"))?;
             let ty = msl_field(ty.trim()).ok_or_else(|| format!("Params field `{f}`: not a 32-bit scalar"))?;
             Ok((name.trim().to_string(), ty.to_string()))
+        })
+        .collect()
+}
+
+/// Module-scope `const NAME: u32 = <literal>;` of a WGSL text (sizes the MSL mirrors by name).
+fn wgsl_u32_consts(text: &str) -> Vec<(String, u64)> {
+    mslparse::strip_comments(text)
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("const ")?;
+            let (name, rest) = rest.split_once(':')?;
+            let (ty, value) = rest.split_once('=')?;
+            if ty.trim() != "u32" {
+                return None;
+            }
+            let v = value.trim().strip_suffix(';')?.trim().trim_end_matches('u').parse().ok()?;
+            Some((name.trim().to_string(), v))
         })
         .collect()
 }
@@ -144,6 +163,13 @@ fn check_pipeline(label: &str, desc: &PipelineDesc, file: &MslFile) -> Vec<Strin
         if let Some(&c) = file.constants.get(*name) {
             if c as f64 != *v {
                 fail(format!("constant {name} = {c} in MSL, {v} in the twin"));
+            }
+        }
+    }
+    for (name, v) in wgsl_u32_consts(&twin.source.text()) {
+        if let Some(&c) = file.constants.get(&name) {
+            if c != v {
+                fail(format!("constant {name} = {c} in MSL, {v} in the twin's WGSL"));
             }
         }
     }
@@ -261,4 +287,46 @@ fn the_check_catches_mistakes() {
         println!("caught `{to}`: {}", found[0]);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The f32 values of `constant constexpr float NAME = v;` or `NAME[n] = {v, ...}` in MSL.
+fn msl_float_consts(text: &str, name: &str) -> Option<Vec<f32>> {
+    let src = mslparse::strip_comments(text);
+    let at = src.find(&format!("constant constexpr float {name}"))?;
+    let rest = &src[at..];
+    let init = &rest[rest.find('=')? + 1..rest.find(';')?];
+    let init = init.trim().trim_start_matches('{').trim_end_matches('}');
+    init.split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|v| v.trim_end_matches('f').parse::<f32>().ok())
+        .collect()
+}
+
+/// The TurboQuant MSL kernels carry the codebook as literals: they must be exactly the f32 values
+/// src/kernels/turboquant/codebook.rs generates for the WGSL twins.
+#[test]
+fn turboquant_msl_codebook_matches_codebook_rs() {
+    use wgkernels::kernels::turboquant::codebook;
+    let centroids: Vec<f32> = (0..16u8).map(codebook::centroid).collect();
+    let bounds: Vec<f32> = codebook::boundaries().iter().map(|&b| b as f32).collect();
+    let files: Vec<_> = mslparse::metal_files().into_iter().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("tq_"))).collect();
+    assert!(files.len() >= 2, "msl/tq_*.metal missing: {files:?}");
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("read");
+        let got = msl_float_consts(&text, "TQ_CENTROIDS").unwrap_or_else(|| panic!("{}: no TQ_CENTROIDS", path.display()));
+        assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), centroids.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{}: TQ_CENTROIDS {got:?} != {centroids:?}", path.display());
+        if text.contains("TQ_B1") {
+            for (i, b) in bounds.iter().enumerate() {
+                let name = format!("TQ_B{}", i + 1);
+                let got = msl_float_consts(&text, &name).unwrap_or_else(|| panic!("{}: no {name}", path.display()));
+                assert_eq!(got.len(), 1, "{}: {name}", path.display());
+                assert_eq!(got[0].to_bits(), b.to_bits(), "{}: {name} = {} != {b}", path.display(), got[0]);
+            }
+        }
+        println!("ok {}: codebook matches", path.display());
+    }
+    // The parser must see a changed literal.
+    let bent = "constant constexpr float TQ_B3 = 0.7995499f;";
+    assert_ne!(msl_float_consts(bent, "TQ_B3").map(|v| v[0].to_bits()), Some(bounds[2].to_bits()));
 }

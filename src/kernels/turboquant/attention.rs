@@ -106,7 +106,6 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
     out.require("out", a.heads * d)?;
     ensure(a.scale.is_finite(), || Error::Argument(format!("scale = {}", a.scale)))?;
     let (lo, count) = a.visible(kc)?;
-    let variant = ctx.variant_for(&ATTENTION)?;
     let group = a.heads / kc.kv_heads;
     let quads = group.div_ceil(4);
     let (split_len, splits) = plan(count, kc.kv_heads * quads);
@@ -126,8 +125,6 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         ..Default::default()
     };
     let grid = transform_grid(ctx, a.heads, d)?;
-    let rotate = TqPipeline::Transform { variant, op: TransformOp::Rotate };
-    b.dispatch(&rotate, &tp, &[q.raw(), k.codes.raw(), k.norms.raw(), k.signs.raw(), ws.qrot.raw()], grid)?;
 
     let ap = AttendParams {
         kv_heads: kc.kv_heads as u32,
@@ -146,8 +143,19 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         _p: [0; 3],
     };
     let bufs = [ws.qrot.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw()];
-    b.dispatch(&TqPipeline::Attend { variant }, &ap, &bufs, ctx.grid((kc.kv_heads * quads * splits) as u64)?)?;
+    let attend_grid = ctx.grid((kc.kv_heads * quads * splits) as u64)?;
 
-    let merge = TqPipeline::Transform { variant, op: TransformOp::Merge };
-    b.dispatch(&merge, &tp, &[ws.partial.raw(), v.codes.raw(), v.norms.raw(), v.signs.raw(), out.raw()], grid)
+    ctx.with_native_fallback(&ATTENTION, |variant| {
+        let rotate = TqPipeline::Transform { variant, op: TransformOp::Rotate };
+        let attend = TqPipeline::Attend { variant };
+        let merge = TqPipeline::Transform { variant, op: TransformOp::Merge };
+        // Build all three first: a pipeline that fails to build then records nothing, so a
+        // Native failure falls back without a stray dispatch.
+        ctx.pipeline(&rotate)?;
+        ctx.pipeline(&attend)?;
+        ctx.pipeline(&merge)?;
+        b.dispatch(&rotate, &tp, &[q.raw(), k.codes.raw(), k.norms.raw(), k.signs.raw(), ws.qrot.raw()], grid)?;
+        b.dispatch(&attend, &ap, &bufs, attend_grid)?;
+        b.dispatch(&merge, &tp, &[ws.partial.raw(), v.codes.raw(), v.norms.raw(), v.signs.raw(), out.raw()], grid)
+    })
 }

@@ -11,8 +11,17 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&QuantKernel, &DequantKernel, &AttentionKernel]
 }
 
-fn all_variants() -> [Variant; 2] {
-    [Variant::Portable, Variant::Subgroup]
+fn all_variants() -> [Variant; 3] {
+    [Variant::Portable, Variant::Subgroup, Variant::Native]
+}
+
+/// The pipelines of the given transform ops and (with `attend`) the split-K pass, every variant.
+fn family_pipelines(ops: &[TransformOp], attend: bool) -> Vec<(String, PipelineDesc)> {
+    let mut keys: Vec<TqPipeline> = all_variants().into_iter().flat_map(|variant| ops.iter().map(move |&op| TqPipeline::Transform { variant, op })).collect();
+    if attend {
+        keys.extend(all_variants().map(|variant| TqPipeline::Attend { variant }));
+    }
+    describe_all(keys)
 }
 
 /// Tolerance of attention over the compressed cache against f64 attention over the same
@@ -86,9 +95,7 @@ impl Kernel for QuantKernel {
         vec![Box::new(QuantCase { cfg: cfg(32, 128, 128, CacheKind::Global, Some(1)), tokens: 128, pos0: 0 })]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        let mut keys: Vec<TqPipeline> = all_variants().into_iter().flat_map(|variant| TransformOp::ALL.map(|op| TqPipeline::Transform { variant, op })).collect();
-        keys.extend(all_variants().map(|variant| TqPipeline::Attend { variant }));
-        describe_all(keys)
+        family_pipelines(&[TransformOp::Quantize], false)
     }
 }
 
@@ -204,7 +211,7 @@ impl Kernel for DequantKernel {
         vec![]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        vec![] // listed by QuantKernel (one shader module serves the family)
+        family_pipelines(&[TransformOp::Dequantize], false)
     }
 }
 
@@ -286,7 +293,7 @@ impl Kernel for AttentionKernel {
             .collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        vec![] // listed by QuantKernel
+        family_pipelines(&[TransformOp::Rotate, TransformOp::Merge], true)
     }
 }
 

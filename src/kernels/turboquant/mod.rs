@@ -11,7 +11,9 @@
 //! [`CacheKind::Global`] cache rejects positions >= capacity.
 //!
 //! Sources: wgsl/tq_transform.wgsl (quantise, dequantise, rotate, merge), wgsl/tq_attention.wgsl
-//! (split-K pass), each after wgsl/tq_portable.wgsl or wgsl/tq_subgroup.wgsl.
+//! (split-K pass), each after wgsl/tq_portable.wgsl or wgsl/tq_subgroup.wgsl; the Native tier
+//! (Metal passthrough) is msl/tq_transform.metal and msl/tq_attention.metal, whose WGSL twins are
+//! the Subgroup pipelines.
 
 pub mod codebook;
 pub mod cases;
@@ -26,14 +28,18 @@ use bytemuck::{Pod, Zeroable};
 
 pub use cases::kernels;
 
-pub const QUANTIZE: KernelInfo = KernelInfo { name: "tq_quantize", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
-pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "tq_dequantize", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
-pub const ATTENTION: KernelInfo = KernelInfo { name: "tq_decode_attention", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+/// Variants are listed least preferred first.
+pub const QUANTIZE: KernelInfo = KernelInfo { name: "tq_quantize", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
+pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "tq_dequantize", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
+/// Three pipelines per call (rotate, attend, merge), all of the selected variant.
+pub const ATTENTION: KernelInfo = KernelInfo { name: "tq_decode_attention", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 
 const PORTABLE_WGSL: &str = include_str!("../../../wgsl/tq_portable.wgsl");
 const SUBGROUP_WGSL: &str = include_str!("../../../wgsl/tq_subgroup.wgsl");
 const TRANSFORM_WGSL: &str = include_str!("../../../wgsl/tq_transform.wgsl");
 const ATTENTION_WGSL: &str = include_str!("../../../wgsl/tq_attention.wgsl");
+const TRANSFORM_MSL: &str = include_str!("../../../msl/tq_transform.metal");
+const ATTENTION_MSL: &str = include_str!("../../../msl/tq_attention.metal");
 
 /// Smallest and largest head dimension.
 pub const MIN_DIM: usize = 64;
@@ -253,6 +259,15 @@ impl TransformOp {
             TransformOp::Merge => "merge",
         }
     }
+    /// The kernel of msl/tq_transform.metal.
+    fn msl_entry(self) -> &'static str {
+        match self {
+            TransformOp::Quantize => "tq_quantize",
+            TransformOp::Dequantize => "tq_dequantize",
+            TransformOp::Rotate => "tq_rotate",
+            TransformOp::Merge => "tq_merge",
+        }
+    }
 }
 
 /// Pipelines of this family.
@@ -272,6 +287,11 @@ fn prologue(v: Variant) -> &'static str {
 impl PipelineKey for TqPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
+            TqPipeline::Transform { variant: Variant::Native, op } => {
+                let twin = TqPipeline::Transform { variant: Variant::Subgroup, op }.describe(_caps);
+                PipelineDesc::native(TRANSFORM_MSL, op.msl_entry(), twin)
+            }
+            TqPipeline::Attend { variant: Variant::Native } => PipelineDesc::native(ATTENTION_MSL, "tq_attend", TqPipeline::Attend { variant: Variant::Subgroup }.describe(_caps)),
             TqPipeline::Transform { variant, op } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), TRANSFORM_WGSL]),
                 entry: op.entry(),
@@ -314,7 +334,6 @@ pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize,
     src.require("src", tokens * c.kv_heads * c.head_dim)?;
     let last = pos0.checked_add(tokens - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {tokens} overflow u32")))?;
     c.slot(last)?;
-    let variant = ctx.variant_for(&QUANTIZE)?;
     let skip = match c.kind {
         CacheKind::Window => tokens.saturating_sub(c.capacity),
         CacheKind::Global => 0,
@@ -330,9 +349,9 @@ pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize,
         src_off: (skip * c.kv_heads * c.head_dim / 4) as u32,
         ..Default::default()
     };
-    let key = TqPipeline::Transform { variant, op: TransformOp::Quantize };
     let grid = transform_grid(ctx, vectors, c.head_dim)?;
-    b.dispatch(&key, &params, &[src.raw(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), ctx.dummy()], grid)
+    let bufs = [src.raw(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), ctx.dummy()];
+    ctx.with_native_fallback(&QUANTIZE, |variant| b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::Quantize }, &params, &bufs, grid))
 }
 
 /// Dequantise positions `pos0..pos0 + count` of `cache` into `out` (`[count, kv_heads, d]` f32).
@@ -346,7 +365,6 @@ pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out
     ensure(c.kind == CacheKind::Global || count <= c.capacity, || Error::Argument(format!("{count} positions from a window cache of {}", c.capacity)))?;
     let last = pos0.checked_add(count - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {count} overflow u32")))?;
     c.slot(last)?;
-    let variant = ctx.variant_for(&DEQUANTIZE)?;
     let vectors = count * c.kv_heads;
     let params = TransformParams {
         d: c.head_dim as u32,
@@ -357,9 +375,9 @@ pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out
         pos0: pos0 as u32,
         ..Default::default()
     };
-    let key = TqPipeline::Transform { variant, op: TransformOp::Dequantize };
     let grid = transform_grid(ctx, vectors, c.head_dim)?;
-    b.dispatch(&key, &params, &[ctx.dummy(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), out.raw()], grid)
+    let bufs = [ctx.dummy(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), out.raw()];
+    ctx.with_native_fallback(&DEQUANTIZE, |variant| b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::Dequantize }, &params, &bufs, grid))
 }
 
 pub(crate) mod attention;
