@@ -16,7 +16,7 @@ use wgkernels::{Context, ContextOptions, Error, Variant, VariantPolicy};
 const MSE_BOUND: f64 = 0.0095 * 1.15;
 
 fn variants(base: &Context) -> Vec<(Variant, Context)> {
-    [Variant::Portable, Variant::Subgroup]
+    Variant::ALL
         .into_iter()
         .filter(|&v| {
             let ok = tq::QUANTIZE.support(base.caps(), v).is_ok();
