@@ -264,10 +264,13 @@ pub struct BindCache {
     capacity: usize,
 }
 
+/// A uniform chunk of a [`BindCache`]: buffer, host mirror, dirty byte range not yet uploaded.
+type CacheChunk = (wgpu::Buffer, Vec<u8>, Option<(usize, usize)>);
+
 #[derive(Default)]
 struct CacheInner {
     /// Uniform chunks: buffer, host mirror, dirty byte range not yet uploaded.
-    chunks: Vec<(wgpu::Buffer, Vec<u8>, Option<(usize, usize)>)>,
+    chunks: Vec<CacheChunk>,
     /// Parameter bytes -> (chunk, offset).
     slots: HashMap<Vec<u8>, (usize, u64)>,
     /// Hash of (layout, slot, buffers) -> entries with that hash.
