@@ -183,7 +183,7 @@ def decode_summary(path):
         grab(r"tokens/s\s+([\d.]+) \(GPU"),
         grab(r"Q4_K -> ([\d.]+) GB/s"),
         grab(r"Q4_K -> [\d.]+ GB/s \(([\d.]+)% of copy\)"),
-        "ok" if re.search(r"check: layer 0 .*tol", text) and "WRONG" not in text else ("WRONG" if "WRONG" in text else "not checked"),
+        "WRONG" if "WRONG" in text else ("ok" if re.search(r"check: layer 0 .*tol", text) else "not checked"),
     ]
 
 

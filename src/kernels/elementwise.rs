@@ -376,3 +376,71 @@ mod cases {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::BindCache;
+    use crate::context::{Context, ContextOptions};
+
+    fn ctx() -> Context {
+        Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)")
+    }
+
+    #[test]
+    fn bad_inputs_are_typed_errors() {
+        let ctx = ctx();
+        let (a, b, y) = (ctx.upload(&[1f32; 8]).unwrap(), ctx.upload(&[2f32; 8]).unwrap(), ctx.alloc::<f32>(8).unwrap());
+        let w = ctx.upload(&[1f32; 4]).unwrap();
+        let mut bt = ctx.batch();
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 0, 4, 1e-5), Err(Error::Shape(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 0, 1e-5), Err(Error::Shape(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 3, 4, 1e-5), Err(Error::BufferTooSmall { name: "x", .. })));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 1, 8, 1e-5), Err(Error::BufferTooSmall { name: "w", .. })));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, f32::NAN), Err(Error::Argument(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, -1.0), Err(Error::Argument(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &a, 2, 4, 1e-5), Err(Error::Argument(_))));
+        assert!(matches!(add(&mut bt, &a, &b, &y, 0), Err(Error::Shape(_))));
+        assert!(matches!(add(&mut bt, &a, &b, &y, 9), Err(Error::BufferTooSmall { .. })));
+        assert!(matches!(add(&mut bt, &a, &b, &a, 8), Err(Error::Argument(_))));
+        assert!(matches!(silu_gate(&mut bt, &a, &b, &b, 8), Err(Error::Argument(_))));
+        assert!(matches!(add_inplace(&mut bt, &a, &a, 8), Err(Error::Argument(_))));
+        assert!(matches!(silu_gate_inplace(&mut bt, &a, &a, 8), Err(Error::Argument(_))));
+        assert!(bt.is_empty(), "a rejected call recorded a dispatch");
+        // a == b is fine out of place (both read-only).
+        add(&mut bt, &a, &a, &y, 8).unwrap();
+        bt.run().unwrap();
+        assert_eq!(ctx.read(&y).unwrap(), vec![2f32; 8]);
+    }
+
+    /// Batches through a BindCache reuse bind groups and parameter blocks, stay correct when the
+    /// parameters or buffers change, and survive the cache clearing itself at capacity.
+    #[test]
+    fn bind_cache_reuse_and_eviction() {
+        let ctx = ctx();
+        let cache = BindCache::new(3);
+        let n = 1000;
+        let a_host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let b = ctx.upload(&vec![0.5f32; n]).unwrap();
+        let ys: Vec<_> = (0..3).map(|_| ctx.alloc::<f32>(n).unwrap()).collect();
+        let a = ctx.upload(&a_host).unwrap();
+        for round in 0..4 {
+            for (j, y) in ys.iter().enumerate() {
+                let len = n - 100 * j - round;
+                ctx.write(y, &vec![-1f32; n]).unwrap();
+                let mut bt = ctx.batch().with_cache(&cache);
+                add(&mut bt, &a, &b, y, len).unwrap();
+                add(&mut bt, &a, &b, y, len).unwrap(); // same key twice in one batch: a hit
+                bt.run().unwrap();
+                let out = ctx.read(y).unwrap();
+                for (i, v) in out.iter().enumerate() {
+                    let want = if i < len { a_host[i] + 0.5 } else { -1.0 };
+                    assert_eq!(*v, want, "round {round} y{j} [{i}]");
+                }
+            }
+            assert!(cache.len() <= 4, "cache holds {} bind groups past its capacity of 3", cache.len());
+        }
+        cache.clear();
+        assert!(cache.is_empty());
+    }
+}
