@@ -2,13 +2,17 @@
 """torch scaled_dot_product_attention on the shapes of issue 5, for BENCHMARKS.md next to
 `cargo run --release --example attention -- sweep`.
 
-Usage:  python3 tools/bench_torch_sdpa.py        (needs torch with CUDA)
+Usage:  python3 tools/bench_torch_sdpa.py [--csv out.csv]     (needs torch with CUDA)
 
 Prefill: 1 sequence, heads 32, kv_heads 8 (GQA), head_dim 128, causal, tokens 512 / 2048;
 TFLOP/s counts the causal half: 4 * sum_t (t + 1) * heads * head_dim.
 Decode: one query token over kv 4096 / 16384 / 32768 cached keys; GB/s counts K and V read once.
 RoPE is not included (torch has none built in); our prefill fuses it.
+With --csv, also writes one row per measurement with explicit fields (read by
+tools/combine_bench.py): peer,op,dtype,tokens,kv_len,heads,kv_heads,head_dim,single_us,gb_s,tflops.
 """
+import sys
+
 import torch
 import torch.nn.functional as F
 
@@ -47,6 +51,7 @@ def main():
     dst = torch.empty_like(src)
     t = timed(lambda: dst.copy_(src), 20)
     print(f"copy: {2 * 4 * n / (t * 1e3):.1f} GB/s (read + write)")
+    rows = [("torch_copy", "copy", "float32", "", "", "", "", "", t, 2 * 4 * n / (t * 1e3), "")]
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         for kv in (4096, 16384, 32768):
             # several caches so the timed one is not served from L2
@@ -62,6 +67,7 @@ def main():
             t = timed(step)
             gb = 2 * kv * KVH * D * torch.finfo(dtype).bits / 8
             print(f"decode  {str(dtype):15} kv={kv:6}  {t:9.1f} us  {gb / (t * 1e3):8.1f} GB/s")
+            rows.append(("torch_sdpa", "decode", str(dtype).replace("torch.", ""), 1, kv, H, KVH, D, t, gb / (t * 1e3), ""))
         for tokens in (512, 2048):
             q = torch.randn(1, H, tokens, D, dtype=dtype, device=dev)
             k = torch.randn(1, KVH, tokens, D, dtype=dtype, device=dev)
@@ -69,6 +75,12 @@ def main():
             t = timed(lambda: sdpa(q, k, v, True), 20)
             flops = 4 * (tokens * (tokens + 1) / 2) * H * D
             print(f"prefill {str(dtype):15} t={tokens:5}  {t:9.1f} us  {flops / (t * 1e6):8.2f} TFLOP/s")
+            rows.append(("torch_sdpa", "prefill", str(dtype).replace("torch.", ""), tokens, tokens, H, KVH, D, t, "", flops / (t * 1e6)))
+    if "--csv" in sys.argv:
+        with open(sys.argv[sys.argv.index("--csv") + 1], "w") as f:
+            f.write("peer,op,dtype,tokens,kv_len,heads,kv_heads,head_dim,single_us,gb_s,tflops\n")
+            for r in rows:
+                f.write(",".join(str(v) for v in r) + "\n")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ group-quantised mat-vec (`torch._weight_int4pack_mm`, its own packing), at the b
 CUDA events, warm-up, weights rotated over > 512 MB so L2 cannot serve them; reports the median
 of single calls and the per-call time of a back-to-back batch, plus a copy reference measured the
 same way.   python3 benches/peers/peers.py [--csv out.csv]
+The CSV has explicit n, k, group fields per peer row (group "-" when not grouped) and a last
+`torch_copy` row with the copy bandwidth; tools/combine_bench.py matches rows on (n, k, group).
 """
 import statistics
 import sys
@@ -42,8 +44,8 @@ def main():
     rows = []
     src = torch.empty(1 << 28, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
-    s, _ = time_calls([lambda: dst.copy_(src)], reps=20)
-    copy_gbs = 2 * src.numel() * 4 / (s * 1e3)
+    s_copy, _ = time_calls([lambda: dst.copy_(src)], reps=20)
+    copy_gbs = 2 * src.numel() * 4 / (s_copy * 1e3)
     print(f"torch copy: {copy_gbs:.0f} GB/s (1 GiB, read+write)")
     for n, k in SHAPES:
         wbytes = n * k * 2
@@ -76,6 +78,7 @@ def main():
             f.write("peer,n,k,group,single_us,batched_us,gb_s\n")
             for r in rows:
                 f.write(",".join(str(v) for v in r) + "\n")
+            f.write(f"torch_copy,-,-,-,{s_copy},,{copy_gbs}\n")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 //! one line in [`registry`]; the harness, the bench and the probe pick it up from there.
 
 pub mod attention;
+pub mod elementwise;
 pub mod int4;
 pub mod int8;
 pub mod interleave;
@@ -21,6 +22,7 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     v.extend(turboquant::kernels());
     v.extend(rope::kernels());
     v.extend(attention::kernels());
+    v.extend(elementwise::kernels());
     v
 }
 

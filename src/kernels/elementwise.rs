@@ -1,0 +1,446 @@
+//! Elementwise kernels of a transformer decode step, f32:
+//!
+//! * [`rmsnorm`]: `y[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * w[i]` per row, any row
+//!   length (one workgroup per row; Portable reduces in workgroup memory, Subgroup with
+//!   `subgroupAdd`, correct for any subgroup size).
+//! * [`silu_gate`] / [`silu_gate_inplace`]: `y = silu(a) * b`, `silu(a) = a / (1 + exp(-a))`
+//!   (the SwiGLU gate of Llama-style FFNs).
+//! * [`add`] / [`add_inplace`]: `y = a + b` (residual add).
+//!
+//! In-place forms bind the destination read-write and the other operand read-only, so one buffer
+//! bound twice in one dispatch (which wgpu rejects) is a typed error here, never a GPU error.
+//! The CPU references ([`reference_rmsnorm`], [`reference_silu_gate`], [`reference_add`]) are f64.
+//! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
+//! elementwise_ops.wgsl + elementwise_{binary,inplace}.wgsl.
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::error::{ensure, Error, Result};
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+
+pub const RMSNORM: KernelInfo = KernelInfo { name: "elementwise_rmsnorm", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+pub const SILU_GATE: KernelInfo = KernelInfo { name: "elementwise_silu_gate", variants: &[Variant::Portable], extra: None };
+pub const ADD: KernelInfo = KernelInfo { name: "elementwise_add", variants: &[Variant::Portable], extra: None };
+
+const RMSNORM_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm.wgsl");
+const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");
+const REDUCE_SUBGROUP: &str = include_str!("../../wgsl/elementwise_reduce_subgroup.wgsl");
+const OPS_WGSL: &str = include_str!("../../wgsl/elementwise_ops.wgsl");
+const BINARY_WGSL: &str = include_str!("../../wgsl/elementwise_binary.wgsl");
+const INPLACE_WGSL: &str = include_str!("../../wgsl/elementwise_inplace.wgsl");
+
+/// Invocations per RMSNorm workgroup (one row per workgroup).
+pub const RMSNORM_WG: u32 = 256;
+/// Invocations per workgroup of the binary kernels (one element each).
+const BINARY_WG: u64 = 256;
+/// Largest element count of one tensor (keeps every index, grid padding included, within u32).
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct NormParams {
+    rows: u32,
+    n: u32,
+    eps: f32,
+    _p: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct BinaryParams {
+    len: u32,
+    _p: [u32; 3],
+}
+
+const NORM_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "f32"), StorageBinding::read("w", "f32"), StorageBinding::write("y", "f32")];
+const BINARY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "f32"), StorageBinding::read("b", "f32"), StorageBinding::write("y", "f32")];
+const INPLACE_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32"), StorageBinding::read("b", "f32")];
+
+/// The binary operation (the WGSL `OP` override).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add = 0,
+    SiluGate = 1,
+}
+
+/// Pipelines of this family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ElementwisePipeline {
+    RmsNorm { variant: Variant },
+    Binary { op: BinaryOp, inplace: bool },
+}
+
+impl PipelineKey for ElementwisePipeline {
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        match *self {
+            ElementwisePipeline::RmsNorm { variant } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, if variant == Variant::Subgroup { REDUCE_SUBGROUP } else { REDUCE_PORTABLE }]),
+                entry: "main",
+                constants: vec![("WG", RMSNORM_WG as f64)],
+                workgroup_size: [RMSNORM_WG, 1, 1],
+                params_size: std::mem::size_of::<NormParams>() as u64,
+                bindings: NORM_BINDINGS,
+            },
+            ElementwisePipeline::Binary { op, inplace } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![OPS_WGSL, if inplace { INPLACE_WGSL } else { BINARY_WGSL }]),
+                entry: "main",
+                constants: vec![("OP", op as u32 as f64)],
+                workgroup_size: [BINARY_WG as u32, 1, 1],
+                params_size: std::mem::size_of::<BinaryParams>() as u64,
+                bindings: if inplace { INPLACE_BINDINGS } else { BINARY_BINDINGS },
+            },
+        }
+    }
+}
+
+fn distinct(what: &str, a: &wgpu::Buffer, b: &wgpu::Buffer) -> Result<()> {
+    ensure(a != b, || Error::Argument(format!("{what}: the same buffer is bound as input and output (use the in-place form)")))
+}
+
+fn check_len(len: usize) -> Result<()> {
+    ensure(len > 0, || Error::Shape("length 0".into()))?;
+    ensure(len <= MAX_ELEMENTS, || Error::Shape(format!("{len} elements exceed {MAX_ELEMENTS}")))
+}
+
+/// RMSNorm of `rows` rows of length `n`: `y[r*n + i] = x[r*n + i] / sqrt(mean(x[r]^2) + eps) * w[i]`.
+/// `x` and `y` must be different buffers; `eps` finite and `>= 0`.
+pub fn rmsnorm(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y: &GpuBuffer<f32>, rows: usize, n: usize, eps: f32) -> Result<()> {
+    let ctx = b.context();
+    let variant = ctx.variant_for(&RMSNORM)?;
+    ensure(rows > 0 && n > 0, || Error::Shape(format!("rows = {rows}, n = {n}: both must be > 0")))?;
+    let total = rows.checked_mul(n).ok_or_else(|| Error::Shape("rows * n overflows".into()))?;
+    check_len(total)?;
+    ensure(eps.is_finite() && eps >= 0.0, || Error::Argument(format!("eps = {eps}: must be finite and >= 0")))?;
+    x.require("x", total)?;
+    w.require("w", n)?;
+    y.require("y", total)?;
+    distinct("rmsnorm", x.raw(), y.raw())?;
+    distinct("rmsnorm (w, y)", w.raw(), y.raw())?;
+    let params = NormParams { rows: rows as u32, n: n as u32, eps, _p: 0 };
+    b.dispatch(&ElementwisePipeline::RmsNorm { variant }, &params, &[x.raw(), w.raw(), y.raw()], ctx.grid(rows as u64)?)
+}
+
+fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: Option<&GpuBuffer<f32>>, len: usize) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(info)?;
+    check_len(len)?;
+    a.require("a", len)?;
+    bb.require("b", len)?;
+    let params = BinaryParams { len: len as u32, _p: [0; 3] };
+    let grid = ctx.grid((len as u64).div_ceil(BINARY_WG))?;
+    match y {
+        Some(y) => {
+            y.require("y", len)?;
+            distinct(info.name, a.raw(), y.raw())?;
+            distinct(info.name, bb.raw(), y.raw())?;
+            b.dispatch(&ElementwisePipeline::Binary { op, inplace: false }, &params, &[a.raw(), bb.raw(), y.raw()], grid)
+        }
+        None => {
+            distinct(info.name, a.raw(), bb.raw())?;
+            b.dispatch(&ElementwisePipeline::Binary { op, inplace: true }, &params, &[a.raw(), bb.raw()], grid)
+        }
+    }
+}
+
+/// `y[i] = a[i] + b[i]` for `i < len` (`y` distinct from `a` and `b`; `a` may equal `b`).
+pub fn add(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: &GpuBuffer<f32>, len: usize) -> Result<()> {
+    binary(b, &ADD, BinaryOp::Add, a, bb, Some(y), len)
+}
+
+/// `a[i] += b[i]` for `i < len` (the residual add; `a` and `b` distinct).
+pub fn add_inplace(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, len: usize) -> Result<()> {
+    binary(b, &ADD, BinaryOp::Add, a, bb, None, len)
+}
+
+/// `y[i] = silu(a[i]) * b[i]` for `i < len` (`y` distinct from `a` and `b`).
+pub fn silu_gate(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: &GpuBuffer<f32>, len: usize) -> Result<()> {
+    binary(b, &SILU_GATE, BinaryOp::SiluGate, a, bb, Some(y), len)
+}
+
+/// `a[i] = silu(a[i]) * b[i]` for `i < len` (`a` and `b` distinct).
+pub fn silu_gate_inplace(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, len: usize) -> Result<()> {
+    binary(b, &SILU_GATE, BinaryOp::SiluGate, a, bb, None, len)
+}
+
+/// f64 RMSNorm of `rows` rows of length `n = w.len()`, and per element the magnitude
+/// `|x| * inv_rms * |w|` its error is normalised by.
+pub fn reference_rmsnorm(x: &[f32], w: &[f32], rows: usize, eps: f32) -> (Vec<f64>, Vec<f64>) {
+    let n = w.len();
+    let (mut y, mut mag) = (Vec::with_capacity(rows * n), Vec::with_capacity(rows * n));
+    for r in 0..rows {
+        let row = &x[r * n..(r + 1) * n];
+        let ss: f64 = row.iter().map(|&v| (v as f64) * (v as f64)).sum();
+        let inv = 1.0 / (ss / n as f64 + eps as f64).sqrt();
+        for (&v, &g) in row.iter().zip(w) {
+            y.push(v as f64 * inv * g as f64);
+            mag.push((v as f64 * inv * g as f64).abs());
+        }
+    }
+    (y, mag)
+}
+
+/// f64 `silu(a) * b` and its magnitude `|silu(a) * b|`.
+pub fn reference_silu_gate(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let y: Vec<f64> = a.iter().zip(b).map(|(&a, &b)| a as f64 / (1.0 + (-(a as f64)).exp()) * b as f64).collect();
+    let mag = y.iter().map(|v| v.abs()).collect();
+    (y, mag)
+}
+
+/// f64 `a + b` and its magnitude `|a| + |b|`.
+pub fn reference_add(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    a.iter().zip(b).map(|(&a, &b)| (a as f64 + b as f64, (a as f64).abs() + (b as f64).abs())).unzip()
+}
+
+pub use cases::kernels;
+
+mod cases {
+    use super::*;
+    use crate::context::Context;
+    use crate::suite::{compare, describe_all, guarded_f32, Case, Check, Kernel, Prepared, Rng};
+
+    pub fn kernels() -> Vec<&'static dyn Kernel> {
+        vec![&NormKernel, &BinKernel(BinaryOp::SiluGate), &BinKernel(BinaryOp::Add)]
+    }
+
+    struct NormKernel;
+
+    impl Kernel for NormKernel {
+        fn info(&self) -> &'static KernelInfo {
+            &RMSNORM
+        }
+        fn test_cases(&self) -> Vec<Box<dyn Case>> {
+            let shapes = [(1, 1), (1, 7), (3, 33), (5, 255), (2, 256), (1, 257), (7, 1000), (1, 4096), (2, 5120), (3, 11008), (1, 12347)];
+            shapes.into_iter().map(|(rows, n)| Box::new(NormCase { rows, n }) as Box<dyn Case>).collect()
+        }
+        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+            [(1, 4096), (32, 4096), (512, 4096)].into_iter().map(|(rows, n)| Box::new(NormCase { rows, n }) as Box<dyn Case>).collect()
+        }
+        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+            describe_all([Variant::Portable, Variant::Subgroup].map(|variant| ElementwisePipeline::RmsNorm { variant }))
+        }
+    }
+
+    struct NormCase {
+        rows: usize,
+        n: usize,
+    }
+
+    struct NormPrepared {
+        x: Vec<GpuBuffer<f32>>,
+        w: GpuBuffer<f32>,
+        y: Vec<GpuBuffer<f32>>,
+        rows: usize,
+        n: usize,
+        eps: f32,
+        reference: (Vec<f64>, Vec<f64>),
+    }
+
+    impl Case for NormCase {
+        fn name(&self) -> String {
+            format!("rows={} n={}", self.rows, self.n)
+        }
+        fn bytes(&self) -> u64 {
+            (4 * (2 * self.rows * self.n + self.n)) as u64
+        }
+        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+            let total = self.rows * self.n;
+            // Rows of very different scales: the normalisation must undo them.
+            let mut x = rng.normal_vec(total);
+            for r in 0..self.rows {
+                let s = 10f32.powf(rng.uniform(-2.0, 2.0));
+                x[r * self.n..(r + 1) * self.n].iter_mut().for_each(|v| *v *= s);
+            }
+            let w = rng.uniform_vec(self.n, -2.0, 2.0);
+            let eps = rng.uniform(1e-6, 1e-5);
+            let reference = reference_rmsnorm(&x, &w, self.rows, eps);
+            let mut xs = vec![ctx.upload(&x)?];
+            let mut ys = vec![guarded_f32(ctx, total)?];
+            for _ in 1..copies {
+                xs.push(ctx.upload(&rng.normal_vec(total))?);
+                ys.push(ctx.alloc(total)?);
+            }
+            Ok(Box::new(NormPrepared { x: xs, w: ctx.upload(&w)?, y: ys, rows: self.rows, n: self.n, eps, reference }))
+        }
+    }
+
+    impl Prepared for NormPrepared {
+        fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+            let c = copy % self.x.len();
+            rmsnorm(b, &self.x[c], &self.w, &self.y[c], self.rows, self.n, self.eps)
+        }
+        fn check(&self, ctx: &Context) -> Result<Check> {
+            Ok(compare(&ctx.read(&self.y[0])?, &self.reference.0, &self.reference.1, 1e-5))
+        }
+    }
+
+    struct BinKernel(BinaryOp);
+
+    impl Kernel for BinKernel {
+        fn info(&self) -> &'static KernelInfo {
+            match self.0 {
+                BinaryOp::Add => &ADD,
+                BinaryOp::SiluGate => &SILU_GATE,
+            }
+        }
+        fn test_cases(&self) -> Vec<Box<dyn Case>> {
+            let lens = [1usize, 3, 255, 256, 257, 1000, 4096, 11008, 65537, 70001];
+            lens.iter()
+                .enumerate()
+                .map(|(i, &len)| Box::new(BinCase { op: self.0, len, inplace: i % 2 == 1 }) as Box<dyn Case>)
+                .chain([Box::new(BinCase { op: self.0, len: 4095, inplace: false }) as Box<dyn Case>])
+                .collect()
+        }
+        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+            let decode = match self.0 {
+                BinaryOp::Add => 4096,
+                BinaryOp::SiluGate => 14336,
+            };
+            [(decode, true), (1 << 24, false), (1 << 24, true)]
+                .into_iter()
+                .map(|(len, inplace)| Box::new(BinCase { op: self.0, len, inplace }) as Box<dyn Case>)
+                .collect()
+        }
+        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+            describe_all([false, true].map(|inplace| ElementwisePipeline::Binary { op: self.0, inplace }))
+        }
+    }
+
+    struct BinCase {
+        op: BinaryOp,
+        len: usize,
+        inplace: bool,
+    }
+
+    struct BinPrepared {
+        case: (BinaryOp, usize, bool),
+        a: Vec<GpuBuffer<f32>>,
+        b: Vec<GpuBuffer<f32>>,
+        y: Vec<GpuBuffer<f32>>,
+        reference: (Vec<f64>, Vec<f64>),
+    }
+
+    impl Case for BinCase {
+        fn name(&self) -> String {
+            format!("n={}{}", self.len, if self.inplace { " in-place" } else { "" })
+        }
+        fn bytes(&self) -> u64 {
+            12 * self.len as u64
+        }
+        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+            let input = |rng: &mut Rng| rng.normal_vec(self.len).into_iter().map(|v| 3.0 * v).collect::<Vec<f32>>();
+            let (a, b) = (input(rng), input(rng));
+            let reference = match self.op {
+                BinaryOp::Add => reference_add(&a, &b),
+                BinaryOp::SiluGate => reference_silu_gate(&a, &b),
+            };
+            // In place, `a` is the output: it gets the guard region.
+            let mut a_host = a.clone();
+            if self.inplace {
+                a_host.resize(self.len + crate::suite::GUARD, f32::from_bits(crate::suite::POISON_F32));
+            }
+            let (mut av, mut bv, mut yv) = (vec![ctx.upload(&a_host)?], vec![ctx.upload(&b)?], Vec::new());
+            if !self.inplace {
+                yv.push(guarded_f32(ctx, self.len)?);
+            }
+            for _ in 1..copies {
+                av.push(ctx.upload(&input(rng))?);
+                bv.push(ctx.upload(&input(rng))?);
+                if !self.inplace {
+                    yv.push(ctx.alloc(self.len)?);
+                }
+            }
+            Ok(Box::new(BinPrepared { case: (self.op, self.len, self.inplace), a: av, b: bv, y: yv, reference }))
+        }
+    }
+
+    impl Prepared for BinPrepared {
+        fn encode(&self, bt: &mut Batch, copy: usize) -> Result<()> {
+            let (op, len, inplace) = self.case;
+            let c = copy % self.a.len();
+            let (a, b) = (&self.a[c], &self.b[c]);
+            match (op, inplace) {
+                (BinaryOp::Add, false) => add(bt, a, b, &self.y[c], len),
+                (BinaryOp::Add, true) => add_inplace(bt, a, b, len),
+                (BinaryOp::SiluGate, false) => silu_gate(bt, a, b, &self.y[c], len),
+                (BinaryOp::SiluGate, true) => silu_gate_inplace(bt, a, b, len),
+            }
+        }
+        fn check(&self, ctx: &Context) -> Result<Check> {
+            let (op, _, inplace) = self.case;
+            let out = ctx.read(if inplace { &self.a[0] } else { &self.y[0] })?;
+            // Add rounds once; silu's exp is within a few ulp on every backend we know.
+            let tol = if op == BinaryOp::Add { 1e-6 } else { 2e-5 };
+            Ok(compare(&out, &self.reference.0, &self.reference.1, tol))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::BindCache;
+    use crate::context::{Context, ContextOptions};
+
+    fn ctx() -> Context {
+        Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)")
+    }
+
+    #[test]
+    fn bad_inputs_are_typed_errors() {
+        let ctx = ctx();
+        let (a, b, y) = (ctx.upload(&[1f32; 8]).unwrap(), ctx.upload(&[2f32; 8]).unwrap(), ctx.alloc::<f32>(8).unwrap());
+        let w = ctx.upload(&[1f32; 4]).unwrap();
+        let mut bt = ctx.batch();
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 0, 4, 1e-5), Err(Error::Shape(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 0, 1e-5), Err(Error::Shape(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 3, 4, 1e-5), Err(Error::BufferTooSmall { name: "x", .. })));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 1, 8, 1e-5), Err(Error::BufferTooSmall { name: "w", .. })));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, f32::NAN), Err(Error::Argument(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, -1.0), Err(Error::Argument(_))));
+        assert!(matches!(rmsnorm(&mut bt, &a, &w, &a, 2, 4, 1e-5), Err(Error::Argument(_))));
+        assert!(matches!(add(&mut bt, &a, &b, &y, 0), Err(Error::Shape(_))));
+        assert!(matches!(add(&mut bt, &a, &b, &y, 9), Err(Error::BufferTooSmall { .. })));
+        assert!(matches!(add(&mut bt, &a, &b, &a, 8), Err(Error::Argument(_))));
+        assert!(matches!(silu_gate(&mut bt, &a, &b, &b, 8), Err(Error::Argument(_))));
+        assert!(matches!(add_inplace(&mut bt, &a, &a, 8), Err(Error::Argument(_))));
+        assert!(matches!(silu_gate_inplace(&mut bt, &a, &a, 8), Err(Error::Argument(_))));
+        assert!(bt.is_empty(), "a rejected call recorded a dispatch");
+        // a == b is fine out of place (both read-only).
+        add(&mut bt, &a, &a, &y, 8).unwrap();
+        bt.run().unwrap();
+        assert_eq!(ctx.read(&y).unwrap(), vec![2f32; 8]);
+    }
+
+    /// Batches through a BindCache reuse bind groups and parameter blocks, stay correct when the
+    /// parameters or buffers change, and survive the cache clearing itself at capacity.
+    #[test]
+    fn bind_cache_reuse_and_eviction() {
+        let ctx = ctx();
+        let cache = BindCache::new(3);
+        let n = 1000;
+        let a_host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let b = ctx.upload(&vec![0.5f32; n]).unwrap();
+        let ys: Vec<_> = (0..3).map(|_| ctx.alloc::<f32>(n).unwrap()).collect();
+        let a = ctx.upload(&a_host).unwrap();
+        for round in 0..4 {
+            for (j, y) in ys.iter().enumerate() {
+                let len = n - 100 * j - round;
+                ctx.write(y, &vec![-1f32; n]).unwrap();
+                let mut bt = ctx.batch().with_cache(&cache);
+                add(&mut bt, &a, &b, y, len).unwrap();
+                add(&mut bt, &a, &b, y, len).unwrap(); // same key twice in one batch: a hit
+                bt.run().unwrap();
+                let out = ctx.read(y).unwrap();
+                for (i, v) in out.iter().enumerate() {
+                    let want = if i < len { a_host[i] + 0.5 } else { -1.0 };
+                    assert_eq!(*v, want, "round {round} y{j} [{i}]");
+                }
+            }
+            assert!(cache.len() <= 4, "cache holds {} bind groups past its capacity of 3", cache.len());
+        }
+        cache.clear();
+        assert!(cache.is_empty());
+    }
+}

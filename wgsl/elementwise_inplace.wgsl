@@ -1,0 +1,13 @@
+// a = op(a, b) in place (see elementwise_ops.wgsl).
+
+@group(0) @binding(1) var<storage, read_write> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    let i = elem_index(wid, nwg, li);
+    if (i < p.len) {
+        a[i] = op(a[i], b[i]);
+    }
+}
