@@ -1,0 +1,130 @@
+//! The Matrix variant of the prefill (wgsl/attn_prefill_matrix.wgsl): Q K^T and P V on 16x16x16
+//! cooperative matrices with f16 inputs and f32 accumulation, two passes over the keys (row
+//! statistics, then P V), RoPE applied while Q and K are staged in workgroup memory.
+//!
+//! What it needs, beyond [`Caps::variant_support`] for [`Variant::Matrix`]:
+//! * the adapter offers the 16x16x16 f16 x f16 -> f32 configuration (NVIDIA's Vulkan driver does;
+//!   Apple GPUs offer 8x8 only, lavapipe none);
+//! * one subgroup size (min == max), a multiple of 16, with 4 subgroups per workgroup within the
+//!   adapter's invocation limit: the kernel gives each subgroup 16 rows and is built for that size
+//!   (and writes NaN if the driver ever runs it with another);
+//! * per shape: `head_dim % 16 == 0` and the tiles within the workgroup-memory limit.
+//!
+//! A shape it cannot take falls back to the best other prefill variant under `Auto` / `Prefer`,
+//! and is an [`crate::Error::Unsupported`] under `Require(Matrix)`.
+//!
+//! Numerics: Q (rotated, times scale * log2 e), K (rotated) and V are rounded to f16, and so are
+//! the probabilities P = exp2(s - m) <= 1 fed to the P V product; every sum is f32. The error
+//! bound the tests use is derived in `cases.rs` (`MATRIX_TOL`).
+
+use super::{AttnPipeline, PrefillParams, PREFILL_BINDINGS};
+use crate::caps::{Caps, Variant};
+use crate::pipeline::{PipelineDesc, ShaderSource};
+use wgpu::CooperativeScalarType as Cst;
+
+pub(super) const MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_prefill_matrix.wgsl");
+
+/// Rows per workgroup (4 subgroups x 16) and the cooperative matrix size.
+pub const MATRIX_ROWS: usize = 64;
+const CM: usize = 16;
+const NSG: u32 = 4;
+
+/// `const ND` (= head_dim / 16) for each head_dim 16..=256: the kernel's function-scope arrays of
+/// matrices need a constant length, so this line is appended to the WGSL text.
+const ND_DECL: [&str; 16] = [
+    "const ND: u32 = 1u;\n",
+    "const ND: u32 = 2u;\n",
+    "const ND: u32 = 3u;\n",
+    "const ND: u32 = 4u;\n",
+    "const ND: u32 = 5u;\n",
+    "const ND: u32 = 6u;\n",
+    "const ND: u32 = 7u;\n",
+    "const ND: u32 = 8u;\n",
+    "const ND: u32 = 9u;\n",
+    "const ND: u32 = 10u;\n",
+    "const ND: u32 = 11u;\n",
+    "const ND: u32 = 12u;\n",
+    "const ND: u32 = 13u;\n",
+    "const ND: u32 = 14u;\n",
+    "const ND: u32 = 15u;\n",
+    "const ND: u32 = 16u;\n",
+];
+
+/// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `wg` invocations.
+fn bytes(d: usize, bk: usize, wg: usize) -> usize {
+    let ds = d + 8;
+    2 * (2 * bk).max(MATRIX_ROWS) * ds + 4 * MATRIX_ROWS * (bk + 4) + 2 * MATRIX_ROWS * (bk + 8) + 8 * wg + 8 * MATRIX_ROWS
+}
+
+/// Keys per tile for head_dim `d` within `mem` bytes (32, else 16).
+pub fn matrix_tiles(d: usize, wg: usize, mem: usize) -> Result<usize, String> {
+    if d % CM != 0 || d == 0 || d > CM * ND_DECL.len() {
+        return Err(format!("head_dim {d} is not a multiple of {CM} in 16..=256"));
+    }
+    [32, 16]
+        .into_iter()
+        .find(|&bk| bytes(d, bk, wg) <= mem)
+        .ok_or_else(|| format!("head_dim {d} needs {} bytes of workgroup memory, the adapter has {mem}", bytes(d, 16, wg)))
+}
+
+/// The subgroup size the Matrix kernel is built for, or why the adapter can't run it at all.
+pub(super) fn matrix_support(caps: &Caps) -> Result<u32, String> {
+    if !caps.has_coop_config(CM as u32, Cst::F16, Cst::F32) {
+        return Err("no 16x16x16 f16 x f16 -> f32 cooperative matrix among the adapter's configurations".into());
+    }
+    let (lo, hi) = (caps.subgroup_min_size, caps.subgroup_max_size);
+    if lo != hi || hi % CM as u32 != 0 || hi == 0 {
+        return Err(format!("needs one subgroup size that is a multiple of {CM}; the adapter reports {lo}..{hi}"));
+    }
+    if NSG * hi > caps.limits.max_compute_invocations_per_workgroup {
+        return Err(format!("needs {} invocations per workgroup, the adapter allows {}", NSG * hi, caps.limits.max_compute_invocations_per_workgroup));
+    }
+    Ok(hi)
+}
+
+/// Pipeline key of the Matrix prefill for head_dim `d` on `caps`, or why not.
+pub(super) fn matrix_key(caps: &Caps, d: usize, kv_f16: bool, neox: bool) -> Result<AttnPipeline, String> {
+    let sg = matrix_support(caps)?;
+    let bk = matrix_tiles(d, (NSG * sg) as usize, caps.limits.max_compute_workgroup_storage_size as usize)?;
+    Ok(AttnPipeline::PrefillMatrix { d: d as u32, bk: bk as u32, sg, kv_f16, neox })
+}
+
+pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) -> PipelineDesc {
+    let nd = (d as usize / CM).clamp(1, ND_DECL.len());
+    PipelineDesc {
+        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, ND_DECL[nd - 1]]),
+        entry: "main",
+        constants: vec![
+            ("D", d as f64),
+            ("BK", bk as f64),
+            ("SG", sg as f64),
+            ("KV_F16", kv_f16 as u32 as f64),
+            ("NEOX", neox as u32 as f64),
+        ],
+        workgroup_size: [NSG * sg, 1, 1],
+        params_size: std::mem::size_of::<PrefillParams>() as u64,
+        bindings: PREFILL_BINDINGS,
+    }
+}
+
+/// Matrix pipelines for the shader checks (nominal adapter: subgroup 32, 48 KiB).
+pub(super) fn sample_matrix_pipelines() -> Vec<AttnPipeline> {
+    let caps = Caps::nominal();
+    let mut v = Vec::new();
+    for d in [16usize, 64, 128, 256] {
+        for kv_f16 in [false, true] {
+            if let Ok(k) = matrix_key(&caps, d, kv_f16, d % 32 == 0) {
+                v.push(k);
+            }
+        }
+    }
+    v
+}
+
+/// `KernelInfo::extra` of the prefill: the Matrix variant's adapter-level needs.
+pub(super) fn prefill_extra(caps: &Caps, v: Variant) -> Result<(), String> {
+    match v {
+        Variant::Matrix => matrix_support(caps).map(|_| ()),
+        _ => Ok(()),
+    }
+}
