@@ -11,16 +11,19 @@
 // No early returns: cooperative-matrix operations need uniform control flow.
 //
 // Two passes over the keys, so the accumulators never need a per-row rescale (a coop matrix has
-// no element access): pass 1 computes the scores tile by tile and each invocation keeps a running
-// (max, sum) of its share of one row; pass 2 recomputes the scores, writes P = exp2(s - m) as f16
-// and accumulates P V. O = acc / l at the end. The extra Q K^T costs 1.5x the matrix flops of a
+// no element access): pass 1 computes the scores tile by tile and each invocation keeps the max
+// of its share of one row; pass 2 recomputes the scores, writes P = exp2(s - m) as f16, sums P
+// (f32) and accumulates P V. O = acc / l at the end. The extra Q K^T costs 1.5x the matrix flops of a
 // one-pass kernel and avoids a workgroup-memory round trip of O per tile.
 //
 // Tiles: K (rotated on load unless it comes rotated) and V are staged as f16 in workgroup memory
 // (rows padded to DS = D + 8 halves: 16-byte aligned rows that fall in different banks), the
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
-// Q, O f32; K, V f32 or f16 stored two per u32 word (KV_F16). ND comes from a `const` appended to
-// this text (attn_prefill_matrix.rs), since function-scope arrays need a constant length.
+// Global loads are 16-byte vectors in chunks of 8 RoPE pairs (16 elements) per row, CPT chunks
+// per invocation, fetched into registers one step ahead of their use (the next K tile during the
+// P V product, the V tile during Q K^T) so their latency overlaps the matrix work.
+// Q, O f32; K, V f32 or f16 stored two per u32 word (KV_F16). ND and CPT come from `const` lines
+// appended to this text (attn_prefill_matrix.rs): function-scope arrays need constant lengths.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -41,7 +44,7 @@ struct Params {
 }
 
 override D: u32 = 128u;        // head dim, a multiple of 16 (= 16 * ND)
-override BK: u32 = 32u;        // keys per tile, a multiple of 16
+override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CPT * WG)
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)
 override KV_F16: bool = false;
 override NEOX: bool = false;
@@ -56,36 +59,21 @@ override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = WG / BQ;   // invocations per row in the softmax steps
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = max(2u * BK, BQ) * DS;
+const WORDS: u32 = 4u * CPT;  // registers for CPT chunks of raw K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> kc: array<u32>;
-@group(0) @binding(3) var<storage, read> vc: array<u32>;
-@group(0) @binding(4) var<storage, read> table: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> kc: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> vc: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read> table: array<vec4<f32>>;  // (cos, sin) of pairs 2i, 2i + 1
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 var<workgroup> kv: array<f16, KV_LEN>;   // Q staging, then K tile at 0 and V tile at VOFF
 var<workgroup> ss: array<f32, SS_LEN>;
 var<workgroup> ps: array<f16, PS_LEN>;
 var<workgroup> part: array<vec2<f32>, WG>;
-var<workgroup> m_s: array<f32, BQ>;
-var<workgroup> l_s: array<f32, BQ>;
-
-fn k_elem(e: u32) -> f32 {
-    if (KV_F16) {
-        return unpack2x16float(kc[e >> 1u])[e & 1u];
-    }
-    return bitcast<f32>(kc[e]);
-}
-
-fn v_pair(e: u32) -> vec2<f32> {  // elements e, e + 1 (e even)
-    if (KV_F16) {
-        return unpack2x16float(vc[e >> 1u]);
-    }
-    return vec2<f32>(bitcast<f32>(vc[e]), bitcast<f32>(vc[e + 1u]));
-}
 
 fn pair_at(i: u32) -> vec2<u32> {
     if (NEOX) {
@@ -98,37 +86,126 @@ fn rot(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(a * cs.x - b * cs.y, b * cs.x + a * cs.y);
 }
 
-// K tile: keys k0 .. k0 + BK (zero past kend), rotated at the key's position unless K is rotated.
-fn load_k(li: u32, k0: u32, kend: u32, hk: u32) {
-    for (var idx = li; idx < BK * HALF; idx += WG) {
-        let j = idx / HALF;
-        let i = idx - j * HALF;
-        let e = pair_at(i);
+// Element e (0..15) of a chunk held as 4 vectors: f16 uses the first two (8 halves each), f32 all
+// four.
+fn chunk_elem(w: ptr<function, array<vec4<u32>, WORDS>>, x: u32, e: u32) -> f32 {
+    if (KV_F16) {
+        return unpack2x16float((*w)[4u * x + e / 8u][(e % 8u) / 2u])[e % 2u];
+    }
+    return bitcast<f32>((*w)[4u * x + e / 4u][e % 4u]);
+}
+
+// Index in 16-byte vectors of element e (a multiple of 8 halves / 4 floats) of K or V.
+fn vec_at(e: u32) -> u32 {
+    if (KV_F16) {
+        return e / 8u;
+    }
+    return e / 4u;
+}
+
+// Raw K chunks of tile k0 (and their cos/sin) into registers. Chunk ch: key k0 + ch / ND, pairs
+// 8 c .. 8 c + 7 (c = ch % ND): elements 16 c .. 16 c + 15 (interleaved) or 8 c .. 8 c + 7 and
+// HALF + 8 c .. (NEOX). Zero past kend.
+fn fetch_k(w: ptr<function, array<vec4<u32>, WORDS>>, t: ptr<function, array<vec4<f32>, WORDS>>,
+           li: u32, k0: u32, kend: u32, hk: u32) {
+    for (var x = 0u; x < CPT; x++) {
+        let ch = li + x * WG;
+        let j = ch / ND;
+        let c = ch - j * ND;
         let key = k0 + j;
-        var v = vec2<f32>(0.0);
-        if (key < kend) {
+        for (var y = 0u; y < 4u; y++) {
+            (*w)[4u * x + y] = vec4<u32>(0u);
+            (*t)[4u * x + y] = vec4<f32>(1.0, 0.0, 1.0, 0.0);
+        }
+        if (ch < BK * ND && key < kend) {
             let base = (key * p.kv_heads + hk) * D;
-            v = vec2<f32>(k_elem(base + e.x), k_elem(base + e.y));
+            if (NEOX) {
+                let a = vec_at(base + 8u * c);
+                let b = vec_at(base + HALF + 8u * c);
+                if (KV_F16) {
+                    (*w)[4u * x] = kc[a];
+                    (*w)[4u * x + 1u] = kc[b];
+                } else {
+                    (*w)[4u * x] = kc[a];
+                    (*w)[4u * x + 1u] = kc[a + 1u];
+                    (*w)[4u * x + 2u] = kc[b];
+                    (*w)[4u * x + 3u] = kc[b + 1u];
+                }
+            } else {
+                let a = vec_at(base + 16u * c);
+                (*w)[4u * x] = kc[a];
+                (*w)[4u * x + 1u] = kc[a + 1u];
+                if (!KV_F16) {
+                    (*w)[4u * x + 2u] = kc[a + 2u];
+                    (*w)[4u * x + 3u] = kc[a + 3u];
+                }
+            }
             if (p.rotate_k != 0u) {
-                v = rot(v.x, v.y, table[key * p.table_half + i]);
+                let tb = (key * p.table_half + 8u * c) / 2u;
+                for (var y = 0u; y < 4u; y++) {
+                    (*t)[4u * x + y] = table[tb + y];
+                }
             }
         }
-        kv[j * DS + e.x] = f16(v.x);
-        kv[j * DS + e.y] = f16(v.y);
     }
 }
 
-fn load_v(li: u32, k0: u32, kend: u32, hk: u32) {
-    for (var idx = li; idx < BK * HALF; idx += WG) {
-        let j = idx / HALF;
-        let c = 2u * (idx - j * HALF);
-        let key = k0 + j;
-        var v = vec2<f32>(0.0);
-        if (key < kend) {
-            v = v_pair((key * p.kv_heads + hk) * D + c);
+// Rotate the fetched K chunks and store them as f16 into the K tile.
+fn store_k(w: ptr<function, array<vec4<u32>, WORDS>>, t: ptr<function, array<vec4<f32>, WORDS>>, li: u32) {
+    for (var x = 0u; x < CPT; x++) {
+        let ch = li + x * WG;
+        let j = ch / ND;
+        let c = ch - j * ND;
+        if (ch < BK * ND) {
+            for (var m = 0u; m < 8u; m++) {
+                let tv = (*t)[4u * x + m / 2u];
+                let cs = select(tv.xy, tv.zw, (m & 1u) == 1u);
+                if (NEOX) {
+                    let v = rot(chunk_elem(w, x, m), chunk_elem(w, x, 8u + m), cs);
+                    kv[j * DS + 8u * c + m] = f16(v.x);
+                    kv[j * DS + HALF + 8u * c + m] = f16(v.y);
+                } else {
+                    let v = rot(chunk_elem(w, x, 2u * m), chunk_elem(w, x, 2u * m + 1u), cs);
+                    kv[j * DS + 16u * c + 2u * m] = f16(v.x);
+                    kv[j * DS + 16u * c + 2u * m + 1u] = f16(v.y);
+                }
+            }
         }
-        kv[VOFF + j * DS + c] = f16(v.x);
-        kv[VOFF + j * DS + c + 1u] = f16(v.y);
+    }
+}
+
+// Raw V chunks of tile k0: chunk ch = key k0 + ch / ND, elements 16 c .. 16 c + 15. Zero past kend.
+fn fetch_v(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32, hk: u32) {
+    for (var x = 0u; x < CPT; x++) {
+        let ch = li + x * WG;
+        let j = ch / ND;
+        let c = ch - j * ND;
+        let key = k0 + j;
+        for (var y = 0u; y < 4u; y++) {
+            (*w)[4u * x + y] = vec4<u32>(0u);
+        }
+        if (ch < BK * ND && key < kend) {
+            let a = vec_at((key * p.kv_heads + hk) * D + 16u * c);
+            (*w)[4u * x] = vc[a];
+            (*w)[4u * x + 1u] = vc[a + 1u];
+            if (!KV_F16) {
+                (*w)[4u * x + 2u] = vc[a + 2u];
+                (*w)[4u * x + 3u] = vc[a + 3u];
+            }
+        }
+    }
+}
+
+fn store_v(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32) {
+    for (var x = 0u; x < CPT; x++) {
+        let ch = li + x * WG;
+        let j = ch / ND;
+        let c = ch - j * ND;
+        if (ch < BK * ND) {
+            for (var e = 0u; e < 16u; e++) {
+                kv[VOFF + j * DS + 16u * c + e] = f16(chunk_elem(w, x, e));
+            }
+        }
     }
 }
 
@@ -189,7 +266,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let t = g / p.group;
             let h = hk * p.group + (g - t * p.group);
             let base = (t * p.heads + h) * D;
-            v = rot(q[base + e.x], q[base + e.y], table[(p.offset + t) * p.table_half + i]) * p.scale_log2;
+            let tv = table[((p.offset + t) * p.table_half + i) / 2u];
+            let cs = select(tv.xy, tv.zw, (i & 1u) == 1u);
+            v = rot(q[base + e.x], q[base + e.y], cs) * p.scale_log2;
         }
         kv[rr * DS + e.x] = f16(v.x);
         kv[rr * DS + e.y] = f16(v.y);
@@ -201,54 +280,41 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
 
-    // Pass 1: row max and sum. Invocation (r, c) covers keys j = c, c + TPR, ... of every tile.
+    // Pass 1: row max. Invocation (r, c) covers keys j = c, c + TPR, ... of every tile.
+    var kw: array<vec4<u32>, WORDS>;
+    var tw: array<vec4<f32>, WORDS>;
+    var vw: array<vec4<u32>, WORDS>;
     var m_p = NEG;
-    var l_p = 0.0;
+    fetch_k(&kw, &tw, li, 0u, kend, hk);
     for (var k0 = 0u; k0 < kend; k0 += BK) {
-        load_k(li, k0, kend, hk);
+        store_k(&kw, &tw, li);
         workgroupBarrier();
+        fetch_k(&kw, &tw, li, select(k0 + BK, 0u, k0 + BK >= kend), kend, hk);  // pass 2 starts at 0
         scores(&qa, s);
         workgroupBarrier();
-        var mx = m_p;
         for (var j = c; j < BK; j += TPR) {
             if (k0 + j < lim) {
-                mx = max(mx, ss[r * SS + j]);
+                m_p = max(m_p, ss[r * SS + j]);
             }
         }
-        var sum = l_p * exp2(m_p - mx);
-        for (var j = c; j < BK; j += TPR) {
-            if (k0 + j < lim) {
-                sum += exp2(ss[r * SS + j] - mx);
-            }
-        }
-        m_p = mx;
-        l_p = sum;
     }
-    part[li] = vec2<f32>(m_p, l_p);
+    part[li] = vec2<f32>(m_p, 0.0);
     workgroupBarrier();
-    if (c == 0u) {
-        var m = NEG;
-        for (var x = 0u; x < TPR; x++) {
-            m = max(m, part[li + x].x);
-        }
-        var l = 0.0;
-        for (var x = 0u; x < TPR; x++) {
-            l += part[li + x].y * exp2(part[li + x].x - m);
-        }
-        m_s[r] = m;
-        l_s[r] = l;
+    var m_r = NEG;
+    for (var x = 0u; x < TPR; x++) {
+        m_r = max(m_r, part[r * TPR + x].x);
     }
-    workgroupBarrier();
-    let m_r = m_s[r];
 
     // Pass 2: P = exp2(S - m) as f16, O += P V.
     var oacc: array<coop_mat16x16<f32, C>, ND>;
     for (var k = 0u; k < ND; k++) {
         oacc[k] = coop_mat16x16<f32, C>();
     }
+    var l_p = 0.0;
     for (var k0 = 0u; k0 < kend; k0 += BK) {
-        load_k(li, k0, kend, hk);
+        store_k(&kw, &tw, li);
         workgroupBarrier();
+        fetch_v(&vw, li, k0, kend, hk);
         scores(&qa, s);
         workgroupBarrier();
         for (var j = c; j < BK; j += TPR) {
@@ -256,9 +322,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             if (k0 + j < lim) {
                 pj = exp2(ss[r * SS + j] - m_r);
             }
+            l_p += pj;
             ps[r * PS + j] = f16(pj);
         }
-        load_v(li, k0, kend, hk);
+        store_v(&vw, li);
+        if (k0 + BK < kend) {
+            fetch_k(&kw, &tw, li, k0 + BK, kend, hk);
+        }
         workgroupBarrier();
         for (var kk = 0u; kk < BK / 16u; kk++) {
             let pa = coopLoadT<coop_mat16x16<f16, A>>(&ps[16u * s * PS + 16u * kk], PS);
@@ -269,8 +339,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
     }
 
-    // O / l, 16 columns at a time through ss (each subgroup its own 16 rows).
-    var inv_l = 1.0 / l_s[r];
+    // l = the row's sum of P; O / l, 16 columns at a time through ss (each subgroup its own rows).
+    workgroupBarrier();
+    part[li] = vec2<f32>(m_r, l_p);
+    workgroupBarrier();
+    var l = 0.0;
+    for (var x = 0u; x < TPR; x++) {
+        l += part[r * TPR + x].y;
+    }
+    var inv_l = 1.0 / l;
     if (!sized) {
         inv_l = bitcast<f32>(0x7fc00000u);
     }

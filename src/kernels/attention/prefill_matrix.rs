@@ -17,9 +17,9 @@
 //! the probabilities P = exp2(s - m) <= 1 fed to the P V product; every sum is f32. The error
 //! bound the tests use is derived in `cases.rs` (`MATRIX_TOL`).
 
-use super::{AttnPipeline, PrefillParams, PREFILL_BINDINGS};
+use super::{AttnPipeline, PrefillParams};
 use crate::caps::{Caps, Variant};
-use crate::pipeline::{PipelineDesc, ShaderSource};
+use crate::pipeline::{PipelineDesc, ShaderSource, StorageBinding};
 use wgpu::CooperativeScalarType as Cst;
 
 pub(super) const MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_prefill_matrix.wgsl");
@@ -50,10 +50,27 @@ const ND_DECL: [&str; 16] = [
     "const ND: u32 = 16u;\n",
 ];
 
+/// `const CPT` (chunks of 16 K or V elements per invocation and tile, 1..=4), appended likewise.
+const CPT_DECL: [&str; 4] = ["const CPT: u32 = 1u;\n", "const CPT: u32 = 2u;\n", "const CPT: u32 = 3u;\n", "const CPT: u32 = 4u;\n"];
+
+/// The prefill's bindings with 16-byte vector loads of K, V and the RoPE table.
+const MATRIX_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("q", "f32"),
+    StorageBinding::read("k", "vec4<u32>"),
+    StorageBinding::read("v", "vec4<u32>"),
+    StorageBinding::read("table", "vec4<f32>"),
+    StorageBinding::write("out", "f32"),
+];
+
 /// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `wg` invocations.
 fn bytes(d: usize, bk: usize, wg: usize) -> usize {
     let ds = d + 8;
-    2 * (2 * bk).max(MATRIX_ROWS) * ds + 4 * MATRIX_ROWS * (bk + 4) + 2 * MATRIX_ROWS * (bk + 8) + 8 * wg + 8 * MATRIX_ROWS
+    2 * (2 * bk).max(MATRIX_ROWS) * ds + 4 * MATRIX_ROWS * (bk + 4) + 2 * MATRIX_ROWS * (bk + 8) + 8 * wg
+}
+
+/// Chunks of 16 elements each of `wg` invocations loads per tile of `bk` keys at head_dim `d`.
+fn chunks_per_invocation(d: usize, bk: usize, wg: usize) -> usize {
+    (bk * d / CM).div_ceil(wg)
 }
 
 /// Keys per tile for head_dim `d` within `mem` bytes (32, else 16).
@@ -63,7 +80,7 @@ pub fn matrix_tiles(d: usize, wg: usize, mem: usize) -> Result<usize, String> {
     }
     [32, 16]
         .into_iter()
-        .find(|&bk| bytes(d, bk, wg) <= mem)
+        .find(|&bk| bytes(d, bk, wg) <= mem && chunks_per_invocation(d, bk, wg) <= CPT_DECL.len())
         .ok_or_else(|| format!("head_dim {d} needs {} bytes of workgroup memory, the adapter has {mem}", bytes(d, 16, wg)))
 }
 
@@ -91,8 +108,9 @@ pub(super) fn matrix_key(caps: &Caps, d: usize, kv_f16: bool, neox: bool) -> Res
 
 pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
+    let cpt = chunks_per_invocation(d as usize, bk as usize, (NSG * sg) as usize).clamp(1, CPT_DECL.len());
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, ND_DECL[nd - 1]]),
+        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1]]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
@@ -103,7 +121,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) ->
         ],
         workgroup_size: [NSG * sg, 1, 1],
         params_size: std::mem::size_of::<PrefillParams>() as u64,
-        bindings: PREFILL_BINDINGS,
+        bindings: MATRIX_BINDINGS,
     }
 }
 
