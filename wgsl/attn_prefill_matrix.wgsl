@@ -22,8 +22,9 @@
 // Global loads are 16-byte vectors in chunks of 8 RoPE pairs (16 elements) per row, CPT chunks
 // per invocation, fetched into registers one step ahead of their use (the next K tile during the
 // P V product, the V tile during Q K^T) so their latency overlaps the matrix work.
-// Q, O f32; K, V f32 or f16 stored two per u32 word (KV_F16). ND and CPT come from `const` lines
-// appended to this text (attn_prefill_matrix.rs): function-scope arrays need constant lengths.
+// Q, O f32; K, V f32 or f16 stored two per u32 word (KV_F16). ND, CPT and WPC (vectors per chunk:
+// 2 for f16, 4 for f32) come from `const` lines appended to this text (attn_prefill_matrix.rs):
+// function-scope arrays need constant lengths.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -59,7 +60,7 @@ override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = WG / BQ;   // invocations per row in the softmax steps
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = max(2u * BK, BQ) * DS;
-const WORDS: u32 = 4u * CPT;  // registers for CPT chunks of raw K or V (16-byte vectors)
+const WORDS: u32 = WPC * CPT;  // registers for CPT chunks of raw K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
 
@@ -86,13 +87,12 @@ fn rot(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(a * cs.x - b * cs.y, b * cs.x + a * cs.y);
 }
 
-// Element e (0..15) of a chunk held as 4 vectors: f16 uses the first two (8 halves each), f32 all
-// four.
+// Element e (0..15) of chunk x, held as WPC vectors (f16: 2 of 8 halves, f32: 4 of 4 floats).
 fn chunk_elem(w: ptr<function, array<vec4<u32>, WORDS>>, x: u32, e: u32) -> f32 {
     if (KV_F16) {
-        return unpack2x16float((*w)[4u * x + e / 8u][(e % 8u) / 2u])[e % 2u];
+        return unpack2x16float((*w)[WPC * x + e / 8u][(e % 8u) / 2u])[e % 2u];
     }
-    return bitcast<f32>((*w)[4u * x + e / 4u][e % 4u]);
+    return bitcast<f32>((*w)[WPC * x + e / 4u][e % 4u]);
 }
 
 // Index in 16-byte vectors of element e (a multiple of 8 halves / 4 floats) of K or V.
@@ -103,19 +103,17 @@ fn vec_at(e: u32) -> u32 {
     return e / 4u;
 }
 
-// Raw K chunks of tile k0 (and their cos/sin) into registers. Chunk ch: key k0 + ch / ND, pairs
-// 8 c .. 8 c + 7 (c = ch % ND): elements 16 c .. 16 c + 15 (interleaved) or 8 c .. 8 c + 7 and
-// HALF + 8 c .. (NEOX). Zero past kend.
-fn fetch_k(w: ptr<function, array<vec4<u32>, WORDS>>, t: ptr<function, array<vec4<f32>, WORDS>>,
-           li: u32, k0: u32, kend: u32, hk: u32) {
+// Raw K chunks of tile k0 into registers. Chunk ch: key k0 + ch / ND, pairs 8 c .. 8 c + 7
+// (c = ch % ND): elements 16 c .. 16 c + 15 (interleaved) or 8 c .. 8 c + 7 and HALF + 8 c ..
+// (NEOX). Zero past kend.
+fn fetch_k(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32, hk: u32) {
     for (var x = 0u; x < CPT; x++) {
         let ch = li + x * WG;
         let j = ch / ND;
         let c = ch - j * ND;
         let key = k0 + j;
-        for (var y = 0u; y < 4u; y++) {
-            (*w)[4u * x + y] = vec4<u32>(0u);
-            (*t)[4u * x + y] = vec4<f32>(1.0, 0.0, 1.0, 0.0);
+        for (var y = 0u; y < WPC; y++) {
+            (*w)[WPC * x + y] = vec4<u32>(0u);
         }
         if (ch < BK * ND && key < kend) {
             let base = (key * p.kv_heads + hk) * D;
@@ -123,42 +121,48 @@ fn fetch_k(w: ptr<function, array<vec4<u32>, WORDS>>, t: ptr<function, array<vec
                 let a = vec_at(base + 8u * c);
                 let b = vec_at(base + HALF + 8u * c);
                 if (KV_F16) {
-                    (*w)[4u * x] = kc[a];
-                    (*w)[4u * x + 1u] = kc[b];
+                    (*w)[WPC * x] = kc[a];
+                    (*w)[WPC * x + 1u] = kc[b];
                 } else {
-                    (*w)[4u * x] = kc[a];
-                    (*w)[4u * x + 1u] = kc[a + 1u];
-                    (*w)[4u * x + 2u] = kc[b];
-                    (*w)[4u * x + 3u] = kc[b + 1u];
+                    (*w)[WPC * x] = kc[a];
+                    (*w)[WPC * x + 1u] = kc[a + 1u];
+                    (*w)[WPC * x + 2u] = kc[b];
+                    (*w)[WPC * x + 3u] = kc[b + 1u];
                 }
             } else {
                 let a = vec_at(base + 16u * c);
-                (*w)[4u * x] = kc[a];
-                (*w)[4u * x + 1u] = kc[a + 1u];
+                (*w)[WPC * x] = kc[a];
+                (*w)[WPC * x + 1u] = kc[a + 1u];
                 if (!KV_F16) {
-                    (*w)[4u * x + 2u] = kc[a + 2u];
-                    (*w)[4u * x + 3u] = kc[a + 3u];
-                }
-            }
-            if (p.rotate_k != 0u) {
-                let tb = (key * p.table_half + 8u * c) / 2u;
-                for (var y = 0u; y < 4u; y++) {
-                    (*t)[4u * x + y] = table[tb + y];
+                    (*w)[WPC * x + 2u] = kc[a + 2u];
+                    (*w)[WPC * x + 3u] = kc[a + 3u];
                 }
             }
         }
     }
 }
 
-// Rotate the fetched K chunks and store them as f16 into the K tile.
-fn store_k(w: ptr<function, array<vec4<u32>, WORDS>>, t: ptr<function, array<vec4<f32>, WORDS>>, li: u32) {
+// Rotate the fetched K chunks of tile k0 (cos/sin read here: the table is small and cached) and
+// store them as f16 into the K tile.
+fn store_k(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32) {
     for (var x = 0u; x < CPT; x++) {
         let ch = li + x * WG;
         let j = ch / ND;
         let c = ch - j * ND;
+        let key = k0 + j;
         if (ch < BK * ND) {
+            var t: array<vec4<f32>, 4>;
+            for (var y = 0u; y < 4u; y++) {
+                t[y] = vec4<f32>(1.0, 0.0, 1.0, 0.0);
+            }
+            if (p.rotate_k != 0u && key < kend) {
+                let tb = (key * p.table_half + 8u * c) / 2u;
+                for (var y = 0u; y < 4u; y++) {
+                    t[y] = table[tb + y];
+                }
+            }
             for (var m = 0u; m < 8u; m++) {
-                let tv = (*t)[4u * x + m / 2u];
+                let tv = t[m / 2u];
                 let cs = select(tv.xy, tv.zw, (m & 1u) == 1u);
                 if (NEOX) {
                     let v = rot(chunk_elem(w, x, m), chunk_elem(w, x, 8u + m), cs);
@@ -181,16 +185,16 @@ fn fetch_v(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u3
         let j = ch / ND;
         let c = ch - j * ND;
         let key = k0 + j;
-        for (var y = 0u; y < 4u; y++) {
-            (*w)[4u * x + y] = vec4<u32>(0u);
+        for (var y = 0u; y < WPC; y++) {
+            (*w)[WPC * x + y] = vec4<u32>(0u);
         }
         if (ch < BK * ND && key < kend) {
             let a = vec_at((key * p.kv_heads + hk) * D + 16u * c);
-            (*w)[4u * x] = vc[a];
-            (*w)[4u * x + 1u] = vc[a + 1u];
+            (*w)[WPC * x] = vc[a];
+            (*w)[WPC * x + 1u] = vc[a + 1u];
             if (!KV_F16) {
-                (*w)[4u * x + 2u] = vc[a + 2u];
-                (*w)[4u * x + 3u] = vc[a + 3u];
+                (*w)[WPC * x + 2u] = vc[a + 2u];
+                (*w)[WPC * x + 3u] = vc[a + 3u];
             }
         }
     }
@@ -282,14 +286,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // Pass 1: row max. Invocation (r, c) covers keys j = c, c + TPR, ... of every tile.
     var kw: array<vec4<u32>, WORDS>;
-    var tw: array<vec4<f32>, WORDS>;
     var vw: array<vec4<u32>, WORDS>;
     var m_p = NEG;
-    fetch_k(&kw, &tw, li, 0u, kend, hk);
+    fetch_k(&kw, li, 0u, kend, hk);
     for (var k0 = 0u; k0 < kend; k0 += BK) {
-        store_k(&kw, &tw, li);
+        store_k(&kw, li, k0, kend);
         workgroupBarrier();
-        fetch_k(&kw, &tw, li, select(k0 + BK, 0u, k0 + BK >= kend), kend, hk);  // pass 2 starts at 0
+        fetch_k(&kw, li, select(k0 + BK, 0u, k0 + BK >= kend), kend, hk);  // pass 2 starts at 0
         scores(&qa, s);
         workgroupBarrier();
         for (var j = c; j < BK; j += TPR) {
@@ -312,7 +315,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     var l_p = 0.0;
     for (var k0 = 0u; k0 < kend; k0 += BK) {
-        store_k(&kw, &tw, li);
+        store_k(&kw, li, k0, kend);
         workgroupBarrier();
         fetch_v(&vw, li, k0, kend, hk);
         scores(&qa, s);
@@ -327,7 +330,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         store_v(&vw, li);
         if (k0 + BK < kend) {
-            fetch_k(&kw, &tw, li, k0 + BK, kend, hk);
+            fetch_k(&kw, li, k0 + BK, kend, hk);
         }
         workgroupBarrier();
         for (var kk = 0u; kk < BK / 16u; kk++) {

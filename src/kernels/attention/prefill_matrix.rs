@@ -53,6 +53,10 @@ const ND_DECL: [&str; 16] = [
 /// `const CPT` (chunks of 16 K or V elements per invocation and tile, 1..=4), appended likewise.
 const CPT_DECL: [&str; 4] = ["const CPT: u32 = 1u;\n", "const CPT: u32 = 2u;\n", "const CPT: u32 = 3u;\n", "const CPT: u32 = 4u;\n"];
 
+/// `const WPC`: 16-byte vectors per chunk of 16 elements (f16: 2, f32: 4), appended likewise.
+const WPC_F16: &str = "const WPC: u32 = 2u;\n";
+const WPC_F32: &str = "const WPC: u32 = 4u;\n";
+
 /// The prefill's bindings with 16-byte vector loads of K, V and the RoPE table.
 const MATRIX_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("q", "f32"),
@@ -110,7 +114,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) ->
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
     let cpt = chunks_per_invocation(d as usize, bk as usize, (NSG * sg) as usize).clamp(1, CPT_DECL.len());
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1]]),
+        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], if kv_f16 { WPC_F16 } else { WPC_F32 }]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
