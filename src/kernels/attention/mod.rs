@@ -38,8 +38,11 @@ use crate::kernels::rope::{Elem, PairLayout, RopeTable, MAX_HEAD_DIM};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
+/// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
+/// which measured 3-4% slower on the H200 (the serial per-row softmax of one warp overlaps the
+/// other warps' V loads; see BENCHMARKS.md).
 pub const PREFILL: KernelInfo =
-    KernelInfo { name: "attn_prefill", variants: &[Variant::Portable, Variant::Subgroup, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
+    KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
 pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
 
 const PREFILL_WGSL: &str = include_str!("../../../wgsl/attn_prefill.wgsl");
@@ -317,7 +320,7 @@ pub fn prefill_pipeline(ctx: &Context, d: usize, kv_f16: bool, neox: bool, rows:
                 if let crate::caps::VariantPolicy::Require(_) = ctx.options().policy {
                     return Err(Error::Unsupported { kernel: PREFILL.name, variant, reason });
                 }
-                variant = [Variant::Subgroup, Variant::Portable].into_iter().find(|&v| PREFILL.support(ctx.caps(), v).is_ok()).unwrap_or(Variant::Portable);
+                variant = PREFILL.variants.iter().rev().copied().find(|&v| v != Variant::Matrix && PREFILL.support(ctx.caps(), v).is_ok()).unwrap_or(Variant::Portable);
             }
         }
     }

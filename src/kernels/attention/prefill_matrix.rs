@@ -150,3 +150,44 @@ pub(super) fn prefill_extra(caps: &Caps, v: Variant) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_and_requirements() {
+        let caps = Caps::nominal();
+        assert_eq!(matrix_support(&caps), Ok(32));
+        assert_eq!(matrix_tiles(128, 128, 48 << 10), Ok(32));
+        assert_eq!(matrix_tiles(256, 128, 48 << 10), Ok(32));
+        assert_eq!(matrix_tiles(256, 128, 44 << 10), Ok(16));
+        assert!(matrix_tiles(6, 128, 48 << 10).is_err());
+        assert!(matrix_tiles(272, 128, 1 << 20).is_err());
+        assert!(matrix_tiles(256, 128, 16 << 10).is_err());
+        for d in (16..=256).step_by(16) {
+            for mem in [32 << 10, 48 << 10, 64 << 10] {
+                if let Ok(bk) = matrix_tiles(d, 128, mem) {
+                    assert!(bytes(d, bk, 128) <= mem && chunks_per_invocation(d, bk, 128) <= CPT_DECL.len(), "d {d} mem {mem}");
+                }
+            }
+        }
+        // A subgroup size range (Metal's 4..64) or no 16x16 f16 -> f32 configuration: unsupported.
+        let ranged = Caps { subgroup_min_size: 4, subgroup_max_size: 64, ..caps.clone() };
+        assert!(matrix_support(&ranged).is_err());
+        let small = Caps {
+            cooperative_matrix_configs: vec![wgpu::CooperativeMatrixProperties {
+                m_size: 8,
+                n_size: 8,
+                k_size: 8,
+                ab_type: Cst::F32,
+                cr_type: Cst::F32,
+                saturating_accumulation: false,
+            }],
+            ..caps.clone()
+        };
+        assert!(matrix_support(&small).is_err());
+        let none = Caps { cooperative_matrix: false, ..caps };
+        assert!(none.variant_support(Variant::Matrix).is_err());
+    }
+}
