@@ -18,9 +18,10 @@ const TOL: f64 = 1e-4;
 /// With u = 2^-11 (f16 unit roundoff) and every sum in f32:
 /// * Q' = Q * scale * log2 e and K rounded to f16 move the log2-domain score j by at most
 ///   2u * log2 e * a_j, so p_j by a relative 2u a_j (to first order); the weights w_j = p_j / l
-///   (pass 1 and pass 2 compute the same scores, so l matches) then move by at most
-///   2u (a_j + a_max) relative, and the output by at most 2u * mag;
-/// * P = exp2(s - m) <= 1 rounded to f16: relative u, output error <= u * sum_j w_j |v_j| <= u * mag
+///   (l is the f32 sum of the same p_j) then move by at most 2u (a_j + a_max) relative, and the
+///   output by at most 2u * mag;
+/// * P = exp2(s - m) <= 1 rounded to f16 for the P V product (l sums them before rounding):
+///   relative u, output error <= u * sum_j w_j |v_j| <= u * mag
 ///   (P under 2^-14 is subnormal in f16: absolute error 2^-25 per key, at most
 ///   2^-25 * kv_len * max|v| / l, below 1e-5 * mag for the test shapes, kv_len <= 4096);
 /// * V rounded to f16 (f32 inputs; f16 inputs are exact): <= u * mag;
