@@ -1,5 +1,6 @@
 //! WGSL vs MSL throughput: for each kernel, every variant this adapter supports (Portable, Subgroup,
-//! and Native on a Mac) at LLM shapes, each first checked against the CPU reference, then timed.
+//! Native on a Mac, Matrix where cooperative matrices are offered) at LLM shapes, each first
+//! checked against the CPU reference, then timed.
 //! Prints a side-by-side table of µs per dispatch and GB/s with ratios, plus the in-process copy
 //! kernel's bandwidth as the ceiling. Off Metal it runs what it can and says why Native is not there.
 //!
@@ -109,7 +110,10 @@ fn main() {
     }
     let seed = Rng::fresh_seed();
     let mut rng = Rng::new(seed);
-    println!("{:<16} {:<44} {:>17} {:>17} {:>17} {:>9} {:>9}", "kernel", "case", "portable µs GB/s", "subgroup µs GB/s", "native µs GB/s", "sg/port", "nat/sg");
+    println!(
+        "{:<16} {:<44} {:>17} {:>17} {:>17} {:>17} {:>9} {:>9} {:>9}",
+        "kernel", "case", "portable µs GB/s", "subgroup µs GB/s", "native µs GB/s", "matrix µs GB/s", "sg/port", "nat/sg", "mat/sg"
+    );
     let mut notes = Vec::new();
     let mut wrong = 0;
     for kernel in kernels::registry() {
@@ -141,14 +145,16 @@ fn main() {
             let get = |v: Variant| cells.iter().find(|(w, _)| *w == v).map(|(_, c)| c);
             let bytes = case.bytes();
             println!(
-                "{:<16} {:<44} {} {} {} {} {}",
+                "{:<16} {:<44} {} {} {} {} {} {} {}",
                 info.name,
                 case.name(),
                 fmt_cell(get(Variant::Portable), bytes),
                 fmt_cell(get(Variant::Subgroup), bytes),
                 fmt_cell(get(Variant::Native), bytes),
+                fmt_cell(get(Variant::Matrix), bytes),
                 ratio(us(get(Variant::Subgroup)), us(get(Variant::Portable))),
                 ratio(us(get(Variant::Native)), us(get(Variant::Subgroup))),
+                ratio(us(get(Variant::Matrix)), us(get(Variant::Subgroup))),
             );
         }
     }

@@ -11,17 +11,22 @@ pub enum Variant {
     Subgroup,
     /// Hand-written MSL through wgpu's passthrough path (Metal only).
     Native,
+    /// WGSL cooperative matrices (`EXPERIMENTAL_COOPERATIVE_MATRIX`): f16 tile products with f32
+    /// accumulation on the GPU's matrix units. Used by the prefill attention; it rounds its
+    /// matrix inputs to f16 (see the kernel's docs for the error bound).
+    Matrix,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 3] = [Variant::Portable, Variant::Subgroup, Variant::Native];
+    pub const ALL: [Variant; 4] = [Variant::Portable, Variant::Subgroup, Variant::Native, Variant::Matrix];
 
-    /// Parse `portable` / `subgroup` / `native` (case-insensitive).
+    /// Parse `portable` / `subgroup` / `native` / `matrix` (case-insensitive).
     pub fn parse(s: &str) -> Option<Variant> {
         match s.trim().to_ascii_lowercase().as_str() {
             "portable" => Some(Variant::Portable),
             "subgroup" => Some(Variant::Subgroup),
             "native" | "msl" => Some(Variant::Native),
+            "matrix" | "coop" => Some(Variant::Matrix),
             _ => None,
         }
     }
@@ -31,6 +36,7 @@ impl Variant {
             Variant::Portable => "portable",
             Variant::Subgroup => "subgroup",
             Variant::Native => "native",
+            Variant::Matrix => "matrix",
         }
     }
 }
@@ -89,8 +95,12 @@ pub struct Caps {
     pub timestamps: bool,
     pub timestamps_inside_passes: bool,
     pub immediates: bool,
-    /// The adapter offers `EXPERIMENTAL_COOPERATIVE_MATRIX` (not requested on the device yet).
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` is enabled on the device ([`crate::Context::new`]
+    /// requests it, with wgpu's experimental-features opt-in, whenever the adapter offers it).
     pub cooperative_matrix: bool,
+    /// The cooperative-matrix configurations the adapter offers (empty when unknown: a context
+    /// wrapping an application's device cannot ask the adapter; see [`crate::Context::from_device`]).
+    pub cooperative_matrix_configs: Vec<wgpu::CooperativeMatrixProperties>,
     /// Testing aid: Native pipelines on Vulkan are built from SPIR-V of their WGSL twins
     /// (set from [`crate::ContextOptions::with_native_spirv_twins`]; see `native.rs`).
     pub native_twins: bool,
@@ -98,8 +108,9 @@ pub struct Caps {
 }
 
 impl Caps {
-    /// Build from what a device was created with (`features`, `limits`) and its adapter's info.
-    pub fn from_device(info: &wgpu::AdapterInfo, features: wgpu::Features, limits: &wgpu::Limits, adapter_features: wgpu::Features) -> Caps {
+    /// Build from what a device was created with (`features`, `limits`), its adapter's info and
+    /// the adapter's cooperative-matrix configurations (`&[]` when unknown).
+    pub fn from_device(info: &wgpu::AdapterInfo, features: wgpu::Features, limits: &wgpu::Limits, coop: &[wgpu::CooperativeMatrixProperties]) -> Caps {
         use wgpu::Features as F;
         Caps {
             backend: info.backend,
@@ -116,7 +127,8 @@ impl Caps {
             timestamps: features.contains(F::TIMESTAMP_QUERY),
             timestamps_inside_passes: features.contains(F::TIMESTAMP_QUERY_INSIDE_PASSES),
             immediates: features.contains(F::IMMEDIATES),
-            cooperative_matrix: adapter_features.contains(F::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            cooperative_matrix: features.contains(F::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            cooperative_matrix_configs: coop.to_vec(),
             native_twins: false,
             limits: KeyLimits {
                 max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
@@ -133,8 +145,8 @@ impl Caps {
         }
     }
 
-    /// A nominal desktop-class adapter (subgroups 32, f16, 48 KiB workgroup memory) for offline
-    /// use, e.g. enumerating pipelines in the shader checks.
+    /// A nominal desktop-class adapter (subgroups 32, f16, 48 KiB workgroup memory, 16x16x16
+    /// f16 cooperative matrices) for offline use, e.g. enumerating pipelines in the shader checks.
     pub fn nominal() -> Caps {
         let info = wgpu::AdapterInfo {
             name: "nominal".into(),
@@ -151,8 +163,16 @@ impl Caps {
             limit_bucket: None,
         };
         let limits = wgpu::Limits { max_compute_workgroup_storage_size: 48 << 10, ..wgpu::Limits::default() };
-        let f = crate::context::wanted_features();
-        Caps::from_device(&info, f, &limits, f)
+        let f = crate::context::wanted_features() | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        let coop = wgpu::CooperativeMatrixProperties {
+            m_size: 16,
+            n_size: 16,
+            k_size: 16,
+            ab_type: wgpu::CooperativeScalarType::F16,
+            cr_type: wgpu::CooperativeScalarType::F32,
+            saturating_accumulation: false,
+        };
+        Caps::from_device(&info, f, &limits, &[coop])
     }
 
     /// Whether the adapter can run a variant at all (independent of any kernel).
@@ -172,6 +192,39 @@ impl Caps {
                 }
             }
             Variant::Native => self.native_support(),
+            Variant::Matrix => {
+                if !self.cooperative_matrix {
+                    Err("device lacks Features::EXPERIMENTAL_COOPERATIVE_MATRIX (the adapter does not offer it, or an application's device did not request it)".into())
+                } else if self.cooperative_matrix_configs.is_empty() {
+                    Err("no cooperative-matrix configurations known (a context from an application's device cannot ask the adapter)".into())
+                } else if !self.shader_f16 {
+                    Err("adapter lacks Features::SHADER_F16 (the matrix inputs are f16)".into())
+                } else if !self.subgroups {
+                    Err("adapter lacks Features::SUBGROUP (matrix kernels place their tiles by subgroup)".into())
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Whether the adapter offers a square `size`-sized cooperative matrix product with `ab`
+    /// inputs and `cr` accumulator/result.
+    pub fn has_coop_config(&self, size: u32, ab: wgpu::CooperativeScalarType, cr: wgpu::CooperativeScalarType) -> bool {
+        self.cooperative_matrix_configs
+            .iter()
+            .any(|c| c.m_size == size && c.n_size == size && c.k_size == size && c.ab_type == ab && c.cr_type == cr)
+    }
+
+    /// The offered configurations as `MxNxK ab->cr` for reports.
+    fn coop_summary(&self) -> String {
+        let t = |t: wgpu::CooperativeScalarType| format!("{t:?}").to_ascii_lowercase();
+        let v: Vec<String> =
+            self.cooperative_matrix_configs.iter().map(|c| format!("{}x{}x{} {}->{}", c.m_size, c.n_size, c.k_size, t(c.ab_type), t(c.cr_type))).collect();
+        if v.is_empty() {
+            "none known".into()
+        } else {
+            v.join(", ")
         }
     }
 
@@ -215,7 +268,7 @@ impl Caps {
              passthrough  {}\n\
              timestamps   {} (inside passes: {})\n\
              immediates   {}\n\
-             coop matrix  {} (adapter)\n\
+             coop matrix  {} ({})\n\
              native tier  {}\n\
              limits       storage binding {} MiB, buffer {} MiB, {} storage buffers/stage,\n\
              \x20            {} invocations/workgroup, {} KiB workgroup memory, {} workgroups/dim",
@@ -234,6 +287,7 @@ impl Caps {
             yn(self.timestamps_inside_passes),
             yn(self.immediates),
             yn(self.cooperative_matrix),
+            self.coop_summary(),
             match self.variant_support(Variant::Native) {
                 Ok(()) if self.backend == wgpu::Backend::Metal => "available (MSL passthrough)".to_string(),
                 Ok(()) => "available as SPIR-V twins of the MSL kernels (testing aid; MSL not executed)".to_string(),

@@ -26,14 +26,14 @@ impl Default for ContextOptions {
 }
 
 impl ContextOptions {
-    /// Defaults, overridden by `WGKERNELS_VARIANT=portable|subgroup|native` (a preference) and
+    /// Defaults, overridden by `WGKERNELS_VARIANT=portable|subgroup|native|matrix` (a preference) and
     /// `WGKERNELS_BOUNDS_CHECKS=1`.
     pub fn from_env() -> Result<Self> {
         let mut o = ContextOptions::default();
         if let Ok(v) = std::env::var("WGKERNELS_VARIANT") {
             if !v.is_empty() && v != "auto" {
                 let var = Variant::parse(&v)
-                    .ok_or_else(|| Error::Argument(format!("WGKERNELS_VARIANT={v}: expected portable, subgroup, native or auto")))?;
+                    .ok_or_else(|| Error::Argument(format!("WGKERNELS_VARIANT={v}: expected portable, subgroup, native, matrix or auto")))?;
                 o.policy = VariantPolicy::Prefer(var);
             }
         }
@@ -103,31 +103,46 @@ impl Context {
         pollster::block_on(Self::new(options))
     }
 
-    /// Create a device on a given adapter.
+    /// Create a device on a given adapter. When the adapter offers
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with at least one configuration, the device is created
+    /// with it and with wgpu's experimental-features opt-in (the Matrix variant); otherwise
+    /// neither is requested.
     pub async fn from_adapter(adapter: &wgpu::Adapter, options: ContextOptions) -> Result<Context> {
-        let features = adapter.features() & wanted_features();
+        let mut features = adapter.features() & wanted_features();
+        let coop = adapter.cooperative_matrix_properties();
+        let mut experimental = wgpu::ExperimentalFeatures::disabled();
+        if adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) && !coop.is_empty() {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            // SAFETY: the opt-in acknowledges that wgpu's experimental features may have
+            // implementation bugs. It only unlocks EXPERIMENTAL_COOPERATIVE_MATRIX here, which only
+            // the Matrix pipelines use; those are validated by naga like any WGSL, built only for
+            // configurations the adapter lists, and checked against the CPU reference by the tests.
+            experimental = unsafe { wgpu::ExperimentalFeatures::enabled() };
+        }
         let limits = adapter.limits();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("wgkernels"),
                 required_features: features,
                 required_limits: limits,
+                experimental_features: experimental,
                 ..Default::default()
             })
             .await
             .map_err(|e| Error::Device(e.to_string()))?;
-        Ok(Self::assemble(device, queue, adapter.features(), options))
+        Ok(Self::assemble(device, queue, &coop, options))
     }
 
     /// Wrap a device and queue the application already has. Only features and limits the app
-    /// enabled are used (e.g. no Subgroup variant unless it requested `SUBGROUP`).
+    /// enabled are used (e.g. no Subgroup variant unless it requested `SUBGROUP`). The adapter's
+    /// cooperative-matrix configurations are not known from a device, so the Matrix variant is
+    /// reported unsupported here.
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, options: ContextOptions) -> Result<Context> {
-        let adapter_features = device.features();
-        Ok(Self::assemble(device, queue, adapter_features, options))
+        Ok(Self::assemble(device, queue, &[], options))
     }
 
-    fn assemble(device: wgpu::Device, queue: wgpu::Queue, adapter_features: wgpu::Features, options: ContextOptions) -> Context {
-        let mut caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), adapter_features);
+    fn assemble(device: wgpu::Device, queue: wgpu::Queue, coop: &[wgpu::CooperativeMatrixProperties], options: ContextOptions) -> Context {
+        let mut caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), coop);
         caps.native_twins = options.native_spirv_twins;
         Context { device, queue, caps, options, pipelines: PipelineCache::default(), param_pool: Mutex::new(Vec::new()), dummy: OnceLock::new() }
     }

@@ -25,7 +25,7 @@ fn specialise(desc: &PipelineDesc, entry: &str) -> Result<(naga::Module, ModuleI
     };
     let text = desc.source.text();
     let module = naga::front::wgsl::parse_str(&text).map_err(|e| e.emit_to_string(&text))?;
-    let caps = Capabilities::SUBGROUP | Capabilities::SUBGROUP_BARRIER | Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32 | Capabilities::IMMEDIATES;
+    let caps = Capabilities::SUBGROUP | Capabilities::SUBGROUP_BARRIER | Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32 | Capabilities::IMMEDIATES | Capabilities::COOPERATIVE_MATRIX;
     let info = Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| e.emit_to_string(&text))?;

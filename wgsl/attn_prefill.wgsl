@@ -9,6 +9,8 @@
 // every value read from workgroup memory is used RK or RQ times. Rows of qs/kvs are padded to an
 // odd stride (DP) and ps rows to BK + 1, so invocations reading consecutive keys hit distinct banks.
 // Q/O f32; K/V f32, or f16 stored two per u32 word (KV_F16).
+// The variant prologue (attn_prefill_portable.wgsl / attn_prefill_subgroup.wgsl) holds the entry
+// point, which calls prefill_main, and softmax_tile, the online-softmax step over ps.
 
 struct Params {
     tokens: u32,
@@ -84,10 +86,7 @@ fn rot(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(a * cs.x - b * cs.y, b * cs.x + a * cs.y);
 }
 
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) li: u32) {
-    let wg_id = wid.x + wid.y * nwg.x;
+fn prefill_main(wg_id: u32, li: u32) {
     if (wg_id >= p.row_blocks * p.kv_heads) {
         return;  // uniform across the workgroup
     }
@@ -180,27 +179,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
         // Online softmax per row; meanwhile the V tile replaces K.
-        for (var r = li; r < BQ; r += WG) {
-            let m_old = m_s[r];
-            var mx = m_old;
-            for (var j = 0u; j < BK; j++) {
-                mx = max(mx, ps[r * BKP + j]);
-            }
-            var sum = 0.0;
-            for (var j = 0u; j < BK; j++) {
-                let s = ps[r * BKP + j];
-                var pj = 0.0;
-                if (s > NEG) {
-                    pj = exp2(s - mx);
-                }
-                ps[r * BKP + j] = pj;
-                sum += pj;
-            }
-            let alpha = exp2(m_old - mx);
-            a_s[r] = alpha;
-            m_s[r] = mx;
-            l_s[r] = l_s[r] * alpha + sum;
-        }
+        softmax_tile(li);
         for (var idx = li; idx < BK * HALF; idx += WG) {
             let j = idx / HALF;
             let c = 2u * (idx - j * HALF);

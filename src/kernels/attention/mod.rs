@@ -14,15 +14,18 @@
 //!   heads of its group, up to 8) and merges the partial results by log-sum-exp.
 //!
 //! Variants: decode has Portable (tree reductions in workgroup memory) and Subgroup
-//! (subgroupMax / subgroupAdd reductions, any subgroup size). Prefill is Portable only: its
-//! per-row softmax is a short serial loop and its cost is the two tile products, where subgroup
-//! arithmetic gains nothing over the register-blocked workgroup-memory version; the next step
-//! for prefill speed is cooperative matrices (the Matrix tier), not subgroups.
+//! (subgroupMax / subgroupAdd reductions, any subgroup size). Prefill has Portable (f32 tile
+//! products, one invocation per row of the online softmax), Subgroup (the same products; each
+//! softmax row is spread over a subgroup's lanes with subgroupMax / subgroupAdd, any subgroup
+//! size) and Matrix (cooperative matrices, f16 inputs and f32 sums; see [`prefill_matrix`]),
+//! which takes head_dim a multiple of 16 and otherwise falls back (or, when required, is
+//! unsupported for that shape).
 //!
-//! Sources: wgsl/attn_prefill.wgsl, attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup),
-//! attn_merge.wgsl.
+//! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup), attn_prefill_matrix.wgsl,
+//! attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup), attn_merge.wgsl.
 
 pub mod cases;
+pub mod prefill_matrix;
 
 pub use cases::kernels;
 
@@ -35,10 +38,16 @@ use crate::kernels::rope::{Elem, PairLayout, RopeTable, MAX_HEAD_DIM};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
-pub const PREFILL: KernelInfo = KernelInfo { name: "attn_prefill", variants: &[Variant::Portable], extra: None };
+/// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
+/// which measured 3-4% slower on the H200 (the serial per-row softmax of one warp overlaps the
+/// other warps' V loads; see BENCHMARKS.md).
+pub const PREFILL: KernelInfo =
+    KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
 pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
 
 const PREFILL_WGSL: &str = include_str!("../../../wgsl/attn_prefill.wgsl");
+const PREFILL_PORTABLE: &str = include_str!("../../../wgsl/attn_prefill_portable.wgsl");
+const PREFILL_SUBGROUP: &str = include_str!("../../../wgsl/attn_prefill_subgroup.wgsl");
 const DECODE_WGSL: &str = include_str!("../../../wgsl/attn_decode.wgsl");
 const DECODE_PORTABLE: &str = include_str!("../../../wgsl/attn_decode_portable.wgsl");
 const DECODE_SUBGROUP: &str = include_str!("../../../wgsl/attn_decode_subgroup.wgsl");
@@ -188,7 +197,10 @@ const APPEND_BINDINGS: &[StorageBinding] = &[
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AttnPipeline {
-    Prefill { d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
+    /// Portable or Subgroup prefill.
+    Prefill { subgroup: bool, d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
+    /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for.
+    PrefillMatrix { d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool },
     Decode { variant: Variant, d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
     Merge,
     Append { kv_f16: bool, neox: bool },
@@ -201,8 +213,9 @@ fn flag(b: bool) -> f64 {
 impl PipelineKey for AttnPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            AttnPipeline::Prefill { d, bq, bk, kv_f16, neox } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![PREFILL_WGSL]),
+            AttnPipeline::PrefillMatrix { d, bk, sg, kv_f16, neox } => prefill_matrix::matrix_desc(d, bk, sg, kv_f16, neox),
+            AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_WGSL]),
                 entry: "main",
                 constants: {
                     let (rq, rk) = score_block(bq as usize, bk as usize);
@@ -294,6 +307,27 @@ pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)
     Err(Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))
 }
 
+/// The prefill pipeline for head_dim `d` in `ctx`: the selected variant, or, when the Matrix
+/// variant is selected but can't take this head_dim (not a multiple of 16, tiles over the
+/// workgroup-memory limit), the best other supported variant, unless Matrix is required
+/// ([`crate::Error::Unsupported`] then).
+pub fn prefill_pipeline(ctx: &Context, d: usize, kv_f16: bool, neox: bool, rows: usize) -> Result<(Variant, AttnPipeline)> {
+    let mut variant = ctx.variant_for(&PREFILL)?;
+    if variant == Variant::Matrix {
+        match prefill_matrix::matrix_key(ctx.caps(), d, kv_f16, neox) {
+            Ok(key) => return Ok((variant, key)),
+            Err(reason) => {
+                if let crate::caps::VariantPolicy::Require(_) = ctx.options().policy {
+                    return Err(Error::Unsupported { kernel: PREFILL.name, variant, reason });
+                }
+                variant = PREFILL.variants.iter().rev().copied().find(|&v| v != Variant::Matrix && PREFILL.support(ctx.caps(), v).is_ok()).unwrap_or(Variant::Portable);
+            }
+        }
+    }
+    let (bq, bk) = prefill_tiles(d, rows, ctx.caps().limits.max_compute_workgroup_storage_size as usize)?;
+    Ok((variant, AttnPipeline::Prefill { subgroup: variant == Variant::Subgroup, d: d as u32, bq: bq as u32, bk: bk as u32, kv_f16, neox }))
+}
+
 /// Record a prefill (see [`Prefill`]).
 pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     let ctx = b.context();
@@ -317,7 +351,11 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     a.k.require("k", a.kv_len * s.kv_heads * d)?;
     a.v.require("v", a.kv_len * s.kv_heads * d)?;
     let rows = a.tokens * s.group();
-    let (bq, bk) = prefill_tiles(d, rows, ctx.caps().limits.max_compute_workgroup_storage_size as usize)?;
+    let (_, key) = prefill_pipeline(ctx, d, KV::F16, a.layout == PairLayout::HalfSplit, rows)?;
+    let bq = match key {
+        AttnPipeline::Prefill { bq, .. } => bq as usize,
+        _ => prefill_matrix::MATRIX_ROWS,
+    };
     let row_blocks = rows.div_ceil(bq);
     let scale = a.scale.unwrap_or(1.0 / (d as f32).sqrt());
     let params = PrefillParams {
@@ -334,7 +372,6 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
         scale_log2: scale * std::f32::consts::LOG2_E,
         _p: 0,
     };
-    let key = AttnPipeline::Prefill { d: d as u32, bq: bq as u32, bk: bk as u32, kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
     let grid = ctx.grid((row_blocks * s.kv_heads) as u64)?;
     b.dispatch(&key, &params, &[a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), a.out.raw()], grid)
 }
@@ -499,13 +536,16 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
     let mut v = vec![AttnPipeline::Merge];
+    v.extend(prefill_matrix::sample_matrix_pipelines());
     for kv_f16 in [false, true] {
         for neox in [false, true] {
             v.push(AttnPipeline::Append { kv_f16, neox });
         }
         for d in [6u32, 64, 80, 128, 256] {
             let (bq, bk) = prefill_tiles(d as usize, 1 << 20, 16 << 10).unwrap_or((1, 4));
-            v.push(AttnPipeline::Prefill { d, bq: bq as u32, bk: bk as u32, kv_f16, neox: d % 4 == 0 });
+            for subgroup in [false, true] {
+                v.push(AttnPipeline::Prefill { subgroup, d, bq: bq as u32, bk: bk as u32, kv_f16, neox: d % 4 == 0 });
+            }
             for variant in [Variant::Portable, Variant::Subgroup] {
                 for gb in [1u32, 8] {
                     let wg = (d / 2).next_power_of_two().clamp(32, 128);

@@ -1,0 +1,193 @@
+//! The Matrix variant of the prefill (wgsl/attn_prefill_matrix.wgsl): Q K^T and P V on 16x16x16
+//! cooperative matrices with f16 inputs and f32 accumulation, two passes over the keys (row
+//! statistics, then P V), RoPE applied while Q and K are staged in workgroup memory.
+//!
+//! What it needs, beyond [`Caps::variant_support`] for [`Variant::Matrix`]:
+//! * the adapter offers the 16x16x16 f16 x f16 -> f32 configuration (NVIDIA's Vulkan driver does;
+//!   Apple GPUs offer 8x8 only, lavapipe none);
+//! * one subgroup size (min == max), a multiple of 16, with 4 subgroups per workgroup within the
+//!   adapter's invocation limit: the kernel gives each subgroup 16 rows and is built for that size
+//!   (and writes NaN if the driver ever runs it with another);
+//! * per shape: `head_dim % 16 == 0` and the tiles within the workgroup-memory limit.
+//!
+//! A shape it cannot take falls back to the best other prefill variant under `Auto` / `Prefer`,
+//! and is an [`crate::Error::Unsupported`] under `Require(Matrix)`.
+//!
+//! Numerics: Q (rotated, times scale * log2 e), K (rotated) and V are rounded to f16, and so are
+//! the probabilities P = exp2(s - m) <= 1 fed to the P V product; every sum is f32. The error
+//! bound the tests use is derived in `cases.rs` (`MATRIX_TOL`).
+
+use super::{AttnPipeline, PrefillParams};
+use crate::caps::{Caps, Variant};
+use crate::pipeline::{PipelineDesc, ShaderSource, StorageBinding};
+use wgpu::CooperativeScalarType as Cst;
+
+pub(super) const MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_prefill_matrix.wgsl");
+
+/// Rows per workgroup (4 subgroups x 16) and the cooperative matrix size.
+pub const MATRIX_ROWS: usize = 64;
+const CM: usize = 16;
+const NSG: u32 = 4;
+
+/// `const ND` (= head_dim / 16) for each head_dim 16..=256: the kernel's function-scope arrays of
+/// matrices need a constant length, so this line is appended to the WGSL text.
+const ND_DECL: [&str; 16] = [
+    "const ND: u32 = 1u;\n",
+    "const ND: u32 = 2u;\n",
+    "const ND: u32 = 3u;\n",
+    "const ND: u32 = 4u;\n",
+    "const ND: u32 = 5u;\n",
+    "const ND: u32 = 6u;\n",
+    "const ND: u32 = 7u;\n",
+    "const ND: u32 = 8u;\n",
+    "const ND: u32 = 9u;\n",
+    "const ND: u32 = 10u;\n",
+    "const ND: u32 = 11u;\n",
+    "const ND: u32 = 12u;\n",
+    "const ND: u32 = 13u;\n",
+    "const ND: u32 = 14u;\n",
+    "const ND: u32 = 15u;\n",
+    "const ND: u32 = 16u;\n",
+];
+
+/// `const CPT` (chunks of 16 K or V elements per invocation and tile, 1..=4), appended likewise.
+const CPT_DECL: [&str; 4] = ["const CPT: u32 = 1u;\n", "const CPT: u32 = 2u;\n", "const CPT: u32 = 3u;\n", "const CPT: u32 = 4u;\n"];
+
+/// `const WPC`: 16-byte vectors per chunk of 16 elements (f16: 2, f32: 4), appended likewise.
+const WPC_F16: &str = "const WPC: u32 = 2u;\n";
+const WPC_F32: &str = "const WPC: u32 = 4u;\n";
+
+/// The prefill's bindings with 16-byte vector loads of K, V and the RoPE table.
+const MATRIX_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("q", "f32"),
+    StorageBinding::read("k", "vec4<u32>"),
+    StorageBinding::read("v", "vec4<u32>"),
+    StorageBinding::read("table", "vec4<f32>"),
+    StorageBinding::write("out", "f32"),
+];
+
+/// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `wg` invocations.
+fn bytes(d: usize, bk: usize, wg: usize) -> usize {
+    let ds = d + 8;
+    2 * (2 * bk).max(MATRIX_ROWS) * ds + 4 * MATRIX_ROWS * (bk + 4) + 2 * MATRIX_ROWS * (bk + 8) + 8 * wg
+}
+
+/// Chunks of 16 elements each of `wg` invocations loads per tile of `bk` keys at head_dim `d`.
+fn chunks_per_invocation(d: usize, bk: usize, wg: usize) -> usize {
+    (bk * d / CM).div_ceil(wg)
+}
+
+/// Keys per tile for head_dim `d` within `mem` bytes (32, else 16).
+pub fn matrix_tiles(d: usize, wg: usize, mem: usize) -> Result<usize, String> {
+    if d % CM != 0 || d == 0 || d > CM * ND_DECL.len() {
+        return Err(format!("head_dim {d} is not a multiple of {CM} in 16..=256"));
+    }
+    [32, 16]
+        .into_iter()
+        .find(|&bk| bytes(d, bk, wg) <= mem && chunks_per_invocation(d, bk, wg) <= CPT_DECL.len())
+        .ok_or_else(|| format!("head_dim {d} needs {} bytes of workgroup memory, the adapter has {mem}", bytes(d, 16, wg)))
+}
+
+/// The subgroup size the Matrix kernel is built for, or why the adapter can't run it at all.
+pub(super) fn matrix_support(caps: &Caps) -> Result<u32, String> {
+    if !caps.has_coop_config(CM as u32, Cst::F16, Cst::F32) {
+        return Err("no 16x16x16 f16 x f16 -> f32 cooperative matrix among the adapter's configurations".into());
+    }
+    let (lo, hi) = (caps.subgroup_min_size, caps.subgroup_max_size);
+    if lo != hi || hi % CM as u32 != 0 || hi == 0 {
+        return Err(format!("needs one subgroup size that is a multiple of {CM}; the adapter reports {lo}..{hi}"));
+    }
+    if NSG * hi > caps.limits.max_compute_invocations_per_workgroup {
+        return Err(format!("needs {} invocations per workgroup, the adapter allows {}", NSG * hi, caps.limits.max_compute_invocations_per_workgroup));
+    }
+    Ok(hi)
+}
+
+/// Pipeline key of the Matrix prefill for head_dim `d` on `caps`, or why not.
+pub(super) fn matrix_key(caps: &Caps, d: usize, kv_f16: bool, neox: bool) -> Result<AttnPipeline, String> {
+    let sg = matrix_support(caps)?;
+    let bk = matrix_tiles(d, (NSG * sg) as usize, caps.limits.max_compute_workgroup_storage_size as usize)?;
+    Ok(AttnPipeline::PrefillMatrix { d: d as u32, bk: bk as u32, sg, kv_f16, neox })
+}
+
+pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) -> PipelineDesc {
+    let nd = (d as usize / CM).clamp(1, ND_DECL.len());
+    let cpt = chunks_per_invocation(d as usize, bk as usize, (NSG * sg) as usize).clamp(1, CPT_DECL.len());
+    PipelineDesc {
+        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], if kv_f16 { WPC_F16 } else { WPC_F32 }]),
+        entry: "main",
+        constants: vec![
+            ("D", d as f64),
+            ("BK", bk as f64),
+            ("SG", sg as f64),
+            ("KV_F16", kv_f16 as u32 as f64),
+            ("NEOX", neox as u32 as f64),
+        ],
+        workgroup_size: [NSG * sg, 1, 1],
+        params_size: std::mem::size_of::<PrefillParams>() as u64,
+        bindings: MATRIX_BINDINGS,
+    }
+}
+
+/// Matrix pipelines for the shader checks (nominal adapter: subgroup 32, 48 KiB).
+pub(super) fn sample_matrix_pipelines() -> Vec<AttnPipeline> {
+    let caps = Caps::nominal();
+    let mut v = Vec::new();
+    for d in [16usize, 64, 128, 256] {
+        for kv_f16 in [false, true] {
+            if let Ok(k) = matrix_key(&caps, d, kv_f16, d % 32 == 0) {
+                v.push(k);
+            }
+        }
+    }
+    v
+}
+
+/// `KernelInfo::extra` of the prefill: the Matrix variant's adapter-level needs.
+pub(super) fn prefill_extra(caps: &Caps, v: Variant) -> Result<(), String> {
+    match v {
+        Variant::Matrix => matrix_support(caps).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_and_requirements() {
+        let caps = Caps::nominal();
+        assert_eq!(matrix_support(&caps), Ok(32));
+        assert_eq!(matrix_tiles(128, 128, 48 << 10), Ok(32));
+        assert_eq!(matrix_tiles(256, 128, 48 << 10), Ok(32));
+        assert_eq!(matrix_tiles(256, 128, 44 << 10), Ok(16));
+        assert!(matrix_tiles(6, 128, 48 << 10).is_err());
+        assert!(matrix_tiles(272, 128, 1 << 20).is_err());
+        assert!(matrix_tiles(256, 128, 16 << 10).is_err());
+        for d in (16..=256).step_by(16) {
+            for mem in [32 << 10, 48 << 10, 64 << 10] {
+                if let Ok(bk) = matrix_tiles(d, 128, mem) {
+                    assert!(bytes(d, bk, 128) <= mem && chunks_per_invocation(d, bk, 128) <= CPT_DECL.len(), "d {d} mem {mem}");
+                }
+            }
+        }
+        // A subgroup size range (Metal's 4..64) or no 16x16 f16 -> f32 configuration: unsupported.
+        let ranged = Caps { subgroup_min_size: 4, subgroup_max_size: 64, ..caps.clone() };
+        assert!(matrix_support(&ranged).is_err());
+        let small = Caps {
+            cooperative_matrix_configs: vec![wgpu::CooperativeMatrixProperties {
+                m_size: 8,
+                n_size: 8,
+                k_size: 8,
+                ab_type: Cst::F32,
+                cr_type: Cst::F32,
+                saturating_accumulation: false,
+            }],
+            ..caps.clone()
+        };
+        assert!(matrix_support(&small).is_err());
+        let none = Caps { cooperative_matrix: false, ..caps };
+        assert!(none.variant_support(Variant::Matrix).is_err());
+    }
+}
