@@ -7,7 +7,7 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
-use crate::kernels::int4::{team_plan, team_source};
+use crate::kernels::int4::{team_plan, team_source, GemvPlan};
 use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
@@ -146,8 +146,7 @@ const BINDINGS: &[StorageBinding] = &[
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Int8Pipeline {
     pub variant: Variant,
-    pub wg: u32,
-    pub rows: u32,
+    pub plan: GemvPlan,
 }
 
 impl PipelineKey for Int8Pipeline {
@@ -158,8 +157,8 @@ impl PipelineKey for Int8Pipeline {
         PipelineDesc {
             source: ShaderSource::Wgsl(vec![team_source(self.variant), interleave::WGSL, GEMV_WGSL]),
             entry: "main",
-            constants: vec![("WG", self.wg as f64), ("ROWS", self.rows as f64)],
-            workgroup_size: [self.wg, 1, 1],
+            constants: self.plan.constants(self.variant, &[]),
+            workgroup_size: [self.plan.wg, 1, 1],
             params_size: std::mem::size_of::<GemvParams>() as u64,
             bindings: BINDINGS,
         }
@@ -182,8 +181,8 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     };
     let bufs = [w.codes.raw(), w.scales.raw(), w.zeros.raw(), x.raw(), y.raw()];
     ctx.with_native_fallback(&GEMV, |variant| {
-        let (wg, rows, grid) = if variant == Variant::Native { crate::native::team_plan(ctx, w.n)? } else { team_plan(ctx, w.n)? };
-        b.dispatch(&Int8Pipeline { variant, wg, rows }, &params, &bufs, grid)
+        let (plan, grid) = team_plan(ctx, w.n, variant)?;
+        b.dispatch(&Int8Pipeline { variant, plan }, &params, &bufs, grid)
     })
 }
 
@@ -227,9 +226,11 @@ mod cases {
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
             describe_all([
-                Int8Pipeline { variant: Variant::Portable, wg: 128, rows: 4 },
-                Int8Pipeline { variant: Variant::Subgroup, wg: 128, rows: 4 },
-                Int8Pipeline { variant: Variant::Native, wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS },
+                Int8Pipeline { variant: Variant::Portable, plan: GemvPlan { wg: 128, rows: 2, unroll: 2, team: 32 } },
+                Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan { wg: 128, rows: 2, unroll: 2, team: 1 } },
+                // The Native twin (workgroup teams) is one of the Subgroup pipelines.
+                Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan::NATIVE },
+                Int8Pipeline { variant: Variant::Native, plan: GemvPlan::NATIVE },
             ])
         }
     }
