@@ -22,6 +22,7 @@ struct Params {
 
 override ROWS: u32 = 2u;       // rows per team, 1..4
 override UNROLL: u32 = 2u;     // vec4 steps per lane per iteration: 1, 2 or 4
+override SLATE: u32 = 0u;      // 1: scales loaded with the arithmetic, 0: with the codes
 override GMODE: u32 = 0u;      // 0: group_size % 8 == 0 (a word never straddles groups); 1: any
 override GSHIFT: u32 = 99u;    // log2(group_size / 8) when that is a power of two, else 99
 
@@ -59,20 +60,22 @@ fn full_vec4s(vec4s: u32) -> u32 {
     return lastv + min(lim, s);
 }
 
-// Dequantisation by masks alone: nibble i of a 16-bit half, masked in place and OR-ed into the
-// mantissa of 2^23, is the float 2^23 + 16^i * code (exact). Subtracting bias = 2^23 + 16^i * offset
-// (exact) leaves 16^i * (code - offset); the x values it multiplies were pre-scaled by 16^-i
-// (exact), so each weight costs one LOP3, one FADD and one FFMA.
+// Dequantisation by masks alone: nibble i (0..3) of a 16-bit half, masked in place and OR-ed
+// into the bits of 2^(23 - 4i), is the float 2^(23 - 4i) + code (exact: its ulp is 1).
+// Subtracting bias_i = 2^(23 - 4i) + offset (exact) leaves code - offset, so each weight costs
+// one LOP3, one FADD and one FFMA, and x is used as loaded.
 const NIB_MASKS = vec4<u32>(0xfu, 0xf0u, 0xf00u, 0xf000u);
-const NIB_XSCALE = vec4<f32>(1.0, 0.0625, 0.00390625, 0.000244140625);
+const NIB_MAGIC = vec4<u32>(0x4b000000u, 0x49000000u, 0x47000000u, 0x45000000u);
 
-fn half_dot(h: u32, xs: vec4<f32>, bias: vec4<f32>) -> f32 {
-    return dot(bitcast<vec4<f32>>((vec4<u32>(h) & NIB_MASKS) | vec4<u32>(0x4b000000u)) - bias, xs);
+// acc + sum_i (q_i - offset) * xv_i over the 4 nibbles of the low 16 bits of h.
+fn half_dot(h: u32, xv: vec4<f32>, bias: vec4<f32>, acc: f32) -> f32 {
+    let m = bitcast<vec4<f32>>((vec4<u32>(h) & NIB_MASKS) | NIB_MAGIC) - bias;
+    return fma(m.w, xv.w, fma(m.z, xv.z, fma(m.y, xv.y, fma(m.x, xv.x, acc))));
 }
 
-// sum_e (q_e - zero) * x_e over one word with x pre-scaled (xa: columns 0-3, xb: 4-7).
+// sum_e (q_e - offset) * x_e over one word (xa: x of columns 0-3, xb: 4-7).
 fn word_q(w: u32, xa: vec4<f32>, xb: vec4<f32>, bias: vec4<f32>) -> f32 {
-    return half_dot(w, xa, bias) + half_dot(w >> 16u, xb, bias);
+    return half_dot(w >> 16u, xb, bias, half_dot(w, xa, bias, 0.0));
 }
 
 // Column-by-column contribution of natural word wi (any group size, partial words).
@@ -96,7 +99,7 @@ fn vec4_groups(v: u32) -> vec4<u32> {
     return vec4<u32>(word_group(w0), word_group(w0 + s), word_group(w0 + 2u * s), word_group(w0 + 3u * s));
 }
 
-// One row's codes (XOR applied) and the scales of their words at one vec4.
+// One row's codes (XOR applied) and (SLATE = 0) the scales of their words at one vec4.
 struct RowData {
     c: vec4<u32>,
     s: vec4<f32>,
@@ -111,9 +114,12 @@ struct Slab {
 }
 
 fn row_load(row: u32, v: u32, g: vec4<u32>) -> RowData {
-    let gi = vec4<u32>(row * p.num_groups) + g;
-    return RowData(codes[row * p.row_vec4s + v] ^ vec4<u32>(p.xor_mask),
-                   vec4<f32>(scales[gi.x], scales[gi.y], scales[gi.z], scales[gi.w]));
+    var d: RowData;
+    d.c = codes[row * p.row_vec4s + v] ^ vec4<u32>(p.xor_mask);
+    if (SLATE == 0u) {
+        d.s = scales_of(row, g);
+    }
+    return d;
 }
 
 fn slab_load(rows: vec4<u32>, v: u32) -> Slab {
@@ -132,61 +138,56 @@ fn slab_load(rows: vec4<u32>, v: u32) -> Slab {
     return sl;
 }
 
-// Pre-scaled x of the four words of a vec4 (a: columns 0-3, b: 4-7) and, with zero points, the
-// word sums of x.
-struct Xs {
-    a0: vec4<f32>, b0: vec4<f32>,
-    a1: vec4<f32>, b1: vec4<f32>,
-    a2: vec4<f32>, b2: vec4<f32>,
-    a3: vec4<f32>, b3: vec4<f32>,
-    sum: vec4<f32>,
+// One word position j of a vec4 for the ROWS rows: codes cw and scales sw (component r: row r),
+// natural word index wj, group gj; returns the rows' partial dots.
+fn word_rows(cw: vec4<u32>, sw: vec4<f32>, wj: u32, gj: u32, rows: vec4<u32>, bias: vec4<f32>) -> vec4<f32> {
+    let xa = x[2u * wj];
+    let xb = x[2u * wj + 1u];
+    var d = vec4<f32>(0.0);
+    d.x = word_q(cw.x, xa, xb, bias);
+    if (ROWS > 1u) {
+        d.y = word_q(cw.y, xa, xb, bias);
+    }
+    if (ROWS > 2u) {
+        d.z = word_q(cw.z, xa, xb, bias);
+    }
+    if (ROWS > 3u) {
+        d.w = word_q(cw.w, xa, xb, bias);
+    }
+    if (p.has_zeros != 0u) {
+        let gi = rows * p.num_groups + vec4<u32>(gj);
+        d -= vec4<f32>(zeros[gi.x], zeros[gi.y], zeros[gi.z], zeros[gi.w]) * dot(xa + xb, vec4<f32>(1.0));
+    }
+    return sw * d;
 }
 
-fn x_load(v: u32) -> Xs {
-    let w0 = il_word0(v);
-    let s = il_stride(v, p.row_vec4s);
-    var r: Xs;
-    r.a0 = x[2u * w0] * NIB_XSCALE;
-    r.b0 = x[2u * w0 + 1u] * NIB_XSCALE;
-    r.a1 = x[2u * (w0 + s)] * NIB_XSCALE;
-    r.b1 = x[2u * (w0 + s) + 1u] * NIB_XSCALE;
-    r.a2 = x[2u * (w0 + 2u * s)] * NIB_XSCALE;
-    r.b2 = x[2u * (w0 + 2u * s) + 1u] * NIB_XSCALE;
-    r.a3 = x[2u * (w0 + 3u * s)] * NIB_XSCALE;
-    r.b3 = x[2u * (w0 + 3u * s) + 1u] * NIB_XSCALE;
-    if (p.has_zeros != 0u) {
-        // Undo the pre-scaling.
-        let un = vec4<f32>(1.0, 16.0, 256.0, 4096.0);
-        r.sum = vec4<f32>(dot(r.a0 + r.b0, un), dot(r.a1 + r.b1, un), dot(r.a2 + r.b2, un), dot(r.a3 + r.b3, un));
-    }
-    return r;
-}
-
-fn row_math(d: RowData, xs: Xs, bias: vec4<f32>, row: u32, g: vec4<u32>) -> f32 {
-    var q = vec4<f32>(word_q(d.c.x, xs.a0, xs.b0, bias), word_q(d.c.y, xs.a1, xs.b1, bias),
-                      word_q(d.c.z, xs.a2, xs.b2, bias), word_q(d.c.w, xs.a3, xs.b3, bias));
-    if (p.has_zeros != 0u) {
-        let gi = vec4<u32>(row * p.num_groups) + g;
-        q -= vec4<f32>(zeros[gi.x], zeros[gi.y], zeros[gi.z], zeros[gi.w]) * xs.sum;
-    }
-    return dot(d.s, q);
+fn scales_of(row: u32, g: vec4<u32>) -> vec4<f32> {
+    let gi = vec4<u32>(row * p.num_groups) + g;
+    return vec4<f32>(scales[gi.x], scales[gi.y], scales[gi.z], scales[gi.w]);
 }
 
 // Partial dots of ROWS rows (component r: row r) over vec4 v, from its loaded slab.
-fn slab_math(sl: Slab, rows: vec4<u32>, v: u32, bias: vec4<f32>) -> vec4<f32> {
-    let xs = x_load(v);
+fn slab_math(slab: Slab, rows: vec4<u32>, v: u32, bias: vec4<f32>) -> vec4<f32> {
+    let w0 = il_word0(v);
+    let s = il_stride(v, p.row_vec4s);
     let g = vec4_groups(v);
-    var a = vec4<f32>(0.0);
-    a.x = row_math(sl.r0, xs, bias, rows.x, g);
-    if (ROWS > 1u) {
-        a.y = row_math(sl.r1, xs, bias, rows.y, g);
+    var sl = slab;
+    if (SLATE != 0u) {
+        sl.r0.s = scales_of(rows.x, g);
+        if (ROWS > 1u) {
+            sl.r1.s = scales_of(rows.y, g);
+        }
+        if (ROWS > 2u) {
+            sl.r2.s = scales_of(rows.z, g);
+        }
+        if (ROWS > 3u) {
+            sl.r3.s = scales_of(rows.w, g);
+        }
     }
-    if (ROWS > 2u) {
-        a.z = row_math(sl.r2, xs, bias, rows.z, g);
-    }
-    if (ROWS > 3u) {
-        a.w = row_math(sl.r3, xs, bias, rows.w, g);
-    }
+    var a = word_rows(vec4<u32>(sl.r0.c.x, sl.r1.c.x, sl.r2.c.x, sl.r3.c.x), vec4<f32>(sl.r0.s.x, sl.r1.s.x, sl.r2.s.x, sl.r3.s.x), w0, g.x, rows, bias);
+    a += word_rows(vec4<u32>(sl.r0.c.y, sl.r1.c.y, sl.r2.c.y, sl.r3.c.y), vec4<f32>(sl.r0.s.y, sl.r1.s.y, sl.r2.s.y, sl.r3.s.y), w0 + s, g.y, rows, bias);
+    a += word_rows(vec4<u32>(sl.r0.c.z, sl.r1.c.z, sl.r2.c.z, sl.r3.c.z), vec4<f32>(sl.r0.s.z, sl.r1.s.z, sl.r2.s.z, sl.r3.s.z), w0 + 2u * s, g.z, rows, bias);
+    a += word_rows(vec4<u32>(sl.r0.c.w, sl.r1.c.w, sl.r2.c.w, sl.r3.c.w), vec4<f32>(sl.r0.s.w, sl.r1.s.w, sl.r2.s.w, sl.r3.s.w), w0 + 3u * s, g.w, rows, bias);
     return a;
 }
 
@@ -218,7 +219,7 @@ fn team_main(t: Team) {
     let full = select(0u, full_vec4s(vec4s), GMODE == 0u);
     let blocks = (p.n + ROWS - 1u) / ROWS;
     let step = t.lanes * UNROLL;
-    let bias = vec4<f32>(8388608.0) + p.zero_offset * vec4<f32>(1.0, 16.0, 256.0, 4096.0);
+    let bias = vec4<f32>(8388608.0, 524288.0, 32768.0, 2048.0) + vec4<f32>(p.zero_offset);
     // Every team runs the same number of row blocks (team_sum may hold a barrier); a team past
     // the last block skips the work.
     for (var base = 0u; base < blocks; base += t.count) {

@@ -25,16 +25,15 @@ override UNROLL: u32 = 2u;  // vec4 steps per lane per iteration: 1, 2 or 4
 @group(0) @binding(4) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 
-// dot(q - offset, x) for the 4 bytes of w by masks alone: bytes 0/1 of a 16-bit half, masked
-// in place and OR-ed into the mantissa of 2^23, are 2^23 + 256^i * byte (exact); bias =
-// 2^23 + 256^i * offset; x comes pre-scaled by 256^-i (exact). xv = x of bytes (0, 1, 2, 3)
-// pre-scaled as (x0, x1/256, x2, x3/256).
+// dot(q - offset, x) for the 4 bytes of w by masks alone: byte i (0, 1) of a 16-bit half, masked
+// in place and OR-ed into the bits of 2^(23 - 8i), is 2^(23 - 8i) + byte (exact: its ulp is 1);
+// bias = 2^(23 - 8i) + offset, so x is used as loaded.
 const BYTE_MASKS = vec4<u32>(0xffu, 0xff00u, 0xffu, 0xff00u);
-const BYTE_XSCALE = vec4<f32>(1.0, 0.00390625, 1.0, 0.00390625);
+const BYTE_MAGIC = vec4<u32>(0x4b000000u, 0x47000000u, 0x4b000000u, 0x47000000u);
 
 fn byte_dot(w: u32, bias: vec4<f32>, xv: vec4<f32>) -> f32 {
-    let b = bitcast<vec4<f32>>((vec4<u32>(w, w, w >> 16u, w >> 16u) & BYTE_MASKS) | vec4<u32>(0x4b000000u));
-    return dot(b - bias, xv);
+    let b = bitcast<vec4<f32>>((vec4<u32>(w, w, w >> 16u, w >> 16u) & BYTE_MASKS) | BYTE_MAGIC) - bias;
+    return fma(b.w, xv.w, fma(b.z, xv.z, fma(b.y, xv.y, b.x * xv.x)));
 }
 
 // Leading vec4s of a row whose four words hold 4 columns < k each (see int4_gemv's full_vec4s).
@@ -84,20 +83,16 @@ fn slab_math(sl: Slab, v: u32, bias: vec4<f32>, xsum: ptr<function, f32>) -> vec
     let x2 = x[w0 + 2u * s];
     let x3 = x[w0 + 3u * s];
     *xsum += dot(x0 + x1 + x2 + x3, vec4<f32>(1.0));
-    let y0 = x0 * BYTE_XSCALE;
-    let y1 = x1 * BYTE_XSCALE;
-    let y2 = x2 * BYTE_XSCALE;
-    let y3 = x3 * BYTE_XSCALE;
     var a = vec4<f32>(0.0);
-    a.x = vec4_dot(sl.c0, bias, y0, y1, y2, y3);
+    a.x = vec4_dot(sl.c0, bias, x0, x1, x2, x3);
     if (ROWS > 1u) {
-        a.y = vec4_dot(sl.c1, bias, y0, y1, y2, y3);
+        a.y = vec4_dot(sl.c1, bias, x0, x1, x2, x3);
     }
     if (ROWS > 2u) {
-        a.z = vec4_dot(sl.c2, bias, y0, y1, y2, y3);
+        a.z = vec4_dot(sl.c2, bias, x0, x1, x2, x3);
     }
     if (ROWS > 3u) {
-        a.w = vec4_dot(sl.c3, bias, y0, y1, y2, y3);
+        a.w = vec4_dot(sl.c3, bias, x0, x1, x2, x3);
     }
     return a;
 }
@@ -154,7 +149,7 @@ fn team_main(t: Team) {
     let full = full_vec4s(vec4s);
     let blocks = (p.n + ROWS - 1u) / ROWS;
     let step = t.lanes * UNROLL;
-    let bias = vec4<f32>(8388608.0) + p.zero_offset * vec4<f32>(1.0, 256.0, 1.0, 256.0);
+    let bias = vec4<f32>(8388608.0, 32768.0, 8388608.0, 32768.0) + vec4<f32>(p.zero_offset);
     for (var base = 0u; base < blocks; base += t.count) {
         let rb = base + t.id;
         let live = rb < blocks;

@@ -7,7 +7,7 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
-use crate::kernels::int4::{team_plan, team_source, GemvPlan};
+use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
 use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
@@ -165,6 +165,17 @@ impl PipelineKey for Int8Pipeline {
     }
 }
 
+/// Plan and grid for an n-row INT8 GEMV. `WGKERNELS_INT8_WG`, `_ROWS`, `_UNROLL`, `_TEAM` and
+/// `_PLANES` override the defaults, for tuning experiments (see [`crate::kernels::int4`]'s plans).
+fn gemv_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
+    if variant == Variant::Native {
+        let (_, _, grid) = crate::native::team_plan(ctx, n)?;
+        return Ok((GemvPlan::NATIVE, grid));
+    }
+    let plan = env_plan("WGKERNELS_INT8", variant, GemvPlan { wg: 128, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 }, late: 0 });
+    Ok((plan, plan_grid(ctx, &plan, n, variant)?))
+}
+
 /// `y[0..n] = W x` (`x.len() >= k`, `y.len() >= n`).
 pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
@@ -181,7 +192,7 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     };
     let bufs = [w.codes.raw(), w.scales.raw(), w.zeros.raw(), x.raw(), y.raw()];
     ctx.with_native_fallback(&GEMV, |variant| {
-        let (plan, grid) = team_plan(ctx, w.n, variant)?;
+        let (plan, grid) = gemv_plan(ctx, w.n, variant)?;
         b.dispatch(&Int8Pipeline { variant, plan }, &params, &bufs, grid)
     })
 }
@@ -226,8 +237,8 @@ mod cases {
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
             describe_all([
-                Int8Pipeline { variant: Variant::Portable, plan: GemvPlan { wg: 128, rows: 2, unroll: 2, team: 32 } },
-                Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan { wg: 128, rows: 2, unroll: 2, team: 1 } },
+                Int8Pipeline { variant: Variant::Portable, plan: GemvPlan { wg: 128, rows: 2, unroll: 2, team: 32, late: 0 } },
+                Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan { wg: 128, rows: 2, unroll: 2, team: 1, late: 0 } },
                 // The Native twin (workgroup teams) is one of the Subgroup pipelines.
                 Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan::NATIVE },
                 Int8Pipeline { variant: Variant::Native, plan: GemvPlan::NATIVE },

@@ -271,7 +271,7 @@ pub const NATIVE_ROWS: [u32; 2] = [2, 4];
 /// The Native (MSL) plan for `rows` (2 or 4) rows per threadgroup: one team per threadgroup of
 /// 128 threads.
 pub fn native_plan(rows: u32) -> GemvPlan {
-    GemvPlan { wg: 128, rows, unroll: 1, team: 0 }
+    GemvPlan { wg: 128, rows, unroll: 1, team: 0, late: 0 }
 }
 
 /// Plan and grid for an n-row GEMV. Defaults: Subgroup: subgroup teams of 2 rows, 2 quads per lane
@@ -282,7 +282,7 @@ pub fn native_plan(rows: u32) -> GemvPlan {
 pub fn gemv_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
     let plan = match variant {
         Variant::Native => native_plan(if n >= 2048 { 4 } else { 2 }),
-        _ => env_plan("WGKERNELS_Q4K", variant, GemvPlan { wg: 128, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }),
+        _ => env_plan("WGKERNELS_Q4K", variant, GemvPlan { wg: 128, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 }, late: 0 }),
     };
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
