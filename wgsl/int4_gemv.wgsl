@@ -22,7 +22,6 @@ struct Params {
 
 override ROWS: u32 = 2u;       // rows per team, 1..4
 override UNROLL: u32 = 2u;     // vec4 steps per lane per iteration: 1, 2 or 4
-override SLATE: u32 = 0u;      // 1: scales loaded with the arithmetic, 0: with the codes
 override GMODE: u32 = 0u;      // 0: group_size % 8 == 0 (a word never straddles groups); 1: any
 override GSHIFT: u32 = 99u;    // log2(group_size / 8) when that is a power of two, else 99
 
@@ -99,7 +98,7 @@ fn vec4_groups(v: u32) -> vec4<u32> {
     return vec4<u32>(word_group(w0), word_group(w0 + s), word_group(w0 + 2u * s), word_group(w0 + 3u * s));
 }
 
-// One row's codes (XOR applied) and (SLATE = 0) the scales of their words at one vec4.
+// One row's codes (XOR applied) and the scales of their words at one vec4.
 struct RowData {
     c: vec4<u32>,
     s: vec4<f32>,
@@ -114,12 +113,9 @@ struct Slab {
 }
 
 fn row_load(row: u32, v: u32, g: vec4<u32>) -> RowData {
-    var d: RowData;
-    d.c = codes[row * p.row_vec4s + v] ^ vec4<u32>(p.xor_mask);
-    if (SLATE == 0u) {
-        d.s = scales_of(row, g);
-    }
-    return d;
+    let gi = vec4<u32>(row * p.num_groups) + g;
+    return RowData(codes[row * p.row_vec4s + v] ^ vec4<u32>(p.xor_mask),
+                   vec4<f32>(scales[gi.x], scales[gi.y], scales[gi.z], scales[gi.w]));
 }
 
 fn slab_load(rows: vec4<u32>, v: u32) -> Slab {
@@ -138,11 +134,9 @@ fn slab_load(rows: vec4<u32>, v: u32) -> Slab {
     return sl;
 }
 
-// One word position j of a vec4 for the ROWS rows: codes cw and scales sw (component r: row r),
-// natural word index wj, group gj; returns the rows' partial dots.
-fn word_rows(cw: vec4<u32>, sw: vec4<f32>, wj: u32, gj: u32, rows: vec4<u32>, bias: vec4<f32>) -> vec4<f32> {
-    let xa = x[2u * wj];
-    let xb = x[2u * wj + 1u];
+// One word position of a vec4 for the ROWS rows: codes cw and scales sw (component r: row r),
+// x of the word's columns (xa: 0-3, xb: 4-7), its group gj; returns the rows' partial dots.
+fn word_rows(cw: vec4<u32>, sw: vec4<f32>, xa: vec4<f32>, xb: vec4<f32>, gj: u32, rows: vec4<u32>, bias: vec4<f32>) -> vec4<f32> {
     var d = vec4<f32>(0.0);
     d.x = word_q(cw.x, xa, xb, bias);
     if (ROWS > 1u) {
@@ -161,33 +155,24 @@ fn word_rows(cw: vec4<u32>, sw: vec4<f32>, wj: u32, gj: u32, rows: vec4<u32>, bi
     return sw * d;
 }
 
-fn scales_of(row: u32, g: vec4<u32>) -> vec4<f32> {
-    let gi = vec4<u32>(row * p.num_groups) + g;
-    return vec4<f32>(scales[gi.x], scales[gi.y], scales[gi.z], scales[gi.w]);
-}
-
-// Partial dots of ROWS rows (component r: row r) over vec4 v, from its loaded slab.
-fn slab_math(slab: Slab, rows: vec4<u32>, v: u32, bias: vec4<f32>) -> vec4<f32> {
+// Partial dots of ROWS rows (component r: row r) over vec4 v, from its loaded slab. The x of all
+// four words is loaded first.
+fn slab_math(sl: Slab, rows: vec4<u32>, v: u32, bias: vec4<f32>) -> vec4<f32> {
     let w0 = il_word0(v);
     let s = il_stride(v, p.row_vec4s);
+    let xa0 = x[2u * w0];
+    let xb0 = x[2u * w0 + 1u];
+    let xa1 = x[2u * (w0 + s)];
+    let xb1 = x[2u * (w0 + s) + 1u];
+    let xa2 = x[2u * (w0 + 2u * s)];
+    let xb2 = x[2u * (w0 + 2u * s) + 1u];
+    let xa3 = x[2u * (w0 + 3u * s)];
+    let xb3 = x[2u * (w0 + 3u * s) + 1u];
     let g = vec4_groups(v);
-    var sl = slab;
-    if (SLATE != 0u) {
-        sl.r0.s = scales_of(rows.x, g);
-        if (ROWS > 1u) {
-            sl.r1.s = scales_of(rows.y, g);
-        }
-        if (ROWS > 2u) {
-            sl.r2.s = scales_of(rows.z, g);
-        }
-        if (ROWS > 3u) {
-            sl.r3.s = scales_of(rows.w, g);
-        }
-    }
-    var a = word_rows(vec4<u32>(sl.r0.c.x, sl.r1.c.x, sl.r2.c.x, sl.r3.c.x), vec4<f32>(sl.r0.s.x, sl.r1.s.x, sl.r2.s.x, sl.r3.s.x), w0, g.x, rows, bias);
-    a += word_rows(vec4<u32>(sl.r0.c.y, sl.r1.c.y, sl.r2.c.y, sl.r3.c.y), vec4<f32>(sl.r0.s.y, sl.r1.s.y, sl.r2.s.y, sl.r3.s.y), w0 + s, g.y, rows, bias);
-    a += word_rows(vec4<u32>(sl.r0.c.z, sl.r1.c.z, sl.r2.c.z, sl.r3.c.z), vec4<f32>(sl.r0.s.z, sl.r1.s.z, sl.r2.s.z, sl.r3.s.z), w0 + 2u * s, g.z, rows, bias);
-    a += word_rows(vec4<u32>(sl.r0.c.w, sl.r1.c.w, sl.r2.c.w, sl.r3.c.w), vec4<f32>(sl.r0.s.w, sl.r1.s.w, sl.r2.s.w, sl.r3.s.w), w0 + 3u * s, g.w, rows, bias);
+    var a = word_rows(vec4<u32>(sl.r0.c.x, sl.r1.c.x, sl.r2.c.x, sl.r3.c.x), vec4<f32>(sl.r0.s.x, sl.r1.s.x, sl.r2.s.x, sl.r3.s.x), xa0, xb0, g.x, rows, bias);
+    a += word_rows(vec4<u32>(sl.r0.c.y, sl.r1.c.y, sl.r2.c.y, sl.r3.c.y), vec4<f32>(sl.r0.s.y, sl.r1.s.y, sl.r2.s.y, sl.r3.s.y), xa1, xb1, g.y, rows, bias);
+    a += word_rows(vec4<u32>(sl.r0.c.z, sl.r1.c.z, sl.r2.c.z, sl.r3.c.z), vec4<f32>(sl.r0.s.z, sl.r1.s.z, sl.r2.s.z, sl.r3.s.z), xa2, xb2, g.z, rows, bias);
+    a += word_rows(vec4<u32>(sl.r0.c.w, sl.r1.c.w, sl.r2.c.w, sl.r3.c.w), vec4<f32>(sl.r0.s.w, sl.r1.s.w, sl.r2.s.w, sl.r3.s.w), xa3, xb3, g.w, rows, bias);
     return a;
 }
 

@@ -83,7 +83,7 @@ impl Kernel for GemvKernel {
         let mut keys = Vec::new();
         for (gmode, gshift) in [(0, 2), (0, 99), (1, 99)] {
             for variant in [Variant::Portable, Variant::Subgroup] {
-                let plan = GemvPlan { wg: 128, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 }, late: 0 };
+                let plan = GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } };
                 keys.push(Int4Pipeline::Gemv { variant, plan, gmode, gshift });
             }
             // The Native twin (workgroup teams) is one of the Subgroup pipelines.

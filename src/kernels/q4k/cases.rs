@@ -124,7 +124,7 @@ impl Kernel for GemvKernel {
         let mut keys = Vec::new();
         for variant in [Variant::Portable, Variant::Subgroup] {
             for rows in GEMV_ROWS {
-                let plan = GemvPlan { wg: 128, rows, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 }, late: 0 };
+                let plan = GemvPlan { wg: 256, rows, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } };
                 keys.push(Q4kPipeline::Gemv { variant, plan });
             }
         }
