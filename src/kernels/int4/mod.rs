@@ -420,7 +420,7 @@ impl GemvPlan {
     }
 
     /// The Native (MSL) plan: one team per threadgroup of [`crate::native::NATIVE_TG`] threads,
-    /// [`crate::native::NATIVE_ROWS`] rows (the grid of [`crate::native::team_plan`]).
+    /// [`crate::native::NATIVE_ROWS`] rows (the grid of `native::team_plan`).
     pub const NATIVE: GemvPlan = GemvPlan { wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS, unroll: 1, team: 0 };
 }
 
