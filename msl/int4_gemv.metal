@@ -2,26 +2,29 @@
 //   y[r] = sum_c (q[r,c] - zero[r,g]) * scale[r,g] * x[c],  g = c / group_size
 //
 // WGSL twin (same algorithm, same Params, same bindings, same code layout): wgsl/team_subgroup.wgsl
-// + wgsl/interleave.wgsl + wgsl/int4_gemv.wgsl with WG = 128, ROWS = 4 and the same GMODE/GSHIFT.
-// One team = one threadgroup owns ROWS consecutive rows at a time, so every x value it loads serves
+// + wgsl/interleave.wgsl + wgsl/int4_gemv.wgsl with WG = 128, ROWS = 4, UNROLL = 1, TEAM_SG = 0
+// (a team is the threadgroup) and the same GMODE/GSHIFT. A team owns ROWS consecutive rows at a
+// time (rows past n clamped to n - 1 for loading, never written), so every x value it loads serves
 // ROWS rows. Its threads stride over the rows' uint4s of codes (16-byte loads); in the interleaved
 // layout (interleave.wgsl) uint4 v holds natural words w0, w0+s, w0+2s, w0+3s, so consecutive
-// threads read consecutive x as well. Nibbles are dequantised by masks alone (in place in the
-// mantissa of 2^23, x pre-scaled to match; exact), and zero points go through the sum of each
-// word's 8 x values. Each row ends with one simd_sum per simdgroup, then one
-// partial per simdgroup is folded through threadgroup memory (team_reduce). The writer of each
-// simdgroup's partial is its first active thread (a prefix sum), so no simdgroup width (Apple GPUs
-// run 32; wgpu reports 4..64) or full simdgroup is assumed.
+// threads read consecutive x as well. The leading "full" uint4s (every word holds 8 columns < k)
+// take the fast path; the rest go column by column. Nibble i of a 16-bit half is dequantised by a
+// mask alone: OR-ed into the bits of 2^(23 - 4i) it is 2^(23 - 4i) + code (exact), minus
+// 2^(23 - 4i) + offset; zero points go through the sum of each word's 8 x values. The partial
+// dots of the ROWS rows live in one float4; each row block ends with one simd_sum per simdgroup,
+// then one partial per simdgroup is folded through threadgroup memory (team_sum). The writer of
+// each simdgroup's partial is its first active thread (a prefix sum), so no simdgroup width (Apple
+// GPUs run 32; wgpu reports 4..64) or full simdgroup is assumed.
 //
 // Passthrough conventions (see src/pipeline.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer; the threadgroup size
-// comes from the PipelineDesc (up to 1024 threads); threadgroup memory: ROWS x 128 floats (2 KiB).
+// comes from the PipelineDesc (up to 1024 threads); threadgroup memory: 128 float4 (2 KiB).
 // Entry points: int4_gemv_g0 (group_size % 8 == 0: a word never straddles groups; the group of a
 // word is a shift when group_size / 8 is a power of two, the twin's GSHIFT) and int4_gemv_g1 (any).
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   int4_gemv_g0, int4_gemv_g1: twin fnv1a64 a294392445dde7ad
+//   int4_gemv_g0, int4_gemv_g1: twin fnv1a64 719ce42497634015
 
 #include <metal_stdlib>
 using namespace metal;
@@ -37,7 +40,8 @@ struct Int4GemvParams {
     uint has_zeros;
 };
 
-// Rows per team. The Rust side builds Native keys (and their twins) with rows == ROWS.
+// Rows per team (at most 4: one float4 accumulator). The Rust side builds Native keys (and their
+// twins) with rows == ROWS.
 constant constexpr uint ROWS = 4;
 // Partials per threadgroup: one per simdgroup (1024 threads / width >= 8).
 constant constexpr uint MAX_SIMDGROUPS = 128;
@@ -64,26 +68,25 @@ static inline Team make_team(uint3 tg, uint3 ntg, uint tid, uint3 tptg, uint sg,
     return t;
 }
 
-// Sum acc[r] (r < rows) over the team; the sums are left in thread 0's acc. Call in
-// threadgroup-uniform control flow.
-static inline void team_reduce(thread float* acc, uint rows, threadgroup float* scratch, Team t) {
-    for (uint r = 0; r < rows; ++r) {
-        const float v = simd_sum(acc[r]);
-        if (t.first) {
-            scratch[r * MAX_SIMDGROUPS + t.sg] = v;
-        }
+// Sum v over the team; the sum is valid in thread 0. Call in threadgroup-uniform control flow.
+static inline float4 team_sum(float4 v, threadgroup float4* scratch, Team t) {
+    float4 s;
+    s.x = simd_sum(v.x);
+    s.y = simd_sum(v.y);
+    s.z = simd_sum(v.z);
+    s.w = simd_sum(v.w);
+    if (t.first) {
+        scratch[t.sg] = s;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    float4 r = float4(0.0f);
     if (t.lane == 0u) {
-        for (uint r = 0; r < rows; ++r) {
-            float s = 0.0f;
-            for (uint q = 0; q < t.nsg; ++q) {
-                s += scratch[r * MAX_SIMDGROUPS + q];
-            }
-            acc[r] = s;
+        for (uint q = 0; q < t.nsg; ++q) {
+            r += scratch[q];
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    return r;
 }
 
 // Interleaved layout: natural index of component 0 of uint4 v, and the component stride.
@@ -102,44 +105,35 @@ static inline float zero_at(constant Int4GemvParams& p, device const float* zero
     return p.zero_offset;
 }
 
-// Dequantisation by masks alone: nibble i of a 16-bit half, masked in place and OR-ed into the
-// mantissa of 2^23, is the float 2^23 + 16^i * code (exact). Subtracting bias_i = 2^23 + 16^i *
-// offset (exact) leaves 16^i * (code - offset); the x values it multiplies were pre-scaled by 16^-i
-// (exact). Fast math must not distribute the products over the subtraction (2^23 * x would cancel
-// catastrophically); compilers factor rather than distribute, but only a run on Apple hardware
-// confirms it.
-static inline float mant(uint bits) {
-    return as_type<float>(bits | 0x4b000000u);
-}
-
-static inline float half_dot(uint h, float4 xs, float4 bias) {
-    return (mant(h & 0xfu) - bias.x) * xs.x + (mant(h & 0xf0u) - bias.y) * xs.y
-         + (mant(h & 0xf00u) - bias.z) * xs.z + (mant(h & 0xf000u) - bias.w) * xs.w;
-}
-
-// sum_e (q_e - offset) * x_e over one word with x pre-scaled (xa: columns 0-3, xb: 4-7).
-static inline float word_q(uint w, float4 xa, float4 xb, float4 bias) {
-    return half_dot(w, xa, bias) + half_dot(w >> 16, xb, bias);
-}
-
-// x pre-scaled by (1, 16^-1, 16^-2, 16^-3), exactly.
-static inline float4 prescale(float4 v) {
-    float4 r = v;
-    r.y *= 0.0625f;
-    r.z *= 0.00390625f;
-    r.w *= 0.000244140625f;
-    return r;
-}
-
-// Sum of a word's 8 x values from their pre-scaled forms (undoing the scaling).
-static inline float unscaled_sum(float4 xa, float4 xb) {
-    const float4 v = xa + xb;
-    return v.x + v.y * 16.0f + v.z * 256.0f + v.w * 4096.0f;
-}
-
 // Group of natural word w (GMODE 0): a shift when gshift < 32, else a division.
 static inline uint word_group(constant Int4GemvParams& p, uint gshift, uint w) {
     return gshift < 32u ? w >> gshift : (w * 8u) / p.group_size;
+}
+
+// Number of leading uint4s of a row whose four words hold 8 columns < k each.
+static inline uint full_vec4s(constant Int4GemvParams& p, uint vec4s) {
+    const uint lastv = ((vec4s - 1u) >> 5) << 5;  // first uint4 of the last block
+    const uint s = vec4s - lastv;                  // its stride
+    const uint lastw = lastv * 4u;                 // its first natural word
+    const uint kw = p.k / 8u;                      // words with 8 valid columns
+    const uint lim = kw > lastw + 3u * s ? kw - lastw - 3u * s : 0u;
+    return lastv + min(lim, s);
+}
+
+// Nibble i (0..3) of a 16-bit half OR-ed into the bits of 2^(23 - 4i): 2^(23 - 4i) + code, exact.
+// bias_i = 2^(23 - 4i) + offset. Fast math must not reassociate the subtraction with the products
+// (compilers factor rather than distribute; only a run on Apple hardware confirms it).
+static inline float half_dot(uint h, float4 xv, float4 bias, float acc) {
+    const float m0 = as_type<float>((h & 0xfu) | 0x4b000000u) - bias.x;
+    const float m1 = as_type<float>((h & 0xf0u) | 0x49000000u) - bias.y;
+    const float m2 = as_type<float>((h & 0xf00u) | 0x47000000u) - bias.z;
+    const float m3 = as_type<float>((h & 0xf000u) | 0x45000000u) - bias.w;
+    return fma(m3, xv.w, fma(m2, xv.z, fma(m1, xv.y, fma(m0, xv.x, acc))));
+}
+
+// sum_e (q_e - offset) * x_e over one word (xa: x of columns 0-3, xb: 4-7).
+static inline float word_q(uint w, float4 xa, float4 xb, float4 bias) {
+    return half_dot(w >> 16, xb, bias, half_dot(w, xa, bias, 0.0f));
 }
 
 // Column-by-column contribution of natural word wi (any group size, partial words).
@@ -157,83 +151,116 @@ static inline float word_slow(constant Int4GemvParams& p, device const float* sc
     return a;
 }
 
+// One word position of a uint4 for the ROWS rows: codes cw and scales sw (component r: row r), x of
+// the word's columns, its group gj; the rows' partial dots.
+static inline float4 word_rows(constant Int4GemvParams& p, device const float* zeros, uint4 cw, float4 sw,
+                               float4 xa, float4 xb, uint gj, uint4 rows, float4 bias) {
+    float4 d;
+    for (uint r = 0; r < ROWS; ++r) {
+        d[r] = word_q(cw[r], xa, xb, bias);
+    }
+    if (p.has_zeros != 0u) {
+        const float4 xs = xa + xb;
+        const float xsum = xs.x + xs.y + xs.z + xs.w;
+        for (uint r = 0; r < ROWS; ++r) {
+            d[r] -= zeros[rows[r] * p.num_groups + gj] * xsum;
+        }
+    }
+    return sw * d;
+}
+
+// Partial dots of the ROWS rows over full uint4 v (GMODE 0).
+static inline float4 vec4_fast(constant Int4GemvParams& p, device const uint4* codes, device const float* scales,
+                               device const float* zeros, device const float4* x, uint gshift, uint4 rows, uint v, float4 bias) {
+    const uint vec4s = p.row_vec4s;
+    const uint w0 = il_word0(v);
+    const uint s = il_stride(v, vec4s);
+    uint4 g;
+    for (uint j = 0; j < 4u; ++j) {
+        g[j] = word_group(p, gshift, w0 + j * s);
+    }
+    // Per word position j: the codes and scales of the ROWS rows (component r: row r).
+    uint4 cw[4];
+    float4 sw[4];
+    for (uint r = 0; r < ROWS; ++r) {
+        const uint4 c = codes[rows[r] * vec4s + v] ^ p.xor_mask;
+        for (uint j = 0; j < 4u; ++j) {
+            cw[j][r] = c[j];
+            sw[j][r] = scales[rows[r] * p.num_groups + g[j]];
+        }
+    }
+    const float4 xa0 = x[2u * w0];
+    const float4 xb0 = x[2u * w0 + 1u];
+    const float4 xa1 = x[2u * (w0 + s)];
+    const float4 xb1 = x[2u * (w0 + s) + 1u];
+    const float4 xa2 = x[2u * (w0 + 2u * s)];
+    const float4 xb2 = x[2u * (w0 + 2u * s) + 1u];
+    const float4 xa3 = x[2u * (w0 + 3u * s)];
+    const float4 xb3 = x[2u * (w0 + 3u * s) + 1u];
+    float4 a = word_rows(p, zeros, cw[0], sw[0], xa0, xb0, g.x, rows, bias);
+    a += word_rows(p, zeros, cw[1], sw[1], xa1, xb1, g.y, rows, bias);
+    a += word_rows(p, zeros, cw[2], sw[2], xa2, xb2, g.z, rows, bias);
+    a += word_rows(p, zeros, cw[3], sw[3], xa3, xb3, g.w, rows, bias);
+    return a;
+}
+
+// Partial dots of the ROWS rows over any uint4 v, column by column.
+static inline float4 vec4_slow(constant Int4GemvParams& p, device const uint4* codes, device const float* scales,
+                               device const float* zeros, device const float4* x, uint4 rows, uint v) {
+    const uint w0 = il_word0(v);
+    const uint s = il_stride(v, p.row_vec4s);
+    float4 a = float4(0.0f);
+    for (uint r = 0; r < ROWS; ++r) {
+        const uint4 w = codes[rows[r] * p.row_vec4s + v] ^ p.xor_mask;
+        a[r] = word_slow(p, scales, zeros, x, rows[r], w0, w.x) + word_slow(p, scales, zeros, x, rows[r], w0 + s, w.y)
+             + word_slow(p, scales, zeros, x, rows[r], w0 + 2u * s, w.z) + word_slow(p, scales, zeros, x, rows[r], w0 + 3u * s, w.w);
+    }
+    return a;
+}
+
 template <uint GMODE>
 static void int4_gemv_body(constant Int4GemvParams& p, device const uint4* codes, device const float* scales,
                            device const float* zeros, device const float4* x, device float* y,
-                           threadgroup float* scratch, Team t) {
+                           threadgroup float4* scratch, Team t) {
     const uint vec4s = p.row_vec4s;
     const uint g8 = p.group_size / 8u;
     const uint gshift = (g8 != 0u && (g8 & (g8 - 1u)) == 0u) ? ctz(g8) : 99u;
+    const uint full = GMODE == 0u ? full_vec4s(p, vec4s) : 0u;
     const uint blocks = (p.n + ROWS - 1u) / ROWS;
-    float4 bias = float4(8388608.0f);
-    bias.x += p.zero_offset;
-    bias.y += p.zero_offset * 16.0f;
-    bias.z += p.zero_offset * 256.0f;
-    bias.w += p.zero_offset * 4096.0f;
-    for (uint rb = t.id; rb < blocks; rb += t.count) {
-        const uint row0 = rb * ROWS;
-        float acc[ROWS];
-        for (uint r = 0; r < ROWS; ++r) {
-            acc[r] = 0.0f;
+    float4 bias;
+    bias.x = 8388608.0f + p.zero_offset;
+    bias.y = 524288.0f + p.zero_offset;
+    bias.z = 32768.0f + p.zero_offset;
+    bias.w = 2048.0f + p.zero_offset;
+    // Every team runs the same number of row blocks (team_sum holds barriers); a team past the
+    // last block skips the work.
+    for (uint base = 0; base < blocks; base += t.count) {
+        const uint rb = base + t.id;
+        const bool live = rb < blocks;
+        uint4 rows;
+        for (uint r = 0; r < 4u; ++r) {
+            rows[r] = min(rb * ROWS + r, p.n - 1u);
         }
-        for (uint v = t.lane; v < vec4s; v += t.lanes) {
-            const uint w0 = il_word0(v);
-            const uint s = il_stride(v, vec4s);
-            if (GMODE == 0u && (w0 + 3u * s) * 8u + 8u <= p.k) {
-                const float4 xa0 = prescale(x[2u * w0]);
-                const float4 xb0 = prescale(x[2u * w0 + 1u]);
-                const float4 xa1 = prescale(x[2u * (w0 + s)]);
-                const float4 xb1 = prescale(x[2u * (w0 + s) + 1u]);
-                const float4 xa2 = prescale(x[2u * (w0 + 2u * s)]);
-                const float4 xb2 = prescale(x[2u * (w0 + 2u * s) + 1u]);
-                const float4 xa3 = prescale(x[2u * (w0 + 3u * s)]);
-                const float4 xb3 = prescale(x[2u * (w0 + 3u * s) + 1u]);
-                // Per-word sums of x for the zero points.
-                float xs0 = 0.0f, xs1 = 0.0f, xs2 = 0.0f, xs3 = 0.0f;
-                if (p.has_zeros != 0u) {
-                    xs0 = unscaled_sum(xa0, xb0);
-                    xs1 = unscaled_sum(xa1, xb1);
-                    xs2 = unscaled_sum(xa2, xb2);
-                    xs3 = unscaled_sum(xa3, xb3);
-                }
-                const uint g0 = word_group(p, gshift, w0);
-                const uint g1 = word_group(p, gshift, w0 + s);
-                const uint g2 = word_group(p, gshift, w0 + 2u * s);
-                const uint g3 = word_group(p, gshift, w0 + 3u * s);
-                for (uint r = 0; r < ROWS; ++r) {
-                    const uint row = row0 + r;
-                    if (row < p.n) {
-                        const uint4 w = codes[row * vec4s + v] ^ p.xor_mask;
-                        const uint gb = row * p.num_groups;
-                        float d0 = word_q(w.x, xa0, xb0, bias);
-                        float d1 = word_q(w.y, xa1, xb1, bias);
-                        float d2 = word_q(w.z, xa2, xb2, bias);
-                        float d3 = word_q(w.w, xa3, xb3, bias);
-                        if (p.has_zeros != 0u) {
-                            d0 -= zeros[gb + g0] * xs0;
-                            d1 -= zeros[gb + g1] * xs1;
-                            d2 -= zeros[gb + g2] * xs2;
-                            d3 -= zeros[gb + g3] * xs3;
-                        }
-                        acc[r] += scales[gb + g0] * d0 + scales[gb + g1] * d1 + scales[gb + g2] * d2 + scales[gb + g3] * d3;
-                    }
-                }
-            } else {
-                for (uint r = 0; r < ROWS; ++r) {
-                    const uint row = row0 + r;
-                    if (row < p.n) {
-                        const uint4 w = codes[row * vec4s + v] ^ p.xor_mask;
-                        acc[r] += word_slow(p, scales, zeros, x, row, w0, w.x) + word_slow(p, scales, zeros, x, row, w0 + s, w.y)
-                                + word_slow(p, scales, zeros, x, row, w0 + 2u * s, w.z) + word_slow(p, scales, zeros, x, row, w0 + 3u * s, w.w);
-                    }
+        float4 acc = float4(0.0f);
+        if (live) {
+            uint v0 = 0;
+            for (; v0 + t.lanes <= full; v0 += t.lanes) {
+                acc += vec4_fast(p, codes, scales, zeros, x, gshift, rows, v0 + t.lane, bias);
+            }
+            for (uint v = v0 + t.lane; v < vec4s; v += t.lanes) {
+                if (v < full) {
+                    acc += vec4_fast(p, codes, scales, zeros, x, gshift, rows, v, bias);
+                } else {
+                    acc += vec4_slow(p, codes, scales, zeros, x, rows, v);
                 }
             }
         }
-        team_reduce(acc, ROWS, scratch, t);
-        if (t.lane == 0u) {
+        const float4 tot = team_sum(acc, scratch, t);
+        if (live && t.lane == 0u) {
+            const uint r0 = rb * ROWS;
             for (uint r = 0; r < ROWS; ++r) {
-                if (row0 + r < p.n) {
-                    y[row0 + r] = acc[r];
+                if (r0 + r < p.n) {
+                    y[r0 + r] = tot[r];
                 }
             }
         }
@@ -252,7 +279,7 @@ kernel void int4_gemv_g0(constant Int4GemvParams& p [[buffer(0)]],
                          uint3 tptg [[threads_per_threadgroup]],
                          uint sg [[simdgroup_index_in_threadgroup]],
                          uint nsg [[simdgroups_per_threadgroup]]) {
-    threadgroup float scratch[ROWS * MAX_SIMDGROUPS];
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
     int4_gemv_body<0u>(p, codes, scales, zeros, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
@@ -268,6 +295,6 @@ kernel void int4_gemv_g1(constant Int4GemvParams& p [[buffer(0)]],
                          uint3 tptg [[threads_per_threadgroup]],
                          uint sg [[simdgroup_index_in_threadgroup]],
                          uint nsg [[simdgroups_per_threadgroup]]) {
-    threadgroup float scratch[ROWS * MAX_SIMDGROUPS];
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
     int4_gemv_body<1u>(p, codes, scales, zeros, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }

@@ -2,23 +2,25 @@
 //   y[r] = sum_c w[r, c] * x[c], w dequantised on the fly (GGML Q4_K, 256 weights per block).
 //
 // WGSL twin (same algorithm, same Params, same bindings, same GPU layout): wgsl/team_subgroup.wgsl
-// + wgsl/q4k_common.wgsl + wgsl/q4k_gemv.wgsl. One team = one threadgroup owns ROWS rows at a time.
+// + wgsl/q4k_common.wgsl + wgsl/q4k_gemv.wgsl with WG = 128, UNROLL = 1, TEAM_SG = 0 (a team is the
+// threadgroup) and ROWS = 2 or 4. A team owns ROWS rows at a time; its threads load the rows' heads
+// and codes of a quad before its x, and the ROWS partial dots live in one float4.
 // A thread takes one "quad" per step: quad u (0..3) of block b = qs uint4s u and u + 4 of the block
 // (32 bytes, 64 weights: positions 4u..4u+3 and 4u+16..4u+19 of all eight sub-blocks), so weight
 // and x loads are both coalesced 16-byte loads and each weight byte is read once. Per row, with
 // s_j = sum q_i x_i and sx_j = sum x_i over the thread's positions of sub-block j:
 //   sum_i (d*sc_j*q_i - dmin*m_j) x_i = d * sum_j sc_j s_j - dmin * sum_j m_j sx_j.
 // Small integers become floats by OR-ing them into the mantissa of a power of two (exact). Each row
-// ends with one simd_sum per simdgroup; partials are folded through threadgroup memory.
+// block ends with one simd_sum per simdgroup; partials are folded through threadgroup memory.
 // Entry points: q4k_gemv_r2, q4k_gemv_r4 (ROWS = 2, 4). Rows past n are clamped for loading.
 //
 // Passthrough conventions (see src/pipeline.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer; threadgroup size from
-// the PipelineDesc (up to 1024 threads); threadgroup memory: 4 x 128 floats.
+// the PipelineDesc (up to 1024 threads); threadgroup memory: 128 float4.
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   q4k_gemv_r2, q4k_gemv_r4: twin fnv1a64 425c5985a3711911
+//   q4k_gemv_r2, q4k_gemv_r4: twin fnv1a64 92d7b55dad1ad8a6
 
 #include <metal_stdlib>
 using namespace metal;
@@ -30,7 +32,6 @@ struct Q4kGemvParams {
     uint _p;
 };
 
-constant constexpr uint MAX_ROWS = 4;
 constant constexpr uint MAX_SIMDGROUPS = 128;
 
 struct Team {
@@ -55,24 +56,25 @@ static inline Team make_team(uint3 tg, uint3 ntg, uint tid, uint3 tptg, uint sg,
     return t;
 }
 
-static inline void team_reduce(thread float* acc, uint rows, threadgroup float* scratch, Team t) {
-    for (uint r = 0; r < rows; ++r) {
-        const float v = simd_sum(acc[r]);
-        if (t.first) {
-            scratch[r * MAX_SIMDGROUPS + t.sg] = v;
-        }
+// Sum v over the team; the sum is valid in thread 0. Call in threadgroup-uniform control flow.
+static inline float4 team_sum(float4 v, threadgroup float4* scratch, Team t) {
+    float4 s;
+    s.x = simd_sum(v.x);
+    s.y = simd_sum(v.y);
+    s.z = simd_sum(v.z);
+    s.w = simd_sum(v.w);
+    if (t.first) {
+        scratch[t.sg] = s;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    float4 r = float4(0.0f);
     if (t.lane == 0u) {
-        for (uint r = 0; r < rows; ++r) {
-            float s = 0.0f;
-            for (uint q = 0; q < t.nsg; ++q) {
-                s += scratch[r * MAX_SIMDGROUPS + q];
-            }
-            acc[r] = s;
+        for (uint q = 0; q < t.nsg; ++q) {
+            r += scratch[q];
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    return r;
 }
 
 // One f16 (low 16 bits of b) as f32, exactly, with integer ops (subnormals kept).
@@ -109,18 +111,29 @@ static inline float hsum(float4 v) {
 
 template <uint ROWS>
 static void q4k_gemv_body(constant Q4kGemvParams& p, device const uint4* heads, device const uint4* qs,
-                          device const float4* x, device float* y, threadgroup float* scratch, Team t) {
+                          device const float4* x, device float* y, threadgroup float4* scratch, Team t) {
     const uint quads = p.nb * 4u;
     const uint blocks = (p.n + ROWS - 1u) / ROWS;
-    for (uint rb = t.id; rb < blocks; rb += t.count) {
-        const uint row0 = rb * ROWS;
-        float acc[ROWS];
-        for (uint r = 0; r < ROWS; ++r) {
-            acc[r] = 0.0f;
-        }
-        for (uint qd = t.lane; qd < quads; qd += t.lanes) {
+    // Every team runs the same number of row blocks (team_sum holds barriers); a team past the
+    // last block skips the work.
+    for (uint base = 0; base < blocks; base += t.count) {
+        const uint rb = base + t.id;
+        const bool live = rb < blocks;
+        float4 acc = float4(0.0f);
+        for (uint qd = live ? t.lane : quads; qd < quads; qd += t.lanes) {
             const uint blk = qd >> 2;
             const uint u = qd & 3u;
+            // The rows' heads and codes first, then x.
+            uint4 hd[ROWS];
+            uint4 qa[ROWS];
+            uint4 qb[ROWS];
+            for (uint r = 0; r < ROWS; ++r) {
+                const uint row = min(rb * ROWS + r, p.n - 1u);
+                const uint g = row * p.nb + blk;
+                hd[r] = heads[g];
+                qa[r] = qs[g * 8u + u];
+                qb[r] = qs[g * 8u + 4u + u];
+            }
             const uint xb = blk * 64u + u;
             float4 la[4];
             float4 lb[4];
@@ -136,36 +149,31 @@ static void q4k_gemv_body(constant Q4kGemvParams& p, device const uint4* heads, 
                 sx[2u * pp + 1u] = hsum(ha[pp] + hb[pp]);
             }
             for (uint r = 0; r < ROWS; ++r) {
-                const uint row = min(row0 + r, p.n - 1u);
-                const uint g = row * p.nb + blk;
-                const uint4 hd = heads[g];
-                const uint4 qa = qs[g * 8u + u];
-                const uint4 qb = qs[g * 8u + 4u + u];
-                const float d = f16_exact(hd.x & 0xffffu);
-                const float dmin = f16_exact(hd.x >> 16);
+                const float d = f16_exact(hd[r].x & 0xffffu);
+                const float dmin = f16_exact(hd[r].x >> 16);
                 // j < 4: sc = s[j] & 63, m = s[j+4] & 63; j = 4 + i: sc = (s[8+i] & 15) | ((s[i] >> 6) << 4),
                 // m = (s[8+i] >> 4) | ((s[4+i] >> 6) << 4). s[0..3] = hd.y, s[4..7] = hd.z, s[8..11] = hd.w.
-                const uint sc47 = (hd.w & 0x0f0f0f0fu) | ((hd.y >> 2) & 0x30303030u);
-                const uint m47 = ((hd.w >> 4) & 0x0f0f0f0fu) | ((hd.z >> 2) & 0x30303030u);
+                const uint sc47 = (hd[r].w & 0x0f0f0f0fu) | ((hd[r].y >> 2) & 0x30303030u);
+                const uint m47 = ((hd[r].w >> 4) & 0x0f0f0f0fu) | ((hd[r].z >> 2) & 0x30303030u);
                 float s[8];
-                pair_dot(qa.x, qb.x, la[0], ha[0], lb[0], hb[0], s[0], s[1]);
-                pair_dot(qa.y, qb.y, la[1], ha[1], lb[1], hb[1], s[2], s[3]);
-                pair_dot(qa.z, qb.z, la[2], ha[2], lb[2], hb[2], s[4], s[5]);
-                pair_dot(qa.w, qb.w, la[3], ha[3], lb[3], hb[3], s[6], s[7]);
+                pair_dot(qa[r].x, qb[r].x, la[0], ha[0], lb[0], hb[0], s[0], s[1]);
+                pair_dot(qa[r].y, qb[r].y, la[1], ha[1], lb[1], hb[1], s[2], s[3]);
+                pair_dot(qa[r].z, qb[r].z, la[2], ha[2], lb[2], hb[2], s[4], s[5]);
+                pair_dot(qa[r].w, qb[r].w, la[3], ha[3], lb[3], hb[3], s[6], s[7]);
                 float ssc = 0.0f;
                 float smn = 0.0f;
                 for (uint j = 0; j < 4u; ++j) {
-                    ssc += six(hd.y, 8u * j) * s[j] + six(sc47, 8u * j) * s[4u + j];
-                    smn += six(hd.z, 8u * j) * sx[j] + six(m47, 8u * j) * sx[4u + j];
+                    ssc += six(hd[r].y, 8u * j) * s[j] + six(sc47, 8u * j) * s[4u + j];
+                    smn += six(hd[r].z, 8u * j) * sx[j] + six(m47, 8u * j) * sx[4u + j];
                 }
                 acc[r] += d * ssc - dmin * smn;
             }
         }
-        team_reduce(acc, ROWS, scratch, t);
-        if (t.lane == 0u) {
+        const float4 tot = team_sum(acc, scratch, t);
+        if (live && t.lane == 0u) {
             for (uint r = 0; r < ROWS; ++r) {
-                if (row0 + r < p.n) {
-                    y[row0 + r] = acc[r];
+                if (rb * ROWS + r < p.n) {
+                    y[rb * ROWS + r] = tot[r];
                 }
             }
         }
@@ -183,7 +191,7 @@ kernel void q4k_gemv_r2(constant Q4kGemvParams& p [[buffer(0)]],
                         uint3 tptg [[threads_per_threadgroup]],
                         uint sg [[simdgroup_index_in_threadgroup]],
                         uint nsg [[simdgroups_per_threadgroup]]) {
-    threadgroup float scratch[MAX_ROWS * MAX_SIMDGROUPS];
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
     q4k_gemv_body<2u>(p, heads, qs, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
@@ -198,6 +206,6 @@ kernel void q4k_gemv_r4(constant Q4kGemvParams& p [[buffer(0)]],
                         uint3 tptg [[threads_per_threadgroup]],
                         uint sg [[simdgroup_index_in_threadgroup]],
                         uint nsg [[simdgroups_per_threadgroup]]) {
-    threadgroup float scratch[MAX_ROWS * MAX_SIMDGROUPS];
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
     q4k_gemv_body<4u>(p, heads, qs, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }

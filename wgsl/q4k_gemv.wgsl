@@ -1,8 +1,9 @@
 // Q4_K GEMV (m = 1): y[r] = sum_c w[r, c] * x[c], w dequantised on the fly. Prepended: a team
-// file (team = one workgroup) and q4k_common.wgsl. Each team computes ROWS rows, so every x
-// value it loads serves ROWS rows. A lane takes one "quad" per step: quad u (0..3) of block b
-// = qs vec4s u and u + 4 of the block (32 bytes, 64 weights: positions 4u..4u+3 and
-// 4u+16..4u+19 of all eight sub-blocks). Consecutive lanes take consecutive quads, so both the
+// file (a team is a subgroup, a slice of a workgroup or a workgroup) and q4k_common.wgsl. Each
+// team computes ROWS rows at a time, so every x value it loads serves ROWS rows; UNROLL quad steps
+// per iteration with all head and code loads issued before any arithmetic. A lane takes one
+// "quad" per step: quad u (0..3) of block b = qs vec4s u and u + 4 of the block (32 bytes, 64
+// weights: positions 4u..4u+3 and 4u+16..4u+19 of all eight sub-blocks). Consecutive lanes take consecutive quads, so both the
 // weight loads and the x loads (4 lanes read 64 contiguous bytes of each sub-block's x) are
 // coalesced 16-byte loads; each weight byte is read once.
 //
@@ -19,7 +20,8 @@ struct Params {
     _p: u32,
 }
 
-override ROWS: u32 = 4u;  // rows per team, 1..9
+override ROWS: u32 = 2u;    // rows per team, 1..4
+override UNROLL: u32 = 2u;  // quad steps per lane per iteration: 1, 2 or 4
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> heads: array<vec4<u32>>;
@@ -44,53 +46,152 @@ fn hsum(v: vec4<f32>) -> f32 {
     return (v.x + v.y) + (v.z + v.w);
 }
 
+// One row's block head and its two code vec4s at one quad.
+struct RowData {
+    hd: vec4<u32>,
+    qa: vec4<u32>,
+    qb: vec4<u32>,
+}
+
+// ROWS rows at one quad (r1..r3 unused when ROWS is smaller).
+struct Slab {
+    r0: RowData,
+    r1: RowData,
+    r2: RowData,
+    r3: RowData,
+}
+
+fn row_load(row: u32, qd: u32) -> RowData {
+    let g = row * p.nb + (qd >> 2u);
+    return RowData(heads[g], qs[g * 8u + (qd & 3u)], qs[g * 8u + 4u + (qd & 3u)]);
+}
+
+fn slab_load(rows: vec4<u32>, qd: u32) -> Slab {
+    var sl: Slab;
+    sl.r0 = row_load(rows.x, qd);
+    if (ROWS > 1u) {
+        sl.r1 = row_load(rows.y, qd);
+    }
+    if (ROWS > 2u) {
+        sl.r2 = row_load(rows.z, qd);
+    }
+    if (ROWS > 3u) {
+        sl.r3 = row_load(rows.w, qd);
+    }
+    return sl;
+}
+
+// x of one quad: sub-block j positions 4u..4u+3 (l) and 4u+16..4u+19 (h) for words a and b.
+struct Xq {
+    la0: vec4<f32>, lb0: vec4<f32>, ha0: vec4<f32>, hb0: vec4<f32>,
+    la1: vec4<f32>, lb1: vec4<f32>, ha1: vec4<f32>, hb1: vec4<f32>,
+    la2: vec4<f32>, lb2: vec4<f32>, ha2: vec4<f32>, hb2: vec4<f32>,
+    la3: vec4<f32>, lb3: vec4<f32>, ha3: vec4<f32>, hb3: vec4<f32>,
+    sx03: vec4<f32>,
+    sx47: vec4<f32>,
+}
+
+fn x_load(qd: u32) -> Xq {
+    // x vec4 of sub-block j, positions 4u..4u+3: 64 blk + 8 j + u; positions 4u+16..: + 4.
+    let xb = (qd >> 2u) * 64u + (qd & 3u);
+    var r: Xq;
+    r.la0 = x[xb];
+    r.lb0 = x[xb + 4u];
+    r.ha0 = x[xb + 8u];
+    r.hb0 = x[xb + 12u];
+    r.la1 = x[xb + 16u];
+    r.lb1 = x[xb + 20u];
+    r.ha1 = x[xb + 24u];
+    r.hb1 = x[xb + 28u];
+    r.la2 = x[xb + 32u];
+    r.lb2 = x[xb + 36u];
+    r.ha2 = x[xb + 40u];
+    r.hb2 = x[xb + 44u];
+    r.la3 = x[xb + 48u];
+    r.lb3 = x[xb + 52u];
+    r.ha3 = x[xb + 56u];
+    r.hb3 = x[xb + 60u];
+    r.sx03 = vec4<f32>(hsum(r.la0 + r.lb0), hsum(r.ha0 + r.hb0), hsum(r.la1 + r.lb1), hsum(r.ha1 + r.hb1));
+    r.sx47 = vec4<f32>(hsum(r.la2 + r.lb2), hsum(r.ha2 + r.hb2), hsum(r.la3 + r.lb3), hsum(r.ha3 + r.hb3));
+    return r;
+}
+
+fn row_math(d: RowData, q: Xq) -> f32 {
+    let dd = q4k_f16x2(d.hd.x);
+    let sm = q4k_scales(d.hd);
+    let s01 = vec4<f32>(pair_dot(d.qa.x, d.qb.x, q.la0, q.ha0, q.lb0, q.hb0), pair_dot(d.qa.y, d.qb.y, q.la1, q.ha1, q.lb1, q.hb1));
+    let s23 = vec4<f32>(pair_dot(d.qa.z, d.qb.z, q.la2, q.ha2, q.lb2, q.hb2), pair_dot(d.qa.w, d.qb.w, q.la3, q.ha3, q.lb3, q.hb3));
+    return dd.x * (dot(sm.sc03, s01) + dot(sm.sc47, s23)) - dd.y * (dot(sm.m03, q.sx03) + dot(sm.m47, q.sx47));
+}
+
+// Partial dots of ROWS rows (component r: row r) over quad qd, from its loaded slab.
+fn slab_math(sl: Slab, qd: u32) -> vec4<f32> {
+    let q = x_load(qd);
+    var a = vec4<f32>(0.0);
+    a.x = row_math(sl.r0, q);
+    if (ROWS > 1u) {
+        a.y = row_math(sl.r1, q);
+    }
+    if (ROWS > 2u) {
+        a.z = row_math(sl.r2, q);
+    }
+    if (ROWS > 3u) {
+        a.w = row_math(sl.r3, q);
+    }
+    return a;
+}
+
 fn team_main(t: Team) {
     let quads = p.nb * 4u;
     let blocks = (p.n + ROWS - 1u) / ROWS;
-    for (var rb = t.id; rb < blocks; rb += t.count) {
-        let row0 = rb * ROWS;
-        var acc = array<f32, 9>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        for (var qd = t.lane; qd < quads; qd += t.lanes) {
-            let blk = qd >> 2u;
-            // x vec4 of sub-block j, positions 4u..4u+3: 64 blk + 8 j + u; positions 4u+16..: + 4.
-            let xb = blk * 64u + (qd & 3u);
-            let la0 = x[xb];
-            let lb0 = x[xb + 4u];
-            let ha0 = x[xb + 8u];
-            let hb0 = x[xb + 12u];
-            let la1 = x[xb + 16u];
-            let lb1 = x[xb + 20u];
-            let ha1 = x[xb + 24u];
-            let hb1 = x[xb + 28u];
-            let la2 = x[xb + 32u];
-            let lb2 = x[xb + 36u];
-            let ha2 = x[xb + 40u];
-            let hb2 = x[xb + 44u];
-            let la3 = x[xb + 48u];
-            let lb3 = x[xb + 52u];
-            let ha3 = x[xb + 56u];
-            let hb3 = x[xb + 60u];
-            let sx03 = vec4<f32>(hsum(la0 + lb0), hsum(ha0 + hb0), hsum(la1 + lb1), hsum(ha1 + hb1));
-            let sx47 = vec4<f32>(hsum(la2 + lb2), hsum(ha2 + hb2), hsum(la3 + lb3), hsum(ha3 + hb3));
-            for (var r = 0u; r < ROWS; r++) {
-                let row = min(row0 + r, p.n - 1u);
-                let g = row * p.nb + blk;
-                let hd = heads[g];
-                let qa = qs[g * 8u + (qd & 3u)];       // word u of pairs 0..3
-                let qb = qs[g * 8u + 4u + (qd & 3u)];  // word u + 4 of pairs 0..3
-                let dd = q4k_f16x2(hd.x);
-                let sm = q4k_scales(hd);
-                let s01 = vec4<f32>(pair_dot(qa.x, qb.x, la0, ha0, lb0, hb0), pair_dot(qa.y, qb.y, la1, ha1, lb1, hb1));
-                let s23 = vec4<f32>(pair_dot(qa.z, qb.z, la2, ha2, lb2, hb2), pair_dot(qa.w, qb.w, la3, ha3, lb3, hb3));
-                acc[r] += dd.x * (dot(sm.sc03, s01) + dot(sm.sc47, s23)) - dd.y * (dot(sm.m03, sx03) + dot(sm.m47, sx47));
+    let step = t.lanes * UNROLL;
+    // Every team runs the same number of row blocks (team_sum may hold a barrier); a team past
+    // the last block skips the work.
+    for (var base = 0u; base < blocks; base += t.count) {
+        let rb = base + t.id;
+        let live = rb < blocks;
+        let rows = min(vec4<u32>(rb * ROWS) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.n - 1u));
+        var acc = vec4<f32>(0.0);
+        var q0 = 0u;
+        if (live) {
+            for (; q0 + step <= quads; q0 += step) {
+                let qd = q0 + t.lane;
+                let sa = slab_load(rows, qd);
+                var sb: Slab;
+                var sc: Slab;
+                var sd: Slab;
+                if (UNROLL > 1u) {
+                    sb = slab_load(rows, qd + t.lanes);
+                }
+                if (UNROLL > 2u) {
+                    sc = slab_load(rows, qd + 2u * t.lanes);
+                    sd = slab_load(rows, qd + 3u * t.lanes);
+                }
+                acc += slab_math(sa, qd);
+                if (UNROLL > 1u) {
+                    acc += slab_math(sb, qd + t.lanes);
+                }
+                if (UNROLL > 2u) {
+                    acc += slab_math(sc, qd + 2u * t.lanes);
+                    acc += slab_math(sd, qd + 3u * t.lanes);
+                }
+            }
+            for (var qd = q0 + t.lane; qd < quads; qd += t.lanes) {
+                acc += slab_math(slab_load(rows, qd), qd);
             }
         }
-        team_reduce(&acc, ROWS);
-        if (t.lane == 0u) {
-            for (var r = 0u; r < ROWS; r++) {
-                if (row0 + r < p.n) {
-                    y[row0 + r] = acc[r];
-                }
+        let tot = team_sum(acc);
+        if (live && t.lane == 0u) {
+            let r0 = rb * ROWS;
+            y[r0] = tot.x;
+            if (ROWS > 1u && r0 + 1u < p.n) {
+                y[r0 + 1u] = tot.y;
+            }
+            if (ROWS > 2u && r0 + 2u < p.n) {
+                y[r0 + 2u] = tot.z;
+            }
+            if (ROWS > 3u && r0 + 3u < p.n) {
+                y[r0 + 3u] = tot.w;
             }
         }
     }

@@ -1,44 +1,40 @@
-// Team = one workgroup, reduced through workgroup memory (Portable variant: no subgroups).
-// WG must be a power of two <= 256. Kernels built on a team define `fn team_main(t: Team)`;
-// team_reduce must be called in workgroup-uniform control flow.
+// Team (Portable variant: no subgroups): a team is TEAM_LANES consecutive invocations of the
+// workgroup (TEAM_LANES a power of two dividing WG, WG <= 256), reduced by a tree in workgroup
+// memory. Kernels built on a team define `fn team_main(t: Team)` and must give every team of a
+// workgroup the same number of team_sum calls, in workgroup-uniform control flow.
 
 override WG: u32 = 128u;
+override TEAM_LANES: u32 = 32u;
 
 struct Team {
-    lane: u32,
-    lanes: u32,
-    id: u32,
-    count: u32,
+    lane: u32,   // index of the invocation in its team
+    lanes: u32,  // invocations in the team (TEAM_LANES)
+    id: u32,     // team index over the dispatch
+    count: u32,  // teams in the dispatch
 }
 
-var<workgroup> team_scratch: array<f32, 2304>;  // 9 rows x 256 invocations
-var<private> team_lane: u32;
+var<workgroup> team_scratch: array<vec4<f32>, 256>;
+var<private> team_li: u32;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    team_lane = li;
-    team_main(Team(li, WG, wid.x + wid.y * nwg.x, nwg.x * nwg.y));
+    team_li = li;
+    let per = WG / TEAM_LANES;
+    team_main(Team(li % TEAM_LANES, TEAM_LANES, (wid.x + wid.y * nwg.x) * per + li / TEAM_LANES, nwg.x * nwg.y * per));
 }
 
-// Sum acc[r] (r < rows <= 9) over the team; the sums are left in invocation 0's acc.
-fn team_reduce(acc: ptr<function, array<f32, 9>>, rows: u32) {
-    for (var r = 0u; r < rows; r++) {
-        team_scratch[r * WG + team_lane] = (*acc)[r];
-    }
+// Sum v over the team; the sum is valid in lane 0.
+fn team_sum(v: vec4<f32>) -> vec4<f32> {
+    team_scratch[team_li] = v;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (team_lane < s) {
-            for (var r = 0u; r < rows; r++) {
-                team_scratch[r * WG + team_lane] += team_scratch[r * WG + team_lane + s];
-            }
+    for (var s = TEAM_LANES / 2u; s > 0u; s = s >> 1u) {
+        if (team_li % TEAM_LANES < s) {
+            team_scratch[team_li] += team_scratch[team_li + s];
         }
         workgroupBarrier();
     }
-    if (team_lane == 0u) {
-        for (var r = 0u; r < rows; r++) {
-            (*acc)[r] = team_scratch[r * WG];
-        }
-    }
+    let r = team_scratch[team_li];
     workgroupBarrier();
+    return r;
 }

@@ -7,7 +7,7 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
-use crate::kernels::int4::{team_plan, team_source};
+use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
 use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
@@ -146,8 +146,7 @@ const BINDINGS: &[StorageBinding] = &[
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Int8Pipeline {
     pub variant: Variant,
-    pub wg: u32,
-    pub rows: u32,
+    pub plan: GemvPlan,
 }
 
 impl PipelineKey for Int8Pipeline {
@@ -158,12 +157,25 @@ impl PipelineKey for Int8Pipeline {
         PipelineDesc {
             source: ShaderSource::Wgsl(vec![team_source(self.variant), interleave::WGSL, GEMV_WGSL]),
             entry: "main",
-            constants: vec![("WG", self.wg as f64), ("ROWS", self.rows as f64)],
-            workgroup_size: [self.wg, 1, 1],
+            constants: self.plan.constants(self.variant, &[]),
+            workgroup_size: [self.plan.wg, 1, 1],
             params_size: std::mem::size_of::<GemvParams>() as u64,
             bindings: BINDINGS,
         }
     }
+}
+
+/// Plan and grid for an n-row INT8 GEMV. Default (fastest measured on an H200, 2026-11-22): one
+/// team per workgroup of 128 invocations, 4 rows, one vec4 step per iteration (for the Subgroup
+/// variant the Native twin's plan, [`GemvPlan::NATIVE`]). `WGKERNELS_INT8_WG`, `_ROWS`, `_UNROLL`, `_TEAM` and
+/// `_PLANES` override the defaults, for tuning experiments (see [`crate::kernels::int4`]'s plans).
+fn gemv_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
+    if variant == Variant::Native {
+        let (_, _, grid) = crate::native::team_plan(ctx, n)?;
+        return Ok((GemvPlan::NATIVE, grid));
+    }
+    let plan = env_plan("WGKERNELS_INT8", variant, GemvPlan { wg: 128, rows: 4, unroll: 1, team: if variant == Variant::Portable { 128 } else { 0 } });
+    Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
 /// `y[0..n] = W x` (`x.len() >= k`, `y.len() >= n`).
@@ -182,8 +194,8 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     };
     let bufs = [w.codes.raw(), w.scales.raw(), w.zeros.raw(), x.raw(), y.raw()];
     ctx.with_native_fallback(&GEMV, |variant| {
-        let (wg, rows, grid) = if variant == Variant::Native { crate::native::team_plan(ctx, w.n)? } else { team_plan(ctx, w.n)? };
-        b.dispatch(&Int8Pipeline { variant, wg, rows }, &params, &bufs, grid)
+        let (plan, grid) = gemv_plan(ctx, w.n, variant)?;
+        b.dispatch(&Int8Pipeline { variant, plan }, &params, &bufs, grid)
     })
 }
 
@@ -227,9 +239,12 @@ mod cases {
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
             describe_all([
-                Int8Pipeline { variant: Variant::Portable, wg: 128, rows: 4 },
-                Int8Pipeline { variant: Variant::Subgroup, wg: 128, rows: 4 },
-                Int8Pipeline { variant: Variant::Native, wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS },
+                Int8Pipeline { variant: Variant::Portable, plan: GemvPlan { wg: 128, rows: 4, unroll: 1, team: 128 } },
+                Int8Pipeline { variant: Variant::Portable, plan: GemvPlan { wg: 256, rows: 2, unroll: 2, team: 32 } },
+                Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan { wg: 256, rows: 2, unroll: 2, team: 1 } },
+                // The Native twin (workgroup teams) is one of the Subgroup pipelines.
+                Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan::NATIVE },
+                Int8Pipeline { variant: Variant::Native, plan: GemvPlan::NATIVE },
             ])
         }
     }

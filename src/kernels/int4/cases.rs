@@ -81,13 +81,14 @@ impl Kernel for GemvKernel {
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         let mut keys = Vec::new();
-        for variant in [Variant::Portable, Variant::Subgroup] {
-            for (gmode, gshift) in [(0, 2), (0, 99), (1, 99)] {
-                keys.push(Int4Pipeline::Gemv { variant, wg: 128, rows: 4, gmode, gshift });
-            }
-        }
         for (gmode, gshift) in [(0, 2), (0, 99), (1, 99)] {
-            keys.push(Int4Pipeline::Gemv { variant: Variant::Native, wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS, gmode, gshift });
+            for variant in [Variant::Portable, Variant::Subgroup] {
+                let plan = GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } };
+                keys.push(Int4Pipeline::Gemv { variant, plan, gmode, gshift });
+            }
+            // The Native twin (workgroup teams) is one of the Subgroup pipelines.
+            keys.push(Int4Pipeline::Gemv { variant: Variant::Subgroup, plan: GemvPlan::NATIVE, gmode, gshift });
+            keys.push(Int4Pipeline::Gemv { variant: Variant::Native, plan: GemvPlan::NATIVE, gmode, gshift });
         }
         describe_all(keys)
     }

@@ -310,7 +310,7 @@ const DEQUANT_BINDINGS: &[StorageBinding] = &[
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Int4Pipeline {
-    Gemv { variant: Variant, wg: u32, rows: u32, gmode: u32, gshift: u32 },
+    Gemv { variant: Variant, plan: GemvPlan, gmode: u32, gshift: u32 },
     Gemm,
     /// Portable: one thread per group; Subgroup/Native: one workgroup per group.
     Scales { f16: bool, variant: Variant },
@@ -322,8 +322,8 @@ impl PipelineKey for Int4Pipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let size = |n: usize| n as u64;
         match *self {
-            Int4Pipeline::Gemv { variant: Variant::Native, wg, rows, gmode, gshift } => {
-                let twin = Int4Pipeline::Gemv { variant: Variant::Subgroup, wg, rows, gmode, gshift }.describe(_caps);
+            Int4Pipeline::Gemv { variant: Variant::Native, plan, gmode, gshift } => {
+                let twin = Int4Pipeline::Gemv { variant: Variant::Subgroup, plan, gmode, gshift }.describe(_caps);
                 PipelineDesc::native(GEMV_MSL, if gmode == 0 { "int4_gemv_g0" } else { "int4_gemv_g1" }, twin)
             }
             Int4Pipeline::Scales { f16, variant: Variant::Native } => {
@@ -342,11 +342,11 @@ impl PipelineKey for Int4Pipeline {
                 params_size: size(std::mem::size_of::<QuantParams>()),
                 bindings: QUANT_BINDINGS,
             },
-            Int4Pipeline::Gemv { variant, wg, rows, gmode, gshift } => PipelineDesc {
+            Int4Pipeline::Gemv { variant, plan, gmode, gshift } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, GEMV_WGSL]),
                 entry: "main",
-                constants: vec![("WG", wg as f64), ("ROWS", rows as f64), ("GMODE", gmode as f64), ("GSHIFT", gshift as f64)],
-                workgroup_size: [wg, 1, 1],
+                constants: plan.constants(variant, &[("GMODE", gmode as f64), ("GSHIFT", gshift as f64)]),
+                workgroup_size: [plan.wg, 1, 1],
                 params_size: size(std::mem::size_of::<GemvParams>()),
                 bindings: GEMV_BINDINGS,
             },
@@ -386,19 +386,79 @@ pub(crate) fn team_source(v: Variant) -> &'static str {
     }
 }
 
-/// Workgroup size, rows per team and workgroup grid for a team-based GEMV over `n` rows
-/// (one team = one workgroup).
-/// `WGKERNELS_GEMV_WG` (64/128/256) and `WGKERNELS_GEMV_ROWS` (1..8) override the defaults
-/// for tuning experiments.
-pub(crate) fn team_plan(ctx: &Context, n: usize) -> Result<(u32, u32, [u32; 3])> {
-    static PLAN: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
-    let &(wg, rows) = PLAN.get_or_init(|| {
-        let env = |name: &str, ok: &[u32], default: u32| {
-            std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v)).unwrap_or(default)
-        };
-        (env("WGKERNELS_GEMV_WG", &[64, 128, 256], 128), env("WGKERNELS_GEMV_ROWS", &[1, 2, 4, 8], 4))
-    });
-    Ok((wg, rows, ctx.grid(n.div_ceil(rows as usize) as u64)?))
+/// Shape of a team-based GEMV dispatch (int4_gemv, int8_gemv; see wgsl/team_*.wgsl).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemvPlan {
+    /// Invocations per workgroup.
+    pub wg: u32,
+    /// Rows per team (1..=4).
+    pub rows: u32,
+    /// vec4 steps per lane whose loads are issued together (1, 2 or 4).
+    pub unroll: u32,
+    /// Subgroup variant: 1 = a team is a subgroup, 0 = a team is the workgroup. Portable
+    /// variant: invocations per team (a power of two dividing `wg`).
+    pub team: u32,
+}
+
+impl GemvPlan {
+    /// The pipeline constants of this plan for `variant` (the Native twin: Subgroup's), plus `extra`.
+    pub(crate) fn constants(&self, variant: Variant, extra: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
+        let team = if variant == Variant::Portable { "TEAM_LANES" } else { "TEAM_SG" };
+        let mut c = vec![("WG", self.wg as f64), ("ROWS", self.rows as f64), ("UNROLL", self.unroll as f64), (team, self.team as f64)];
+        c.extend_from_slice(extra);
+        c
+    }
+
+    /// Teams per workgroup, as far as the host can tell (Subgroup teams: the adapter's largest
+    /// subgroup size; the kernels grid-stride, so a wrong guess costs speed, never correctness).
+    fn teams_per_wg(&self, ctx: &Context, variant: Variant) -> u32 {
+        match variant {
+            Variant::Portable => (self.wg / self.team.max(1)).max(1),
+            _ if self.team == 0 => 1,
+            _ => (self.wg / ctx.caps().subgroup_max_size.clamp(1, 128)).max(1),
+        }
+    }
+
+    /// The Native (MSL) plan: one team per threadgroup of [`crate::native::NATIVE_TG`] threads,
+    /// [`crate::native::NATIVE_ROWS`] rows (the grid of `native::team_plan`).
+    pub const NATIVE: GemvPlan = GemvPlan { wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS, unroll: 1, team: 0 };
+}
+
+/// Plan and workgroup grid for an INT4 GEMV over `n` rows. Defaults (fastest measured on an H200,
+/// 2026-11-22): 256 invocations, teams of 32 lanes (Subgroup: one subgroup each, no barrier) of
+/// 2 rows, 2 vec4 steps per lane per iteration; Native: [`GemvPlan::NATIVE`]. The
+/// `WGKERNELS_GEMV_WG` (64/128/256), `_ROWS` (1/2/4), `_UNROLL` (1/2/4), `_TEAM` (Subgroup: 1 =
+/// subgroup teams, 0 = workgroup teams) and `_PLANES` (Portable lanes per team, 8..=256)
+/// environment variables override them, for tuning experiments.
+pub(crate) fn team_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
+    if variant == Variant::Native {
+        let (_, _, grid) = crate::native::team_plan(ctx, n)?;
+        return Ok((GemvPlan::NATIVE, grid));
+    }
+    let plan = env_plan("WGKERNELS_GEMV", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } });
+    Ok((plan, plan_grid(ctx, &plan, n, variant)?))
+}
+
+/// `default` with the `{prefix}_WG`, `_ROWS`, `_UNROLL`, `_TEAM` (Subgroup) / `_PLANES`
+/// (Portable) environment overrides applied.
+pub(crate) fn env_plan(prefix: &str, variant: Variant, default: GemvPlan) -> GemvPlan {
+    let env = |name: &str, ok: &[u32], default: u32| {
+        std::env::var(format!("{prefix}_{name}")).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v)).unwrap_or(default)
+    };
+    let wg = env("WG", &[64, 128, 256], default.wg);
+    GemvPlan {
+        wg,
+        rows: env("ROWS", &[1, 2, 4], default.rows),
+        unroll: env("UNROLL", &[1, 2, 4], default.unroll),
+        team: if variant == Variant::Portable { env("PLANES", &[8, 16, 32, 64, 128, 256], default.team).min(wg) } else { env("TEAM", &[0, 1], default.team) },
+    }
+}
+
+/// Workgroups for `plan` over `n` rows: one team per row block. (The kernels grid-stride, so any
+/// grid is correct; capping it at a few workgroups per SM measured no faster on an H200.)
+pub(crate) fn plan_grid(ctx: &Context, plan: &GemvPlan, n: usize, variant: Variant) -> Result<[u32; 3]> {
+    let wgs = n.div_ceil(plan.rows as usize).div_ceil(plan.teams_per_wg(ctx, variant) as usize);
+    ctx.grid(wgs as u64)
 }
 
 /// GEMV group handling: (GMODE, GSHIFT) override values for a group size.
@@ -441,8 +501,8 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     };
     let bufs = [w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()];
     ctx.with_native_fallback(&GEMV, |variant| {
-        let (wg, rows, grid) = if variant == Variant::Native { crate::native::team_plan(ctx, w.n)? } else { team_plan(ctx, w.n)? };
-        b.dispatch(&Int4Pipeline::Gemv { variant, wg, rows, gmode, gshift }, &params, &bufs, grid)
+        let (plan, grid) = team_plan(ctx, w.n, variant)?;
+        b.dispatch(&Int4Pipeline::Gemv { variant, plan, gmode, gshift }, &params, &bufs, grid)
     })
 }
 

@@ -121,11 +121,19 @@ impl Kernel for GemvKernel {
         LLM_SHAPES.iter().map(|&(n, k)| Box::new(MatCase { m: 1, n, k }) as Box<dyn Case>).collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        let keys = [Variant::Portable, Variant::Subgroup]
-            .into_iter()
-            .flat_map(|variant| GEMV_WG.into_iter().flat_map(move |wg| GEMV_ROWS.into_iter().map(move |rows| Q4kPipeline::Gemv { variant, wg, rows })));
-        let native = GEMV_WG.into_iter().flat_map(|wg| NATIVE_ROWS.into_iter().map(move |rows| Q4kPipeline::Gemv { variant: Variant::Native, wg, rows }));
-        describe_all(keys.chain(native))
+        let mut keys = Vec::new();
+        for variant in [Variant::Portable, Variant::Subgroup] {
+            for rows in GEMV_ROWS {
+                let plan = GemvPlan { wg: 256, rows, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } };
+                keys.push(Q4kPipeline::Gemv { variant, plan });
+            }
+        }
+        for rows in NATIVE_ROWS {
+            // The Native twin (workgroup teams) is one of the Subgroup pipelines.
+            keys.push(Q4kPipeline::Gemv { variant: Variant::Subgroup, plan: native_plan(rows) });
+            keys.push(Q4kPipeline::Gemv { variant: Variant::Native, plan: native_plan(rows) });
+        }
+        describe_all(keys)
     }
 }
 

@@ -19,7 +19,7 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::formats::q4k::{BlockQ4K, BLOCK_BYTES, QK_K};
-use crate::kernels::int4::team_source;
+use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
@@ -219,13 +219,13 @@ const DEQUANT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("out", "vec4<f32>"),
 ];
 
-/// Rows per team the GEMV can plan with (see [`gemv_plan`]); at most 9 (the team reduction's).
-pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
+/// Rows per team the GEMV can plan with (see [`gemv_plan`]); at most 4 (one vec4 accumulator).
+pub const GEMV_ROWS: [u32; 3] = [1, 2, 4];
 
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Q4kPipeline {
-    Gemv { variant: Variant, wg: u32, rows: u32 },
+    Gemv { variant: Variant, plan: GemvPlan },
     Gemm,
     Dequant,
 }
@@ -233,15 +233,15 @@ pub enum Q4kPipeline {
 impl PipelineKey for Q4kPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            Q4kPipeline::Gemv { variant: Variant::Native, wg, rows } => {
-                let twin = Q4kPipeline::Gemv { variant: Variant::Subgroup, wg, rows }.describe(_caps);
-                PipelineDesc::native(GEMV_MSL, if rows <= 2 { "q4k_gemv_r2" } else { "q4k_gemv_r4" }, twin)
+            Q4kPipeline::Gemv { variant: Variant::Native, plan } => {
+                let twin = Q4kPipeline::Gemv { variant: Variant::Subgroup, plan }.describe(_caps);
+                PipelineDesc::native(GEMV_MSL, if plan.rows <= 2 { "q4k_gemv_r2" } else { "q4k_gemv_r4" }, twin)
             }
-            Q4kPipeline::Gemv { variant, wg, rows } => PipelineDesc {
+            Q4kPipeline::Gemv { variant, plan } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL]),
                 entry: "main",
-                constants: vec![("WG", wg as f64), ("ROWS", rows as f64)],
-                workgroup_size: [wg, 1, 1],
+                constants: plan.constants(variant, &[]),
+                workgroup_size: [plan.wg, 1, 1],
                 params_size: std::mem::size_of::<GemvParams>() as u64,
                 bindings: GEMV_BINDINGS,
             },
@@ -265,21 +265,27 @@ impl PipelineKey for Q4kPipeline {
     }
 }
 
-/// Workgroup sizes and rows per team the GEMV can plan with (the pipelines are built for all).
-pub const GEMV_WG: [u32; 3] = [64, 128, 256];
-/// Rows per team the Native (MSL) GEMV has entry points for; other plans use 4 there.
+/// Rows per team the Native (MSL) GEMV has entry points for.
 pub const NATIVE_ROWS: [u32; 2] = [2, 4];
 
-/// Workgroup size (one team = one workgroup), rows per team and grid for an n-row GEMV.
-/// Defaults: 64 invocations (one 32-byte pair each covers k = 4096 in one step) and 4 rows per
-/// team (each x load serves 4 rows), 2 when n < 2048 so that small matrices still give enough
-/// teams. `WGKERNELS_Q4K_WG` (64/128/256) and `WGKERNELS_Q4K_ROWS` (1/2/4/8) override them, for
-/// tuning experiments.
-pub fn gemv_plan(ctx: &Context, n: usize) -> Result<(u32, u32, [u32; 3])> {
-    let env = |name: &str, ok: &[u32]| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v));
-    let wg = env("WGKERNELS_Q4K_WG", &GEMV_WG).unwrap_or(64);
-    let rows = env("WGKERNELS_Q4K_ROWS", &GEMV_ROWS).unwrap_or(if n >= 2048 { 4 } else { 2 });
-    Ok((wg, rows, ctx.grid(n.div_ceil(rows as usize) as u64)?))
+/// The Native (MSL) plan for `rows` (2 or 4) rows per threadgroup: one team per threadgroup of
+/// 128 threads.
+pub fn native_plan(rows: u32) -> GemvPlan {
+    GemvPlan { wg: 128, rows, unroll: 1, team: 0 }
+}
+
+/// Plan and grid for an n-row GEMV. Defaults (fastest measured on an H200, 2026-11-22): 256
+/// invocations per workgroup, teams of 32 lanes (Subgroup: one subgroup each) of 2 rows, 2 quads
+/// per lane per iteration; Native: one team per threadgroup of 128 threads, 4 rows (2 when
+/// n < 2048 so that small matrices still give enough threadgroups).
+/// `WGKERNELS_Q4K_WG` (64/128/256), `_ROWS` (1/2/4), `_UNROLL` (1/2/4), `_TEAM` (Subgroup 0/1)
+/// and `_PLANES` (Portable lanes per team) override them, for tuning experiments.
+pub fn gemv_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
+    let plan = match variant {
+        Variant::Native => native_plan(if n >= 2048 { 4 } else { 2 }),
+        _ => env_plan("WGKERNELS_Q4K", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }),
+    };
+    Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
 /// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
@@ -287,16 +293,11 @@ pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
     let ctx = b.context();
     x.require("x", w.k)?;
     y.require("y", w.n)?;
-    let (wg, rows, grid) = gemv_plan(ctx, w.n)?;
     let params = GemvParams { n: w.n as u32, k: w.k as u32, nb: w.blocks_per_row() as u32, _p: 0 };
     let bufs = [w.heads.raw(), w.qs.raw(), x.raw(), y.raw()];
     ctx.with_native_fallback(&GEMV, |variant| {
-        // The MSL kernel has entry points for 2 and 4 rows per team (see NATIVE_Q4K_ROWS).
-        let (rows, grid) = match variant {
-            Variant::Native if !NATIVE_ROWS.contains(&rows) => (4, ctx.grid(w.n.div_ceil(4) as u64)?),
-            _ => (rows, grid),
-        };
-        b.dispatch(&Q4kPipeline::Gemv { variant, wg, rows }, &params, &bufs, grid)
+        let (plan, grid) = gemv_plan(ctx, w.n, variant)?;
+        b.dispatch(&Q4kPipeline::Gemv { variant, plan }, &params, &bufs, grid)
     })
 }
 
