@@ -431,8 +431,8 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// Subgroup: the teams kernel with L = the row's 16-byte pieces rounded up to a power of two,
 /// at most the adapter's smallest subgroup size and 32, 128 invocations, 4 keys per team and step,
 /// chunks sized for about 4 workgroups per SM of a 132-SM GPU. Rows that would need more than
-/// 8 pieces per lane (head_dim over 32 x the subgroup size in 4-byte words) fall back to the
-/// Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
+/// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
+/// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
 /// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
 /// (max L), `_KEYS` (1..8), `_WGS` (target workgroups).
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
