@@ -3,7 +3,8 @@
 // The chunk is walked in tiles of TILE keys with an online softmax; the partial result (O not yet
 // normalised, running max m and sum l, log2 domain) goes to part_o / part_ml for attn_merge.wgsl.
 // K is already rotated (cache), q is rotated (attn_append.wgsl). K/V f32, or f16 two per u32 word.
-// Included after attn_decode_portable.wgsl or attn_decode_subgroup.wgsl, which provide the entry
+// Portable variant (also the Subgroup variant's fallback for rows too long for its teams kernel,
+// attn_decode_subgroup.wgsl). Included after attn_decode_portable.wgsl, which provides the entry
 // point and reduce() (the max / sum over the workgroup of each head's red[g * WG + li]).
 
 struct Params {

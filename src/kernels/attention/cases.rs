@@ -259,6 +259,10 @@ impl Kernel for DecodeKernel {
             (100, 12, 1, 256, HalfSplit, true),
             (50, 2, 2, 6, Interleaved, true),
             (1000, 3, 3, 10, HalfSplit, false),
+            // Several steps per workgroup and a partial last chunk (kv 12345 = 64 x 192 + 57 at the
+            // default split), f16 and f32.
+            (12344, 8, 8, 128, HalfSplit, true),
+            (8190, 8, 2, 96, Interleaved, false),
         ];
         grid.iter()
             .enumerate()

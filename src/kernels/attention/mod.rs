@@ -13,16 +13,18 @@
 //!   keys), then splits the KV length across workgroups (each reads a K/V row once for all query
 //!   heads of its group, up to 8) and merges the partial results by log-sum-exp.
 //!
-//! Variants: decode has Portable (tree reductions in workgroup memory) and Subgroup
-//! (subgroupMax / subgroupAdd reductions, any subgroup size). Prefill has Portable (f32 tile
-//! products, one invocation per row of the online softmax), Subgroup (the same products; each
-//! softmax row is spread over a subgroup's lanes with subgroupMax / subgroupAdd, any subgroup
-//! size) and Matrix (cooperative matrices, f16 inputs and f32 sums; see [`prefill_matrix`]),
-//! which takes head_dim a multiple of 16 and otherwise falls back (or, when required, is
-//! unsupported for that shape).
+//! Variants: decode has Portable (one invocation per key, tree reductions in workgroup memory)
+//! and Subgroup (teams of subgroup lanes read each K/V row as consecutive 16-byte pieces and
+//! complete the dot products with subgroupShuffleXor; no barrier in the key loop; any subgroup
+//! size, see attn_decode_subgroup.wgsl). Prefill has Portable (f32 tile products, one invocation
+//! per row of the online softmax), Subgroup (the same products; each softmax row is spread over a
+//! subgroup's lanes with subgroupShuffleXor, any subgroup size) and Matrix (cooperative matrices,
+//! f16 inputs and f32 sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and
+//! otherwise falls back (or, when required, is unsupported for that shape).
 //!
 //! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup), attn_prefill_matrix.wgsl,
-//! attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup), attn_merge.wgsl.
+//! attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl (Portable),
+//! attn_decode_subgroup.wgsl (Subgroup), attn_merge.wgsl.
 
 pub mod cases;
 pub mod prefill_matrix;
@@ -61,6 +63,8 @@ const TARGET_WORKGROUPS: usize = 1024;
 /// Fewest keys per decode chunk.
 const MIN_CHUNK: usize = 64;
 const PREFILL_WG: usize = 128;
+/// Invocations of the merge pass (attn_merge.wgsl's WG).
+const MERGE_WG: u32 = 256;
 
 /// Head counts and head dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,7 +205,10 @@ pub enum AttnPipeline {
     Prefill { subgroup: bool, d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
     /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for.
     PrefillMatrix { d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool },
-    Decode { variant: Variant, d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
+    /// One invocation per key, tiles of `tile` keys, workgroup-memory reductions (Portable).
+    Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
+    /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step (Subgroup).
+    DecodeTeams { d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool },
     Merge,
     Append { kv_f16: bool, neox: bool },
 }
@@ -234,11 +241,10 @@ impl PipelineKey for AttnPipeline {
                 params_size: std::mem::size_of::<PrefillParams>() as u64,
                 bindings: PREFILL_BINDINGS,
             },
-            AttnPipeline::Decode { variant, d, gb, tile, wg, kv_f16 } => {
+            AttnPipeline::Decode { d, gb, tile, wg, kv_f16 } => {
                 let words = if kv_f16 { d / 2 } else { d };
-                let prologue = if variant == Variant::Subgroup { DECODE_SUBGROUP } else { DECODE_PORTABLE };
                 PipelineDesc {
-                    source: ShaderSource::Wgsl(vec![prologue, DECODE_WGSL]),
+                    source: ShaderSource::Wgsl(vec![DECODE_PORTABLE, DECODE_WGSL]),
                     entry: "main",
                     constants: vec![
                         ("D", d as f64),
@@ -253,11 +259,30 @@ impl PipelineKey for AttnPipeline {
                     bindings: DECODE_BINDINGS,
                 }
             }
+            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16 } => {
+                let words = if kv_f16 { d / 2 } else { d };
+                PipelineDesc {
+                    source: ShaderSource::Wgsl(vec![DECODE_SUBGROUP]),
+                    entry: "main",
+                    constants: vec![
+                        ("D", d as f64),
+                        ("GB", gb as f64),
+                        ("WG", wg as f64),
+                        ("L", lanes as f64),
+                        ("B", keys as f64),
+                        ("KV_F16", flag(kv_f16)),
+                        ("VEC", flag(words % 4 == 0)),
+                    ],
+                    workgroup_size: [wg, 1, 1],
+                    params_size: std::mem::size_of::<DecodeParams>() as u64,
+                    bindings: DECODE_BINDINGS,
+                }
+            }
             AttnPipeline::Merge => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![MERGE_WGSL]),
                 entry: "main",
                 constants: vec![],
-                workgroup_size: [64, 1, 1],
+                workgroup_size: [MERGE_WG, 1, 1],
                 params_size: std::mem::size_of::<MergeParams>() as u64,
                 bindings: MERGE_BINDINGS,
             },
@@ -399,29 +424,85 @@ impl DecodeScratch {
 /// How a decode is split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecodePlan {
+    /// The Subgroup teams kernel (attn_decode_subgroup.wgsl); otherwise the Portable kernel.
+    pub teams: bool,
     pub wg: usize,
     /// Query heads per workgroup.
     pub gb: usize,
+    /// Portable kernel: keys per tile.
     pub tile: usize,
+    /// Teams kernel: lanes per key (power of two, at most the smallest subgroup size).
+    pub lanes: usize,
+    /// Teams kernel: keys per team per step.
+    pub keys: usize,
     pub chunk: usize,
     pub nchunks: usize,
     pub gblocks: usize,
 }
 
-/// The split of a decode over `kv_len` keys within `mem` bytes of workgroup memory.
-pub fn decode_plan(s: &AttnShape, kv_len: usize, mem: usize) -> Result<DecodePlan> {
+/// A tuning override from the environment, if set and accepted by `ok`.
+fn knob(name: &str, ok: impl Fn(usize) -> bool) -> Option<usize> {
+    std::env::var(name).ok()?.parse().ok().filter(|&v| ok(v))
+}
+
+/// Chunks of a multiple of `step` keys so that about `target` workgroups run (at most
+/// [`MAX_CHUNKS`] per head block): (chunk, nchunks).
+fn split(kv_len: usize, blocks: usize, target: usize, step: usize) -> (usize, usize) {
+    let want = target.div_ceil(blocks).clamp(1, MAX_CHUNKS);
+    let chunk = kv_len.div_ceil(want).div_ceil(step) * step;
+    (chunk, kv_len.div_ceil(chunk))
+}
+
+/// Largest query-head block (<= 8, <= the GQA group) whose workgroup memory `per_head` bytes
+/// per head fits `mem`.
+fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
     let d = s.head_dim;
+    (1..=s.group().min(8))
+        .rev()
+        .find(|gb| gb * per_head <= mem)
+        .ok_or_else(|| Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))
+}
+
+/// The split of a decode over `kv_len` keys for `variant` on an adapter with `caps`.
+///
+/// Subgroup: the teams kernel with L = the row's 16-byte pieces rounded up to a power of two,
+/// at most the adapter's smallest subgroup size and 32, 128 invocations, 4 keys per team and step,
+/// chunks sized for about 4 workgroups per SM of a 132-SM GPU. Rows that would need more than
+/// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
+/// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
+/// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
+/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups).
+pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
+    let d = s.head_dim;
+    let mem = caps.limits.max_compute_workgroup_storage_size as usize;
+    let pow2 = |v: usize| v.is_power_of_two();
+    if variant == Variant::Subgroup {
+        let words = if kv_f16 { d / 2 } else { d };
+        let pieces = if words % 4 == 0 { words / 4 } else { words };
+        let sg = 1usize << (caps.subgroup_min_size.max(1).ilog2());
+        let max_lanes = knob("WGKERNELS_DECODE_LANES", |v| pow2(v) && v <= 128).unwrap_or(32);
+        let lanes = pieces.next_power_of_two().min(sg).min(max_lanes);
+        let max_wg = caps.limits.max_compute_invocations_per_workgroup as usize;
+        let wg = knob("WGKERNELS_DECODE_WG", |v| pow2(v) && (64..=1024).contains(&v)).unwrap_or(128).min(max_wg).max(lanes);
+        let teams = wg / lanes;
+        let ppl = pieces.div_ceil(lanes);
+        if ppl <= 8 {
+            let keys = knob("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v)).unwrap_or(4).min(32 / ppl);
+            let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl);
+            let gblocks = s.group().div_ceil(gb);
+            let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
+            let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
+            return Ok(DecodePlan { teams: true, wg, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks });
+        }
+    }
     let wg = (d / 2).next_power_of_two().clamp(32, 128);
     let tile = 128;
-    let gb = (1..=s.group().min(8))
-        .rev()
-        .find(|gb| 4 * gb * (d + tile + wg) <= mem)
-        .ok_or_else(|| Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))?;
+    let gb = head_block(s, mem, 4 * (d + tile + wg))?;
     let gblocks = s.group().div_ceil(gb);
     let want = (TARGET_WORKGROUPS / (s.kv_heads * gblocks)).max(1);
     let nchunks = want.min(MAX_CHUNKS).min(kv_len.div_ceil(MIN_CHUNK)).max(1);
     let chunk = kv_len.div_ceil(nchunks);
-    Ok(DecodePlan { wg, gb, tile, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+    Ok(DecodePlan { teams: false, wg, gb, tile, lanes: 1, keys: 1, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
 }
 
 /// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
@@ -452,7 +533,7 @@ pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Res
     k_cache.require("k_cache", kv_len * shape.kv_heads * d)?;
     v_cache.require("v_cache", kv_len * shape.kv_heads * d)?;
     out.require("out", shape.heads * d)?;
-    let plan = decode_plan(&shape, kv_len, ctx.caps().limits.max_compute_workgroup_storage_size as usize)?;
+    let plan = decode_plan(ctx.caps(), variant, &shape, KV::F16, kv_len)?;
     let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
     let params = DecodeParams {
         kv_len: kv_len as u32,
@@ -464,9 +545,15 @@ pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Res
         gblocks: plan.gblocks as u32,
         scale_log2: scale * std::f32::consts::LOG2_E,
     };
-    let key = AttnPipeline::Decode { variant, d: d as u32, gb: plan.gb as u32, tile: plan.tile as u32, wg: plan.wg as u32, kv_f16: KV::F16 };
+    let (d32, gb, wg) = (d as u32, plan.gb as u32, plan.wg as u32);
     let grid = ctx.grid((plan.nchunks * plan.gblocks * shape.kv_heads) as u64)?;
-    b.dispatch(&key, &params, &[q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()], grid)?;
+    let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
+    if plan.teams {
+        let key = AttnPipeline::DecodeTeams { d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16 };
+        b.dispatch(&key, &params, &bufs, grid)?;
+    } else {
+        b.dispatch(&AttnPipeline::Decode { d: d32, gb, tile: plan.tile as u32, wg, kv_f16: KV::F16 }, &params, &bufs, grid)?;
+    }
     let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
     b.dispatch(&AttnPipeline::Merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
 }
@@ -546,10 +633,16 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
             for subgroup in [false, true] {
                 v.push(AttnPipeline::Prefill { subgroup, d, bq: bq as u32, bk: bk as u32, kv_f16, neox: d % 4 == 0 });
             }
-            for variant in [Variant::Portable, Variant::Subgroup] {
-                for gb in [1u32, 8] {
-                    let wg = (d / 2).next_power_of_two().clamp(32, 128);
-                    v.push(AttnPipeline::Decode { variant, d, gb, tile: 128, wg, kv_f16 });
+            for gb in [1u32, 8] {
+                let wg = (d / 2).next_power_of_two().clamp(32, 128);
+                v.push(AttnPipeline::Decode { d, gb, tile: 128, wg, kv_f16 });
+                for lanes in [8u32, 32] {
+                    let words = if kv_f16 { d / 2 } else { d } as usize;
+                    let ppl = (if words % 4 == 0 { words / 4 } else { words }).div_ceil(lanes as usize) as u32;
+                    let gb = gb.min(16 / ppl).max(1);
+                    if ppl <= 8 {
+                        v.push(AttnPipeline::DecodeTeams { d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16 });
+                    }
                 }
             }
         }
