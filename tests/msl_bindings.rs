@@ -330,3 +330,28 @@ fn turboquant_msl_codebook_matches_codebook_rs() {
     let bent = "constant constexpr float TQ_B3 = 0.7995499f;";
     assert_ne!(msl_float_consts(bent, "TQ_B3").map(|v| v[0].to_bits()), Some(bounds[2].to_bits()));
 }
+
+/// The Rust side plans the Native decode (src/kernels/attention/mod.rs) for the sizes
+/// msl/attn_decode.metal is compiled with (threadgroup size, team width bound, head cap, static
+/// threadgroup arrays): the mirrored constants must be equal, by name.
+#[test]
+fn attn_decode_msl_sizes_match_the_rust_plan() {
+    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("attn_decode.metal")).expect("msl/attn_decode.metal");
+    let file = parse(path).unwrap_or_else(|e| panic!("{e}"));
+    for (name, v) in wgkernels::kernels::attention::NATIVE_DECODE_MSL_CONSTS {
+        let got = file.constants.get(name).copied();
+        assert_eq!(got, Some(v as u64), "constant {name}: MSL {got:?}, Rust {v}");
+        println!("ok {name} = {v}");
+    }
+    // Every head dim the Rust side has an entry point for is one of the file's kernels.
+    for d in (2..=256).step_by(2) {
+        for f16 in [false, true] {
+            if let Some(entry) = wgkernels::kernels::attention::native_decode_entry(d, f16) {
+                assert!(file.kernels.iter().any(|k| k.name == entry), "no kernel {entry}");
+                let body = &file.text[file.text.find(&format!("kernel void {entry}(")).expect("entry")..];
+                let call = &body[body.find("decode_teams<").expect("a decode_teams call")..];
+                assert!(call.starts_with(&format!("decode_teams<{f16}, {d}>(")), "{entry} does not run decode_teams<{f16}, {d}>");
+            }
+        }
+    }
+}

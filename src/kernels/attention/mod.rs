@@ -13,10 +13,15 @@
 //!   keys), then splits the KV length across workgroups (each reads a K/V row once for all query
 //!   heads of its group, up to 8) and merges the partial results by log-sum-exp.
 //!
-//! Variants: decode has Portable (one invocation per key, tree reductions in workgroup memory)
-//! and Subgroup (teams of subgroup lanes read each K/V row as consecutive 16-byte pieces and
+//! Variants: decode has Portable (one invocation per key, tree reductions in workgroup memory),
+//! Subgroup (teams of subgroup lanes read each K/V row as consecutive 16-byte pieces and
 //! complete the dot products with subgroupShuffleXor; no barrier in the key loop; any subgroup
-//! size, see attn_decode_subgroup.wgsl). Prefill has Portable (f32 tile products, one invocation
+//! size, see attn_decode_subgroup.wgsl) and Native (Metal passthrough: msl/attn_decode.metal, the
+//! same teams kernel in MSL with simd_shuffle_xor, one entry point per K/V type and head_dim 64,
+//! 80, 96, 128, 256; its WGSL twin is the Subgroup teams pipeline of the same plan). The Native
+//! variant replaces only the split-K partial pass: the append (RoPE + KV write) and merge passes
+//! are not simdgroup paths and stay the WGSL pipelines every variant uses; head dims without an
+//! MSL entry point run the Subgroup plan (see [`decode_plan`]). Prefill has Portable (f32 tile products, one invocation
 //! per row of the online softmax), Subgroup (the same products; each softmax row is spread over a
 //! subgroup's lanes with subgroupShuffleXor, any subgroup size) and Matrix (cooperative matrices,
 //! f16 inputs and f32 sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and
@@ -24,7 +29,7 @@
 //!
 //! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup), attn_prefill_matrix.wgsl,
 //! attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl (Portable),
-//! attn_decode_subgroup.wgsl (Subgroup), attn_merge.wgsl.
+//! attn_decode_subgroup.wgsl (Subgroup), attn_merge.wgsl; msl/attn_decode.metal (Native decode).
 
 pub mod cases;
 pub mod prefill_matrix;
@@ -45,7 +50,8 @@ use bytemuck::{Pod, Zeroable};
 /// other warps' V loads; see BENCHMARKS.md).
 pub const PREFILL: KernelInfo =
     KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
-pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
+/// Decode variants, least preferred first. Native replaces the split-K partial pass only.
+pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 
 const PREFILL_WGSL: &str = include_str!("../../../wgsl/attn_prefill.wgsl");
 const PREFILL_PORTABLE: &str = include_str!("../../../wgsl/attn_prefill_portable.wgsl");
@@ -55,6 +61,34 @@ const DECODE_PORTABLE: &str = include_str!("../../../wgsl/attn_decode_portable.w
 const DECODE_SUBGROUP: &str = include_str!("../../../wgsl/attn_decode_subgroup.wgsl");
 const MERGE_WGSL: &str = include_str!("../../../wgsl/attn_merge.wgsl");
 const APPEND_WGSL: &str = include_str!("../../../wgsl/attn_append.wgsl");
+const DECODE_MSL: &str = include_str!("../../../msl/attn_decode.metal");
+
+/// Head dims with a Native (MSL) decode entry point: (head_dim, f32 K/V entry, f16 K/V entry).
+const NATIVE_ENTRIES: [(usize, &str, &str); 5] = [
+    (64, "attn_decode_f32_d64", "attn_decode_f16_d64"),
+    (80, "attn_decode_f32_d80", "attn_decode_f16_d80"),
+    (96, "attn_decode_f32_d96", "attn_decode_f16_d96"),
+    (128, "attn_decode_f32_d128", "attn_decode_f16_d128"),
+    (256, "attn_decode_f32_d256", "attn_decode_f16_d256"),
+];
+/// Threads per threadgroup of the Native decode (`WG` in msl/attn_decode.metal).
+const NATIVE_WG: usize = 128;
+/// Team width bound the MSL is compiled for: Apple's simdgroup width (`SIMD_W`).
+const NATIVE_SIMD_W: usize = 32;
+/// Most query heads per threadgroup (`GB_CAP`).
+const NATIVE_GB_CAP: usize = 8;
+/// Static threadgroup arrays of the MSL: team (m, l) slots (`TML_LEN`, float2) and the combined
+/// O (`TO_LEN`, float).
+const NATIVE_TML_LEN: usize = 128;
+const NATIVE_TO_LEN: usize = 2048;
+/// The sizes above by their names in msl/attn_decode.metal (tests/msl_bindings.rs checks them).
+pub const NATIVE_DECODE_MSL_CONSTS: [(&str, usize); 5] =
+    [("WG", NATIVE_WG), ("SIMD_W", NATIVE_SIMD_W), ("GB_CAP", NATIVE_GB_CAP), ("TML_LEN", NATIVE_TML_LEN), ("TO_LEN", NATIVE_TO_LEN)];
+
+/// The MSL entry point of the Native decode for head_dim `d` and K/V type, if it has one.
+pub fn native_decode_entry(d: usize, kv_f16: bool) -> Option<&'static str> {
+    NATIVE_ENTRIES.iter().find(|e| e.0 == d).map(|e| if kv_f16 { e.2 } else { e.1 })
+}
 
 /// Most chunks a decode splits the KV length into (sizes [`DecodeScratch`]).
 pub const MAX_CHUNKS: usize = 256;
@@ -207,8 +241,9 @@ pub enum AttnPipeline {
     PrefillMatrix { d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool },
     /// One invocation per key, tiles of `tile` keys, workgroup-memory reductions (Portable).
     Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
-    /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step (Subgroup).
-    DecodeTeams { d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool },
+    /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
+    /// Native (the MSL entry point for `d` and the K/V type; its twin is the Subgroup key).
+    DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool },
     Merge,
     Append { kv_f16: bool, neox: bool },
 }
@@ -259,7 +294,13 @@ impl PipelineKey for AttnPipeline {
                     bindings: DECODE_BINDINGS,
                 }
             }
-            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16 } => {
+            AttnPipeline::DecodeTeams { variant: Variant::Native, d, gb, wg, lanes, keys, kv_f16 } => {
+                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16 }.describe(_caps);
+                // decode_plan makes Native keys only for head dims with an entry point; a key
+                // made otherwise names none and fails to build (falls back, never runs wrong).
+                PipelineDesc::native(DECODE_MSL, native_decode_entry(d as usize, kv_f16).unwrap_or("attn_decode_no_entry_point"), twin)
+            }
+            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, .. } => {
                 let words = if kv_f16 { d / 2 } else { d };
                 PipelineDesc {
                     source: ShaderSource::Wgsl(vec![DECODE_SUBGROUP]),
@@ -426,6 +467,8 @@ impl DecodeScratch {
 pub struct DecodePlan {
     /// The Subgroup teams kernel (attn_decode_subgroup.wgsl); otherwise the Portable kernel.
     pub teams: bool,
+    /// The teams kernel as Native MSL (msl/attn_decode.metal), twin of the same plan's Subgroup key.
+    pub native: bool,
     pub wg: usize,
     /// Query heads per workgroup.
     pub gb: usize,
@@ -472,11 +515,18 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
 /// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
 /// (max L), `_KEYS` (1..8), `_WGS` (target workgroups).
+///
+/// Native: see [`native_decode_plan`]; head dims without an MSL entry point take the Subgroup plan.
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
     let d = s.head_dim;
     let mem = caps.limits.max_compute_workgroup_storage_size as usize;
     let pow2 = |v: usize| v.is_power_of_two();
-    if variant == Variant::Subgroup {
+    if variant == Variant::Native {
+        if let Some(plan) = native_decode_plan(caps, s, kv_f16, kv_len)? {
+            return Ok(plan);
+        }
+    }
+    if matches!(variant, Variant::Subgroup | Variant::Native) {
         let words = if kv_f16 { d / 2 } else { d };
         let pieces = if words % 4 == 0 { words / 4 } else { words };
         let sg = 1usize << (caps.subgroup_min_size.max(1).ilog2());
@@ -492,7 +542,7 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
             let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
-            return Ok(DecodePlan { teams: true, wg, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks });
+            return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks });
         }
     }
     let wg = (d / 2).next_power_of_two().clamp(32, 128);
@@ -502,7 +552,52 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
     let want = (TARGET_WORKGROUPS / (s.kv_heads * gblocks)).max(1);
     let nchunks = want.min(MAX_CHUNKS).min(kv_len.div_ceil(MIN_CHUNK)).max(1);
     let chunk = kv_len.div_ceil(nchunks);
-    Ok(DecodePlan { teams: false, wg, gb, tile, lanes: 1, keys: 1, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+    Ok(DecodePlan { teams: false, native: false, wg, gb, tile, lanes: 1, keys: 1, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+}
+
+/// The Native decode plan, or `None` where the MSL has no entry point for this head_dim.
+///
+/// The teams kernel with what msl/attn_decode.metal is compiled for: 128 threads,
+/// L = min(NP rounded up to a power of two, 32) (NP = the row's 16-byte pieces; 32 = Apple's
+/// simdgroup width, checked at run time by the kernel, which falls back to threadgroup-memory team
+/// sums on another width), B = min(4, 32 / PPL) keys per team and step, and GB <= min(8, 16 / PPL)
+/// heads, taken as the fixed point GB = ceil(group / ceil(group / GB)) because the kernel derives
+/// GB from the params as ceil(group / gblocks). The plan is checked against the MSL's static
+/// threadgroup arrays (GB * head_dim <= `TO_LEN`, teams * GB cap <= `TML_LEN`); a plan that would
+/// not fit returns `None` (never happens for the entry points' head dims; unit-tested). Chunks as
+/// for Subgroup (`WGKERNELS_DECODE_WGS` applies; the WG / LANES / KEYS knobs do not).
+///
+/// Off Metal (SPIR-V twin mode on Vulkan, a testing aid) L is further capped by the adapter's
+/// smallest subgroup size, because there the WGSL twin itself runs on the adapter's subgroups.
+pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<Option<DecodePlan>> {
+    let d = s.head_dim;
+    if native_decode_entry(d, kv_f16).is_none() {
+        return Ok(None);
+    }
+    let np = (if kv_f16 { d / 2 } else { d }) / 4;
+    // What the MSL is compiled for (its L, PPL, GBX, teams).
+    let msl_lanes = np.next_power_of_two().min(NATIVE_SIMD_W);
+    let msl_ppl = np.div_ceil(msl_lanes);
+    let msl_gbx = NATIVE_GB_CAP.min(16 / msl_ppl);
+    let msl_teams = NATIVE_WG / msl_lanes;
+    let lanes = if caps.backend == wgpu::Backend::Metal { msl_lanes } else { msl_lanes.min(1 << caps.subgroup_min_size.max(1).ilog2()) };
+    let ppl = np.div_ceil(lanes);
+    if ppl > 8 {
+        return Ok(None);
+    }
+    let keys = 4.min(32 / ppl);
+    let teams = NATIVE_WG / lanes;
+    let mem = caps.limits.max_compute_workgroup_storage_size as usize;
+    let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(NATIVE_GB_CAP).min(16 / ppl);
+    let gblocks = s.group().div_ceil(gb);
+    let gb = s.group().div_ceil(gblocks);
+    let fits = gb <= msl_gbx && gb * d <= NATIVE_TO_LEN && msl_teams * msl_gbx <= NATIVE_TML_LEN && s.group().div_ceil(gb) == gblocks;
+    if !fits {
+        return Ok(None);
+    }
+    let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
+    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
+    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks }))
 }
 
 /// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
@@ -521,9 +616,14 @@ pub struct DecodeAttention<'a, KV: Elem> {
 
 /// Record the split pass and the merge pass of a decode into `out` `[heads, head_dim]`.
 pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Result<()> {
-    let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, scratch, out } = *a;
     let ctx = b.context();
-    let variant = ctx.variant_for(&DECODE)?;
+    ctx.variant_for(&DECODE)?;
+    check_attention(a)?;
+    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, a, variant, None))
+}
+
+fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
+    let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scratch, out, .. } = *a;
     shape.validate()?;
     ensure(scratch.shape == shape, || Error::Argument(format!("scratch made for {:?}, decode has {shape:?}", scratch.shape)))?;
     let d = shape.head_dim;
@@ -532,7 +632,19 @@ pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Res
     q_rot.require("q_rot", shape.heads * d)?;
     k_cache.require("k_cache", kv_len * shape.kv_heads * d)?;
     v_cache.require("v_cache", kv_len * shape.kv_heads * d)?;
-    out.require("out", shape.heads * d)?;
+    out.require("out", shape.heads * d)
+}
+
+/// A dispatch recorded ahead of the attention passes (the append pass of [`decode`]).
+type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [&'b wgpu::Buffer], [u32; 3]);
+
+/// Record `first` (if any), the split pass for `variant` and the merge pass. Every pipeline is
+/// built before anything is recorded, so a Native pipeline that fails to build leaves no stray
+/// dispatch behind when [`Context::with_native_fallback`] retries with the fallback variant.
+fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Variant, first: Option<First>) -> Result<()> {
+    let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, scratch, out } = *a;
+    let ctx = b.context();
+    let d = shape.head_dim;
     let plan = decode_plan(ctx.caps(), variant, &shape, KV::F16, kv_len)?;
     let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
     let params = DecodeParams {
@@ -548,12 +660,21 @@ pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Res
     let (d32, gb, wg) = (d as u32, plan.gb as u32, plan.wg as u32);
     let grid = ctx.grid((plan.nchunks * plan.gblocks * shape.kv_heads) as u64)?;
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
-    if plan.teams {
-        let key = AttnPipeline::DecodeTeams { d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16 };
-        b.dispatch(&key, &params, &bufs, grid)?;
+    let key = if plan.teams {
+        let variant = if plan.native { Variant::Native } else { Variant::Subgroup };
+        AttnPipeline::DecodeTeams { variant, d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16 }
     } else {
-        b.dispatch(&AttnPipeline::Decode { d: d32, gb, tile: plan.tile as u32, wg, kv_f16: KV::F16 }, &params, &bufs, grid)?;
+        AttnPipeline::Decode { d: d32, gb, tile: plan.tile as u32, wg, kv_f16: KV::F16 }
+    };
+    if let Some((k, _, _, _)) = first {
+        ctx.pipeline(k)?;
     }
+    ctx.pipeline(&key)?;
+    ctx.pipeline(&AttnPipeline::Merge)?;
+    if let Some((k, p, bufs, grid)) = first {
+        b.dispatch(k, p, bufs, grid)?;
+    }
+    b.dispatch(&key, &params, &bufs, grid)?;
     let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
     b.dispatch(&AttnPipeline::Merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
 }
@@ -606,7 +727,7 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     let units = (s.heads + 2 * s.kv_heads) * d / 2;
     let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
     let bufs = [a.q.raw(), a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.scratch.q_rot.raw(), a.k_cache.raw(), a.v_cache.raw()];
-    b.dispatch(&key, &params, &bufs, ctx.grid((units as u64).div_ceil(64))?)?;
+    let grid = ctx.grid((units as u64).div_ceil(64))?;
     let attend = DecodeAttention {
         shape: s,
         q_rot: &a.scratch.q_rot,
@@ -617,7 +738,9 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
         scratch: a.scratch,
         out: a.out,
     };
-    decode_attention(b, &attend)
+    ctx.variant_for(&DECODE)?;
+    check_attention(&attend)?;
+    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid))))
 }
 
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
@@ -641,11 +764,75 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                     let ppl = (if words % 4 == 0 { words / 4 } else { words }).div_ceil(lanes as usize) as u32;
                     let gb = gb.min(16 / ppl).max(1);
                     if ppl <= 8 {
-                        v.push(AttnPipeline::DecodeTeams { d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16 });
+                        v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16 });
                     }
+                }
+            }
+        }
+        // Native: the Metal plan for every entry point (GQA groups 1 and 8), with its Subgroup twin.
+        let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
+        for (d, _, _) in NATIVE_ENTRIES {
+            for (heads, kv_heads) in [(8, 8), (32, 4)] {
+                let plan = native_decode_plan(&metal, &AttnShape::new(heads, kv_heads, d), kv_f16, 4096).ok().flatten().expect("Native plan for an entry point");
+                for variant in [Variant::Subgroup, Variant::Native] {
+                    let (d, gb, wg, lanes, keys) = (d as u32, plan.gb as u32, plan.wg as u32, plan.lanes as u32, plan.keys as u32);
+                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16 });
                 }
             }
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every Native plan the Rust side can choose fits what msl/attn_decode.metal is compiled for:
+    /// on Metal, L and B equal the MSL's compile-time values and GB is the MSL's run-time
+    /// ceil(group / gblocks), within its register bound and static arrays; in twin mode (Vulkan,
+    /// subgroups of 4..128) the same GB bounds hold. Head dims without an entry point: no plan.
+    #[test]
+    fn native_plans_fit_the_msl() {
+        let mut caps_list = vec![Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() }];
+        for sg in [4u32, 8, 16, 32, 64, 128] {
+            caps_list.push(Caps { backend: wgpu::Backend::Vulkan, subgroup_min_size: sg, subgroup_max_size: sg, ..Caps::nominal() });
+        }
+        let mut checked = 0;
+        for caps in &caps_list {
+            for d in (2..=256).step_by(2) {
+                for kv_f16 in [false, true] {
+                    for group in 1..=40 {
+                        for kv_heads in [1, 3, 8] {
+                            let s = AttnShape::new(group * kv_heads, kv_heads, d);
+                            for kv_len in [1, 63, 4097] {
+                                let plan = native_decode_plan(caps, &s, kv_f16, kv_len).unwrap();
+                                let Some(plan) = plan else {
+                                    assert!(native_decode_entry(d, kv_f16).is_none() || caps.backend != wgpu::Backend::Metal, "d {d}: no Metal plan");
+                                    continue;
+                                };
+                                assert!(native_decode_entry(d, kv_f16).is_some());
+                                let np = (if kv_f16 { d / 2 } else { d }) / 4;
+                                let msl_l = np.next_power_of_two().min(32);
+                                let msl_ppl = np.div_ceil(msl_l);
+                                let gbx = 8.min(16 / msl_ppl);
+                                if caps.backend == wgpu::Backend::Metal {
+                                    assert_eq!((plan.lanes, plan.keys, plan.wg), (msl_l, 4.min(32 / msl_ppl), 128), "d {d}");
+                                }
+                                assert!(plan.teams && plan.native);
+                                assert!(caps.backend == wgpu::Backend::Metal || plan.lanes <= caps.subgroup_min_size as usize, "twin lanes within the subgroup");
+                                assert_eq!(plan.gb, s.group().div_ceil(plan.gblocks), "GB must be what the kernel derives");
+                                assert_eq!(plan.gblocks, s.group().div_ceil(plan.gb));
+                                assert!(plan.gb >= 1 && plan.gb <= gbx && plan.gb * d <= NATIVE_TO_LEN);
+                                assert!((128 / msl_l) * gbx <= NATIVE_TML_LEN);
+                                assert!(plan.nchunks <= MAX_CHUNKS && plan.chunk * plan.nchunks >= kv_len && plan.chunk * (plan.nchunks - 1) < kv_len);
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000);
+    }
 }
