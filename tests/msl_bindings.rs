@@ -10,8 +10,10 @@
 //! `device T* _ [[buffer(i)]]` (read-write) with T the binding's element type, and otherwise only
 //! known builtins. Also: every kernel in msl/ is used, every twin is one of its kernel's Subgroup
 //! pipelines, constants shared by name with the twin (override values such as ROWS, and
-//! module-scope WGSL `const NAME: u32` sizes such as WG, SPLIT_MAX) agree, and the TurboQuant MSL
-//! codebook literals equal the f32 values codebook.rs generates.
+//! module-scope WGSL `const NAME: u32` sizes such as WG, SPLIT_MAX) agree, the TurboQuant MSL
+//! codebook literals equal the f32 values codebook.rs generates, and the sizes the Rust decode plan
+//! mirrors from msl/attn_decode.metal (threadgroup size, team width bound, static arrays) and its
+//! entry points per head_dim agree with the file.
 
 mod mslparse;
 

@@ -175,3 +175,48 @@ fn failing_native_pipeline_falls_back_and_reports() {
         }
     }
 }
+
+/// The attn_decode grid above runs Native for the head dims with an MSL entry point (and the
+/// Subgroup plan for the rest): pin that the plan really is the Native one there, with teams
+/// that fit this adapter's subgroups (the twin runs on them), so the grid is not silently
+/// exercising only the fallback.
+#[test]
+fn attn_decode_twin_mode_uses_the_native_plan() {
+    use wgkernels::kernels::attention::{decode_plan, native_decode_entry, AttnShape};
+    let base = common::context();
+    let Some(ctx) = twin_context(&base, VariantPolicy::Require(Variant::Native)) else { return };
+    let caps = ctx.caps();
+    let mut native = 0;
+    for d in [6, 10, 64, 80, 96, 128, 256] {
+        for kv_f16 in [false, true] {
+            for (h, kvh) in [(4, 4), (8, 2), (12, 1), (16, 2)] {
+                let plan = decode_plan(caps, Variant::Native, &AttnShape::new(h, kvh, d), kv_f16, 4096).expect("plan");
+                let entry = native_decode_entry(d, kv_f16);
+                assert_eq!(plan.native, entry.is_some(), "d {d} f16 {kv_f16}: {plan:?}");
+                if plan.native {
+                    assert!(plan.lanes as u32 <= caps.subgroup_min_size, "{plan:?}");
+                    native += 1;
+                }
+            }
+        }
+    }
+    assert!(native > 0);
+    println!("{native} Native plans");
+    // GQA groups the Native plan balances (GB = ceil(group / gblocks) below the cap, e.g. 10 heads
+    // in blocks of 5), against the f64 reference: the kernel derives GB from the params that way.
+    use wgkernels::kernels::attention::cases::DecodeCase;
+    use wgkernels::kernels::rope::PairLayout;
+    let seed = Rng::fresh_seed();
+    println!("seed {seed} (set WGKERNELS_SEED={seed} to reproduce)");
+    let mut rng = Rng::new(seed);
+    for (pos, h, kvh, d, kv_f16) in [(700, 10, 1, 64, false), (300, 20, 2, 96, true), (77, 7, 1, 128, true)] {
+        let shape = AttnShape::new(h, kvh, d);
+        let plan = decode_plan(caps, Variant::Native, &shape, kv_f16, pos + 1).expect("plan");
+        assert!(plan.native, "{plan:?}");
+        let case = DecodeCase { pos, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 1 };
+        let c = run_case(&ctx, &case, &mut rng).expect("run");
+        println!("attn_decode native(spirv twin) h={h}/{kvh} d={d} f16={kv_f16} gb={} gblocks={}: {}", plan.gb, plan.gblocks, c.summary());
+        assert!(c.passed(), "{}", c.summary());
+    }
+    assert_eq!(ctx.native_failure("attn_decode"), None);
+}
