@@ -21,11 +21,13 @@
 //! 80, 96, 128, 256; its WGSL twin is the Subgroup teams pipeline of the same plan). The Native
 //! variant replaces only the split-K partial pass: the append (RoPE + KV write) and merge passes
 //! are not simdgroup paths and stay the WGSL pipelines every variant uses; head dims without an
-//! MSL entry point run the Subgroup plan (see [`decode_plan`]). Prefill has Portable (f32 tile products, one invocation
-//! per row of the online softmax), Subgroup (the same products; each softmax row is spread over a
-//! subgroup's lanes with subgroupShuffleXor, any subgroup size) and Matrix (cooperative matrices,
-//! f16 inputs and f32 sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and
-//! otherwise falls back (or, when required, is unsupported for that shape).
+//! MSL entry point run the Subgroup plan (see [`decode_plan`]).
+//!
+//! Prefill has Portable (f32 tile products, one invocation per row of the online softmax),
+//! Subgroup (the same products; each softmax row is spread over a subgroup's lanes with
+//! subgroupShuffleXor, any subgroup size) and Matrix (cooperative matrices, f16 inputs and f32
+//! sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and otherwise falls back
+//! (or, when required, is unsupported for that shape).
 //!
 //! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup), attn_prefill_matrix.wgsl,
 //! attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl (Portable),
