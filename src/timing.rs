@@ -22,13 +22,19 @@ pub struct Timing {
 }
 
 /// Time `encode(batch, i)`: `reps` single submits (median) and one pass of `reps` dispatches.
+///
+/// Clocks: a GPU that sits idle while the CPU waits for each single submit lowers its clocks
+/// (measured on an H200 with nvidia-smi during the bench: the SM clock sat at 1020–1080 MHz for
+/// seconds at a time instead of 1980 MHz, and every variant measured in such a spell ran 2–2.5x
+/// slow, single and batched alike). So every timed submit is
+/// preceded, in the queue, by ~1 ms of an arithmetic-only busy kernel (no memory traffic: the
+/// caches stay as the weight rotation left them), and the warm-up runs for ~0.3 s first.
 pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) -> Result<()>) -> Result<Timing> {
     let reps = reps.max(1);
-    // Warm-up: pipeline creation and first touch, then keep the GPU busy for ~0.3 s so that it
-    // has left its idle clocks (measured: an H200 timed right after seconds of CPU-side setup
-    // runs a 30 MB GEMV ~4x slower than at full clocks).
+    let busy = Busy::new(ctx)?;
     let start = Instant::now();
     for round in 0..1000 {
+        busy.submit(ctx)?;
         let mut b = ctx.batch();
         for i in 0..reps {
             encode(&mut b, i)?;
@@ -43,6 +49,7 @@ pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) ->
     for i in 0..reps {
         let mut b = ctx.timed_batch();
         encode(&mut b, i)?;
+        busy.submit(ctx)?;
         let t0 = Instant::now();
         match b.submit()?.gpu_ns()? {
             Some(ns) if ts => singles.push(ns / 1e3),
@@ -57,12 +64,56 @@ pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) ->
     for i in 0..reps {
         encode(&mut b, i)?;
     }
+    busy.submit(ctx)?;
     let t0 = Instant::now();
     let total_us = match b.submit()?.gpu_ns()? {
         Some(ns) if ts => ns / 1e3,
         _ => t0.elapsed().as_secs_f64() * 1e6,
     };
     Ok(Timing { single_us: singles[singles.len() / 2], batched_us: total_us / reps as f64, gpu_timestamps: ts })
+}
+
+/// GPU time of the busy kernel that precedes every timed submit (µs): long against the CPU's
+/// round trip per submit, so the GPU is ~90% busy while the timed loop runs and its clock
+/// governor keeps working clocks.
+const BUSY_US: f64 = 1000.0;
+
+/// The busy kernel of [`measure`]: its iteration count is calibrated once to run [`BUSY_US`].
+struct Busy {
+    src: GpuBuffer<[f32; 4]>,
+    sink: GpuBuffer<[f32; 4]>,
+    params: CopyParams,
+    groups: [u32; 3],
+}
+
+impl Busy {
+    fn new(ctx: &Context) -> Result<Busy> {
+        let (src, sink) = (ctx.alloc(1)?, ctx.alloc(1)?);
+        let groups = ctx.grid(1024)?;
+        let mut busy = Busy { src, sink, params: CopyParams { len: 256, _p: [0; 3] }, groups };
+        // Calibrate (GPU timestamps where the adapter has them, else wall clock): double the
+        // iteration count until one busy dispatch takes BUSY_US.
+        for _ in 0..20 {
+            let mut b = ctx.timed_batch();
+            b.dispatch(&BusyPipeline, &busy.params, &[busy.src.raw(), busy.sink.raw()], busy.groups)?;
+            let t0 = Instant::now();
+            let us = match b.submit()?.gpu_ns()? {
+                Some(ns) => ns / 1e3,
+                None => t0.elapsed().as_secs_f64() * 1e6,
+            };
+            if us >= BUSY_US {
+                break;
+            }
+            busy.params.len = busy.params.len.saturating_mul(2);
+        }
+        Ok(busy)
+    }
+
+    fn submit(&self, ctx: &Context) -> Result<()> {
+        let mut b = ctx.batch();
+        b.dispatch(&BusyPipeline, &self.params, &[self.src.raw(), self.sink.raw()], self.groups)?;
+        b.submit().map(|_| ())
+    }
 }
 
 #[repr(C)]
@@ -86,6 +137,15 @@ impl PipelineKey for CopyPipeline {
             params_size: std::mem::size_of::<CopyParams>() as u64,
             bindings: B,
         }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct BusyPipeline;
+
+impl PipelineKey for BusyPipeline {
+    fn describe(&self, caps: &Caps) -> PipelineDesc {
+        PipelineDesc { entry: "busy", ..CopyPipeline.describe(caps) }
     }
 }
 

@@ -18,3 +18,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         dst[i] = src[i];
     }
 }
+
+// Busy kernel (timing::measure): arithmetic only, no memory traffic, so the GPU is kept at its
+// working clocks right up to a timed dispatch without touching the caches the timed kernel uses.
+// `len` is the iteration count; the store never happens for finite inputs but keeps the loop alive.
+@compute @workgroup_size(256)
+fn busy(@builtin(global_invocation_id) gid: vec3<u32>) {
+    var x = f32(gid.x & 255u) * 1.0e-3;
+    for (var i = 0u; i < p.len; i++) {
+        x = fma(x, 0.999, 1.0e-3);
+    }
+    if (x < -1.0) {
+        dst[0] = vec4<f32>(x);
+    }
+}
