@@ -131,8 +131,8 @@ impl Caps {
             cooperative_matrix_configs: coop.to_vec(),
             native_twins: false,
             limits: KeyLimits {
-                max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
-                max_uniform_buffer_binding_size: limits.max_uniform_buffer_binding_size as u64,
+                max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+                max_uniform_buffer_binding_size: limits.max_uniform_buffer_binding_size,
                 max_buffer_size: limits.max_buffer_size,
                 max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
                 max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
@@ -303,6 +303,9 @@ impl Caps {
     }
 }
 
+/// A kernel's extra requirement check: `Err(reason)` when `caps` cannot run `variant`.
+pub type ExtraCheck = fn(&Caps, Variant) -> Result<(), String>;
+
 /// Static description of one kernel: its name, the variants it is implemented in and any
 /// extra requirement beyond [`Caps::variant_support`]. Each kernel module declares one per kernel.
 pub struct KernelInfo {
@@ -310,7 +313,7 @@ pub struct KernelInfo {
     /// Implemented variants, most preferred last.
     pub variants: &'static [Variant],
     /// Extra per-kernel requirement (e.g. f16). `None` means none.
-    pub extra: Option<fn(&Caps, Variant) -> Result<(), String>>,
+    pub extra: Option<ExtraCheck>,
 }
 
 impl KernelInfo {

@@ -109,6 +109,7 @@ impl MatmulWeights for Int4Matrix {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // one case's shape, spelled out
 fn setup_mat(ctx: &Context, rng: &mut Rng, copies: usize, m: usize, n: usize, k: usize, g: usize, mode: Int4Mode, zeros: bool) -> Result<Box<dyn Prepared>> {
     let host = random_host(rng, n, k, g, mode, zeros);
     let x = rng.uniform_vec(m * k, -1.0, 1.0);
