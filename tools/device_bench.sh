@@ -3,7 +3,9 @@
 # combined Markdown table (tools/combine_bench.py). Run from the repository root on the GPU
 # machine; every step runs even if an earlier one failed, and each step's exit status is logged.
 #
-#   tools/device_bench.sh [OUTDIR]          (default: $OUT if set, else ./device_bench_out)
+#   tools/device_bench.sh [OUTDIR]          (default: ./device_bench_out)
+# When the device tool's $OUT is set, everything is also packed into $OUT/device_bench.tgz (the
+# tool brings back at most 8 files, and this writes more).
 #
 # Binaries (prebuilt release binaries, e.g. copied into .dev_<name>/; built with cargo if unset
 # and cargo exists):
@@ -16,7 +18,7 @@
 #   PYTHON       python3 with torch for the peers (default python3)
 #   UPDATE_MD    a Markdown file whose combined:begin/end section gets the table (e.g. BENCHMARKS.md)
 set -u
-OUTDIR="${1:-${OUT:-./device_bench_out}}"
+OUTDIR="${1:-./device_bench_out}"
 mkdir -p "$OUTDIR"
 PY="${PYTHON:-python3}"
 LOG="$OUTDIR/steps.log"
@@ -88,3 +90,6 @@ if [ -s "$OUTDIR/bench.csv" ]; then
     step combine python3 tools/combine_bench.py "${ARGS[@]}" "${DECODES[@]}"
 fi
 echo "outputs in $OUTDIR:"; ls -la "$OUTDIR"
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+    tar czf "$OUT/device_bench.tgz" -C "$(dirname "$OUTDIR")" "$(basename "$OUTDIR")" && echo "packed into $OUT/device_bench.tgz"
+fi
