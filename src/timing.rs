@@ -50,12 +50,11 @@ pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) ->
         let mut b = ctx.timed_batch();
         encode(&mut b, i)?;
         busy.submit(ctx)?;
-        let t0 = Instant::now();
-        match b.submit()?.gpu_ns()? {
-            Some(ns) if ts => singles.push(ns / 1e3),
-            _ => {
+        match submit_timed(b)? {
+            (Some(gpu_us), _) if ts => singles.push(gpu_us),
+            (_, wall_us) => {
                 ts = false;
-                singles.push(t0.elapsed().as_secs_f64() * 1e6);
+                singles.push(wall_us);
             }
         }
     }
@@ -65,12 +64,18 @@ pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) ->
         encode(&mut b, i)?;
     }
     busy.submit(ctx)?;
-    let t0 = Instant::now();
-    let total_us = match b.submit()?.gpu_ns()? {
-        Some(ns) if ts => ns / 1e3,
-        _ => t0.elapsed().as_secs_f64() * 1e6,
+    let total_us = match submit_timed(b)? {
+        (Some(gpu_us), _) if ts => gpu_us,
+        (_, wall_us) => wall_us,
     };
     Ok(Timing { single_us: singles[singles.len() / 2], batched_us: total_us / reps as f64, gpu_timestamps: ts })
+}
+
+/// Submit `b` and wait: (GPU µs from its timestamps if it has them, wall-clock µs).
+fn submit_timed(b: Batch) -> Result<(Option<f64>, f64)> {
+    let t0 = Instant::now();
+    let gpu = b.submit()?.gpu_ns()?.map(|ns| ns / 1e3);
+    Ok((gpu, t0.elapsed().as_secs_f64() * 1e6))
 }
 
 /// GPU time of the busy kernel that precedes every timed submit (µs): long against the CPU's
@@ -95,13 +100,9 @@ impl Busy {
         // iteration count until one busy dispatch takes BUSY_US.
         for _ in 0..20 {
             let mut b = ctx.timed_batch();
-            b.dispatch(&BusyPipeline, &busy.params, &[busy.src.raw(), busy.sink.raw()], busy.groups)?;
-            let t0 = Instant::now();
-            let us = match b.submit()?.gpu_ns()? {
-                Some(ns) => ns / 1e3,
-                None => t0.elapsed().as_secs_f64() * 1e6,
-            };
-            if us >= BUSY_US {
+            busy.record(&mut b)?;
+            let (gpu_us, wall_us) = submit_timed(b)?;
+            if gpu_us.unwrap_or(wall_us) >= BUSY_US {
                 break;
             }
             busy.params.len = busy.params.len.saturating_mul(2);
@@ -109,9 +110,14 @@ impl Busy {
         Ok(busy)
     }
 
+    fn record(&self, b: &mut Batch) -> Result<()> {
+        b.dispatch(&BusyPipeline, &self.params, &[self.src.raw(), self.sink.raw()], self.groups)
+    }
+
+    /// Queue one busy dispatch without waiting for it.
     fn submit(&self, ctx: &Context) -> Result<()> {
         let mut b = ctx.batch();
-        b.dispatch(&BusyPipeline, &self.params, &[self.src.raw(), self.sink.raw()], self.groups)?;
+        self.record(&mut b)?;
         b.submit().map(|_| ())
     }
 }
