@@ -62,28 +62,28 @@ def heads(f):
     return None, None
 
 
-def read_ours(path):
+def split_copy(records, field, name):
+    """CSV records -> (records without the copy row, that row's gb_s): the copy row is the one
+    whose `field` is `name`."""
     rows, copy = [], None
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r.get("kernel") == "copy":
-                copy = num(r.get("gb_s"))
-                continue
+    for r in records:
+        if r.get(field) == name:
+            copy = num(r.get("gb_s"))
+        else:
             rows.append(r)
     return rows, copy
 
 
-def read_peers(path):
-    peers, copy = [], None
-    if not path:
-        return peers, copy
+def read_ours(path):
     with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r.get("peer") == "torch_copy":
-                copy = num(r.get("gb_s"))
-                continue
-            peers.append(r)
-    return peers, copy
+        return split_copy(csv.DictReader(fh), "kernel", "copy")
+
+
+def read_peers(path):
+    if not path:
+        return [], None
+    with open(path, newline="") as fh:
+        return split_copy(csv.DictReader(fh), "peer", "torch_copy")
 
 
 def read_sdpa(path):
@@ -94,12 +94,7 @@ def read_sdpa(path):
     with open(path) as fh:
         text = fh.read()
     if text.startswith("peer,"):
-        for r in csv.DictReader(text.splitlines()):
-            if r.get("peer") == "torch_copy":
-                copy = num(r.get("gb_s"))
-            else:
-                rows.append(r)
-        return rows, copy
+        return split_copy(csv.DictReader(text.splitlines()), "peer", "torch_copy")
     # Text output (older runs): the script's constants are heads 32, kv_heads 8, head_dim 128.
     pat = re.compile(r"^(decode|prefill)\s+torch\.(\w+)\s+(kv|t)=\s*(\d+)\s+([\d.]+) us")
     for line in text.splitlines():
