@@ -4,16 +4,18 @@
 //! submits and per-dispatch time of a back-to-back batch, with weights rotated over enough copies
 //! that the last-level cache cannot serve them. GB/s and % of the copy kernel measured in the
 //! same process. Prints a table, writes a CSV and an SVG bar chart of GB/s per case and variant
-//! with the copy kernel's bandwidth as a vertical line.
+//! with the copy kernel's bandwidth as a vertical line. Next to each case: the read ceiling, the
+//! time of a read-only kernel over the same bytes rotated the same way (`timing::read_ceiling`),
+//! i.e. the floor any kernel reading those bytes has at that size (launch, ramp-up, drain).
 //!
-//!   cargo bench --bench kernels -- [--filter SUBSTR] [--reps N] [--csv PATH] [--svg PATH] [--rotate-mib M]
+//!   cargo bench --bench kernels -- [--filter SUBSTR] [--reps N] [--csv PATH] [--svg PATH] [--rotate-mib M] [--no-read-ceiling]
 //!   cargo bench --bench kernels -- --chart-from results.csv [--svg out.svg] [--title TEXT]
 //!
 //! `--chart-from` only redraws the chart from a saved CSV (no GPU needed).
 
 use std::fmt::Write as _;
 use wgkernels::suite::Rng;
-use wgkernels::timing::{copy_bandwidth, measure};
+use wgkernels::timing::{copy_bandwidth, measure, read_ceiling};
 use wgkernels::{kernels, Context, ContextOptions, Variant, VariantPolicy};
 
 struct Args {
@@ -25,10 +27,11 @@ struct Args {
     title: Option<String>,
     rotate_bytes: u64,
     copy_bytes: u64,
+    read_ceiling: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { filter: None, reps: 30, csv: "target/bench.csv".into(), svg: "target/bench.svg".into(), chart_from: None, title: None, rotate_bytes: 512 << 20, copy_bytes: 1 << 30 };
+    let mut a = Args { filter: None, reps: 30, csv: "target/bench.csv".into(), svg: "target/bench.svg".into(), chart_from: None, title: None, rotate_bytes: 512 << 20, copy_bytes: 1 << 30, read_ceiling: true };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
         match s.as_str() {
@@ -38,6 +41,7 @@ fn args() -> Args {
             "--svg" => a.svg = it.next().unwrap_or(a.svg),
             "--chart-from" => a.chart_from = it.next(),
             "--title" => a.title = it.next(),
+            "--no-read-ceiling" => a.read_ceiling = false,
             "--rotate-mib" => a.rotate_bytes = it.next().and_then(|v| v.parse::<u64>().ok()).map_or(a.rotate_bytes, |m| m << 20),
             "--copy-mib" => a.copy_bytes = it.next().and_then(|v| v.parse::<u64>().ok()).map_or(a.copy_bytes, |m| m << 20),
             _ => {} // cargo bench passes --bench
@@ -74,8 +78,10 @@ fn main() {
     println!("copy kernel: {copy_gbs:.1} GB/s read+write over {} MiB ({:.1} µs; {})\n", copy_bytes >> 20, ct.single_us, if ct.gpu_timestamps { "timestamps" } else { "wall clock" });
 
     let mut rng = Rng::new(Rng::fresh_seed());
-    let mut csv = String::from("kernel,case,variant,bytes,copies,single_us,batched_us,gb_s,pct_copy,batched_gb_s,check_err\n");
-    println!("{:<22} {:<30} {:<9} {:>10} {:>10} {:>8} {:>7} {:>9}  check", "kernel", "case", "variant", "single µs", "batch µs", "GB/s", "% copy", "batch GB/s");
+    let mut csv = String::from("kernel,case,variant,bytes,copies,single_us,batched_us,gb_s,pct_copy,batched_gb_s,check_err,read_single_us,read_batched_us\n");
+    println!("{:<22} {:<30} {:<9} {:>10} {:>10} {:>8} {:>7} {:>9} {:>13}  check", "kernel", "case", "variant", "single µs", "batch µs", "GB/s", "% copy", "batch GB/s", "read µs s/b");
+    // Read ceilings per (bytes, copies): a read-only kernel over the case's bytes, rotated alike.
+    let mut ceilings: std::collections::HashMap<(u64, usize), Option<wgkernels::timing::Timing>> = Default::default();
     let mut failures = 0;
     for kernel in kernels::registry() {
         let info = kernel.info();
@@ -106,18 +112,30 @@ fn main() {
                     let t = measure(&vctx, reps.max(copies.min(64)), &|b, i| p.encode(b, i))?;
                     Ok((check, Some(t)))
                 };
-                match run() {
+                let result = run();
+                let ceiling = match &result {
+                    Ok((_, Some(_))) if a.read_ceiling => *ceilings.entry((case.bytes(), copies)).or_insert_with(|| match read_ceiling(&ctx, case.bytes(), copies, reps.max(copies.min(64))) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            println!("read ceiling for {} bytes: {e}", case.bytes());
+                            None
+                        }
+                    }),
+                    _ => None,
+                };
+                let (rs, rb) = ceiling.map_or((String::new(), String::new()), |r| (format!("{:.2}", r.single_us), format!("{:.2}", r.batched_us)));
+                match result {
                     Ok((check, Some(t))) => {
                         let gbs = case.bytes() as f64 / (t.single_us * 1e3);
                         let bgbs = case.bytes() as f64 / (t.batched_us * 1e3);
                         let pct = 100.0 * gbs / copy_gbs;
                         println!(
-                            "{:<22} {:<30} {:<9} {:>10.1} {:>10.1} {:>8.1} {:>6.1}% {:>9.1}  ok ({:.1e})",
-                            info.name, case.name(), v.name(), t.single_us, t.batched_us, gbs, pct, bgbs, check.err
+                            "{:<22} {:<30} {:<9} {:>10.1} {:>10.1} {:>8.1} {:>6.1}% {:>9.1} {:>13}  ok ({:.1e})",
+                            info.name, case.name(), v.name(), t.single_us, t.batched_us, gbs, pct, bgbs, ceiling.map_or(String::from("-"), |r| format!("{:.1}/{:.1}", r.single_us, r.batched_us)), check.err
                         );
                         let _ = writeln!(
                             csv,
-                            "{},{},{},{},{},{:.2},{:.2},{:.1},{:.1},{:.1},{:.2e}",
+                            "{},{},{},{},{},{:.2},{:.2},{:.1},{:.1},{:.1},{:.2e},{rs},{rb}",
                             info.name, case.name(), v.name(), case.bytes(), copies, t.single_us, t.batched_us, gbs, pct, bgbs, check.err
                         );
                     }
@@ -133,7 +151,7 @@ fn main() {
             }
         }
     }
-    let _ = writeln!(csv, "copy,{} MiB,portable,{},1,{:.2},{:.2},{:.1},100.0,,", copy_bytes >> 20, 2 * copy_bytes, ct.single_us, ct.batched_us, copy_gbs);
+    let _ = writeln!(csv, "copy,{} MiB,portable,{},1,{:.2},{:.2},{:.1},100.0,,,,", copy_bytes >> 20, 2 * copy_bytes, ct.single_us, ct.batched_us, copy_gbs);
     if let Some(dir) = std::path::Path::new(&a.csv).parent() {
         let _ = std::fs::create_dir_all(dir);
     }

@@ -149,15 +149,24 @@ impl PipelineKey for CopyPipeline {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct BusyPipeline;
 
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ReadPipeline;
+
+impl PipelineKey for ReadPipeline {
+    fn describe(&self, caps: &Caps) -> PipelineDesc {
+        PipelineDesc { entry: "read_once", ..CopyPipeline.describe(caps) }
+    }
+}
+
 impl PipelineKey for BusyPipeline {
     fn describe(&self, caps: &Caps) -> PipelineDesc {
         PipelineDesc { entry: "busy", ..CopyPipeline.describe(caps) }
     }
 }
 
-/// The copy kernel's pipeline description (for the shader checks).
-pub fn copy_pipeline_desc(caps: &Caps) -> PipelineDesc {
-    CopyPipeline.describe(caps)
+/// The pipeline descriptions of this module's kernels (copy, busy, read), for the shader checks.
+pub fn pipeline_descs(caps: &Caps) -> Vec<(String, PipelineDesc)> {
+    vec![("CopyPipeline".into(), CopyPipeline.describe(caps)), ("BusyPipeline".into(), BusyPipeline.describe(caps)), ("ReadPipeline".into(), ReadPipeline.describe(caps))]
 }
 
 /// Measure the copy kernel over `bytes` (rounded to 16) of source: returns GB/s of
@@ -180,4 +189,42 @@ pub fn copy_bandwidth(ctx: &Context, bytes: u64, reps: usize) -> Result<(f64, Ti
         return Err(crate::Error::Readback("copy kernel produced wrong data".into()));
     }
     Ok((2.0 * bytes as f64 / (t.single_us * 1e3), t))
+}
+
+/// The read ceiling for `bytes` (rounded up to 16): the time of a kernel that only reads that many
+/// bytes once (one small digest write per 16 KiB read) over `copies` buffers rotated exactly like
+/// a bench case rotates its weights, measured like every case ([`measure`]). Any kernel that must
+/// read `bytes` takes at least this long: at small sizes it is launch, ramp-up and drain, not
+/// bandwidth, which "% of copy" (measured over 1 GiB) does not show. The digest is checked against
+/// the CPU before timing.
+pub fn read_ceiling(ctx: &Context, bytes: u64, copies: usize, reps: usize) -> Result<Timing> {
+    let len = bytes.div_ceil(16).max(1) as usize;
+    let groups_n = len.div_ceil(1024);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ bytes;
+    let words: Vec<[u32; 4]> = (0..len)
+        .map(|_| {
+            let mut w = [0u32; 4];
+            for v in &mut w {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *v = (state >> 16) as u32;
+            }
+            w
+        })
+        .collect();
+    let want = words.iter().fold(0u32, |h, w| h ^ w[0] ^ w[1] ^ w[2] ^ w[3]);
+    let srcs: Vec<GpuBuffer<[u32; 4]>> = (0..copies.max(1)).map(|_| ctx.upload(&words)).collect::<Result<_>>()?;
+    let dst: GpuBuffer<[f32; 4]> = ctx.alloc(groups_n)?;
+    let params = CopyParams { len: len as u32, _p: [0; 3] };
+    let groups = ctx.grid(groups_n as u64)?;
+    let encode = |b: &mut Batch, i: usize| b.dispatch(&ReadPipeline, &params, &[srcs[i % srcs.len()].raw(), dst.raw()], groups);
+    let mut b = ctx.batch();
+    encode(&mut b, 0)?;
+    b.run()?;
+    let got = ctx.read(&dst)?.iter().fold(0u32, |h, d| h ^ (d[0] as u32 | (d[1] as u32) << 16));
+    if got != want {
+        return Err(crate::Error::Readback(format!("read kernel digest {got:#x}, expected {want:#x}")));
+    }
+    measure(ctx, reps, &encode)
 }

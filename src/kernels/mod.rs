@@ -26,9 +26,9 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     v
 }
 
-/// Every pipeline of every kernel, plus the bench's copy kernel (for the offline shader checks).
+/// Every pipeline of every kernel, plus the bench's copy, busy and read kernels (for the offline shader checks).
 pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
-    v.push(("CopyPipeline".into(), crate::timing::copy_pipeline_desc(&crate::caps::Caps::nominal())));
+    v.extend(crate::timing::pipeline_descs(&crate::caps::Caps::nominal()));
     v
 }
