@@ -41,7 +41,7 @@ fn main() -> wgkernels::Result<()> {
     let layout = PairLayout::HalfSplit;
     // YaRN as Qwen2.5 / DeepSeek ship it: 4x over a 32k original context.
     let cfg = RopeConfig::new(d, 1_000_000.0, RopeScaling::yarn(4.0, 32768));
-    let table = RopeTable::build(&ctx, cfg, capacity)?;
+    let table = RopeTable::build(&ctx, cfg.clone(), capacity)?;
     println!("YaRN: attention factor {:.4}, inv_freq[0] {:.3e}, inv_freq[last] {:.3e}", cfg.attention_factor(), cfg.inv_freq()[0], cfg.inv_freq()[d / 2 - 1]);
 
     let mut rng = Rng::new(Rng::fresh_seed());

@@ -308,7 +308,7 @@ fn rms_f64(x: &[f64], w: &[f32], eps: f32) -> Vec<f64> {
 fn reference_layer(net: &Net, hst: &Host) -> Vec<f64> {
     let m = &net.m;
     let (d, kvd) = (m.head_dim, m.kv_heads * m.head_dim);
-    let cfg = *net.table.config();
+    let cfg = net.table.config().clone();
     let x: Vec<f64> = hst.x0.iter().map(|&v| v as f64).collect();
     let xn = rms_f64(&x, &hst.attn_norm, m.eps);
     let (q, k, v) = (hst.w[0].matvec(&xn), hst.w[1].matvec(&xn), hst.w[2].matvec(&xn));

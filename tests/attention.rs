@@ -159,9 +159,46 @@ fn config_of(c: &Json) -> RopeConfig {
             mscale_all_dim: f("mscale_all_dim"),
             truncate: !matches!(p.get("truncate"), Some(Json::Bool(false))),
         },
+        "longrope" => RopeScaling::LongRope {
+            short_factor: p.get("short_factor").expect("short_factor").nums().into(),
+            long_factor: p.get("long_factor").expect("long_factor").nums().into(),
+            // HF takes the factor as max_position_embeddings / original when both are given.
+            factor: max_pos as f64 / f("original_max_position_embeddings").unwrap(),
+            original_max_position_embeddings: f("original_max_position_embeddings").unwrap() as usize,
+            attention_factor: f("attention_factor"),
+            seq_len: c.get("seq_len").map_or(0, |s| s.num() as usize),
+        },
         other => panic!("rope_type {other} not covered"),
     };
     RopeConfig::new(d, theta, scaling)
+}
+
+/// LongRoPE by hand (d = 4, theta = 10000: base frequencies 1 and 10000^-1/2 = 0.01): the factor
+/// list switches at the original window, and the attention factor is sqrt(1 + ln 8 / ln 4096) =
+/// sqrt(1.25) unless given.
+#[test]
+fn longrope_by_hand() {
+    let cfg = |seq_len: usize, attention_factor: Option<f64>| {
+        RopeConfig::new(
+            4,
+            10000.0,
+            RopeScaling::LongRope { short_factor: vec![2.0, 4.0].into(), long_factor: vec![5.0, 50.0].into(), factor: 8.0, original_max_position_embeddings: 4096, attention_factor, seq_len },
+        )
+    };
+    let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-15 * y.abs());
+    assert!(close(&cfg(4096, None).inv_freq(), &[0.5, 0.0025]), "{:?}", cfg(4096, None).inv_freq());
+    assert!(close(&cfg(4097, None).inv_freq(), &[0.2, 0.0002]), "{:?}", cfg(4097, None).inv_freq());
+    assert!((cfg(10, None).attention_factor() - 1.25f64.sqrt()).abs() < 1e-15);
+    assert_eq!(cfg(10, Some(0.75)).attention_factor(), 0.75);
+    // And through the GPU table: cos/sin at position 3, scaled by the attention factor.
+    let ctx = common::context();
+    let t = RopeTable::build(&ctx, cfg(5000, None), 4).unwrap();
+    let got = ctx.read(t.buffer()).unwrap();
+    let af = 1.25f64.sqrt();
+    for (i, f) in [0.2f64, 0.0002].iter().enumerate() {
+        let [c, s] = got[3 * 2 + i];
+        assert!((c as f64 - af * (3.0 * f).cos()).abs() < 1e-6 && (s as f64 - af * (3.0 * f).sin()).abs() < 1e-6, "pair {i}: {c} {s}");
+    }
 }
 
 fn golden_path() -> String {
@@ -318,6 +355,17 @@ fn bad_inputs_are_errors() {
     // bad RoPE parameters
     assert!(RopeConfig::new(64, 10000.0, RopeScaling::Linear { factor: 0.0 }).validate().is_err());
     assert!(RopeConfig::new(64, 0.5, RopeScaling::Default).validate().is_err());
+    let longrope = |short: Vec<f64>, long: Vec<f64>| RopeScaling::LongRope {
+        short_factor: short.into(),
+        long_factor: long.into(),
+        factor: 8.0,
+        original_max_position_embeddings: 4096,
+        attention_factor: None,
+        seq_len: 100,
+    };
+    assert!(matches!(RopeConfig::new(4, 10000.0, longrope(vec![1.0, 2.0], vec![1.0])).validate(), Err(Error::Argument(_))), "long_factor length");
+    assert!(matches!(RopeConfig::new(4, 10000.0, longrope(vec![1.0, 0.0], vec![1.0, 2.0])).validate(), Err(Error::Argument(_))), "zero factor");
+    assert!(matches!(RopeTable::new(&ctx, RopeConfig::new(4, 10000.0, longrope(vec![1.0, f64::NAN], vec![1.0, 2.0])), 8).err(), Some(Error::Argument(_))));
 
     // decode: cache full, position beyond the table, scratch for another shape, small buffers
     let shape = AttnShape::new(8, 2, 64);

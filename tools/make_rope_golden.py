@@ -60,6 +60,8 @@ def rope_params_seen(cfg):
     for k, v in rp.items():
         if isinstance(v, (int, float, str, bool)) or v is None:
             out[k] = v
+        elif isinstance(v, (list, tuple)) and all(isinstance(e, (int, float)) for e in v):
+            out[k] = [float(e) for e in v]  # longrope's short_factor / long_factor
     return out
 
 
@@ -153,6 +155,16 @@ def main():
                                              "mscale_all_dim": 1.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                              "original_max_position_embeddings": 4096}),
     ]
+    # LongRoPE (Phi-3 style): factor lists of head_dim / 2 entries; max_position_embeddings =
+    # 32 x original, so HF's factor (the ratio) is 32; seq_len past and within the original window.
+    for d, seq in ((96, 8192), (96, 2048), (64, 5000)):
+        half = d // 2
+        short = [1.0 + 0.8 * i / half for i in range(half)]
+        long = [1.5 + 58.5 * (i / half) ** 2 for i in range(half)]
+        cases.append(case(f"longrope_d{d}_seq{seq}", d, 131072, {"rope_type": "longrope", "rope_theta": 10000.0,
+                                                                   "short_factor": short, "long_factor": long,
+                                                                   "original_max_position_embeddings": 4096},
+                          seq_len=seq, with_apply=(seq == 8192)))
     if "truncate" in yarn_src:
         cases.append(case("yarn_f4_notruncate", 128, 16384, {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
                                                              "original_max_position_embeddings": 4096, "truncate": False}))

@@ -108,7 +108,7 @@ impl Kernel for PrefillKernel {
 impl PrefillCase {
     fn cfg(&self) -> RopeConfig {
         let c = sample_configs(self.shape.head_dim);
-        c[self.mode % c.len()]
+        c[self.mode % c.len()].clone()
     }
     /// Causal multiply-adds x 2 (QK^T and PV) x 2 flops.
     pub fn flops(&self) -> f64 {
@@ -167,7 +167,7 @@ impl PrefillCase {
         let s = self.shape;
         let d = s.head_dim;
         let cfg = self.cfg();
-        let table = RopeTable::build(&aux(ctx), cfg, self.kv_len.max(self.offset + self.tokens))?;
+        let table = RopeTable::build(&aux(ctx), cfg.clone(), self.kv_len.max(self.offset + self.tokens))?;
         let mut sets = Vec::new();
         let mut reference = (Vec::new(), Vec::new());
         for copy in 0..copies.max(1) {
@@ -358,7 +358,7 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
 impl DecodeCase {
     fn cfg(&self) -> RopeConfig {
         let c = sample_configs(self.shape.head_dim);
-        c[self.mode % c.len()]
+        c[self.mode % c.len()].clone()
     }
 
     fn prepare<KV: Elem>(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
@@ -366,7 +366,7 @@ impl DecodeCase {
         let d = s.head_dim;
         let cfg = self.cfg();
         let kv_len = self.pos + 1;
-        let table = RopeTable::build(&aux(ctx), cfg, kv_len)?;
+        let table = RopeTable::build(&aux(ctx), cfg.clone(), kv_len)?;
         let n_row = s.kv_heads * d;
         let mut sets = Vec::new();
         let mut refs = (Vec::new(), Vec::new(), Vec::new());

@@ -32,7 +32,18 @@ pub fn sample_configs(d: usize) -> Vec<RopeConfig> {
                 truncate: false,
             },
         ),
+        // LongRoPE at a length past the original window (long factors) and within it (short).
+        RopeConfig::new(d, 10000.0, longrope_sample(d, 8192)),
+        RopeConfig::new(d, 10000.0, longrope_sample(d, 1000)),
     ]
+}
+
+/// A LongRoPE scaling with factors rising from 1 (short) / 1.5 (long) across the pairs, Phi-3
+/// style (original window 4096, 32x extension), evaluated at `seq_len`.
+pub fn longrope_sample(d: usize, seq_len: usize) -> RopeScaling {
+    let half = d / 2;
+    let ramp = |lo: f64, hi: f64| (0..half).map(|i| lo + (hi - lo) * i as f64 / half.max(2) as f64).collect::<Vec<_>>().into();
+    RopeScaling::LongRope { short_factor: ramp(1.0, 1.8), long_factor: ramp(1.5, 60.0), factor: 32.0, original_max_position_embeddings: 4096, attention_factor: None, seq_len }
 }
 
 struct TableKernel;
@@ -90,7 +101,7 @@ impl Case for TableCase {
         (self.rows * self.cfg.half() * 8) as u64
     }
     fn setup(&self, ctx: &Context, _rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
-        let mut table = RopeTable::new(ctx, self.cfg, self.rows)?;
+        let mut table = RopeTable::new(ctx, self.cfg.clone(), self.rows)?;
         let n = self.rows * self.cfg.half();
         let poison = f32::from_bits(POISON_F32);
         table.set_buffer(ctx.upload(&vec![[poison; 2]; n + GUARD.div_ceil(2)])?)?;
@@ -124,7 +135,7 @@ impl Kernel for ApplyKernel {
                 for f16 in [false, true] {
                     // NTK-style modes need d > 2 (d / (d - 2) in the base).
                     let cfgs: Vec<RopeConfig> = sample_configs(d).into_iter().filter(|c| c.validate().is_ok()).collect();
-                    let cfg = cfgs[n % cfgs.len()];
+                    let cfg = cfgs[n % cfgs.len()].clone();
                     let start = if n % 3 == 2 { None } else { Some([0u32, 1000, 17][n % 3]) };
                     v.push(Box::new(ApplyCase { cfg, tokens, heads, layout, f16, start }));
                     n += 1;
@@ -136,8 +147,8 @@ impl Kernel for ApplyKernel {
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
         let cfg = RopeConfig::new(128, 500000.0, RopeScaling::yarn(4.0, 32768));
         vec![
-            Box::new(ApplyCase { cfg, tokens: 2048, heads: 32, layout: PairLayout::HalfSplit, f16: false, start: Some(0) }),
-            Box::new(ApplyCase { cfg, tokens: 2048, heads: 32, layout: PairLayout::HalfSplit, f16: true, start: Some(0) }),
+            Box::new(ApplyCase { cfg: cfg.clone(), tokens: 2048, heads: 32, layout: PairLayout::HalfSplit, f16: false, start: Some(0) }),
+            Box::new(ApplyCase { cfg: cfg.clone(), tokens: 2048, heads: 32, layout: PairLayout::HalfSplit, f16: true, start: Some(0) }),
         ]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
@@ -223,7 +234,7 @@ impl ApplyCase {
         let n = self.tokens * self.heads * d;
         let (x, stored) = upload_guarded::<T>(ctx, &rng.normal_vec(n))?;
         let rows = 2048;
-        let table = RopeTable::build(ctx, self.cfg, rows)?;
+        let table = RopeTable::build(ctx, self.cfg.clone(), rows)?;
         let (positions, pos_host): (Option<(GpuBuffer<u32>, u32)>, Vec<usize>) = match self.start {
             Some(s) => (None, (0..self.tokens).map(|t| s as usize + t).collect()),
             None => {
@@ -240,7 +251,7 @@ impl ApplyCase {
             tokens: self.tokens,
             heads: self.heads,
             layout: self.layout,
-            cfg: self.cfg,
+            cfg: self.cfg.clone(),
             input: stored,
             pos_host,
             encodes: std::cell::Cell::new(0),

@@ -28,14 +28,22 @@
 //!   cos and sin are multiplied by `attention_factor` (the only mode that scales magnitude).
 //!   Note: HF overrides `factor` with `max_position_embeddings / original_max_position_embeddings`
 //!   when the config has both; pass that ratio as `factor` to reproduce such a config.
+//! * **longrope** (Phi-3 style: `short_factor`, `long_factor` (d/2 numbers each), `factor`,
+//!   `original_max_position_embeddings`, `attention_factor`; evaluated at a sequence length
+//!   `seq_len`): `ext = long_factor` when `seq_len > original_max_position_embeddings`, else
+//!   `short_factor`; `inv_freq_i = 1 / (ext_i * rope_theta^(2i/d))`. `attention_factor`, when not
+//!   given: 1 if `factor <= 1`, else `sqrt(1 + ln(factor) / ln(original_max_position_embeddings))`;
+//!   cos and sin are multiplied by it. As for yarn, HF takes `factor` as
+//!   `max_position_embeddings / original_max_position_embeddings` when the config has both.
 //!
 //! Angles are `position * inv_freq_i`; see [`super`] for the pair layouts.
 
 use crate::error::{ensure, Error, Result};
 use std::f64::consts::PI;
+use std::sync::Arc;
 
 /// How the base frequencies are scaled.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum RopeScaling {
     /// Plain RoPE.
     Default,
@@ -57,6 +65,15 @@ pub enum RopeScaling {
         mscale: Option<f64>,
         mscale_all_dim: Option<f64>,
         truncate: bool,
+    },
+    /// HF `longrope` (Phi-3) evaluated at `seq_len`: per-pair rescale factors, `head_dim / 2` each.
+    LongRope {
+        short_factor: Arc<[f64]>,
+        long_factor: Arc<[f64]>,
+        factor: f64,
+        original_max_position_embeddings: usize,
+        attention_factor: Option<f64>,
+        seq_len: usize,
     },
 }
 
@@ -83,12 +100,13 @@ impl RopeScaling {
             RopeScaling::Ntk { .. } => "ntk",
             RopeScaling::Llama3 { .. } => "llama3",
             RopeScaling::Yarn { .. } => "yarn",
+            RopeScaling::LongRope { .. } => "longrope",
         }
     }
 }
 
 /// RoPE frequencies of one head dimension.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RopeConfig {
     pub head_dim: usize,
     pub rope_theta: f64,
@@ -119,33 +137,47 @@ impl RopeConfig {
         ensure(d >= 2 && d % 2 == 0, || Error::Shape(format!("head_dim = {d}: RoPE needs an even head_dim >= 2")))?;
         ensure(self.rope_theta.is_finite() && self.rope_theta > 1.0, || Error::Argument(format!("rope_theta = {} must be > 1", self.rope_theta)))?;
         let pos = |name: &str, v: f64| ensure(v.is_finite() && v > 0.0, || Error::Argument(format!("{name} = {v} must be finite and > 0")));
-        match self.scaling {
+        match &self.scaling {
             RopeScaling::Default => Ok(()),
-            RopeScaling::Linear { factor } => pos("factor", factor),
+            RopeScaling::Linear { factor } => pos("factor", *factor),
             RopeScaling::Dynamic { factor, max_position_embeddings, .. } => {
-                pos("factor", factor)?;
+                pos("factor", *factor)?;
                 ensure(d > 2, || Error::Shape("dynamic NTK needs head_dim > 2".into()))?;
-                ensure(max_position_embeddings > 0, || Error::Argument("max_position_embeddings = 0".into()))
+                ensure(*max_position_embeddings > 0, || Error::Argument("max_position_embeddings = 0".into()))
             }
             RopeScaling::Ntk { alpha } => {
-                pos("alpha", alpha)?;
+                pos("alpha", *alpha)?;
                 ensure(d > 2, || Error::Shape("NTK needs head_dim > 2".into()))
             }
             RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
-                pos("factor", factor)?;
-                pos("low_freq_factor", low_freq_factor)?;
-                pos("high_freq_factor", high_freq_factor)?;
+                pos("factor", *factor)?;
+                pos("low_freq_factor", *low_freq_factor)?;
+                pos("high_freq_factor", *high_freq_factor)?;
                 ensure(high_freq_factor != low_freq_factor, || Error::Argument("llama3: high_freq_factor == low_freq_factor".into()))?;
-                ensure(original_max_position_embeddings > 0, || Error::Argument("original_max_position_embeddings = 0".into()))
+                ensure(*original_max_position_embeddings > 0, || Error::Argument("original_max_position_embeddings = 0".into()))
             }
             RopeScaling::Yarn { factor, original_max_position_embeddings, beta_fast, beta_slow, attention_factor, .. } => {
-                pos("factor", factor)?;
-                pos("beta_fast", beta_fast)?;
-                pos("beta_slow", beta_slow)?;
+                pos("factor", *factor)?;
+                pos("beta_fast", *beta_fast)?;
+                pos("beta_slow", *beta_slow)?;
                 if let Some(a) = attention_factor {
-                    pos("attention_factor", a)?;
+                    pos("attention_factor", *a)?;
                 }
-                ensure(original_max_position_embeddings > 0, || Error::Argument("original_max_position_embeddings = 0".into()))
+                ensure(*original_max_position_embeddings > 0, || Error::Argument("original_max_position_embeddings = 0".into()))
+            }
+            RopeScaling::LongRope { short_factor, long_factor, factor, original_max_position_embeddings, attention_factor, .. } => {
+                pos("factor", *factor)?;
+                if let Some(a) = attention_factor {
+                    pos("attention_factor", *a)?;
+                }
+                ensure(*original_max_position_embeddings > 0, || Error::Argument("original_max_position_embeddings = 0".into()))?;
+                for (name, list) in [("short_factor", short_factor), ("long_factor", long_factor)] {
+                    ensure(list.len() == self.half(), || Error::Argument(format!("longrope: {name} has {} entries, head_dim / 2 = {}", list.len(), self.half())))?;
+                    for &v in list.iter() {
+                        pos(name, v)?;
+                    }
+                }
+                Ok(())
             }
         }
     }
@@ -160,7 +192,7 @@ impl RopeConfig {
     pub fn inv_freq(&self) -> Vec<f64> {
         let d = self.head_dim as f64;
         let theta = self.rope_theta;
-        match self.scaling {
+        match self.scaling.clone() {
             RopeScaling::Default => self.plain(theta),
             RopeScaling::Linear { factor } => self.plain(theta).into_iter().map(|f| f / factor).collect(),
             RopeScaling::Dynamic { factor, max_position_embeddings, seq_len } => {
@@ -210,12 +242,21 @@ impl RopeConfig {
                     })
                     .collect()
             }
+            RopeScaling::LongRope { short_factor, long_factor, original_max_position_embeddings, seq_len, .. } => {
+                let ext = if seq_len > original_max_position_embeddings { long_factor } else { short_factor };
+                self.plain(theta).into_iter().zip(ext.iter()).map(|(f, e)| f / e).collect()
+            }
         }
     }
 
-    /// The factor cos and sin are multiplied by (1 except for YaRN).
+    /// The factor cos and sin are multiplied by (1 except for YaRN and LongRoPE).
     pub fn attention_factor(&self) -> f64 {
         match self.scaling {
+            RopeScaling::LongRope { factor, original_max_position_embeddings, attention_factor, .. } => match attention_factor {
+                Some(a) => a,
+                None if factor <= 1.0 => 1.0,
+                None => (1.0 + factor.ln() / (original_max_position_embeddings as f64).ln()).sqrt(),
+            },
             RopeScaling::Yarn { factor, attention_factor, mscale, mscale_all_dim, .. } => match (attention_factor, mscale, mscale_all_dim) {
                 (Some(a), _, _) => a,
                 (None, Some(m), Some(ma)) if m != 0.0 && ma != 0.0 => yarn_mscale(factor, m) / yarn_mscale(factor, ma),

@@ -124,11 +124,11 @@ impl RopeTable {
         ensure(cfg.head_dim <= MAX_HEAD_DIM, || Error::Shape(format!("head_dim = {} over the supported {MAX_HEAD_DIM}", cfg.head_dim)))?;
         ensure(rows > 0 && rows <= MAX_POSITIONS, || Error::Shape(format!("table rows = {rows}: must be 1..={MAX_POSITIONS}")))?;
         Ok(RopeTable {
-            cfg,
-            rows,
             attention_factor: cfg.attention_factor() as f32,
             freq: ctx.upload(&split_turns(&cfg.inv_freq()))?,
             table: ctx.alloc(rows * cfg.half())?,
+            cfg,
+            rows,
         })
     }
 
