@@ -8,7 +8,7 @@
 //! time of a read-only kernel over the same bytes rotated the same way (`timing::read_ceiling`),
 //! i.e. the floor any kernel reading those bytes has at that size (launch, ramp-up, drain).
 //!
-//!   cargo bench --bench kernels -- [--filter SUBSTR] [--reps N] [--csv PATH] [--svg PATH] [--rotate-mib M] [--no-read-ceiling]
+//!   cargo bench --bench kernels -- [--filter SUBSTR[|SUBSTR...]] [--reps N] [--csv PATH] [--svg PATH] [--rotate-mib M] [--no-read-ceiling]
 //!   cargo bench --bench kernels -- --chart-from results.csv [--svg out.svg] [--title TEXT]
 //!
 //! `--chart-from` only redraws the chart from a saved CSV (no GPU needed).
@@ -87,7 +87,7 @@ fn main() {
         let info = kernel.info();
         for case in kernel.bench_cases() {
             let label = format!("{} {}", info.name, case.name());
-            if a.filter.as_ref().is_some_and(|f| !label.contains(f.as_str())) {
+            if a.filter.as_ref().is_some_and(|f| !f.split('|').any(|part| label.contains(part))) {
                 continue;
             }
             for v in Variant::ALL {
