@@ -30,6 +30,14 @@ pub struct Timing {
 /// preceded, in the queue, by ~1 ms of an arithmetic-only busy kernel (no memory traffic: the
 /// caches stay as the weight rotation left them), and the warm-up runs for ~0.3 s first.
 pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) -> Result<()>) -> Result<Timing> {
+    let (mut singles, t) = measure_all(ctx, reps, encode)?;
+    singles.sort_by(f64::total_cmp);
+    Ok(Timing { single_us: singles[singles.len() / 2], ..t })
+}
+
+/// As [`measure`], but also every single-submit time in submit order (`encode(batch, i)` for
+/// i = 0..reps): the spread, and which inputs (copies) were slow.
+pub fn measure_all(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) -> Result<()>) -> Result<(Vec<f64>, Timing)> {
     let reps = reps.max(1);
     let busy = Busy::new(ctx)?;
     let start = Instant::now();
@@ -58,7 +66,6 @@ pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) ->
             }
         }
     }
-    singles.sort_by(f64::total_cmp);
     let mut b = ctx.timed_batch();
     for i in 0..reps {
         encode(&mut b, i)?;
@@ -68,7 +75,9 @@ pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) ->
         (Some(gpu_us), _) if ts => gpu_us,
         (_, wall_us) => wall_us,
     };
-    Ok(Timing { single_us: singles[singles.len() / 2], batched_us: total_us / reps as f64, gpu_timestamps: ts })
+    let mut sorted = singles.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok((singles, Timing { single_us: sorted[sorted.len() / 2], batched_us: total_us / reps as f64, gpu_timestamps: ts }))
 }
 
 /// Submit `b` and wait: (GPU µs from its timestamps if it has them, wall-clock µs).

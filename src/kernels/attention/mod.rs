@@ -245,7 +245,8 @@ pub enum AttnPipeline {
     Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
     /// Native (the MSL entry point for `d` and the K/V type; its twin is the Subgroup key).
-    DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool },
+    /// `prefetch`: the next step's loads are issued before this step's math (the MSL always does).
+    DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool, prefetch: bool },
     Merge,
     Append { kv_f16: bool, neox: bool },
 }
@@ -296,13 +297,13 @@ impl PipelineKey for AttnPipeline {
                     bindings: DECODE_BINDINGS,
                 }
             }
-            AttnPipeline::DecodeTeams { variant: Variant::Native, d, gb, wg, lanes, keys, kv_f16 } => {
-                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16 }.describe(_caps);
+            AttnPipeline::DecodeTeams { variant: Variant::Native, d, gb, wg, lanes, keys, kv_f16, .. } => {
+                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16, prefetch: true }.describe(_caps);
                 // decode_plan makes Native keys only for head dims with an entry point; a key
                 // made otherwise names none and fails to build (falls back, never runs wrong).
                 PipelineDesc::native(DECODE_MSL, native_decode_entry(d as usize, kv_f16).unwrap_or("attn_decode_no_entry_point"), twin)
             }
-            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, .. } => {
+            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, prefetch, .. } => {
                 let words = if kv_f16 { d / 2 } else { d };
                 PipelineDesc {
                     source: ShaderSource::Wgsl(vec![DECODE_SUBGROUP]),
@@ -315,6 +316,7 @@ impl PipelineKey for AttnPipeline {
                         ("B", keys as f64),
                         ("KV_F16", flag(kv_f16)),
                         ("VEC", flag(words % 4 == 0)),
+                        ("PF", flag(prefetch)),
                     ],
                     workgroup_size: [wg, 1, 1],
                     params_size: std::mem::size_of::<DecodeParams>() as u64,
@@ -480,6 +482,8 @@ pub struct DecodePlan {
     pub lanes: usize,
     /// Teams kernel: keys per team per step.
     pub keys: usize,
+    /// Teams kernel: the next step's loads issued before this step's math.
+    pub prefetch: bool,
     pub chunk: usize,
     pub nchunks: usize,
     pub gblocks: usize,
@@ -516,7 +520,7 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
 /// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
-/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups).
+/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups), `_PF` (0: no prefetch of the next step).
 ///
 /// Native: see [`native_decode_plan`]; head dims without an MSL entry point take the Subgroup plan.
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
@@ -544,7 +548,8 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
             let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
-            return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks });
+            let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1).is_none_or(|v| v == 1);
+            return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }
     }
     let wg = (d / 2).next_power_of_two().clamp(32, 128);
@@ -554,7 +559,7 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
     let want = (TARGET_WORKGROUPS / (s.kv_heads * gblocks)).max(1);
     let nchunks = want.min(MAX_CHUNKS).min(kv_len.div_ceil(MIN_CHUNK)).max(1);
     let chunk = kv_len.div_ceil(nchunks);
-    Ok(DecodePlan { teams: false, native: false, wg, gb, tile, lanes: 1, keys: 1, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+    Ok(DecodePlan { teams: false, native: false, wg, gb, tile, lanes: 1, keys: 1, prefetch: false, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
 }
 
 /// The Native decode plan, or `None` where the MSL has no entry point for this head_dim.
@@ -599,7 +604,7 @@ pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usiz
     }
     let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
     let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
-    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks }))
+    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: true, chunk, nchunks, gblocks }))
 }
 
 /// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
@@ -664,7 +669,7 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
     let key = if plan.teams {
         let variant = if plan.native { Variant::Native } else { Variant::Subgroup };
-        AttnPipeline::DecodeTeams { variant, d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16 }
+        AttnPipeline::DecodeTeams { variant, d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16, prefetch: plan.prefetch }
     } else {
         AttnPipeline::Decode { d: d32, gb, tile: plan.tile as u32, wg, kv_f16: KV::F16 }
     };
@@ -766,7 +771,9 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                     let ppl = (if words % 4 == 0 { words / 4 } else { words }).div_ceil(lanes as usize) as u32;
                     let gb = gb.min(16 / ppl).max(1);
                     if ppl <= 8 {
-                        v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16 });
+                        for prefetch in [false, true] {
+                            v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16, prefetch });
+                        }
                     }
                 }
             }
@@ -778,7 +785,7 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                 let plan = native_decode_plan(&metal, &AttnShape::new(heads, kv_heads, d), kv_f16, 4096).ok().flatten().expect("Native plan for an entry point");
                 for variant in [Variant::Subgroup, Variant::Native] {
                     let (d, gb, wg, lanes, keys) = (d as u32, plan.gb as u32, plan.wg as u32, plan.lanes as u32, plan.keys as u32);
-                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16 });
+                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16, prefetch: true });
                 }
             }
         }
