@@ -3,7 +3,7 @@
 //! `cargo run --release --example decode_sweep -- [rounds] [reps] [setups]` (defaults 3 30 2)
 //!
 //! For kv 4k / 16k / 32k (32 heads / 8 kv heads, head_dim 128, f16 and f32 caches): `setups`
-//! fresh setups (new cache buffers; 32k: one) of enough cache copies to exceed a 60 MB last-level
+//! fresh setups at 4k (new cache buffers; one at 16k / 32k) of enough cache copies to exceed a 60 MB last-level
 //! cache; in each, every configuration below is checked against the f64 CPU reference, then
 //! timed `rounds` times, configurations interleaved (A B C .. A B C ..), so a slow spell of the
 //! GPU shows up in all of them while a slow configuration or a slow buffer shows up in its own
