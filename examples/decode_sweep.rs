@@ -1,10 +1,11 @@
 //! Decode attention: spread of repeated measurements and a sweep of the split plan's knobs.
 //!
-//! `cargo run --release --example decode_sweep -- [rounds] [reps] [setups]` (defaults 3 30 2)
+//! `cargo run --release --example decode_sweep -- [rounds] [reps] [setups] [rotate MiB]`
+//! (defaults 3 30 2 256; `DECODE_SWEEP_SET=first` for the first round's configurations)
 //!
-//! For kv 4k / 16k / 32k (32 heads / 8 kv heads, head_dim 128, f16 and f32 caches): `setups`
+//! For kv 32k / 16k / 4k (32 heads / 8 kv heads, head_dim 128, f16 and f32 caches): `setups`
 //! fresh setups at 4k (new cache buffers; one at 16k / 32k) of enough cache copies to exceed a 60 MB last-level
-//! cache; in each, every configuration below is checked against the f64 CPU reference, then
+//! cache (`rotate MiB` of them); in each, every configuration below is checked against the f64 CPU reference, then
 //! timed `rounds` times, configurations interleaved (A B C .. A B C ..), so a slow spell of the
 //! GPU shows up in all of them while a slow configuration or a slow buffer shows up in its own
 //! rows only. Each timing line: median / p10 / p90 / max of `reps` single submits (GPU
@@ -12,8 +13,9 @@
 //! seconds since start (to line up with an `nvidia-smi` clock log). The first configuration
 //! also prints the median single time per cache copy.
 //!
-//! Configurations: environment knobs of `decode_plan` (WGKERNELS_DECODE_PF/_WGS/_KEYS/_WG) with
-//! the Subgroup variant, and the Portable variant.
+//! Configurations: environment knobs of `decode_plan` and the merge (WGKERNELS_DECODE_PF / _WGS /
+//! _KEYS / _WG / _MERGE_U / _MINCHUNK / _LANES) with the Subgroup variant (and Portable in the
+//! first set).
 
 use wgkernels::kernels::attention::cases::DecodeCase;
 use wgkernels::kernels::attention::{decode_plan, AttnShape};
@@ -22,31 +24,51 @@ use wgkernels::suite::{Case, Rng};
 use wgkernels::timing::measure_all;
 use wgkernels::{Context, ContextOptions, Variant, VariantPolicy};
 
-const KNOBS: [&str; 4] = ["WGKERNELS_DECODE_PF", "WGKERNELS_DECODE_WGS", "WGKERNELS_DECODE_KEYS", "WGKERNELS_DECODE_WG"];
+const NK: usize = 7;
+const KNOBS: [&str; NK] = [
+    "WGKERNELS_DECODE_PF",
+    "WGKERNELS_DECODE_WGS",
+    "WGKERNELS_DECODE_KEYS",
+    "WGKERNELS_DECODE_WG",
+    "WGKERNELS_DECODE_MERGE_U",
+    "WGKERNELS_DECODE_MINCHUNK",
+    "WGKERNELS_DECODE_LANES",
+];
 
 fn arg(i: usize, default: usize) -> usize {
     std::env::args().nth(i).and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-/// (name, variant, knob values in KNOBS order; "" = unset).
-fn configs() -> Vec<(String, Variant, [&'static str; 4])> {
-    let list: Vec<(&str, Variant, [&str; 4])> = match std::env::var("DECODE_SWEEP_SET").as_deref() {
-        Ok("final") => vec![("sub", Variant::Subgroup, ["", "", "", ""]), ("portable", Variant::Portable, ["", "", "", ""])],
+/// (name, variant, knob values in KNOBS order; "" = unset). "before" is the plan and merge of
+/// commit b3c9685 (64-key chunks at 4k, 4 merge loads in flight, no prefetch).
+fn configs() -> Vec<(String, Variant, [&'static str; NK])> {
+    let list: Vec<(&str, Variant, [&str; NK])> = match std::env::var("DECODE_SWEEP_SET").as_deref() {
+        Ok("first") => vec![
+            ("sub pf0", Variant::Subgroup, ["0", "", "", "", "4", "0", ""]),
+            ("sub pf1", Variant::Subgroup, ["1", "", "", "", "4", "0", ""]),
+            ("sub pf1 wgs1056", Variant::Subgroup, ["1", "1056", "", "", "4", "0", ""]),
+            ("sub pf1 wgs264", Variant::Subgroup, ["1", "264", "", "", "4", "0", ""]),
+            ("sub pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "4", "0", ""]),
+            ("sub pf1 wg256", Variant::Subgroup, ["1", "", "", "256", "4", "0", ""]),
+            ("sub pf0 wgs1056", Variant::Subgroup, ["0", "1056", "", "", "4", "0", ""]),
+            ("portable", Variant::Portable, ["", "", "", "", "4", "0", ""]),
+        ],
         _ => vec![
-            ("sub pf0", Variant::Subgroup, ["0", "", "", ""]),
-            ("sub pf1", Variant::Subgroup, ["1", "", "", ""]),
-            ("sub pf1 wgs1056", Variant::Subgroup, ["1", "1056", "", ""]),
-            ("sub pf1 wgs264", Variant::Subgroup, ["1", "264", "", ""]),
-            ("sub pf1 keys2", Variant::Subgroup, ["1", "", "2", ""]),
-            ("sub pf1 wg256", Variant::Subgroup, ["1", "", "", "256"]),
-            ("sub pf0 wgs1056", Variant::Subgroup, ["0", "1056", "", ""]),
-            ("portable", Variant::Portable, ["", "", "", ""]),
+            ("before", Variant::Subgroup, ["0", "", "", "", "4", "0", ""]),
+            ("new", Variant::Subgroup, ["", "", "", "", "", "", ""]),
+            ("new merge_u4", Variant::Subgroup, ["", "", "", "", "4", "", ""]),
+            ("new pf1", Variant::Subgroup, ["1", "", "", "", "", "", ""]),
+            ("new pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "", "", ""]),
+            ("new lanes8", Variant::Subgroup, ["", "", "", "", "", "", "8"]),
+            ("new minchunk256", Variant::Subgroup, ["", "", "", "", "", "256", ""]),
+            ("new keys8", Variant::Subgroup, ["", "", "8", "", "", "", ""]),
+            ("new wgs1056", Variant::Subgroup, ["", "1056", "", "", "", "", ""]),
         ],
     };
     list.into_iter().map(|(n, v, k)| (n.to_string(), v, k)).collect()
 }
 
-fn set_knobs(k: &[&str; 4]) {
+fn set_knobs(k: &[&str; NK]) {
     for (name, v) in KNOBS.iter().zip(k) {
         // SAFETY: single-threaded example; nothing else reads the environment concurrently.
         unsafe {
@@ -66,19 +88,19 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 fn main() -> wgkernels::Result<()> {
     let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
     println!("{}\n", ctx.caps().report());
-    let (rounds, reps, setups) = (arg(1, 3), arg(2, 30), arg(3, 2));
+    let (rounds, reps, setups, rotate_mib) = (arg(1, 3), arg(2, 30), arg(3, 2), arg(4, 256));
     let start = std::time::Instant::now();
     let cpu = ctx.caps().device_type == wgkernels::wgpu::DeviceType::Cpu;
     let (copy_gbs, _) = wgkernels::timing::copy_bandwidth(&ctx, if cpu { 32 << 20 } else { 1 << 30 }, if cpu { 3 } else { 10 })?;
     println!("copy kernel: {copy_gbs:.1} GB/s (read + write)\n");
     let mut rng = Rng::new(Rng::fresh_seed());
     let shape = AttnShape::new(32, 8, 128);
-    let kvs: Vec<usize> = if cpu { vec![4096] } else { vec![4096, 16384, 32768] };
+    let kvs: Vec<usize> = if cpu { vec![4096] } else { vec![32768, 16384, 4096] };
     let mut failures = 0;
     for &kv in &kvs {
         for kv_f16 in [true, false] {
             let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5 };
-            let copies = if cpu { 1 } else { (256usize << 20).div_ceil(case.bytes() as usize).clamp(1, 16) };
+            let copies = if cpu { 1 } else { (rotate_mib << 20).div_ceil(case.bytes() as usize).clamp(1, 16) };
             let nsetups = if kv <= 4096 { setups } else { 1 };
             for setup in 0..nsetups {
                 let prepared = case.setup(&ctx, &mut rng, copies)?;
@@ -138,7 +160,7 @@ fn main() -> wgkernels::Result<()> {
                         }
                     }
                 }
-                set_knobs(&["", "", "", ""]);
+                set_knobs(&[""; NK]);
             }
         }
     }

@@ -1,6 +1,7 @@
 // Split-K decode attention, partial pass, native tier (hand-written MSL for wgpu's passthrough
 // path). Twin: wgsl/attn_decode_subgroup.wgsl (the Subgroup variant's teams kernel, entry main)
-// with WG = 128, B = min(4, 32 / PPL) and L, GB as below. The passes around it stay WGSL for the
+// with WG = 128, B = min(4, 32 / PPL), PF = false (no prefetch of the next step's loads: the
+// Native plan never sets it) and L, GB as below. The passes around it stay WGSL for the
 // Native variant: attn_append.wgsl (RoPE + KV write) before, attn_merge.wgsl (log-sum-exp merge of
 // the partials) after; neither is a simdgroup path.
 //
@@ -8,8 +9,7 @@
 // threadgroup = one KV head x up to GB query heads of its GQA group x one chunk of keys; its 128
 // threads form KG = 128 / L teams of L lanes. A K/V row is NP 16-byte pieces (8 f16 or 4 f32);
 // lane `lane` owns pieces lane, lane + L, ... (PPL of them). Team `team` takes B keys per step
-// (key t + b * KG + team), issues all their K and V loads first (those of the next step before
-// this step's math: software pipelining), dots each K piece with its q pieces
+// (key t + b * KG + team), issues all their K and V loads first, dots each K piece with its q pieces
 // (registers, pre-scaled by scale * log2 e), completes the dots over the team's lanes, runs its own
 // online softmax (log2 domain) and accumulates P V into the O columns it owns. No barrier in the
 // key loop on the shuffle path. At the end the teams are combined in threadgroup memory and the
@@ -161,22 +161,6 @@ static inline void team_sum_tg(thread float* s, uint li, uint team, threadgroup 
     }
 }
 
-// Issue the K and V loads of the step starting at key t (keys t + b * KG + team, clamped to the
-// chunk's last key, so every load is in bounds; pieces clamped to the row's last).
-template <uint B, uint PPL, uint KG, uint L, uint NP>
-static inline void load_step(thread uint4* kd, thread uint4* vd, device const uint4* k_cache, device const uint4* v_cache,
-                             uint t, uint key1, uint team, uint lane, uint hk, uint kv_heads) {
-    for (uint b = 0; b < B; ++b) {
-        const uint key = min(t + b * KG + team, key1 - 1u);
-        const uint row = (key * kv_heads + hk) * NP;  // in pieces
-        for (uint i = 0; i < PPL; ++i) {
-            const uint j = min(lane + i * L, NP - 1u);
-            kd[b * PPL + i] = k_cache[row + j];
-            vd[b * PPL + i] = v_cache[row + j];
-        }
-    }
-}
-
 template <bool F16, uint D>
 static void decode_teams(constant AttnDecodeParams& p, device const float* q_rot, device const uint4* k_cache,
                          device const uint4* v_cache, device float* part_o, device float2* part_ml, uint3 tg, uint3 ntg,
@@ -253,21 +237,21 @@ static void decode_teams(constant AttnDecodeParams& p, device const float* q_rot
         o[i] = float4(0.0f);
     }
 
-    // K and V pieces: kp/vp the step being computed, kn/vn the next step's, whose loads are issued
-    // before this step's math (the twin's PF; always on here). Keys past the chunk load the last
-    // key (in bounds) and are masked below; pieces past the row load the last piece and meet zero
-    // q / are never stored.
-    uint4 kn[B * PPL];
-    uint4 vn[B * PPL];
-    load_step<B, PPL, KG, L, NP>(kn, vn, k_cache, v_cache, key0, key1, team, lane, hk, p.kv_heads);
     for (uint t = key0; t < key1; t += KG * B) {
+        // Every K and V load of the step first. Keys past the chunk load the last key (in bounds)
+        // and are masked below; pieces past the row load the last piece and meet zero q / are
+        // never stored.
         uint4 kp[B * PPL];
         uint4 vp[B * PPL];
-        for (uint x = 0; x < B * PPL; ++x) {
-            kp[x] = kn[x];
-            vp[x] = vn[x];
+        for (uint b = 0; b < B; ++b) {
+            const uint key = min(t + b * KG + team, key1 - 1u);
+            const uint row = (key * p.kv_heads + hk) * NP;  // in pieces
+            for (uint i = 0; i < PPL; ++i) {
+                const uint j = min(lane + i * L, NP - 1u);
+                kp[b * PPL + i] = k_cache[row + j];
+                vp[b * PPL + i] = v_cache[row + j];
+            }
         }
-        load_step<B, PPL, KG, L, NP>(kn, vn, k_cache, v_cache, t + KG * B, key1, team, lane, hk, p.kv_heads);
         // Partial dots of this lane's pieces, then the sum over the team's lanes.
         float s[B * GBX];
         for (uint b = 0; b < B; ++b) {

@@ -245,9 +245,10 @@ pub enum AttnPipeline {
     Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
     /// Native (the MSL entry point for `d` and the K/V type; its twin is the Subgroup key).
-    /// `prefetch`: the next step's loads are issued before this step's math (the MSL always does).
+    /// `prefetch`: the next step's loads are issued before this step's math (the MSL never does).
     DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool, prefetch: bool },
-    Merge,
+    /// `unroll`: chunks summed per round (loads in flight per invocation, 1..8).
+    Merge { unroll: u32 },
     Append { kv_f16: bool, neox: bool },
 }
 
@@ -298,7 +299,7 @@ impl PipelineKey for AttnPipeline {
                 }
             }
             AttnPipeline::DecodeTeams { variant: Variant::Native, d, gb, wg, lanes, keys, kv_f16, .. } => {
-                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16, prefetch: true }.describe(_caps);
+                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16, prefetch: false }.describe(_caps);
                 // decode_plan makes Native keys only for head dims with an entry point; a key
                 // made otherwise names none and fails to build (falls back, never runs wrong).
                 PipelineDesc::native(DECODE_MSL, native_decode_entry(d as usize, kv_f16).unwrap_or("attn_decode_no_entry_point"), twin)
@@ -323,10 +324,10 @@ impl PipelineKey for AttnPipeline {
                     bindings: DECODE_BINDINGS,
                 }
             }
-            AttnPipeline::Merge => PipelineDesc {
+            AttnPipeline::Merge { unroll } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![MERGE_WGSL]),
                 entry: "main",
-                constants: vec![],
+                constants: vec![("U", unroll as f64)],
                 workgroup_size: [MERGE_WG, 1, 1],
                 params_size: std::mem::size_of::<MergeParams>() as u64,
                 bindings: MERGE_BINDINGS,
@@ -495,11 +496,19 @@ fn knob(name: &str, ok: impl Fn(usize) -> bool) -> Option<usize> {
 }
 
 /// Chunks of a multiple of `step` keys so that about `target` workgroups run (at most
-/// [`MAX_CHUNKS`] per head block): (chunk, nchunks).
-fn split(kv_len: usize, blocks: usize, target: usize, step: usize) -> (usize, usize) {
+/// [`MAX_CHUNKS`] per head block), but at least `min_chunk` keys: (chunk, nchunks).
+fn split(kv_len: usize, blocks: usize, target: usize, step: usize, min_chunk: usize) -> (usize, usize) {
     let want = target.div_ceil(blocks).clamp(1, MAX_CHUNKS);
-    let chunk = kv_len.div_ceil(want).div_ceil(step) * step;
+    let chunk = kv_len.div_ceil(want).max(min_chunk).div_ceil(step) * step;
     (chunk, kv_len.div_ceil(chunk))
+}
+
+/// Fewest keys per chunk of the teams kernel (`WGKERNELS_DECODE_MINCHUNK` overrides). Measured on
+/// the H200 (2026-11-22, kv 4k, 32/8 heads, d 128): 128-key chunks (256 workgroups) beat 64-key
+/// chunks (512) by 2 µs single for f16 and f32: half the partial rows to write and merge, half
+/// the per-workgroup fixed cost (q load, team combine); at 16k and up chunks are >= 256 keys anyway.
+fn teams_min_chunk() -> usize {
+    knob("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20).unwrap_or(128)
 }
 
 /// Largest query-head block (<= 8, <= the GQA group) whose workgroup memory `per_head` bytes
@@ -547,8 +556,10 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
             let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl);
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-            let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
-            let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1).is_none_or(|v| v == 1);
+            let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
+            // Prefetch measured slower for f16 (16k: 53.9 vs 44.9 µs) and within 2% for f32 on
+            // the H200 (2026-11-22): off unless WGKERNELS_DECODE_PF=1.
+            let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1) == Some(1);
             return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }
     }
@@ -603,8 +614,8 @@ pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usiz
         return Ok(None);
     }
     let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
-    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: true, chunk, nchunks, gblocks }))
+    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
+    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: false, chunk, nchunks, gblocks }))
 }
 
 /// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
@@ -677,13 +688,15 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         ctx.pipeline(k)?;
     }
     ctx.pipeline(&key)?;
-    ctx.pipeline(&AttnPipeline::Merge)?;
+    // Merge loads in flight: 8 (`WGKERNELS_DECODE_MERGE_U` 1..8 overrides; 4 was the old loop).
+    let merge = AttnPipeline::Merge { unroll: knob("WGKERNELS_DECODE_MERGE_U", |v| (1..=8).contains(&v)).unwrap_or(8) as u32 };
+    ctx.pipeline(&merge)?;
     if let Some((k, p, bufs, grid)) = first {
         b.dispatch(k, p, bufs, grid)?;
     }
     b.dispatch(&key, &params, &bufs, grid)?;
     let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
-    b.dispatch(&AttnPipeline::Merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
+    b.dispatch(&merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
 }
 
 /// One decode step (see [`decode`]).
@@ -752,7 +765,7 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
 
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
-    let mut v = vec![AttnPipeline::Merge];
+    let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
     v.extend(prefill_matrix::sample_matrix_pipelines());
     for kv_f16 in [false, true] {
         for neox in [false, true] {
@@ -785,7 +798,7 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                 let plan = native_decode_plan(&metal, &AttnShape::new(heads, kv_heads, d), kv_f16, 4096).ok().flatten().expect("Native plan for an entry point");
                 for variant in [Variant::Subgroup, Variant::Native] {
                     let (d, gb, wg, lanes, keys) = (d as u32, plan.gb as u32, plan.wg as u32, plan.lanes as u32, plan.keys as u32);
-                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16, prefetch: true });
+                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16, prefetch: false });
                 }
             }
         }
