@@ -503,10 +503,12 @@ fn split(kv_len: usize, blocks: usize, target: usize, step: usize, min_chunk: us
     (chunk, kv_len.div_ceil(chunk))
 }
 
-/// Fewest keys per chunk of the teams kernel (`WGKERNELS_DECODE_MINCHUNK` overrides). Measured on
-/// the H200 (2026-11-22, kv 4k, 32/8 heads, d 128): 128-key chunks (256 workgroups) beat 64-key
-/// chunks (512) by 2 µs single for f16 and f32: half the partial rows to write and merge, half
-/// the per-workgroup fixed cost (q load, team combine); at 16k and up chunks are >= 256 keys anyway.
+/// Fewest keys per chunk of the teams kernel (`WGKERNELS_DECODE_MINCHUNK` overrides). At kv 4k
+/// (32/8 heads, d 128) the 528-workgroup target alone makes 64-key chunks (512 workgroups of two
+/// steps); 128-key chunks (256 workgroups) halve the partial rows to write and merge and the
+/// per-workgroup fixed cost (q load, team combine). Measured on the H200 (2026-11-22) at 4k, no
+/// prefetch, merge U=4: f16 24.5 vs 25.8 µs; f32 27.1 vs 26.5 (with prefetch f32 takes 25.0 at
+/// 128-key chunks); 256-key chunks: 27.9 / 32.9. From 16k up the chunks are >= 256 keys anyway.
 fn teams_min_chunk() -> usize {
     knob("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20).unwrap_or(128)
 }
@@ -524,12 +526,18 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// The split of a decode over `kv_len` keys for `variant` on an adapter with `caps`.
 ///
 /// Subgroup: the teams kernel with L = the row's 16-byte pieces rounded up to a power of two,
-/// at most the adapter's smallest subgroup size and 32, 128 invocations, 4 keys per team and step,
-/// chunks sized for about 4 workgroups per SM of a 132-SM GPU. Rows that would need more than
+/// at most the adapter's smallest subgroup size and 32, 128 invocations, the next step's loads
+/// issued before this step's math (prefetch), keys per team and step 4 (f32) or 2 (f16), chunks
+/// of at least 128 keys sized for about 4 workgroups per SM of a 132-SM GPU. Measured on the H200
+/// (2026-11-22, 32/8 heads, d 128, single µs at kv 4k / 16k / 32k; examples/decode_sweep):
+/// f16 B=2 with prefetch 23.4 / 41.2 / 59.1, B=4 with prefetch 23.5 / 51.7 / 70.5, B=4 without
+/// 24.1 / 43.2 / 60.1; f32 B=4 with prefetch 25.0 / 50.9 / 81.1, without 26.9 / 52.0 / 82.9,
+/// B=2 with prefetch 26.3 / 51.0 / 83.0. Rows that would need more than
 /// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
 /// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
-/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups), `_PF` (0: no prefetch of the next step).
+/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups), `_PF` (0: no prefetch of the next step),
+/// `_MINCHUNK` (fewest keys per chunk).
 ///
 /// Native: see [`native_decode_plan`]; head dims without an MSL entry point take the Subgroup plan.
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
@@ -552,14 +560,12 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
         let teams = wg / lanes;
         let ppl = pieces.div_ceil(lanes);
         if ppl <= 8 {
-            let keys = knob("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v)).unwrap_or(4).min(32 / ppl);
+            let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1) != Some(0);
+            let keys = knob("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v)).unwrap_or(if kv_f16 && prefetch { 2 } else { 4 }).min(32 / ppl);
             let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl);
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
             let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
-            // Prefetch measured slower for f16 (16k: 53.9 vs 44.9 µs) and within 2% for f32 on
-            // the H200 (2026-11-22): off unless WGKERNELS_DECODE_PF=1.
-            let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1) == Some(1);
             return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }
     }
