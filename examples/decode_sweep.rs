@@ -40,29 +40,34 @@ fn arg(i: usize, default: usize) -> usize {
 }
 
 /// (name, variant, knob values in KNOBS order; "" = unset). "before" is the plan and merge of
-/// commit b3c9685 (64-key chunks at 4k, 4 merge loads in flight, no prefetch).
+/// commit b3c9685 (64-key chunks at 4k, 4 merge loads in flight, no prefetch, 4 keys).
 fn configs() -> Vec<(String, Variant, [&'static str; NK])> {
     let list: Vec<(&str, Variant, [&str; NK])> = match std::env::var("DECODE_SWEEP_SET").as_deref() {
+        // The first round (run 1): the old merge (4 loads), no minimum chunk.
         Ok("first") => vec![
-            ("sub pf0", Variant::Subgroup, ["0", "", "", "", "4", "0", ""]),
-            ("sub pf1", Variant::Subgroup, ["1", "", "", "", "4", "0", ""]),
-            ("sub pf1 wgs1056", Variant::Subgroup, ["1", "1056", "", "", "4", "0", ""]),
-            ("sub pf1 wgs264", Variant::Subgroup, ["1", "264", "", "", "4", "0", ""]),
+            ("sub pf0", Variant::Subgroup, ["0", "", "4", "", "4", "0", ""]),
+            ("sub pf1", Variant::Subgroup, ["1", "", "4", "", "4", "0", ""]),
+            ("sub pf1 wgs1056", Variant::Subgroup, ["1", "1056", "4", "", "4", "0", ""]),
+            ("sub pf1 wgs264", Variant::Subgroup, ["1", "264", "4", "", "4", "0", ""]),
             ("sub pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "4", "0", ""]),
-            ("sub pf1 wg256", Variant::Subgroup, ["1", "", "", "256", "4", "0", ""]),
-            ("sub pf0 wgs1056", Variant::Subgroup, ["0", "1056", "", "", "4", "0", ""]),
+            ("sub pf1 wg256", Variant::Subgroup, ["1", "", "4", "256", "4", "0", ""]),
+            ("sub pf0 wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "4", "0", ""]),
             ("portable", Variant::Portable, ["", "", "", "", "4", "0", ""]),
         ],
+        // The second round (names as printed then; "new" = 128-key chunks and 8 merge loads,
+        // no prefetch, 4 keys; the defaults since are "new pf1 keys2" for f16 and "new pf1" for
+        // f32, and "default" shows them).
         _ => vec![
-            ("before", Variant::Subgroup, ["0", "", "", "", "4", "0", ""]),
-            ("new", Variant::Subgroup, ["", "", "", "", "", "", ""]),
-            ("new merge_u4", Variant::Subgroup, ["", "", "", "", "4", "", ""]),
-            ("new pf1", Variant::Subgroup, ["1", "", "", "", "", "", ""]),
+            ("before", Variant::Subgroup, ["0", "", "4", "", "4", "0", ""]),
+            ("default", Variant::Subgroup, ["", "", "", "", "", "", ""]),
+            ("new", Variant::Subgroup, ["0", "", "4", "", "", "", ""]),
+            ("new merge_u4", Variant::Subgroup, ["0", "", "4", "", "4", "", ""]),
+            ("new pf1", Variant::Subgroup, ["1", "", "4", "", "", "", ""]),
             ("new pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "", "", ""]),
-            ("new lanes8", Variant::Subgroup, ["", "", "", "", "", "", "8"]),
-            ("new minchunk256", Variant::Subgroup, ["", "", "", "", "", "256", ""]),
-            ("new keys8", Variant::Subgroup, ["", "", "8", "", "", "", ""]),
-            ("new wgs1056", Variant::Subgroup, ["", "1056", "", "", "", "", ""]),
+            ("new lanes8", Variant::Subgroup, ["0", "", "4", "", "", "", "8"]),
+            ("new minchunk256", Variant::Subgroup, ["0", "", "4", "", "", "256", ""]),
+            ("new keys8", Variant::Subgroup, ["0", "", "8", "", "", "", ""]),
+            ("new wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "", "", ""]),
         ],
     };
     list.into_iter().map(|(n, v, k)| (n.to_string(), v, k)).collect()
