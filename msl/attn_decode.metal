@@ -1,6 +1,7 @@
 // Split-K decode attention, partial pass, native tier (hand-written MSL for wgpu's passthrough
 // path). Twin: wgsl/attn_decode_subgroup.wgsl (the Subgroup variant's teams kernel, entry main)
-// with WG = 128, B = min(4, 32 / PPL) and L, GB as below. The passes around it stay WGSL for the
+// with WG = 128, B = min(4, 32 / PPL), PF = false (no prefetch of the next step's loads: the
+// Native plan never sets it) and L, GB as below. The passes around it stay WGSL for the
 // Native variant: attn_append.wgsl (RoPE + KV write) before, attn_merge.wgsl (log-sum-exp merge of
 // the partials) after; neither is a simdgroup path.
 //
@@ -51,7 +52,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   attn_decode_{f32,f16}_d{64,80,96,128,256}: twin fnv1a64 f0925b95146f1a8a
+//   attn_decode_{f32,f16}_d{64,80,96,128,256}: twin fnv1a64 3b8d629f6d495245
 
 #include <metal_stdlib>
 using namespace metal;

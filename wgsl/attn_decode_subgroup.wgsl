@@ -13,7 +13,8 @@
 // across cache lines more than it must be, and each piece is read exactly once.
 //
 // Step. Team `team` takes B keys per step (key t + b * KG + team): it issues all their K and V
-// loads first (2 * B * PPL 16-byte loads in flight per lane), dots each K piece with the lane's
+// loads first (2 * B * PPL 16-byte loads in flight per lane; with PF the loads of step n + 1 are
+// issued before the math of step n, software pipelining), dots each K piece with the lane's
 // q pieces of the GB heads (held in registers, pre-scaled by scale * log2 e), completes the dots
 // with a butterfly of subgroupShuffleXor over the team's L lanes (every lane ends with the full
 // scores), then runs its own online softmax (running max m, sum l, log2 domain; one rescale per
@@ -48,6 +49,7 @@ override L: u32 = 16u;         // lanes per team, power of two <= subgroup size
 override B: u32 = 4u;          // keys per team per step, <= 8
 override KV_F16: bool = true;
 override VEC: bool = true;     // pieces are vec4<u32> (16 B); else one u32 word
+override PF: bool = true;      // prefetch: the next step's loads are issued before this step's math
 override WORDS: u32 = select(D, D / 2u, KV_F16);              // u32 words per K/V row
 override NP: u32 = select(WORDS, WORDS / 4u, VEC);            // pieces per row
 override EP: u32 = select(1u, 4u, VEC) * select(1u, 2u, KV_F16);  // elements per piece
@@ -104,6 +106,21 @@ fn widen(w: vec4<u32>) -> Wide {
     return Wide(bitcast<vec4<f32>>(w), vec4<f32>(0.0));
 }
 
+// Issue the K and V loads of the step starting at key t (keys t + b * KG + team, clamped to the
+// last key of the chunk, so every load is in bounds).
+fn load_step(kd: ptr<function, array<vec4<u32>, 32>>, vd: ptr<function, array<vec4<u32>, 32>>,
+             t: u32, key1: u32, team: u32, lane: u32, hk: u32) {
+    for (var b = 0u; b < B; b++) {
+        let key = min(t + b * KG + team, key1 - 1u);
+        let row = (key * p.kv_heads + hk) * WORDS;
+        for (var i = 0u; i < PPL; i++) {
+            let j = min(lane + i * L, NP - 1u);
+            (*kd)[b * PPL + i] = k_piece(row, j);
+            (*vd)[b * PPL + i] = v_piece(row, j);
+        }
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32, @builtin(subgroup_invocation_id) sl: u32,
@@ -156,20 +173,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         o[i] = vec4<f32>(0.0);
     }
 
+    // K and V pieces of the step: kp/vp are the step being computed; with PF the next step's
+    // loads (kn/vn) are issued before this step's math, so a lane keeps two steps of loads in
+    // flight and the memory system is not idle while a team computes. Keys past the chunk load
+    // the last key (in bounds) and are masked below; pieces past the row load the last piece and
+    // meet zero q / are never stored.
+    var kp: array<vec4<u32>, 32>;
+    var vp: array<vec4<u32>, 32>;
+    var kn: array<vec4<u32>, 32>;
+    var vn: array<vec4<u32>, 32>;
+    if (PF) {
+        load_step(&kn, &vn, key0, key1, team, lane, hk);
+    }
     for (var t = key0; t < key1; t += KG * B) {
-        // Issue every K and V load of the step. Keys past the chunk load the last key (in bounds)
-        // and are masked below; pieces past the row load the last piece and meet zero q / are
-        // never stored.
-        var kp: array<vec4<u32>, 32>;
-        var vp: array<vec4<u32>, 32>;
-        for (var b = 0u; b < B; b++) {
-            let key = min(t + b * KG + team, key1 - 1u);
-            let row = (key * p.kv_heads + hk) * WORDS;
-            for (var i = 0u; i < PPL; i++) {
-                let j = min(lane + i * L, NP - 1u);
-                kp[b * PPL + i] = k_piece(row, j);
-                vp[b * PPL + i] = v_piece(row, j);
-            }
+        if (PF) {
+            kp = kn;
+            vp = vn;
+            load_step(&kn, &vn, t + KG * B, key1, team, lane, hk);
+        } else {
+            load_step(&kp, &vp, t, key1, team, lane, hk);
         }
         // Partial dots of this lane's pieces, then the butterfly over the team's lanes.
         var s: array<f32, 64>;

@@ -2,7 +2,7 @@
 // (o_c not normalised, running max m_c and sum l_c in the log2 domain) by log-sum-exp:
 // M = max m_c, L = sum l_c 2^(m_c - M), out = sum o_c 2^(m_c - M) / L.
 // One workgroup per head. The chunk weights 2^(m_c - M) go to workgroup memory; then R = WG / d
-// rows of d invocations each sum every R-th chunk (four loads in flight per invocation) and the
+// rows of d invocations each sum every R-th chunk (U loads in flight per invocation) and the
 // rows are added in workgroup memory.
 
 struct Params {
@@ -14,6 +14,9 @@ struct Params {
 
 const WG: u32 = 256u;
 const MAX_CHUNKS: u32 = 256u;
+// Chunks summed per round: loads in flight per invocation (1..8). The partials are L2 hits just
+// written by the split pass, so the rounds' latency, not bandwidth, bounds this loop.
+override U: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> part_o: array<f32>;
@@ -69,20 +72,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let e = li - r * p.d;
     var o = 0.0;
     if (r < rows) {
-        var o1 = 0.0;
-        var o2 = 0.0;
-        var o3 = 0.0;
+        var acc: array<f32, 8>;
+        for (var u = 0u; u < U; u++) {
+            acc[u] = 0.0;
+        }
         var c = r;
-        for (; c + 3u * rows < n; c += 4u * rows) {
-            o += part_o[(s0 + c) * p.d + e] * w[c];
-            o1 += part_o[(s0 + c + rows) * p.d + e] * w[c + rows];
-            o2 += part_o[(s0 + c + 2u * rows) * p.d + e] * w[c + 2u * rows];
-            o3 += part_o[(s0 + c + 3u * rows) * p.d + e] * w[c + 3u * rows];
+        for (; c + (U - 1u) * rows < n; c += U * rows) {
+            for (var u = 0u; u < U; u++) {
+                acc[u] += part_o[(s0 + c + u * rows) * p.d + e] * w[c + u * rows];
+            }
         }
         for (; c < n; c += rows) {
-            o += part_o[(s0 + c) * p.d + e] * w[c];
+            acc[0] += part_o[(s0 + c) * p.d + e] * w[c];
         }
-        o += (o1 + o2) + o3;
+        for (var u = 0u; u < U; u++) {
+            o += acc[u];
+        }
     }
     red[li] = o;
     workgroupBarrier();

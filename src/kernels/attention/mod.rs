@@ -245,8 +245,10 @@ pub enum AttnPipeline {
     Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
     /// Native (the MSL entry point for `d` and the K/V type; its twin is the Subgroup key).
-    DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool },
-    Merge,
+    /// `prefetch`: the next step's loads are issued before this step's math (the MSL never does).
+    DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool, prefetch: bool },
+    /// `unroll`: chunks summed per round (loads in flight per invocation, 1..8).
+    Merge { unroll: u32 },
     Append { kv_f16: bool, neox: bool },
 }
 
@@ -296,13 +298,13 @@ impl PipelineKey for AttnPipeline {
                     bindings: DECODE_BINDINGS,
                 }
             }
-            AttnPipeline::DecodeTeams { variant: Variant::Native, d, gb, wg, lanes, keys, kv_f16 } => {
-                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16 }.describe(_caps);
+            AttnPipeline::DecodeTeams { variant: Variant::Native, d, gb, wg, lanes, keys, kv_f16, .. } => {
+                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16, prefetch: false }.describe(_caps);
                 // decode_plan makes Native keys only for head dims with an entry point; a key
                 // made otherwise names none and fails to build (falls back, never runs wrong).
                 PipelineDesc::native(DECODE_MSL, native_decode_entry(d as usize, kv_f16).unwrap_or("attn_decode_no_entry_point"), twin)
             }
-            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, .. } => {
+            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, prefetch, .. } => {
                 let words = if kv_f16 { d / 2 } else { d };
                 PipelineDesc {
                     source: ShaderSource::Wgsl(vec![DECODE_SUBGROUP]),
@@ -315,16 +317,17 @@ impl PipelineKey for AttnPipeline {
                         ("B", keys as f64),
                         ("KV_F16", flag(kv_f16)),
                         ("VEC", flag(words % 4 == 0)),
+                        ("PF", flag(prefetch)),
                     ],
                     workgroup_size: [wg, 1, 1],
                     params_size: std::mem::size_of::<DecodeParams>() as u64,
                     bindings: DECODE_BINDINGS,
                 }
             }
-            AttnPipeline::Merge => PipelineDesc {
+            AttnPipeline::Merge { unroll } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![MERGE_WGSL]),
                 entry: "main",
-                constants: vec![],
+                constants: vec![("U", unroll as f64)],
                 workgroup_size: [MERGE_WG, 1, 1],
                 params_size: std::mem::size_of::<MergeParams>() as u64,
                 bindings: MERGE_BINDINGS,
@@ -480,6 +483,8 @@ pub struct DecodePlan {
     pub lanes: usize,
     /// Teams kernel: keys per team per step.
     pub keys: usize,
+    /// Teams kernel: the next step's loads issued before this step's math.
+    pub prefetch: bool,
     pub chunk: usize,
     pub nchunks: usize,
     pub gblocks: usize,
@@ -491,11 +496,21 @@ fn knob(name: &str, ok: impl Fn(usize) -> bool) -> Option<usize> {
 }
 
 /// Chunks of a multiple of `step` keys so that about `target` workgroups run (at most
-/// [`MAX_CHUNKS`] per head block): (chunk, nchunks).
-fn split(kv_len: usize, blocks: usize, target: usize, step: usize) -> (usize, usize) {
+/// [`MAX_CHUNKS`] per head block), but at least `min_chunk` keys: (chunk, nchunks).
+fn split(kv_len: usize, blocks: usize, target: usize, step: usize, min_chunk: usize) -> (usize, usize) {
     let want = target.div_ceil(blocks).clamp(1, MAX_CHUNKS);
-    let chunk = kv_len.div_ceil(want).div_ceil(step) * step;
+    let chunk = kv_len.div_ceil(want).max(min_chunk).div_ceil(step) * step;
     (chunk, kv_len.div_ceil(chunk))
+}
+
+/// Fewest keys per chunk of the teams kernel (`WGKERNELS_DECODE_MINCHUNK` overrides). At kv 4k
+/// (32/8 heads, d 128) the 528-workgroup target alone makes 64-key chunks (512 workgroups of two
+/// steps); 128-key chunks (256 workgroups) halve the partial rows to write and merge and the
+/// per-workgroup fixed cost (q load, team combine). Measured on the H200 (2026-11-22) at 4k, no
+/// prefetch, merge U=4: f16 24.5 vs 25.8 µs; f32 27.1 vs 26.5 (with prefetch f32 takes 25.0 at
+/// 128-key chunks); 256-key chunks: 27.9 / 32.9. From 16k up the chunks are >= 256 keys anyway.
+fn teams_min_chunk() -> usize {
+    knob("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20).unwrap_or(128)
 }
 
 /// Largest query-head block (<= 8, <= the GQA group) whose workgroup memory `per_head` bytes
@@ -511,12 +526,18 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// The split of a decode over `kv_len` keys for `variant` on an adapter with `caps`.
 ///
 /// Subgroup: the teams kernel with L = the row's 16-byte pieces rounded up to a power of two,
-/// at most the adapter's smallest subgroup size and 32, 128 invocations, 4 keys per team and step,
-/// chunks sized for about 4 workgroups per SM of a 132-SM GPU. Rows that would need more than
+/// at most the adapter's smallest subgroup size and 32, 128 invocations, the next step's loads
+/// issued before this step's math (prefetch), keys per team and step 4 (f32) or 2 (f16), chunks
+/// of at least 128 keys sized for about 4 workgroups per SM of a 132-SM GPU. Measured on the H200
+/// (2026-11-22, 32/8 heads, d 128, single µs at kv 4k / 16k / 32k; examples/decode_sweep):
+/// f16 B=2 with prefetch 23.4 / 41.2 / 59.1, B=4 with prefetch 23.5 / 51.7 / 70.5, B=4 without
+/// 24.1 / 43.2 / 60.1; f32 B=4 with prefetch 25.0 / 50.9 / 81.1, without 26.9 / 52.0 / 82.9,
+/// B=2 with prefetch 26.3 / 51.0 / 83.0. Rows that would need more than
 /// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
 /// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
-/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups).
+/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups), `_PF` (0: no prefetch of the next step),
+/// `_MINCHUNK` (fewest keys per chunk).
 ///
 /// Native: see [`native_decode_plan`]; head dims without an MSL entry point take the Subgroup plan.
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
@@ -539,12 +560,13 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
         let teams = wg / lanes;
         let ppl = pieces.div_ceil(lanes);
         if ppl <= 8 {
-            let keys = knob("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v)).unwrap_or(4).min(32 / ppl);
+            let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1) != Some(0);
+            let keys = knob("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v)).unwrap_or(if kv_f16 && prefetch { 2 } else { 4 }).min(32 / ppl);
             let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl);
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-            let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
-            return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks });
+            let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
+            return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }
     }
     let wg = (d / 2).next_power_of_two().clamp(32, 128);
@@ -554,7 +576,7 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
     let want = (TARGET_WORKGROUPS / (s.kv_heads * gblocks)).max(1);
     let nchunks = want.min(MAX_CHUNKS).min(kv_len.div_ceil(MIN_CHUNK)).max(1);
     let chunk = kv_len.div_ceil(nchunks);
-    Ok(DecodePlan { teams: false, native: false, wg, gb, tile, lanes: 1, keys: 1, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+    Ok(DecodePlan { teams: false, native: false, wg, gb, tile, lanes: 1, keys: 1, prefetch: false, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
 }
 
 /// The Native decode plan, or `None` where the MSL has no entry point for this head_dim.
@@ -598,8 +620,8 @@ pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usiz
         return Ok(None);
     }
     let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys);
-    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, chunk, nchunks, gblocks }))
+    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
+    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: false, chunk, nchunks, gblocks }))
 }
 
 /// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
@@ -664,7 +686,7 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
     let key = if plan.teams {
         let variant = if plan.native { Variant::Native } else { Variant::Subgroup };
-        AttnPipeline::DecodeTeams { variant, d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16 }
+        AttnPipeline::DecodeTeams { variant, d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16, prefetch: plan.prefetch }
     } else {
         AttnPipeline::Decode { d: d32, gb, tile: plan.tile as u32, wg, kv_f16: KV::F16 }
     };
@@ -672,13 +694,15 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         ctx.pipeline(k)?;
     }
     ctx.pipeline(&key)?;
-    ctx.pipeline(&AttnPipeline::Merge)?;
+    // Merge loads in flight: 8 (`WGKERNELS_DECODE_MERGE_U` 1..8 overrides; 4 was the old loop).
+    let merge = AttnPipeline::Merge { unroll: knob("WGKERNELS_DECODE_MERGE_U", |v| (1..=8).contains(&v)).unwrap_or(8) as u32 };
+    ctx.pipeline(&merge)?;
     if let Some((k, p, bufs, grid)) = first {
         b.dispatch(k, p, bufs, grid)?;
     }
     b.dispatch(&key, &params, &bufs, grid)?;
     let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
-    b.dispatch(&AttnPipeline::Merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
+    b.dispatch(&merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
 }
 
 /// One decode step (see [`decode`]).
@@ -747,7 +771,7 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
 
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
-    let mut v = vec![AttnPipeline::Merge];
+    let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
     v.extend(prefill_matrix::sample_matrix_pipelines());
     for kv_f16 in [false, true] {
         for neox in [false, true] {
@@ -766,7 +790,9 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                     let ppl = (if words % 4 == 0 { words / 4 } else { words }).div_ceil(lanes as usize) as u32;
                     let gb = gb.min(16 / ppl).max(1);
                     if ppl <= 8 {
-                        v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16 });
+                        for prefetch in [false, true] {
+                            v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16, prefetch });
+                        }
                     }
                 }
             }
@@ -778,7 +804,7 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                 let plan = native_decode_plan(&metal, &AttnShape::new(heads, kv_heads, d), kv_f16, 4096).ok().flatten().expect("Native plan for an entry point");
                 for variant in [Variant::Subgroup, Variant::Native] {
                     let (d, gb, wg, lanes, keys) = (d as u32, plan.gb as u32, plan.wg as u32, plan.lanes as u32, plan.keys as u32);
-                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16 });
+                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16, prefetch: false });
                 }
             }
         }

@@ -1,0 +1,177 @@
+//! Decode attention: spread of repeated measurements and a sweep of the split plan's knobs.
+//!
+//! `cargo run --release --example decode_sweep -- [rounds] [reps] [setups] [rotate MiB]`
+//! (defaults 3 30 2 256; `DECODE_SWEEP_SET=first` for the first round's configurations)
+//!
+//! For kv 32k / 16k / 4k (32 heads / 8 kv heads, head_dim 128, f16 and f32 caches): `setups`
+//! fresh setups at 4k (new cache buffers; one at 16k / 32k) of enough cache copies to exceed a 60 MB last-level
+//! cache (`rotate MiB` of them); in each, every configuration below is checked against the f64 CPU reference, then
+//! timed `rounds` times, configurations interleaved (A B C .. A B C ..), so a slow spell of the
+//! GPU shows up in all of them while a slow configuration or a slow buffer shows up in its own
+//! rows only. Each timing line: median / p10 / p90 / max of `reps` single submits (GPU
+//! timestamps, busy-kernel warm-up, as the bench), the batched per-dispatch time, and the
+//! seconds since start (to line up with an `nvidia-smi` clock log). The first configuration
+//! also prints the median single time per cache copy.
+//!
+//! Configurations: environment knobs of `decode_plan` and the merge (WGKERNELS_DECODE_PF / _WGS /
+//! _KEYS / _WG / _MERGE_U / _MINCHUNK / _LANES) with the Subgroup variant (and Portable in the
+//! first set).
+
+use wgkernels::kernels::attention::cases::DecodeCase;
+use wgkernels::kernels::attention::{decode_plan, AttnShape};
+use wgkernels::kernels::rope::PairLayout;
+use wgkernels::suite::{Case, Rng};
+use wgkernels::timing::measure_all;
+use wgkernels::{Context, ContextOptions, Variant, VariantPolicy};
+
+const NK: usize = 7;
+const KNOBS: [&str; NK] = [
+    "WGKERNELS_DECODE_PF",
+    "WGKERNELS_DECODE_WGS",
+    "WGKERNELS_DECODE_KEYS",
+    "WGKERNELS_DECODE_WG",
+    "WGKERNELS_DECODE_MERGE_U",
+    "WGKERNELS_DECODE_MINCHUNK",
+    "WGKERNELS_DECODE_LANES",
+];
+
+fn arg(i: usize, default: usize) -> usize {
+    std::env::args().nth(i).and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// (name, variant, knob values in KNOBS order; "" = unset). "before" is the plan and merge of
+/// commit b3c9685 (64-key chunks at 4k, 4 merge loads in flight, no prefetch, 4 keys).
+fn configs() -> Vec<(String, Variant, [&'static str; NK])> {
+    let list: Vec<(&str, Variant, [&str; NK])> = match std::env::var("DECODE_SWEEP_SET").as_deref() {
+        // The first round (run 1): the old merge (4 loads), no minimum chunk.
+        Ok("first") => vec![
+            ("sub pf0", Variant::Subgroup, ["0", "", "4", "", "4", "0", ""]),
+            ("sub pf1", Variant::Subgroup, ["1", "", "4", "", "4", "0", ""]),
+            ("sub pf1 wgs1056", Variant::Subgroup, ["1", "1056", "4", "", "4", "0", ""]),
+            ("sub pf1 wgs264", Variant::Subgroup, ["1", "264", "4", "", "4", "0", ""]),
+            ("sub pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "4", "0", ""]),
+            ("sub pf1 wg256", Variant::Subgroup, ["1", "", "4", "256", "4", "0", ""]),
+            ("sub pf0 wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "4", "0", ""]),
+            ("portable", Variant::Portable, ["", "", "", "", "4", "0", ""]),
+        ],
+        // The second round (names as printed then; "new" = 128-key chunks and 8 merge loads,
+        // no prefetch, 4 keys; the defaults since are "new pf1 keys2" for f16 and "new pf1" for
+        // f32, and "default" shows them).
+        _ => vec![
+            ("before", Variant::Subgroup, ["0", "", "4", "", "4", "0", ""]),
+            ("default", Variant::Subgroup, ["", "", "", "", "", "", ""]),
+            ("new", Variant::Subgroup, ["0", "", "4", "", "", "", ""]),
+            ("new merge_u4", Variant::Subgroup, ["0", "", "4", "", "4", "", ""]),
+            ("new pf1", Variant::Subgroup, ["1", "", "4", "", "", "", ""]),
+            ("new pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "", "", ""]),
+            ("new lanes8", Variant::Subgroup, ["0", "", "4", "", "", "", "8"]),
+            ("new minchunk256", Variant::Subgroup, ["0", "", "4", "", "", "256", ""]),
+            ("new keys8", Variant::Subgroup, ["0", "", "8", "", "", "", ""]),
+            ("new wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "", "", ""]),
+        ],
+    };
+    list.into_iter().map(|(n, v, k)| (n.to_string(), v, k)).collect()
+}
+
+fn set_knobs(k: &[&str; NK]) {
+    for (name, v) in KNOBS.iter().zip(k) {
+        // SAFETY: single-threaded example; nothing else reads the environment concurrently.
+        unsafe {
+            if v.is_empty() {
+                std::env::remove_var(name);
+            } else {
+                std::env::set_var(name, v);
+            }
+        }
+    }
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() -> wgkernels::Result<()> {
+    let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
+    println!("{}\n", ctx.caps().report());
+    let (rounds, reps, setups, rotate_mib) = (arg(1, 3), arg(2, 30), arg(3, 2), arg(4, 256));
+    let start = std::time::Instant::now();
+    let cpu = ctx.caps().device_type == wgkernels::wgpu::DeviceType::Cpu;
+    let (copy_gbs, _) = wgkernels::timing::copy_bandwidth(&ctx, if cpu { 32 << 20 } else { 1 << 30 }, if cpu { 3 } else { 10 })?;
+    println!("copy kernel: {copy_gbs:.1} GB/s (read + write)\n");
+    let mut rng = Rng::new(Rng::fresh_seed());
+    let shape = AttnShape::new(32, 8, 128);
+    let kvs: Vec<usize> = if cpu { vec![4096] } else { vec![32768, 16384, 4096] };
+    let mut failures = 0;
+    for &kv in &kvs {
+        for kv_f16 in [true, false] {
+            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5 };
+            let copies = if cpu { 1 } else { (rotate_mib << 20).div_ceil(case.bytes() as usize).clamp(1, 16) };
+            let nsetups = if kv <= 4096 { setups } else { 1 };
+            for setup in 0..nsetups {
+                let prepared = case.setup(&ctx, &mut rng, copies)?;
+                println!("== {} setup {setup} ({copies} copies)", case.name());
+                let cfgs = configs();
+                for (name, variant, knobs) in &cfgs {
+                    set_knobs(knobs);
+                    let vctx = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(*variant)));
+                    let plan = decode_plan(vctx.caps(), *variant, &shape, kv_f16, kv)?;
+                    let mut b = vctx.batch();
+                    prepared.encode(&mut b, 0)?;
+                    b.run()?;
+                    let check = prepared.check(&vctx)?;
+                    if !check.passed() {
+                        failures += 1;
+                    }
+                    println!(
+                        "   plan {name:<18} wg {} gb {} lanes {} keys {} pf {} chunk {} nchunks {} workgroups {}  check: {}",
+                        plan.wg,
+                        plan.gb,
+                        plan.lanes,
+                        plan.keys,
+                        plan.prefetch as u8,
+                        plan.chunk,
+                        plan.nchunks,
+                        plan.nchunks * plan.gblocks * shape.kv_heads,
+                        check.summary()
+                    );
+                }
+                for round in 0..rounds {
+                    for (ci, (name, variant, knobs)) in cfgs.iter().enumerate() {
+                        set_knobs(knobs);
+                        let vctx = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(*variant)));
+                        let at = start.elapsed().as_secs_f64();
+                        let (singles, t) = measure_all(&vctx, reps, &|b, i| prepared.encode(b, i))?;
+                        let mut sorted = singles.clone();
+                        sorted.sort_by(f64::total_cmp);
+                        let gbs = case.bytes() as f64 / (t.single_us * 1e3);
+                        println!(
+                            "   r{round} {name:<18} single {:7.1} (p10 {:7.1} p90 {:7.1} max {:7.1}) batch {:7.1} us  {:5.1}% copy  t={at:.1}s",
+                            t.single_us,
+                            pct(&sorted, 0.1),
+                            pct(&sorted, 0.9),
+                            sorted[sorted.len() - 1],
+                            t.batched_us,
+                            100.0 * gbs / copy_gbs
+                        );
+                        if ci == 0 && copies > 1 {
+                            let per: Vec<String> = (0..copies.min(reps))
+                                .map(|c| {
+                                    let mut v: Vec<f64> = singles.iter().skip(c).step_by(copies).copied().collect();
+                                    v.sort_by(f64::total_cmp);
+                                    format!("{:.0}", v[v.len() / 2])
+                                })
+                                .collect();
+                            println!("      per copy: {}", per.join(" "));
+                        }
+                    }
+                }
+                set_knobs(&[""; NK]);
+            }
+        }
+    }
+    println!("\n{failures} check failures; {:.1} s", start.elapsed().as_secs_f64());
+    if failures > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
