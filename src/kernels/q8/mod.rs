@@ -114,7 +114,7 @@ struct Q4kParams {
     quads: u32,
 }
 
-const QUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("x4", "vec4<u32>"), StorageBinding::write("xk", "u32")];
+const QUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("x4", "vec4<u32>"), StorageBinding::write("xk", "vec4<u32>")];
 const INT4_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("codes", "vec4<u32>"),
     StorageBinding::read("scales", "f32"),
@@ -181,7 +181,7 @@ pub fn quantize_activations(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activation
     ctx.variant_for(&QUANTIZE)?;
     let params = QuantParams { blocks: (xq.k / QB) as u32, quads: (xq.k / 64) as u32, has_q4k: xq.xk.is_some() as u32, _p: 0 };
     let xk = xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw());
-    let grid = ctx.grid((xq.k / QB).div_ceil(64) as u64)?;
+    let grid = ctx.grid(xq.k.div_ceil(256) as u64)?; // 256 columns per workgroup
     b.dispatch(&Q8Pipeline::Quantize, &params, &[x.raw(), xq.x4.raw(), xk], grid)
 }
 
