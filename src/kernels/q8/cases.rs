@@ -154,6 +154,11 @@ impl GemvCheck {
     }
 }
 
+/// The default plan's shape with `rows` rows per team (for the offline shader checks).
+fn default_like(variant: Variant, rows: u32) -> GemvPlan {
+    GemvPlan { wg: 256, rows, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }
+}
+
 const LLM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
 
 struct Int4Kernel;
@@ -197,9 +202,8 @@ impl Kernel for Int4Kernel {
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         let mut keys = Vec::new();
         for variant in [Variant::Portable, Variant::Subgroup] {
-            for (gshift, zeros) in [(2, false), (4, true), (99, true)] {
-                let plan = GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } };
-                keys.push(Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros });
+            for (rows, gshift, zeros) in [(1, 2, false), (2, 4, true), (4, 99, true)] {
+                keys.push(Q8Pipeline::Int4Gemv { variant, plan: default_like(variant, rows), gshift, zeros });
             }
         }
         describe_all(keys)
@@ -277,7 +281,7 @@ impl Kernel for Q4kKernel {
         LLM_SHAPES.iter().map(|&(n, k)| Box::new(Q4kCase { n, k }) as Box<dyn Case>).collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        let keys = [Variant::Portable, Variant::Subgroup].map(|variant| Q8Pipeline::Q4kGemv { variant, plan: GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } } });
+        let keys = [Variant::Portable, Variant::Subgroup].into_iter().flat_map(|variant| [1, 2, 4].map(|rows| Q8Pipeline::Q4kGemv { variant, plan: default_like(variant, rows) }));
         describe_all(keys)
     }
 }

@@ -165,10 +165,12 @@ impl PipelineKey for Q8Pipeline {
 }
 
 /// Default plan of both q8 GEMVs: 256 invocations, teams of 32 lanes (Subgroup: one subgroup),
-/// 2 rows per team, 2 steps per lane per iteration. `WGKERNELS_Q8_WG` / `_ROWS` / `_UNROLL` /
+/// 2 steps per lane per iteration, 1 row per team when `n < 8192` (more teams in flight: measured
+/// faster at n = 4096, k = 14336 on an H200), else 2. `WGKERNELS_Q8_WG` / `_ROWS` / `_UNROLL` /
 /// `_TEAM` / `_PLANES` override it (tuning experiments), as for the f32 GEMVs.
 fn plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
-    let plan = env_plan("WGKERNELS_Q8", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } });
+    let rows = if n < 8192 { 1 } else { 2 };
+    let plan = env_plan("WGKERNELS_Q8", variant, GemvPlan { wg: 256, rows, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } });
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
