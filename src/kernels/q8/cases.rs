@@ -188,6 +188,8 @@ impl Kernel for Int4Kernel {
         }
         v.push(Box::new(Int4Case { n: 5, k: 4096 + 256, g: 128, mode: Int4Mode::Asymmetric, zeros: true }));
         v.push(Box::new(Int4Case { n: 130, k: 512, g: 32, mode: Int4Mode::Signed, zeros: false }));
+        // k >= 8192 with n < 8192: the whole-workgroup-team plan.
+        v.push(Box::new(Int4Case { n: 9, k: 8192 + 96, g: 32, mode: Int4Mode::Signed, zeros: true }));
         v
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
@@ -205,6 +207,8 @@ impl Kernel for Int4Kernel {
             for (rows, gshift, zeros) in [(1, 2, false), (2, 4, true), (4, 99, true)] {
                 keys.push(Q8Pipeline::Int4Gemv { variant, plan: default_like(variant, rows), gshift, zeros });
             }
+            let wide = if variant == Variant::Portable { GemvPlan { wg: 256, rows: 4, unroll: 2, team: 256 } } else { GemvPlan { wg: 128, rows: 2, unroll: 2, team: 0 } };
+            keys.push(Q8Pipeline::Int4Gemv { variant, plan: wide, gshift: 2, zeros: false });
         }
         describe_all(keys)
     }

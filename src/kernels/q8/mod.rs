@@ -164,13 +164,25 @@ impl PipelineKey for Q8Pipeline {
     }
 }
 
-/// Default plan of both q8 GEMVs: 256 invocations, teams of 32 lanes (Subgroup: one subgroup),
-/// 2 steps per lane per iteration, 1 row per team when `n < 8192` (more teams in flight: measured
-/// faster at n = 4096, k = 14336 on an H200), else 2. `WGKERNELS_Q8_WG` / `_ROWS` / `_UNROLL` /
-/// `_TEAM` / `_PLANES` override it (tuning experiments), as for the f32 GEMVs.
-fn plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
-    let rows = if n < 8192 { 1 } else { 2 };
-    let plan = env_plan("WGKERNELS_Q8", variant, GemvPlan { wg: 256, rows, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } });
+/// Plan and grid of a q8 GEMV over `n` rows of `k` columns (`int4`: the INT4 kernel, else Q4_K).
+/// Defaults, each the fastest configuration measured on an H200 (2026-11-22, env sweeps of the
+/// same binary): teams of 32 lanes (Subgroup: one subgroup each) in workgroups of 256, 2 steps
+/// per lane per iteration, 1 row per team when `n < 8192` (more teams in flight), else 2; for
+/// INT4 with `n < 8192` and `k >= 8192` (few rows, long rows) whole-workgroup teams instead:
+/// Subgroup 128 invocations x 2 rows, Portable 256 x 4 rows. `WGKERNELS_Q8_WG` / `_ROWS` /
+/// `_UNROLL` / `_TEAM` / `_PLANES` override them (tuning experiments), as for the f32 GEMVs.
+fn plan(ctx: &Context, n: usize, k: usize, int4: bool, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
+    let portable = variant == Variant::Portable;
+    let default = if int4 && n < 8192 && k >= 8192 {
+        if portable {
+            GemvPlan { wg: 256, rows: 4, unroll: 2, team: 256 }
+        } else {
+            GemvPlan { wg: 128, rows: 2, unroll: 2, team: 0 }
+        }
+    } else {
+        GemvPlan { wg: 256, rows: if n < 8192 { 1 } else { 2 }, unroll: 2, team: if portable { 32 } else { 1 } }
+    };
+    let plan = env_plan("WGKERNELS_Q8", variant, default);
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
@@ -214,7 +226,7 @@ pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffe
         _p: 0,
     };
     let zbuf = w.zeros().map_or_else(|| ctx.dummy(), |z| z.raw());
-    let (plan, grid) = plan(ctx, w.n(), variant)?;
+    let (plan, grid) = plan(ctx, w.n(), w.k(), true, variant)?;
     b.dispatch(&Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros }, &params, &[w.codes().raw(), w.scales().raw(), zbuf, xq.x4.raw(), y.raw()], grid)
 }
 
@@ -227,7 +239,7 @@ pub fn q4k_gemv(b: &mut Batch, w: &Q4kMatrix, xq: &Q8Activations, y: &GpuBuffer<
     y.require("y", w.n())?;
     let variant = ctx.variant_for(&Q4K_GEMV)?;
     let params = Q4kParams { n: w.n() as u32, k: w.k() as u32, nb: w.blocks_per_row() as u32, quads: (w.k() / 64) as u32 };
-    let (plan, grid) = plan(ctx, w.n(), variant)?;
+    let (plan, grid) = plan(ctx, w.n(), w.k(), false, variant)?;
     b.dispatch(&Q8Pipeline::Q4kGemv { variant, plan }, &params, &[w.heads().raw(), w.qs().raw(), xk.raw(), y.raw()], grid)
 }
 
