@@ -139,7 +139,9 @@ struct GemvCheck {
 
 impl GemvCheck {
     /// `w`/`wmag`: exact weights and operand magnitudes of row r, column c.
-    fn new(ctx: &Context, n: usize, k: usize, x: &[f32], xq: &r8::HostQ8, q8: (Vec<f64>, Vec<f64>), w: impl Fn(usize, usize) -> f64, wmag: impl Fn(usize, usize) -> f64) -> Result<GemvCheck> {
+    /// `q8`: the reference on quantised x (n values and magnitudes); `x`: the k activations.
+    fn new(ctx: &Context, x: &[f32], xq: &r8::HostQ8, q8: (Vec<f64>, Vec<f64>), w: impl Fn(usize, usize) -> f64, wmag: impl Fn(usize, usize) -> f64) -> Result<GemvCheck> {
+        let (n, k) = (q8.0.len(), x.len());
         let (exact, emag) = reference::gemv(n, k, &w, wmag, x);
         let bound = r8::rounding_bound(n, k, &w, xq);
         let allow = (0..n).map(|r| bound[r] + 1e-5 * (q8.1[r] + emag[r])).collect();
@@ -252,7 +254,7 @@ impl Case for Int4Case {
         let host: HostInt4 = random_host(rng, n, k, self.g, self.mode, self.zeros);
         let x = random_x(rng, k);
         let xq = r8::quantize(&x);
-        let out = GemvCheck::new(ctx, n, k, &x, &xq, r8::int4_gemv(&host, &xq), |r, c| host.value(r, c), |r, c| host.magnitude(r, c))?;
+        let out = GemvCheck::new(ctx, &x, &xq, r8::int4_gemv(&host, &xq), |r, c| host.value(r, c), |r, c| host.magnitude(r, c))?;
         let mut weights = vec![Int4Matrix::upload(ctx, &host)?];
         for _ in 1..copies {
             weights.push(Int4Matrix::upload(ctx, &random_host(rng, n, k, self.g, self.mode, self.zeros))?);
@@ -319,7 +321,7 @@ impl Case for Q4kCase {
         let x = random_x(rng, k);
         let xq = r8::quantize(&x);
         let (w, mag) = (dequantize_row(&blocks), operand_magnitudes(&blocks));
-        let out = GemvCheck::new(ctx, n, k, &x, &xq, r8::q4k_gemv(n, k, &blocks, &xq), |r, c| w[r * k + c] as f64, |r, c| mag[r * k + c])?;
+        let out = GemvCheck::new(ctx, &x, &xq, r8::q4k_gemv(n, k, &blocks, &xq), |r, c| w[r * k + c] as f64, |r, c| mag[r * k + c])?;
         let mut weights = vec![Q4kMatrix::upload(ctx, n, k, &blocks)?];
         for _ in 1..copies {
             weights.push(Q4kMatrix::upload(ctx, n, k, &random_blocks(rng, n * k / QK_K))?);
