@@ -109,3 +109,44 @@ fn binding_over_the_device_limit() {
     int4::gemv(&mut b, &w, &x, &y).unwrap();
     b.run().unwrap();
 }
+
+#[test]
+fn q8_activation_errors() {
+    use wgkernels::kernels::q4k::{self, Q4kMatrix};
+    use wgkernels::kernels::q8::{self, Q8Activations};
+    let ctx = common::context();
+    let mut rng = Rng::new(8);
+    assert!(matches!(Q8Activations::alloc(&ctx, 0), Err(Error::Shape(_))));
+    assert!(matches!(Q8Activations::alloc(&ctx, 100), Err(Error::Shape(_))), "k % 32 != 0");
+    let xq = Q8Activations::alloc(&ctx, 96).unwrap();
+    assert!(!xq.has_q4k());
+    let x_short = ctx.upload(&vec![1.0f32; 95]).unwrap();
+    let y = ctx.alloc::<f32>(64).unwrap();
+    let y_short = ctx.alloc::<f32>(4).unwrap();
+    let mut b = ctx.batch();
+    assert!(matches!(q8::quantize_activations(&mut b, &x_short, &xq), Err(Error::BufferTooSmall { name: "x", .. })));
+    // INT4: k % 32, group_size % 32, k mismatch, y too short.
+    let w_k = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 100, 32)).unwrap();
+    assert!(matches!(int4::gemv_q8(&mut b, &w_k, &xq, &y), Err(Error::Shape(_))), "k % 32 != 0");
+    let w_g = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 96, 48)).unwrap();
+    assert!(matches!(int4::gemv_q8(&mut b, &w_g, &xq, &y), Err(Error::Argument(_))), "group_size % 32 != 0");
+    let w_128 = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 128, 32)).unwrap();
+    assert!(matches!(int4::gemv_q8(&mut b, &w_128, &xq, &y), Err(Error::Shape(_))), "k mismatch");
+    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 96, 32)).unwrap();
+    assert!(matches!(int4::gemv_q8(&mut b, &w, &xq, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
+    // Q4_K: k mismatch, no Q4_K order (k % 256 != 0 cannot happen for a Q4_K matrix, so a
+    // 256-column matrix against 96- and 512-column activations), y too short.
+    let blocks = q4k::random_blocks(&mut rng, 5);
+    let wq = Q4kMatrix::upload(&ctx, 5, 256, &blocks).unwrap();
+    assert!(matches!(q4k::gemv_q8(&mut b, &wq, &xq, &y), Err(Error::Shape(_))));
+    let xq512 = Q8Activations::alloc(&ctx, 512).unwrap();
+    assert!(matches!(q4k::gemv_q8(&mut b, &wq, &xq512, &y), Err(Error::Shape(_))));
+    let xq256 = Q8Activations::alloc(&ctx, 256).unwrap();
+    assert!(matches!(q4k::gemv_q8(&mut b, &wq, &xq256, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
+    assert_eq!(b.len(), 0, "nothing may be recorded after a rejected call");
+    // A context that requires Subgroup cannot quantise (Portable only): typed, not a panic.
+    let sub = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Subgroup)));
+    let x = sub.upload(&vec![1.0f32; 96]).unwrap();
+    let mut b = sub.batch();
+    assert!(matches!(q8::quantize_activations(&mut b, &x, &xq), Err(Error::Unsupported { .. })));
+}

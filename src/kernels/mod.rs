@@ -8,6 +8,7 @@ pub mod int4;
 pub mod int8;
 pub mod interleave;
 pub mod q4k;
+pub mod q8;
 pub mod turboquant;
 pub mod rope;
 
@@ -19,6 +20,7 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     v.extend(int4::kernels());
     v.extend(int8::kernels());
     v.extend(q4k::kernels());
+    v.extend(q8::kernels());
     v.extend(turboquant::kernels());
     v.extend(rope::kernels());
     v.extend(attention::kernels());

@@ -1,6 +1,7 @@
 //! CPU references with f64 accumulation: the executable specification of every kernel.
 
 pub mod attention;
+pub mod q8;
 pub mod quant;
 pub mod turboquant;
 pub mod rope;

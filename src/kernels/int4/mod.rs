@@ -169,6 +169,12 @@ impl Int4Matrix {
     pub fn codes(&self) -> &GpuBuffer<u32> {
         &self.codes
     }
+    pub(crate) fn scales(&self) -> &GpuBuffer<f32> {
+        &self.scales
+    }
+    pub(crate) fn zeros(&self) -> Option<&GpuBuffer<f32>> {
+        self.zeros.as_ref()
+    }
 
     /// Upload weights from the plain host layout (validated first).
     pub fn upload(ctx: &Context, h: &HostInt4) -> Result<Int4Matrix> {
@@ -586,3 +592,5 @@ pub fn dequantize(b: &mut Batch, w: &Int4Matrix, out: &GpuBuffer<f32>) -> Result
 
 mod cases;
 pub use cases::{kernels, random_host};
+/// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
+pub use crate::kernels::q8::int4_gemv as gemv_q8;

@@ -64,6 +64,12 @@ impl Q4kMatrix {
     pub fn blocks_per_row(&self) -> usize {
         self.k / QK_K
     }
+    pub(crate) fn heads(&self) -> &GpuBuffer<u32> {
+        &self.heads
+    }
+    pub(crate) fn qs(&self) -> &GpuBuffer<u32> {
+        &self.qs
+    }
     /// Bytes a full pass over the weights reads (144 per 256 weights).
     pub fn bytes(&self) -> u64 {
         (self.n * self.blocks_per_row() * BLOCK_BYTES) as u64
@@ -354,3 +360,5 @@ pub fn operand_magnitudes(blocks: &[BlockQ4K]) -> Vec<f64> {
 
 mod cases;
 pub use cases::{kernels, random_blocks};
+/// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
+pub use crate::kernels::q8::q4k_gemv as gemv_q8;
