@@ -9,8 +9,12 @@
 //! ```text
 //! cargo run --release --example decode_step                 # Llama-2-7B shapes (32 layers, 32/32 heads, FFN 11008)
 //! cargo run --release --example decode_step -- --llama3     # Llama-3-8B shapes (32/8 heads, FFN 14336)
-//!   [--layers N] [--kv-len N] [--reps N] [--lm-head] [--small] [--full] [--no-check] [--record-only STEPS] [--no-bind-cache]
+//!   [--layers N] [--kv-len N] [--reps N] [--lm-head] [--small] [--full] [--no-check] [--record-only STEPS] [--no-bind-cache] [--q8]
 //! ```
+//!
+//! `--q8` runs every GEMV on the opt-in int8-activation path (`kernels::q8`): each GEMV input is
+//! quantised once (one extra dispatch per input, shared by q/k/v and by gate/up) and the CPU check
+//! quantises the same way.
 //!
 //! On a CPU adapter (lavapipe) it shrinks to `--small` (hidden 512, 8/4 heads of 64, FFN 768,
 //! 2 layers) unless `--full` is given. Before timing, layer 0 alone is run and checked against an
@@ -28,6 +32,7 @@ use wgkernels::formats::q4k::{dequantize_row, pack_scale_min, BlockQ4K, BLOCK_BY
 use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch};
 use wgkernels::kernels::elementwise;
 use wgkernels::kernels::q4k::{self, Q4kMatrix};
+use wgkernels::kernels::q8::{self, Q8Activations};
 use wgkernels::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
 use wgkernels::reference::{self, attention::Dims};
 use wgkernels::timing::copy_bandwidth;
@@ -63,10 +68,11 @@ struct Args {
     check: bool,
     record_only: usize,
     bind_cache: bool,
+    q8: bool,
 }
 
 fn args() -> Args {
-    let mut a = Args { model: LLAMA2_7B, small: false, full: false, layers: None, kv_len: None, reps: 20, lm_head: false, check: true, record_only: 0, bind_cache: true };
+    let mut a = Args { model: LLAMA2_7B, small: false, full: false, layers: None, kv_len: None, reps: 20, lm_head: false, check: true, record_only: 0, bind_cache: true, q8: false };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
         let mut num = |d: usize| it.next().and_then(|v| v.parse().ok()).unwrap_or(d);
@@ -81,9 +87,10 @@ fn args() -> Args {
             "--lm-head" => a.lm_head = true,
             "--no-check" => a.check = false,
             "--no-bind-cache" => a.bind_cache = false,
+            "--q8" => a.q8 = true,
             "--record-only" => a.record_only = num(1000).max(1),
             "--help" | "-h" => {
-                println!("decode_step [--llama3] [--layers N] [--kv-len N] [--reps N] [--lm-head] [--small] [--full] [--no-check]");
+                println!("decode_step [--llama3] [--layers N] [--kv-len N] [--reps N] [--lm-head] [--small] [--full] [--no-check] [--q8]");
                 std::process::exit(0);
             }
             other => eprintln!("ignoring argument {other}"),
@@ -122,8 +129,15 @@ impl HostW {
         let blocks: Vec<BlockQ4K> = bytes.chunks_exact(BLOCK_BYTES).map(|c| BlockQ4K::from_le_bytes(c.try_into().unwrap())).collect();
         HostW { n, k, w: dequantize_row(&blocks) }
     }
-    fn matvec(&self, x: &[f64]) -> Vec<f64> {
-        (0..self.n).map(|r| self.w[r * self.k..(r + 1) * self.k].iter().zip(x).map(|(&w, &x)| w as f64 * x).sum()).collect()
+    /// `W x` in f64; with `q8`, of x rounded to f32 and quantised as the GPU quantises it.
+    fn matvec(&self, x: &[f64], q8: bool) -> Vec<f64> {
+        let xq: Vec<f64> = if q8 {
+            let h = reference::q8::quantize(&x.iter().map(|&v| v as f32).collect::<Vec<_>>());
+            (0..x.len()).map(|c| h.value(c)).collect()
+        } else {
+            x.to_vec()
+        };
+        (0..self.n).map(|r| self.w[r * self.k..(r + 1) * self.k].iter().zip(&xq).map(|(&w, &x)| w as f64 * x).sum()).collect()
     }
 }
 
@@ -160,6 +174,9 @@ struct Acts {
     up: GpuBuffer<f32>,
     logits: GpuBuffer<f32>,
     scratch: DecodeScratch,
+    /// `--q8`: int8 activations of the GEMV inputs (hidden, attention output, FFN), each
+    /// quantised once and shared by the GEMVs that read it.
+    q8: Option<[Q8Activations; 3]>,
 }
 
 struct Net {
@@ -178,13 +195,23 @@ const LAYOUT: PairLayout = PairLayout::HalfSplit;
 /// Positions the timed steps advance through (then wrap around).
 const ADVANCE: usize = 256;
 
+/// The GEMVs `ws` over one input x: f32 activations, or (`--q8`) x quantised once into `q8[slot]`
+/// and every GEMV on the int8 path.
+fn gemvs(b: &mut Batch, net: &Net, x: &GpuBuffer<f32>, slot: usize, ws: &[(&Q4kMatrix, &GpuBuffer<f32>)]) -> wgkernels::Result<()> {
+    match &net.acts.q8 {
+        Some(q) => {
+            q8::quantize_activations(b, x, &q[slot])?;
+            ws.iter().try_for_each(|(w, y)| q4k::gemv_q8(b, w, &q[slot], y))
+        }
+        None => ws.iter().try_for_each(|(w, y)| q4k::gemv(b, w, x, y)),
+    }
+}
+
 fn record_layer(b: &mut Batch, net: &Net, l: &Layer) -> wgkernels::Result<()> {
     let (m, a) = (&net.m, &net.acts);
     let shape = AttnShape::new(m.heads, m.kv_heads, m.head_dim);
     elementwise::rmsnorm(b, &a.x, &l.attn_norm, &a.xn, 1, m.hidden, m.eps)?;
-    q4k::gemv(b, &l.wq, &a.xn, &a.q)?;
-    q4k::gemv(b, &l.wk, &a.xn, &a.k)?;
-    q4k::gemv(b, &l.wv, &a.xn, &a.v)?;
+    gemvs(b, net, &a.xn, 0, &[(&l.wq, &a.q), (&l.wk, &a.k), (&l.wv, &a.v)])?;
     attention::decode(
         b,
         &Decode {
@@ -203,13 +230,12 @@ fn record_layer(b: &mut Batch, net: &Net, l: &Layer) -> wgkernels::Result<()> {
             out: &a.attn,
         },
     )?;
-    q4k::gemv(b, &l.wo, &a.attn, &a.tmp)?;
+    gemvs(b, net, &a.attn, 1, &[(&l.wo, &a.tmp)])?;
     elementwise::add_inplace(b, &a.x, &a.tmp, m.hidden)?;
     elementwise::rmsnorm(b, &a.x, &l.ffn_norm, &a.xn, 1, m.hidden, m.eps)?;
-    q4k::gemv(b, &l.wgate, &a.xn, &a.gate)?;
-    q4k::gemv(b, &l.wup, &a.xn, &a.up)?;
+    gemvs(b, net, &a.xn, 0, &[(&l.wgate, &a.gate), (&l.wup, &a.up)])?;
     elementwise::silu_gate_inplace(b, &a.gate, &a.up, m.ffn)?;
-    q4k::gemv(b, &l.wdown, &a.gate, &a.tmp)?;
+    gemvs(b, net, &a.gate, 2, &[(&l.wdown, &a.tmp)])?;
     elementwise::add_inplace(b, &a.x, &a.tmp, m.hidden)
 }
 
@@ -219,7 +245,7 @@ fn record_step(b: &mut Batch, net: &Net) -> wgkernels::Result<()> {
     }
     elementwise::rmsnorm(b, &net.acts.x, &net.final_norm, &net.acts.xn, 1, net.m.hidden, net.m.eps)?;
     if let Some(w) = &net.lm_head {
-        q4k::gemv(b, w, &net.acts.xn, &net.acts.logits)?;
+        gemvs(b, net, &net.acts.xn, 0, &[(w, &net.acts.logits)])?;
     }
     Ok(())
 }
@@ -234,7 +260,7 @@ struct Host {
     v_cache: Vec<f16>,
 }
 
-fn build(ctx: &Context, m: Model, kv_len: usize, lm_head: bool, keep_host: bool) -> wgkernels::Result<(Net, Option<Host>)> {
+fn build(ctx: &Context, m: Model, kv_len: usize, lm_head: bool, keep_host: bool, use_q8: bool) -> wgkernels::Result<(Net, Option<Host>)> {
     let mut rng = fastrand::Rng::with_seed(0x5eed_dec0de);
     let (h, hd, kvd) = (m.hidden, m.heads * m.head_dim, m.kv_heads * m.head_dim);
     let shapes = [(hd, h), (kvd, h), (kvd, h), (h, hd), (m.ffn, h), (m.ffn, h), (h, m.ffn)];
@@ -290,6 +316,7 @@ fn build(ctx: &Context, m: Model, kv_len: usize, lm_head: bool, keep_host: bool)
         up: ctx.alloc(m.ffn)?,
         logits: ctx.alloc(if lm_head.is_some() { m.vocab } else { 1 })?,
         scratch: DecodeScratch::new(ctx, AttnShape::new(m.heads, m.kv_heads, m.head_dim))?,
+        q8: if use_q8 { Some([Q8Activations::alloc(ctx, h)?, Q8Activations::alloc(ctx, hd)?, Q8Activations::alloc(ctx, m.ffn)?]) } else { None },
     };
     if let Some(hst) = host.as_mut() {
         hst.x0 = x0;
@@ -310,8 +337,9 @@ fn reference_layer(net: &Net, hst: &Host) -> Vec<f64> {
     let (d, kvd) = (m.head_dim, m.kv_heads * m.head_dim);
     let cfg = net.table.config().clone();
     let x: Vec<f64> = hst.x0.iter().map(|&v| v as f64).collect();
+    let q8 = net.acts.q8.is_some();
     let xn = rms_f64(&x, &hst.attn_norm, m.eps);
-    let (q, k, v) = (hst.w[0].matvec(&xn), hst.w[1].matvec(&xn), hst.w[2].matvec(&xn));
+    let (q, k, v) = (hst.w[0].matvec(&xn, q8), hst.w[1].matvec(&xn, q8), hst.w[2].matvec(&xn, q8));
     let pos = net.pos.get();
     let (q_rot, _) = reference::rope::rotate(&q, m.heads, d, LAYOUT, &cfg, |_| pos);
     let (k_rot, _) = reference::rope::rotate(&k, m.kv_heads, d, LAYOUT, &cfg, |_| pos);
@@ -322,12 +350,12 @@ fn reference_layer(net: &Net, hst: &Host) -> Vec<f64> {
     vc.extend(v.iter().map(|&v| r16(v)));
     let dims = Dims { tokens: 1, heads: m.heads, kv_heads: m.kv_heads, d, kv_len: pos + 1, offset: pos, causal: true, scale: 1.0 / (d as f64).sqrt() };
     let (attn, _) = reference::attention::attention(&dims, &q_rot, &kc, &vc);
-    let o = hst.w[3].matvec(&attn);
+    let o = hst.w[3].matvec(&attn, q8);
     let x1: Vec<f64> = x.iter().zip(&o).map(|(a, b)| a + b).collect();
     let xn = rms_f64(&x1, &hst.ffn_norm, m.eps);
-    let (g, u) = (hst.w[4].matvec(&xn), hst.w[5].matvec(&xn));
+    let (g, u) = (hst.w[4].matvec(&xn, q8), hst.w[5].matvec(&xn, q8));
     let act: Vec<f64> = g.iter().zip(&u).map(|(&g, &u)| g / (1.0 + (-g).exp()) * u).collect();
-    let dn = hst.w[6].matvec(&act);
+    let dn = hst.w[6].matvec(&act, q8);
     x1.iter().zip(&dn).map(|(a, b)| a + b).collect()
 }
 
@@ -364,7 +392,10 @@ fn main() -> wgkernels::Result<()> {
         kv_len,
         if a.lm_head { format!(", LM head {}", m.vocab) } else { String::new() }
     );
-    let (net, host) = build(&ctx, m, kv_len, a.lm_head, check)?;
+    if a.q8 {
+        println!("activations: int8 (--q8: x quantised per block of 32 once per GEMV input, q4k::gemv_q8)");
+    }
+    let (net, host) = build(&ctx, m, kv_len, a.lm_head, check, a.q8)?;
 
     // Correctness first: layer 0 alone against the f64 CPU computation, recorded with fresh bind
     // groups, then twice through a BindCache (filling it, then hitting it).

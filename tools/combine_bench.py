@@ -169,6 +169,7 @@ def decode_summary(path):
     model = grab(r"model ([^:]+):")
     layers = grab(r"FFN \d+, (\d+) layers")
     lm = ", LM head" if re.search(r"Q4_K weights, LM head", text) else ""
+    lm += ", int8 activations" if "activations: int8" in text else ""
     return [
         f"{model} ({layers} layers{lm})",
         grab(r"dispatches\s+(\d+)"),

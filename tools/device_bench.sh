@@ -74,7 +74,10 @@ if [ "${SKIP_DECODE:-0}" != 1 ]; then
         step decode_small "$DECODE_BIN" --small --layers 32 ${DECODE_ARGS:---reps 20} > "$OUTDIR/decode_small.txt" 2>&1
         step decode_llama2 "$DECODE_BIN" ${DECODE_ARGS:---reps 20} > "$OUTDIR/decode_llama2_7b.txt" 2>&1
         step decode_llama3 "$DECODE_BIN" --llama3 --lm-head ${DECODE_ARGS:---reps 20} > "$OUTDIR/decode_llama3_8b.txt" 2>&1
-        for f in decode_small decode_llama2_7b decode_llama3_8b; do
+        # The opt-in int8-activation GEMVs (kernels::q8): checked at the small shape, then timed.
+        step decode_small_q8 "$DECODE_BIN" --small --layers 32 --q8 ${DECODE_ARGS:---reps 20} > "$OUTDIR/decode_small_q8.txt" 2>&1
+        step decode_llama3_q8 "$DECODE_BIN" --llama3 --lm-head --q8 ${DECODE_ARGS:---reps 20} > "$OUTDIR/decode_llama3_8b_q8.txt" 2>&1
+        for f in decode_small decode_llama2_7b decode_llama3_8b decode_small_q8 decode_llama3_8b_q8; do
             [ -s "$OUTDIR/$f.txt" ] && DECODES+=(--decode "$OUTDIR/$f.txt") && tail -12 "$OUTDIR/$f.txt"
         done
     else
