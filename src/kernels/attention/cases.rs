@@ -101,7 +101,7 @@ impl Kernel for PrefillKernel {
             .collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all(sample_pipelines().into_iter().filter(|k| matches!(k, AttnPipeline::Prefill { .. } | AttnPipeline::PrefillMatrix { .. } | AttnPipeline::PrefillStage { .. })))
+        describe_all(sample_pipelines().into_iter().filter(|k| matches!(k, AttnPipeline::Prefill { .. } | AttnPipeline::PrefillMatrix { .. })))
     }
 }
 
@@ -276,7 +276,7 @@ impl Kernel for DecodeKernel {
             .collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all(sample_pipelines().into_iter().filter(|k| !matches!(k, AttnPipeline::Prefill { .. } | AttnPipeline::PrefillMatrix { .. } | AttnPipeline::PrefillStage { .. })))
+        describe_all(sample_pipelines().into_iter().filter(|k| !matches!(k, AttnPipeline::Prefill { .. } | AttnPipeline::PrefillMatrix { .. })))
     }
 }
 

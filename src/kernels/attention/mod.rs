@@ -239,12 +239,8 @@ const APPEND_BINDINGS: &[StorageBinding] = &[
 pub enum AttnPipeline {
     /// Portable or Subgroup prefill.
     Prefill { subgroup: bool, d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
-    /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for, `nsg`
-    /// the subgroups per workgroup, `tau` the f32 bits of the online softmax's headroom, `mode`
-    /// the staging paths.
-    PrefillMatrix { d: u32, bk: u32, sg: u32, nsg: u32, tau: u32, mode: u32 },
-    /// The Matrix prefill's staging pass (f16 Q, K, V into its scratch).
-    PrefillStage { d: u32, kv_f16: bool, neox: bool },
+    /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for.
+    PrefillMatrix { d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool },
     /// One invocation per key, tiles of `tile` keys, workgroup-memory reductions (Portable).
     Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
@@ -261,8 +257,7 @@ fn flag(b: bool) -> f64 {
 impl PipelineKey for AttnPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            AttnPipeline::PrefillMatrix { d, bk, sg, nsg, tau, mode } => prefill_matrix::matrix_desc(d, bk, sg, nsg, tau, mode),
-            AttnPipeline::PrefillStage { d, kv_f16, neox } => prefill_matrix::stage_desc(d, kv_f16, neox),
+            AttnPipeline::PrefillMatrix { d, bk, sg, kv_f16, neox } => prefill_matrix::matrix_desc(d, bk, sg, kv_f16, neox),
             AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_WGSL]),
                 entry: "main",
@@ -387,7 +382,7 @@ pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)
 pub fn prefill_pipeline(ctx: &Context, d: usize, kv_f16: bool, neox: bool, rows: usize) -> Result<(Variant, AttnPipeline)> {
     let mut variant = ctx.variant_for(&PREFILL)?;
     if variant == Variant::Matrix {
-        match prefill_matrix::matrix_key(ctx.caps(), d) {
+        match prefill_matrix::matrix_key(ctx.caps(), d, kv_f16, neox) {
             Ok(key) => return Ok((variant, key)),
             Err(reason) => {
                 if let crate::caps::VariantPolicy::Require(_) = ctx.options().policy {
@@ -427,7 +422,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     let (_, key) = prefill_pipeline(ctx, d, KV::F16, a.layout == PairLayout::HalfSplit, rows)?;
     let bq = match key {
         AttnPipeline::Prefill { bq, .. } => bq as usize,
-        _ => return prefill_matrix::encode(b, a, &key),
+        _ => prefill_matrix::MATRIX_ROWS,
     };
     let row_blocks = rows.div_ceil(bq);
     let scale = a.scale.unwrap_or(1.0 / (d as f32).sqrt());
