@@ -287,7 +287,7 @@ fn main() -> wgkernels::Result<()> {
         println!("  coop config {}x{}x{} {:?} -> {:?}", c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type);
     }
     if !f32_ok || caps.subgroup_min_size != caps.subgroup_max_size || caps.subgroup_max_size == 0 {
-        println!("matrix_peak: unsupported on this adapter (needs a 16x16x16 f16 -> f32 cooperative matrix and one subgroup size); the {} shaders validate", configs.len());
+        println!("matrix_peak: unsupported on this adapter (needs a 16x16x16 f16 -> f32 cooperative matrix and one subgroup size); its {} throughput and 3 probe shaders validate", configs.len());
         return Ok(());
     }
     match arg.as_deref() {
