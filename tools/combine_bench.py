@@ -119,11 +119,11 @@ def match(r, peers, sdpa):
                 return (name, num(p["single_us"]), num(p.get("batched_us")))
         return None
 
-    if k == "int4_gemv" and "g" in f:
+    if k in ("int4_gemv", "int4_gemv_q8") and "g" in f:
         return gemv_peer(f"int4pack_mm_g{f['g']}")
     if k == "int8_gemv":
         return gemv_peer("fp16_gemv_cublas")
-    if k == "q4k_gemv":
+    if k in ("q4k_gemv", "q4k_gemv_q8"):
         return gemv_peer("int4pack_mm_g32")
 
     def sdpa_peer(op, dtype, tokens, kv_len, h, kvh, d):

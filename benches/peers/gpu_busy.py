@@ -1,17 +1,33 @@
-"""A ~1 ms arithmetic-heavy CUDA workload queued before every timed torch call, as the Rust bench
-does with its busy kernel (src/timing.rs): a GPU that idles while the CPU waits between single
-calls drops its clocks (measured on the H200: 1020-1080 MHz spells instead of 1980), which made
-torch's single-call times move by ~50% between days. The work is a small fp32 matmul chain on
-a 2 MB operand, so it touches L2 only lightly, and the timed call's events are recorded after it.
+"""~1 ms of GPU work queued before every timed torch call, as the Rust bench does with its busy
+kernel (src/timing.rs): a GPU that idles while the CPU waits between single calls drops its
+clocks (measured on the H200: 345-1080 MHz spells instead of 1980), which made torch's single-call
+times move by ~50% between days. The timed call's start event is recorded after the busy work, so
+the busy time is never counted.
+
+WGK_TORCH_BUSY selects the work (measured side by side on the H200, see BENCHMARKS.md):
+  sleep  (default) one `torch.cuda._sleep` spin kernel: a single launch, no memory traffic, like
+         our arithmetic-only busy kernel
+  matmul a chain of 512x512 fp32 matmuls (many small launches)
+  none   nothing (the 2026-11-21/22 runs 1-3 measured this way)
 """
+import os
+
 import torch
 
 
 class Busy:
     def __init__(self, target_us=1000.0, dev="cuda"):
+        self.mode = os.environ.get("WGK_TORCH_BUSY", "sleep")
+        if self.mode == "sleep" and not hasattr(torch.cuda, "_sleep"):
+            self.mode = "matmul"
         self.a = torch.randn(512, 512, device=dev)
-        self.n = 1
-        for _ in range(20):  # double the chain until one call takes target_us
+        self.n = 1 if self.mode == "matmul" else 100_000
+        if self.mode != "none":
+            self.calibrate(target_us)
+        print(f"busy work before each timed call: {self.mode} (n = {self.n})", flush=True)
+
+    def calibrate(self, target_us):
+        for _ in range(24):  # double the work until one call takes target_us
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self.run()
             s.record()
@@ -24,7 +40,9 @@ class Busy:
 
     def run(self):
         """Queue the busy work (does not wait)."""
-        x = self.a
-        for _ in range(self.n):
-            x = torch.mm(x, self.a).mul_(1e-3)
-        return x
+        if self.mode == "sleep":
+            torch.cuda._sleep(self.n)
+        elif self.mode == "matmul":
+            x = self.a
+            for _ in range(self.n):
+                x = torch.mm(x, self.a).mul_(1e-3)
