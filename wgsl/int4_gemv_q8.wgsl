@@ -8,7 +8,7 @@
 // 0x0f0f0f0f are columns 0, 2, 4, 6 of the word, high nibbles 1, 3, 5, 7, the order of the x4
 // words. naga emits OpSDot (DP4A) where the Vulkan device has shaderIntegerDotProduct (Vulkan
 // 1.3 core); elsewhere (Metal, older devices) a polyfill: correct, not fast.
-// Team structure as int4_gemv.wgsl: a team computes ROWS rows at a time, its lanes stride over
+// Team structure (gemv_q8_driver.wgsl, appended) as int4_gemv.wgsl: a team computes ROWS rows at a time, its lanes stride over
 // the rows' vec4s of codes (16-byte loads, interleaved layout: a lane's x4 records are
 // consecutive with its neighbours'), UNROLL vec4 steps per iteration with the loads of the
 // iteration issued first; one team_sum per row block. Rows past n are clamped to row n - 1 for
@@ -129,57 +129,7 @@ fn slab_math(sl: Slab, v: u32) -> vec4<f32> {
     return a;
 }
 
-fn team_main(t: Team) {
-    let vec4s = p.row_vec4s;
-    let blocks = (p.n + ROWS - 1u) / ROWS;
-    let step = t.lanes * UNROLL;
-    // Every team runs the same number of row blocks (team_sum may hold a barrier).
-    for (var base = 0u; base < blocks; base += t.count) {
-        let rb = base + t.id;
-        let live = rb < blocks;
-        let rows = min(vec4<u32>(rb * ROWS) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.n - 1u));
-        var acc = vec4<f32>(0.0);
-        var v0 = 0u;
-        if (live) {
-            for (; v0 + step <= vec4s; v0 += step) {
-                let v = v0 + t.lane;
-                let sa = slab_load(rows, v);
-                var sb: Slab;
-                var sc: Slab;
-                var sd: Slab;
-                if (UNROLL > 1u) {
-                    sb = slab_load(rows, v + t.lanes);
-                }
-                if (UNROLL > 2u) {
-                    sc = slab_load(rows, v + 2u * t.lanes);
-                    sd = slab_load(rows, v + 3u * t.lanes);
-                }
-                acc += slab_math(sa, v);
-                if (UNROLL > 1u) {
-                    acc += slab_math(sb, v + t.lanes);
-                }
-                if (UNROLL > 2u) {
-                    acc += slab_math(sc, v + 2u * t.lanes);
-                    acc += slab_math(sd, v + 3u * t.lanes);
-                }
-            }
-            for (var v = v0 + t.lane; v < vec4s; v += t.lanes) {
-                acc += slab_math(slab_load(rows, v), v);
-            }
-        }
-        let tot = team_sum(acc);
-        if (live && t.lane == 0u) {
-            let r0 = rb * ROWS;
-            y[r0] = tot.x;
-            if (ROWS > 1u && r0 + 1u < p.n) {
-                y[r0 + 1u] = tot.y;
-            }
-            if (ROWS > 2u && r0 + 2u < p.n) {
-                y[r0 + 2u] = tot.z;
-            }
-            if (ROWS > 3u && r0 + 3u < p.n) {
-                y[r0 + 3u] = tot.w;
-            }
-        }
-    }
+// Items per row for the driver (gemv_q8_driver.wgsl, appended).
+fn row_items() -> u32 {
+    return p.row_vec4s;
 }

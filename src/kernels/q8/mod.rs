@@ -19,7 +19,8 @@
 //! `x4`, per 8-column word, `[i8x4 cols 0,2,4,6 | i8x4 cols 1,3,5,7 | d | fl(d * sum q)]` (the
 //! order of INT4 nibbles under the masks 0x0f0f0f0f / >> 4), and, when `k % 256 == 0`, `xk`, the
 //! Q4_K order (per 64-column quad: 4 vec4 of codes, the 8 sub-block scales and 8 partial sums).
-//! Sources: wgsl/q8_quantize.wgsl, int4_gemv_q8.wgsl, q4k_gemv_q8.wgsl (+ team_*.wgsl).
+//! Sources: wgsl/q8_quantize.wgsl, int4_gemv_q8.wgsl, q4k_gemv_q8.wgsl (+ team_*.wgsl and the
+//! shared row-block driver gemv_q8_driver.wgsl).
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -42,6 +43,7 @@ const QUANT_WGSL: &str = include_str!("../../../wgsl/q8_quantize.wgsl");
 const INT4_WGSL: &str = include_str!("../../../wgsl/int4_gemv_q8.wgsl");
 const Q4K_WGSL: &str = include_str!("../../../wgsl/q4k_gemv_q8.wgsl");
 const Q4K_COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
+const DRIVER_WGSL: &str = include_str!("../../../wgsl/gemv_q8_driver.wgsl");
 
 /// u32 words of the Q4_K-order buffer per 64-column quad (8 vec4).
 const XK_WORDS_PER_QUAD: usize = 32;
@@ -148,7 +150,7 @@ impl PipelineKey for Q8Pipeline {
                 bindings: QUANT_BINDINGS,
             },
             Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, INT4_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, INT4_WGSL, DRIVER_WGSL]),
                 entry: "main",
                 constants: plan.constants(variant, &[("GSHIFT", gshift as f64), ("ZEROS", zeros as u32 as f64)]),
                 workgroup_size: [plan.wg, 1, 1],
@@ -156,7 +158,7 @@ impl PipelineKey for Q8Pipeline {
                 bindings: INT4_BINDINGS,
             },
             Q8Pipeline::Q4kGemv { variant, plan } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), Q4K_COMMON_WGSL, Q4K_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), Q4K_COMMON_WGSL, Q4K_WGSL, DRIVER_WGSL]),
                 entry: "main",
                 constants: plan.constants(variant, &[]),
                 workgroup_size: [plan.wg, 1, 1],
