@@ -8,7 +8,7 @@
 // 0x0f0f0f0f are columns 0, 2, 4, 6 of the word, high nibbles 1, 3, 5, 7, the order of the x4
 // words. naga emits OpSDot (DP4A) where the Vulkan device has shaderIntegerDotProduct (Vulkan
 // 1.3 core); elsewhere (Metal, older devices) a polyfill: correct, not fast.
-// Team structure (gemv_q8_driver.wgsl, appended) as int4_gemv.wgsl: a team computes ROWS rows at a time, its lanes stride over
+// Team structure (gemv_rows_driver.wgsl, appended) as int4_gemv.wgsl: a team computes ROWS rows at a time, its lanes stride over
 // the rows' vec4s of codes (16-byte loads, interleaved layout: a lane's x4 records are
 // consecutive with its neighbours'), UNROLL vec4 steps per iteration with the loads of the
 // iteration issued first; one team_sum per row block. Rows past n are clamped to row n - 1 for
@@ -129,7 +129,7 @@ fn slab_math(sl: Slab, v: u32) -> vec4<f32> {
     return a;
 }
 
-// Items per row for the driver (gemv_q8_driver.wgsl, appended).
+// Items per row for the driver (gemv_rows_driver.wgsl, appended).
 fn row_items() -> u32 {
     return p.row_vec4s;
 }

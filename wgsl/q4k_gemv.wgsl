@@ -141,58 +141,7 @@ fn slab_math(sl: Slab, qd: u32) -> vec4<f32> {
     return a;
 }
 
-fn team_main(t: Team) {
-    let quads = p.nb * 4u;
-    let blocks = (p.n + ROWS - 1u) / ROWS;
-    let step = t.lanes * UNROLL;
-    // Every team runs the same number of row blocks (team_sum may hold a barrier); a team past
-    // the last block skips the work.
-    for (var base = 0u; base < blocks; base += t.count) {
-        let rb = base + t.id;
-        let live = rb < blocks;
-        let rows = min(vec4<u32>(rb * ROWS) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.n - 1u));
-        var acc = vec4<f32>(0.0);
-        var q0 = 0u;
-        if (live) {
-            for (; q0 + step <= quads; q0 += step) {
-                let qd = q0 + t.lane;
-                let sa = slab_load(rows, qd);
-                var sb: Slab;
-                var sc: Slab;
-                var sd: Slab;
-                if (UNROLL > 1u) {
-                    sb = slab_load(rows, qd + t.lanes);
-                }
-                if (UNROLL > 2u) {
-                    sc = slab_load(rows, qd + 2u * t.lanes);
-                    sd = slab_load(rows, qd + 3u * t.lanes);
-                }
-                acc += slab_math(sa, qd);
-                if (UNROLL > 1u) {
-                    acc += slab_math(sb, qd + t.lanes);
-                }
-                if (UNROLL > 2u) {
-                    acc += slab_math(sc, qd + 2u * t.lanes);
-                    acc += slab_math(sd, qd + 3u * t.lanes);
-                }
-            }
-            for (var qd = q0 + t.lane; qd < quads; qd += t.lanes) {
-                acc += slab_math(slab_load(rows, qd), qd);
-            }
-        }
-        let tot = team_sum(acc);
-        if (live && t.lane == 0u) {
-            let r0 = rb * ROWS;
-            y[r0] = tot.x;
-            if (ROWS > 1u && r0 + 1u < p.n) {
-                y[r0 + 1u] = tot.y;
-            }
-            if (ROWS > 2u && r0 + 2u < p.n) {
-                y[r0 + 2u] = tot.z;
-            }
-            if (ROWS > 3u && r0 + 3u < p.n) {
-                y[r0 + 3u] = tot.w;
-            }
-        }
-    }
+// Items per row for the driver (gemv_rows_driver.wgsl, appended): quads of 64 columns.
+fn row_items() -> u32 {
+    return p.nb * 4u;
 }

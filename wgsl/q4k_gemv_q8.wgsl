@@ -113,7 +113,7 @@ fn slab_math(sl: Slab, qd: u32) -> vec4<f32> {
     return a;
 }
 
-// Items per row for the driver (gemv_q8_driver.wgsl, appended).
+// Items per row for the driver (gemv_rows_driver.wgsl, appended).
 fn row_items() -> u32 {
     return p.quads;
 }

@@ -384,6 +384,10 @@ impl PipelineKey for Int4Pipeline {
     }
 }
 
+/// The row-block driver (`team_main`) shared by the team GEMVs without a per-item special case
+/// (q4k_gemv, int4_gemv_q8, q4k_gemv_q8): appended after the kernel file.
+pub(crate) const ROWS_DRIVER_WGSL: &str = include_str!("../../../wgsl/gemv_rows_driver.wgsl");
+
 /// The team prologue (entry point + `team_sum`) of a GEMV-style WGSL kernel.
 pub(crate) fn team_source(v: Variant) -> &'static str {
     match v {

@@ -10,7 +10,7 @@
 //! and `2pp + 1` (high). A GEMV lane loading vec4s `u` and `u + 4` then covers 4 + 4 positions
 //! of every sub-block, and lanes on consecutive vec4s need consecutive x: weight and x loads
 //! are both coalesced 16-byte loads. A full pass reads exactly 144 bytes per 256 weights.
-//! Sources: wgsl/q4k_common.wgsl + q4k_gemv.wgsl (+ team_*.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
+//! Sources: wgsl/q4k_common.wgsl + q4k_gemv.wgsl (+ team_*.wgsl, gemv_rows_driver.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -19,7 +19,7 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::formats::q4k::{BlockQ4K, BLOCK_BYTES, QK_K};
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
+use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan, ROWS_DRIVER_WGSL};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
@@ -244,7 +244,7 @@ impl PipelineKey for Q4kPipeline {
                 PipelineDesc::native(GEMV_MSL, if plan.rows <= 2 { "q4k_gemv_r2" } else { "q4k_gemv_r4" }, twin)
             }
             Q4kPipeline::Gemv { variant, plan } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL, ROWS_DRIVER_WGSL]),
                 entry: "main",
                 constants: plan.constants(variant, &[]),
                 workgroup_size: [plan.wg, 1, 1],

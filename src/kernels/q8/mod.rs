@@ -20,7 +20,7 @@
 //! order of INT4 nibbles under the masks 0x0f0f0f0f / >> 4), and, when `k % 256 == 0`, `xk`, the
 //! Q4_K order (per 64-column quad: 4 vec4 of codes, the 8 sub-block scales and 8 partial sums).
 //! Sources: wgsl/q8_quantize.wgsl, int4_gemv_q8.wgsl, q4k_gemv_q8.wgsl (+ team_*.wgsl and the
-//! shared row-block driver gemv_q8_driver.wgsl).
+//! shared row-block driver gemv_rows_driver.wgsl).
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -28,7 +28,7 @@ use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::q4k::QK_K;
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan, Int4Matrix, Int4Mode};
+use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan, Int4Matrix, Int4Mode, ROWS_DRIVER_WGSL};
 use crate::kernels::interleave;
 use crate::kernels::q4k::Q4kMatrix;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
@@ -43,7 +43,6 @@ const QUANT_WGSL: &str = include_str!("../../../wgsl/q8_quantize.wgsl");
 const INT4_WGSL: &str = include_str!("../../../wgsl/int4_gemv_q8.wgsl");
 const Q4K_WGSL: &str = include_str!("../../../wgsl/q4k_gemv_q8.wgsl");
 const Q4K_COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
-const DRIVER_WGSL: &str = include_str!("../../../wgsl/gemv_q8_driver.wgsl");
 
 /// u32 words of the Q4_K-order buffer per 64-column quad (8 vec4).
 const XK_WORDS_PER_QUAD: usize = 32;
@@ -150,7 +149,7 @@ impl PipelineKey for Q8Pipeline {
                 bindings: QUANT_BINDINGS,
             },
             Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, INT4_WGSL, DRIVER_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, INT4_WGSL, ROWS_DRIVER_WGSL]),
                 entry: "main",
                 constants: plan.constants(variant, &[("GSHIFT", gshift as f64), ("ZEROS", zeros as u32 as f64)]),
                 workgroup_size: [plan.wg, 1, 1],
@@ -158,7 +157,7 @@ impl PipelineKey for Q8Pipeline {
                 bindings: INT4_BINDINGS,
             },
             Q8Pipeline::Q4kGemv { variant, plan } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), Q4K_COMMON_WGSL, Q4K_WGSL, DRIVER_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), Q4K_COMMON_WGSL, Q4K_WGSL, ROWS_DRIVER_WGSL]),
                 entry: "main",
                 constants: plan.constants(variant, &[]),
                 workgroup_size: [plan.wg, 1, 1],

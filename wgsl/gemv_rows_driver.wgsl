@@ -1,7 +1,9 @@
-// Row-block driver of the int8-activation GEMVs (appended to int4_gemv_q8.wgsl or
-// q4k_gemv_q8.wgsl, after a team file). The kernel file provides `Slab`, `row_items()` (items per
-// row: vec4s of codes or Q4_K quads), `slab_load(rows, i)` and `slab_math(slab, i)` (the partial
-// dots of the ROWS rows over item i, component r = row r), and the overrides ROWS and UNROLL.
+// Row-block driver of the team GEMVs whose items need no per-item special case: q4k_gemv.wgsl,
+// int4_gemv_q8.wgsl and q4k_gemv_q8.wgsl (appended after the kernel file; int4_gemv and
+// int8_gemv keep their own loops for their partial-word path and zero sums). The kernel file
+// provides `Slab`, `row_items()` (items per row: vec4s of codes or Q4_K quads),
+// `slab_load(rows, i)` and `slab_math(slab, i)` (the partial dots of the ROWS rows over item i,
+// component r = row r), and the overrides ROWS and UNROLL.
 // A team computes ROWS rows at a time; its lanes stride over the items, UNROLL per iteration with
 // all loads of the iteration issued before any arithmetic; rows past n are clamped to row n - 1
 // for loading and never written; one team_sum per row block. Every team runs the same number of
