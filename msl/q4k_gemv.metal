@@ -2,7 +2,7 @@
 //   y[r] = sum_c w[r, c] * x[c], w dequantised on the fly (GGML Q4_K, 256 weights per block).
 //
 // WGSL twin (same algorithm, same Params, same bindings, same GPU layout): wgsl/team_subgroup.wgsl
-// + wgsl/q4k_common.wgsl + wgsl/q4k_gemv.wgsl + wgsl/gemv_rows_driver.wgsl with WG = 128, UNROLL = 1, TEAM_SG = 0 (a team is the
+// + wgsl/q4k_common.wgsl + wgsl/q4k_rows.wgsl + wgsl/q4k_gemv.wgsl + wgsl/gemv_rows_driver.wgsl with WG = 128, UNROLL = 1, TEAM_SG = 0 (a team is the
 // threadgroup) and ROWS = 2 or 4. A team owns ROWS rows at a time; its threads load the rows' heads
 // and codes of a quad before its x, and the ROWS partial dots live in one float4.
 // A thread takes one "quad" per step: quad u (0..3) of block b = qs uint4s u and u + 4 of the block
@@ -20,7 +20,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   q4k_gemv_r2, q4k_gemv_r4: twin fnv1a64 0dbf9af60b4897fc
+//   q4k_gemv_r2, q4k_gemv_r4: twin fnv1a64 dec43bc2caef22d8
 
 #include <metal_stdlib>
 using namespace metal;

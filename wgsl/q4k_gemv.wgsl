@@ -46,41 +46,6 @@ fn hsum(v: vec4<f32>) -> f32 {
     return (v.x + v.y) + (v.z + v.w);
 }
 
-// One row's block head and its two code vec4s at one quad.
-struct RowData {
-    hd: vec4<u32>,
-    qa: vec4<u32>,
-    qb: vec4<u32>,
-}
-
-// ROWS rows at one quad (r1..r3 unused when ROWS is smaller).
-struct Slab {
-    r0: RowData,
-    r1: RowData,
-    r2: RowData,
-    r3: RowData,
-}
-
-fn row_load(row: u32, qd: u32) -> RowData {
-    let g = row * p.nb + (qd >> 2u);
-    return RowData(heads[g], qs[g * 8u + (qd & 3u)], qs[g * 8u + 4u + (qd & 3u)]);
-}
-
-fn slab_load(rows: vec4<u32>, qd: u32) -> Slab {
-    var sl: Slab;
-    sl.r0 = row_load(rows.x, qd);
-    if (ROWS > 1u) {
-        sl.r1 = row_load(rows.y, qd);
-    }
-    if (ROWS > 2u) {
-        sl.r2 = row_load(rows.z, qd);
-    }
-    if (ROWS > 3u) {
-        sl.r3 = row_load(rows.w, qd);
-    }
-    return sl;
-}
-
 // x of one quad: sub-block j positions 4u..4u+3 (l) and 4u+16..4u+19 (h) for words a and b.
 struct Xq {
     la0: vec4<f32>, lb0: vec4<f32>, ha0: vec4<f32>, hb0: vec4<f32>,

@@ -27,39 +27,6 @@ override UNROLL: u32 = 2u;
 
 const NIB = 0x0f0f0f0fu;
 
-struct RowData {
-    hd: vec4<u32>,
-    qa: vec4<u32>,
-    qb: vec4<u32>,
-}
-
-struct Slab {
-    r0: RowData,
-    r1: RowData,
-    r2: RowData,
-    r3: RowData,
-}
-
-fn row_load(row: u32, qd: u32) -> RowData {
-    let g = row * p.nb + (qd >> 2u);
-    return RowData(heads[g], qs[g * 8u + (qd & 3u)], qs[g * 8u + 4u + (qd & 3u)]);
-}
-
-fn slab_load(rows: vec4<u32>, qd: u32) -> Slab {
-    var sl: Slab;
-    sl.r0 = row_load(rows.x, qd);
-    if (ROWS > 1u) {
-        sl.r1 = row_load(rows.y, qd);
-    }
-    if (ROWS > 2u) {
-        sl.r2 = row_load(rows.z, qd);
-    }
-    if (ROWS > 3u) {
-        sl.r3 = row_load(rows.w, qd);
-    }
-    return sl;
-}
-
 // x of one quad.
 struct Xq {
     c0: vec4<u32>,  // sub-blocks 0 (h 0, 1), 1 (h 0, 1)

@@ -10,7 +10,7 @@
 //! and `2pp + 1` (high). A GEMV lane loading vec4s `u` and `u + 4` then covers 4 + 4 positions
 //! of every sub-block, and lanes on consecutive vec4s need consecutive x: weight and x loads
 //! are both coalesced 16-byte loads. A full pass reads exactly 144 bytes per 256 weights.
-//! Sources: wgsl/q4k_common.wgsl + q4k_gemv.wgsl (+ team_*.wgsl, gemv_rows_driver.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
+//! Sources: wgsl/q4k_common.wgsl + q4k_rows.wgsl + q4k_gemv.wgsl (+ team_*.wgsl, gemv_rows_driver.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -29,6 +29,8 @@ pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "q4k_dequantize", variants
 
 const COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/q4k_gemv.wgsl");
+/// The row/slab loads shared by the Q4_K team GEMVs (q4k_gemv and q8's q4k_gemv_q8).
+pub(crate) const ROWS_WGSL: &str = include_str!("../../../wgsl/q4k_rows.wgsl");
 const GEMV_MSL: &str = include_str!("../../../msl/q4k_gemv.metal");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/q4k_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/q4k_dequant.wgsl");
@@ -244,7 +246,7 @@ impl PipelineKey for Q4kPipeline {
                 PipelineDesc::native(GEMV_MSL, if plan.rows <= 2 { "q4k_gemv_r2" } else { "q4k_gemv_r4" }, twin)
             }
             Q4kPipeline::Gemv { variant, plan } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMV_WGSL, ROWS_DRIVER_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, ROWS_WGSL, GEMV_WGSL, ROWS_DRIVER_WGSL]),
                 entry: "main",
                 constants: plan.constants(variant, &[]),
                 workgroup_size: [plan.wg, 1, 1],

@@ -157,7 +157,7 @@ impl PipelineKey for Q8Pipeline {
                 bindings: INT4_BINDINGS,
             },
             Q8Pipeline::Q4kGemv { variant, plan } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), Q4K_COMMON_WGSL, Q4K_WGSL, ROWS_DRIVER_WGSL]),
+                source: ShaderSource::Wgsl(vec![team_source(variant), Q4K_COMMON_WGSL, crate::kernels::q4k::ROWS_WGSL, Q4K_WGSL, ROWS_DRIVER_WGSL]),
                 entry: "main",
                 constants: plan.constants(variant, &[]),
                 workgroup_size: [plan.wg, 1, 1],
