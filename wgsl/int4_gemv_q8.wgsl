@@ -22,7 +22,7 @@ struct Params {
     row_vec4s: u32,    // k / 32
     xor_mask: u32,     // 0x88888888 signed, 0 unsigned
     zero_offset: f32,  // 8 signed, 0 unsigned
-    _p: u32,
+    has_zeros: u32,    // (this kernel reads the ZEROS override instead)
 }
 
 override ROWS: u32 = 2u;     // rows per team, 1..4

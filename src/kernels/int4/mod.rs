@@ -242,9 +242,10 @@ impl Int4Matrix {
     }
 }
 
+/// The params block of the INT4 GEMVs (int4_gemv.wgsl, and q8's int4_gemv_q8.wgsl).
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct GemvParams {
+pub(crate) struct GemvParams {
     n: u32,
     k: u32,
     group_size: u32,
@@ -253,6 +254,21 @@ struct GemvParams {
     xor_mask: u32,
     zero_offset: f32,
     has_zeros: u32,
+}
+
+impl GemvParams {
+    pub(crate) fn of(w: &Int4Matrix) -> GemvParams {
+        GemvParams {
+            n: w.n as u32,
+            k: w.k as u32,
+            group_size: w.group_size as u32,
+            num_groups: w.num_groups() as u32,
+            row_vec4s: (w.row_words() / 4) as u32,
+            xor_mask: w.mode.xor_mask(),
+            zero_offset: w.mode.zero_offset(),
+            has_zeros: w.zeros.is_some() as u32,
+        }
+    }
 }
 
 #[repr(C)]
@@ -472,7 +488,7 @@ pub(crate) fn plan_grid(ctx: &Context, plan: &GemvPlan, n: usize, variant: Varia
 }
 
 /// GEMV group handling: (GMODE, GSHIFT) override values for a group size.
-fn group_mode(group_size: usize) -> (u32, u32) {
+pub(crate) fn group_mode(group_size: usize) -> (u32, u32) {
     if group_size % 8 != 0 {
         (1, 99)
     } else if (group_size / 8).is_power_of_two() {
@@ -499,16 +515,7 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     x.require("x", w.k)?;
     y.require("y", w.n)?;
     let (gmode, gshift) = group_mode(w.group_size);
-    let params = GemvParams {
-        n: w.n as u32,
-        k: w.k as u32,
-        group_size: w.group_size as u32,
-        num_groups: w.num_groups() as u32,
-        row_vec4s: (w.row_words() / 4) as u32,
-        xor_mask: w.mode.xor_mask(),
-        zero_offset: w.mode.zero_offset(),
-        has_zeros: w.zeros.is_some() as u32,
-    };
+    let params = GemvParams::of(w);
     let bufs = [w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()];
     ctx.with_native_fallback(&GEMV, |variant| {
         let (plan, grid) = team_plan(ctx, w.n, variant)?;

@@ -28,7 +28,7 @@ use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::q4k::QK_K;
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan, Int4Matrix, Int4Mode, ROWS_DRIVER_WGSL};
+use crate::kernels::int4::{env_plan, group_mode, plan_grid, team_source, GemvParams, GemvPlan, Int4Matrix, ROWS_DRIVER_WGSL};
 use crate::kernels::interleave;
 use crate::kernels::q4k::Q4kMatrix;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
@@ -98,19 +98,6 @@ struct QuantParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct Int4Params {
-    n: u32,
-    k: u32,
-    group_size: u32,
-    num_groups: u32,
-    row_vec4s: u32,
-    xor_mask: u32,
-    zero_offset: f32,
-    _p: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
 struct Q4kParams {
     n: u32,
     k: u32,
@@ -153,7 +140,7 @@ impl PipelineKey for Q8Pipeline {
                 entry: "main",
                 constants: plan.constants(variant, &[("GSHIFT", gshift as f64), ("ZEROS", zeros as u32 as f64)]),
                 workgroup_size: [plan.wg, 1, 1],
-                params_size: std::mem::size_of::<Int4Params>() as u64,
+                params_size: std::mem::size_of::<GemvParams>() as u64,
                 bindings: INT4_BINDINGS,
             },
             Q8Pipeline::Q4kGemv { variant, plan } => PipelineDesc {
@@ -212,23 +199,10 @@ pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffe
     ensure(xq.k == w.k(), || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k, w.k())))?;
     y.require("y", w.n())?;
     let variant = ctx.variant_for(&INT4_GEMV)?;
-    let gs8 = w.group_size() / 8;
-    let gshift = if gs8.is_power_of_two() { gs8.trailing_zeros() } else { 99 };
+    // group_size % 32 == 0 (checked above): a word never straddles a group (GMODE 0).
+    let (_, gshift) = group_mode(w.group_size());
     let zeros = w.zeros().is_some();
-    let (xor_mask, zero_offset) = match w.mode() {
-        Int4Mode::Signed => (0x8888_8888, 8.0),
-        Int4Mode::Asymmetric => (0, 0.0),
-    };
-    let params = Int4Params {
-        n: w.n() as u32,
-        k: w.k() as u32,
-        group_size: w.group_size() as u32,
-        num_groups: w.num_groups() as u32,
-        row_vec4s: (w.row_words() / 4) as u32,
-        xor_mask,
-        zero_offset,
-        _p: 0,
-    };
+    let params = GemvParams::of(w);
     let zbuf = w.zeros().map_or_else(|| ctx.dummy(), |z| z.raw());
     let (plan, grid) = plan(ctx, w.n(), w.k(), true, variant)?;
     b.dispatch(&Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros }, &params, &[w.codes().raw(), w.scales().raw(), zbuf, xq.x4.raw(), y.raw()], grid)
