@@ -12,21 +12,6 @@
 // The variant prologue (attn_prefill_portable.wgsl / attn_prefill_subgroup.wgsl) holds the entry
 // point, which calls prefill_main, and softmax_tile, the online-softmax step over ps.
 
-struct Params {
-    tokens: u32,
-    heads: u32,
-    kv_heads: u32,
-    group: u32,      // heads / kv_heads
-    kv_len: u32,
-    offset: u32,
-    causal: u32,
-    rotate_k: u32,
-    row_blocks: u32, // ceil(tokens * group / BQ)
-    table_half: u32, // pairs per table row (= D / 2)
-    scale_log2: f32, // softmax scale * log2(e)
-    _p: u32,
-}
-
 override D: u32 = 128u;        // head dim (even)
 override BQ: u32 = 16u;        // rows per workgroup (power of two, <= WG)
 override BK: u32 = 16u;        // keys per tile

@@ -29,21 +29,6 @@
 enable f16;
 enable wgpu_cooperative_matrix;
 
-struct Params {
-    tokens: u32,
-    heads: u32,
-    kv_heads: u32,
-    group: u32,      // heads / kv_heads
-    kv_len: u32,
-    offset: u32,
-    causal: u32,
-    rotate_k: u32,
-    row_blocks: u32, // ceil(tokens * group / BQ)
-    table_half: u32, // pairs per table row (= D / 2)
-    scale_log2: f32, // softmax scale * log2(e)
-    _p: u32,
-}
-
 override D: u32 = 128u;        // head dim, a multiple of 16 (= 16 * ND)
 override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CPT * WG)
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)

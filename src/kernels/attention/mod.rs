@@ -29,7 +29,7 @@
 //! sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and otherwise falls back
 //! (or, when required, is unsupported for that shape).
 //!
-//! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup), attn_prefill_matrix.wgsl,
+//! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup), attn_prefill_matrix.wgsl (both + attn_prefill_params.wgsl),
 //! attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl (Portable),
 //! attn_decode_subgroup.wgsl (Subgroup), attn_merge.wgsl; msl/attn_decode.metal (Native decode).
 
@@ -56,6 +56,8 @@ pub const PREFILL: KernelInfo =
 pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 
 const PREFILL_WGSL: &str = include_str!("../../../wgsl/attn_prefill.wgsl");
+/// `struct Params` of every prefill pipeline (the layout of [`PrefillParams`]).
+const PREFILL_PARAMS_WGSL: &str = include_str!("../../../wgsl/attn_prefill_params.wgsl");
 const PREFILL_PORTABLE: &str = include_str!("../../../wgsl/attn_prefill_portable.wgsl");
 const PREFILL_SUBGROUP: &str = include_str!("../../../wgsl/attn_prefill_subgroup.wgsl");
 const DECODE_WGSL: &str = include_str!("../../../wgsl/attn_decode.wgsl");
@@ -261,7 +263,7 @@ impl PipelineKey for AttnPipeline {
         match *self {
             AttnPipeline::PrefillMatrix { d, bk, sg, kv_f16, neox } => prefill_matrix::matrix_desc(d, bk, sg, kv_f16, neox),
             AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_WGSL]),
+                source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL]),
                 entry: "main",
                 constants: {
                     let (rq, rk) = score_block(bq as usize, bk as usize);

@@ -114,7 +114,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) ->
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
     let cpt = chunks_per_invocation(d as usize, bk as usize, (NSG * sg) as usize).clamp(1, CPT_DECL.len());
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], if kv_f16 { WPC_F16 } else { WPC_F32 }]),
+        source: ShaderSource::Wgsl(vec![MATRIX_WGSL, super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], if kv_f16 { WPC_F16 } else { WPC_F32 }]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
