@@ -19,27 +19,23 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benches", "peers"))
-from gpu_busy import Busy  # noqa: E402
+import gpu_busy  # noqa: E402
 
 H, KVH, D = 32, 8, 128
 dev = "cuda"
 
 
-BUSY = None
-
-
 def timed(fn, reps=50):
     """(median single-call µs, per-call µs of `reps` back-to-back calls). Each timed call or batch
     is queued behind ~1 ms of busy work (benches/peers/gpu_busy.py) so clocks are working clocks."""
-    global BUSY
-    BUSY = BUSY or Busy()
+    busy = gpu_busy.shared()
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        BUSY.run()
+        busy.run()
         a.record()
         fn()
         b.record()
@@ -47,7 +43,7 @@ def timed(fn, reps=50):
         times.append(a.elapsed_time(b) * 1e3)  # us
     times.sort()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    BUSY.run()
+    busy.run()
     a.record()
     for _ in range(reps):
         fn()

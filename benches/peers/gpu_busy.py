@@ -20,7 +20,7 @@ class Busy:
         self.mode = os.environ.get("WGK_TORCH_BUSY", "sleep")
         if self.mode == "sleep" and not hasattr(torch.cuda, "_sleep"):
             self.mode = "matmul"
-        self.a = torch.randn(512, 512, device=dev)
+        self.a = torch.randn(512, 512, device=dev) if self.mode == "matmul" else None
         self.n = 1 if self.mode == "matmul" else 100_000
         if self.mode != "none":
             self.calibrate(target_us)
@@ -46,3 +46,14 @@ class Busy:
             x = self.a
             for _ in range(self.n):
                 x = torch.mm(x, self.a).mul_(1e-3)
+
+
+_SHARED = None
+
+
+def shared():
+    """The process's Busy (calibrated on first use), shared by every timing helper."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = Busy()
+    return _SHARED

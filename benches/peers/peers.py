@@ -13,34 +13,30 @@ import sys
 
 import torch
 
-from gpu_busy import Busy
+import gpu_busy
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]  # (n, k)
 ROTATE_BYTES = 512 << 20
 
 
-BUSY = None
-
-
 def time_calls(fns, reps=50):
     """Median single-call µs and batched per-call µs over `fns` (rotated). Every timed call or
     batch is queued behind ~1 ms of busy work (gpu_busy.py) so the clocks are working clocks."""
-    global BUSY
-    BUSY = BUSY or Busy()
+    busy = gpu_busy.shared()
     for i in range(3 * len(fns)):
         fns[i % len(fns)]()
     torch.cuda.synchronize()
     singles = []
     for i in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        BUSY.run()
+        busy.run()
         a.record()
         fns[i % len(fns)]()
         b.record()
         torch.cuda.synchronize()
         singles.append(a.elapsed_time(b) * 1e3)
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    BUSY.run()
+    busy.run()
     a.record()
     for i in range(reps):
         fns[i % len(fns)]()
