@@ -8,7 +8,7 @@
 //! time of a read-only kernel over the same bytes rotated the same way (`timing::read_ceiling`),
 //! i.e. the floor any kernel reading those bytes has at that size (launch, ramp-up, drain).
 //!
-//!   cargo bench --bench kernels -- [--filter SUBSTR[|SUBSTR...]] [--reps N] [--csv PATH] [--svg PATH] [--rotate-mib M] [--no-read-ceiling]
+//!   cargo bench --bench kernels -- [--filter SUBSTR[|SUBSTR...]] [--reps N] [--csv PATH] [--svg PATH] [--rotate-mib M] [--no-read-ceiling] [--variants portable,subgroup,native,matrix]
 //!   cargo bench --bench kernels -- --chart-from results.csv [--svg out.svg] [--title TEXT]
 //!
 //! `--chart-from` only redraws the chart from a saved CSV (no GPU needed).
@@ -28,10 +28,12 @@ struct Args {
     rotate_bytes: u64,
     copy_bytes: u64,
     read_ceiling: bool,
+    /// Only these variants (by name); all when empty.
+    variants: Vec<Variant>,
 }
 
 fn args() -> Args {
-    let mut a = Args { filter: None, reps: 30, csv: "target/bench.csv".into(), svg: "target/bench.svg".into(), chart_from: None, title: None, rotate_bytes: 512 << 20, copy_bytes: 1 << 30, read_ceiling: true };
+    let mut a = Args { filter: None, reps: 30, csv: "target/bench.csv".into(), svg: "target/bench.svg".into(), chart_from: None, title: None, rotate_bytes: 512 << 20, copy_bytes: 1 << 30, read_ceiling: true, variants: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
         match s.as_str() {
@@ -42,6 +44,7 @@ fn args() -> Args {
             "--chart-from" => a.chart_from = it.next(),
             "--title" => a.title = it.next(),
             "--no-read-ceiling" => a.read_ceiling = false,
+            "--variants" => a.variants = it.next().unwrap_or_default().split(',').filter_map(Variant::parse).collect(),
             "--rotate-mib" => a.rotate_bytes = it.next().and_then(|v| v.parse::<u64>().ok()).map_or(a.rotate_bytes, |m| m << 20),
             "--copy-mib" => a.copy_bytes = it.next().and_then(|v| v.parse::<u64>().ok()).map_or(a.copy_bytes, |m| m << 20),
             _ => {} // cargo bench passes --bench
@@ -91,6 +94,9 @@ fn main() {
                 continue;
             }
             for v in Variant::ALL {
+                if !a.variants.is_empty() && !a.variants.contains(&v) {
+                    continue;
+                }
                 if let Err(why) = info.support(&caps, v) {
                     // A variant the kernel does not have is not news; one the adapter can't run is.
                     if !why.contains(&format!("has no {} implementation", v.name())) {

@@ -106,7 +106,7 @@ fn main() -> wgkernels::Result<()> {
     let mut failures = 0;
     for &kv in &kvs {
         for kv_f16 in [true, false] {
-            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5 };
+            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, attend_only: false };
             let copies = if cpu { 1 } else { (rotate_mib << 20).div_ceil(case.bytes() as usize).clamp(1, 16) };
             let nsetups = if kv <= 4096 { setups } else { 1 };
             for setup in 0..nsetups {

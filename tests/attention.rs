@@ -464,8 +464,8 @@ fn fits_16k_workgroup_memory() {
             k_rotated: false,
             mode: 5,
         }),
-        Box::new(DecodeCase { pos: 300, shape: AttnShape::new(8, 1, 256), layout: PairLayout::Interleaved, kv_f16: false, mode: 4 }),
-        Box::new(DecodeCase { pos: 70, shape: AttnShape::new(16, 2, 128), layout: PairLayout::HalfSplit, kv_f16: true, mode: 6 }),
+        Box::new(DecodeCase { pos: 300, shape: AttnShape::new(8, 1, 256), layout: PairLayout::Interleaved, kv_f16: false, mode: 4, attend_only: false }),
+        Box::new(DecodeCase { pos: 70, shape: AttnShape::new(16, 2, 128), layout: PairLayout::HalfSplit, kv_f16: true, mode: 6, attend_only: false }),
     ];
     for case in cases {
         let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap();
@@ -501,7 +501,7 @@ fn random_shapes() {
             let kv_len = offset + tokens + rng.u32(20) as usize;
             Box::new(PrefillCase { tokens, offset, kv_len, shape, layout, kv_f16, causal, k_rotated: rng.u32(3) == 0, mode })
         } else {
-            Box::new(DecodeCase { pos: rng.u32(600) as usize, shape, layout, kv_f16, mode })
+            Box::new(DecodeCase { pos: rng.u32(600) as usize, shape, layout, kv_f16, mode, attend_only: false })
         };
         for v in [Variant::Portable, Variant::Subgroup] {
             let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)));

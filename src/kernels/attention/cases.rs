@@ -240,6 +240,10 @@ pub struct DecodeCase {
     pub layout: PairLayout,
     pub kv_f16: bool,
     pub mode: usize,
+    /// Time and check the attention passes only ([`decode_attention`] over keys `0..=pos` for an
+    /// already rotated query): what torch's SDPA decode does. Otherwise the whole step ([`decode`]:
+    /// RoPE of q and k, the cache append, then attention).
+    pub attend_only: bool,
 }
 
 struct DecodeKernel;
@@ -263,16 +267,22 @@ impl Kernel for DecodeKernel {
             // default split), f16 and f32.
             (12344, 8, 8, 128, HalfSplit, true),
             (8190, 8, 2, 96, Interleaved, false),
+            // Matrix decode: 8 heads per KV head (all 16 rows of its products), head_dim 80.
+            (299, 16, 2, 80, Interleaved, true),
         ];
         grid.iter()
             .enumerate()
-            .map(|(i, &(pos, h, kvh, d, layout, kv_f16))| Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i }) as Box<dyn Case>)
+            .map(|(i, &(pos, h, kvh, d, layout, kv_f16))| Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, attend_only: i % 4 == 3 }) as Box<dyn Case>)
             .collect()
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
         [4096, 16384, 32768]
             .iter()
-            .flat_map(|&kv| [true, false].map(|kv_f16| Box::new(DecodeCase { pos: kv - 1, shape: AttnShape::new(32, 8, 128), layout: PairLayout::HalfSplit, kv_f16, mode: 5 }) as Box<dyn Case>))
+            .flat_map(|&kv| {
+                [(true, true), (true, false), (false, true), (false, false)].map(|(kv_f16, attend_only)| {
+                    Box::new(DecodeCase { pos: kv - 1, shape: AttnShape::new(32, 8, 128), layout: PairLayout::HalfSplit, kv_f16, mode: 5, attend_only }) as Box<dyn Case>
+                })
+            })
             .collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
@@ -291,6 +301,8 @@ struct DecodeSet<KV: Elem> {
 struct DecodePrepared<KV: Elem> {
     case: DecodeCase,
     sets: Vec<DecodeSet<KV>>,
+    /// The rotated query as f32 (the input of an attend-only case; its values are the reference's).
+    q_rot_gpu: GpuBuffer<f32>,
     table: RopeTable,
     scratch: DecodeScratch,
     out: GpuBuffer<f32>,
@@ -307,6 +319,21 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
     fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
         let st = &self.sets[copy % self.sets.len()];
         let c = &self.case;
+        if c.attend_only {
+            return decode_attention(
+                b,
+                &DecodeAttention {
+                    shape: c.shape,
+                    q_rot: &self.q_rot_gpu,
+                    k_cache: &st.k_cache,
+                    v_cache: &st.v_cache,
+                    kv_len: c.pos + 1,
+                    scale: None,
+                    scratch: &self.scratch,
+                    out: &self.out,
+                },
+            );
+        }
         decode(
             b,
             &Decode {
@@ -328,6 +355,12 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
         let s = self.case.shape;
+        if self.case.attend_only {
+            let k_all: Vec<f64> = self.k_all.iter().map(|&x| x as f64).collect();
+            let v_all: Vec<f64> = self.v_all.iter().map(|&x| x as f64).collect();
+            let (want, mag) = reference::attention::attention(&self.dims, &self.q_rot, &k_all, &v_all);
+            return Ok(compare(&ctx.read(&self.out)?, &want, &mag, TOL));
+        }
         let n = s.kv_heads * s.head_dim;
         let at = self.case.pos * n;
         let tol = if KV::F16 { 1e-3 } else { 3e-6 };
@@ -382,6 +415,8 @@ impl DecodeCase {
             if copy == 0 {
                 let to64 = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
                 let (q_rot, _) = reference::rope::rotate(&to64(&q), s.heads, d, self.layout, &cfg, |_| self.pos);
+                // The attend-only input: q_rot rounded to f32, which the reference then uses.
+                let q_rot: Vec<f64> = q_rot.iter().map(|&x| x as f32 as f64).collect();
                 let (k_rot, k_mag) = reference::rope::rotate(&to64(&k_new), s.kv_heads, d, self.layout, &cfg, |_| self.pos);
                 let f32s = |x: &[f64]| x.iter().map(|&a| a as f32).collect::<Vec<f32>>();
                 refs = (q_rot, f32s(&k_stored[..kv_len * n_row]), f32s(&v_stored[..kv_len * n_row]));
@@ -389,9 +424,11 @@ impl DecodeCase {
             }
             sets.push(DecodeSet { q: ctx.upload(&q)?, k_new: ctx.upload(&k_new)?, v_new: ctx.upload(&v_new)?, k_cache, v_cache });
         }
+        let q_rot_gpu = ctx.upload(&refs.0.iter().map(|&x| x as f32).collect::<Vec<f32>>())?;
         Ok(Box::new(DecodePrepared::<KV> {
             case: *self,
             sets,
+            q_rot_gpu,
             table,
             scratch: DecodeScratch::new(ctx, s)?,
             out: guarded_f32(ctx, s.heads * d)?,
@@ -408,17 +445,19 @@ impl Case for DecodeCase {
     fn name(&self) -> String {
         let s = self.shape;
         format!(
-            "kv={} h={}/{} d={} {} {} {}",
+            "kv={} h={}/{} d={} {} {} {}{}",
             self.pos + 1,
             s.heads,
             s.kv_heads,
             s.head_dim,
             self.layout.name(),
             self.cfg().scaling.name(),
-            if self.kv_f16 { "f16" } else { "f32" }
+            if self.kv_f16 { "f16" } else { "f32" },
+            if self.attend_only { " attend-only" } else { "" }
         )
     }
-    /// K and V of the whole cache read once, q read, out written, new row written.
+    /// K and V of the whole cache read once, q read, out written (and, for the whole step, the
+    /// new row written).
     fn bytes(&self) -> u64 {
         let s = self.shape;
         let kv_elem = if self.kv_f16 { 2 } else { 4 };

@@ -34,6 +34,7 @@
 //! attn_decode_subgroup.wgsl (Subgroup), attn_merge.wgsl; msl/attn_decode.metal (Native decode).
 
 pub mod cases;
+pub mod decode_matrix;
 pub mod prefill_matrix;
 
 pub use cases::kernels;
@@ -52,8 +53,21 @@ use bytemuck::{Pod, Zeroable};
 /// other warps' V loads; see BENCHMARKS.md).
 pub const PREFILL: KernelInfo =
     KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
-/// Decode variants, least preferred first. Native replaces the split-K partial pass only.
-pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
+/// Decode variants, least preferred first. Native and Matrix replace the split-K partial pass
+/// only; Matrix takes f16 caches (see [`decode_matrix`]), other decodes fall back. Matrix ranks
+/// below Subgroup: on the H100 (2026-11-22) it measured 2.3-2.8x slower than the teams kernel at
+/// kv 4k-32k (BENCHMARKS.md), so it runs only when asked for (`Prefer` / `Require`).
+pub const DECODE: KernelInfo =
+    KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Matrix, Variant::Subgroup, Variant::Native], extra: Some(decode_extra) };
+
+/// `KernelInfo::extra` of the decode: the Matrix variant's adapter-level needs (one subgroup per
+/// workgroup).
+fn decode_extra(caps: &Caps, v: Variant) -> std::result::Result<(), String> {
+    match v {
+        Variant::Matrix => prefill_matrix::matrix_support_with(caps, 1).map(|_| ()),
+        _ => Ok(()),
+    }
+}
 
 const PREFILL_WGSL: &str = include_str!("../../../wgsl/attn_prefill.wgsl");
 /// `struct Params` of every prefill pipeline (the layout of [`PrefillParams`]).
@@ -224,6 +238,15 @@ const DECODE_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("part_o", "f32"),
     StorageBinding::write("part_ml", "vec2<f32>"),
 ];
+/// The Matrix decode's bindings: K and V as 8-byte vectors of f16, staged without conversion into
+/// the f16 workgroup memory its cooperative matrices load from.
+const DECODE_BINDINGS_F16: &[StorageBinding] = &[
+    StorageBinding::read("q_rot", "f32"),
+    StorageBinding::read("k_cache", "vec4<f16>"),
+    StorageBinding::read("v_cache", "vec4<f16>"),
+    StorageBinding::write("part_o", "f32"),
+    StorageBinding::write("part_ml", "vec2<f32>"),
+];
 const MERGE_BINDINGS: &[StorageBinding] =
     &[StorageBinding::read("part_o", "f32"), StorageBinding::read("part_ml", "vec2<f32>"), StorageBinding::write("out", "f32")];
 const APPEND_BINDINGS: &[StorageBinding] = &[
@@ -249,6 +272,9 @@ pub enum AttnPipeline {
     /// Native (the MSL entry point for `d` and the K/V type; its twin is the Subgroup key).
     /// `prefetch`: the next step's loads are issued before this step's math (the MSL never does).
     DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool, prefetch: bool },
+    /// Matrix partial pass for f16 caches (see [`decode_matrix`]): `nw` subgroups of `sg`
+    /// invocations, scores of up to `maxc` keys per chunk.
+    DecodeMatrix { d: u32, gb: u32, sg: u32, nw: u32, maxc: u32 },
     /// `unroll`: chunks summed per round (loads in flight per invocation, 1..8).
     Merge { unroll: u32 },
     Append { kv_f16: bool, neox: bool },
@@ -262,6 +288,7 @@ impl PipelineKey for AttnPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             AttnPipeline::PrefillMatrix { d, bk, sg, kv_f16, neox } => prefill_matrix::matrix_desc(d, bk, sg, kv_f16, neox),
+            AttnPipeline::DecodeMatrix { d, gb, sg, nw, maxc } => decode_matrix::matrix_desc(d, gb, sg, nw, maxc),
             AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL]),
                 entry: "main",
@@ -487,9 +514,26 @@ pub struct DecodePlan {
     pub keys: usize,
     /// Teams kernel: the next step's loads issued before this step's math.
     pub prefetch: bool,
+    /// The Matrix kernel (attn_decode_matrix.wgsl) and what it is built for.
+    pub matrix: Option<decode_matrix::MatrixPlan>,
     pub chunk: usize,
     pub nchunks: usize,
     pub gblocks: usize,
+}
+
+impl DecodePlan {
+    /// The partial pass's pipeline for head_dim `d` and the cache's element type.
+    pub fn key(&self, d: usize, kv_f16: bool) -> AttnPipeline {
+        let (d, gb, wg) = (d as u32, self.gb as u32, self.wg as u32);
+        if let Some(m) = self.matrix {
+            AttnPipeline::DecodeMatrix { d, gb, sg: m.sg as u32, nw: m.nw as u32, maxc: m.maxc as u32 }
+        } else if self.teams {
+            let variant = if self.native { Variant::Native } else { Variant::Subgroup };
+            AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes: self.lanes as u32, keys: self.keys as u32, kv_f16, prefetch: self.prefetch }
+        } else {
+            AttnPipeline::Decode { d, gb, tile: self.tile as u32, wg, kv_f16 }
+        }
+    }
 }
 
 /// A tuning override from the environment, if set and accepted by `ok`.
@@ -546,6 +590,12 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
     let d = s.head_dim;
     let mem = caps.limits.max_compute_workgroup_storage_size as usize;
     let pow2 = |v: usize| v.is_power_of_two();
+    if variant == Variant::Matrix {
+        if let Ok(plan) = decode_matrix::matrix_plan(caps, s, kv_f16, kv_len) {
+            return Ok(plan);
+        }
+        return decode_plan(caps, matrix_fallback(caps), s, kv_f16, kv_len);
+    }
     if variant == Variant::Native {
         if let Some(plan) = native_decode_plan(caps, s, kv_f16, kv_len)? {
             return Ok(plan);
@@ -568,7 +618,7 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
             let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
-            return Ok(DecodePlan { teams: true, native: false, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
+            return Ok(DecodePlan { teams: true, native: false, matrix: None, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }
     }
     let wg = (d / 2).next_power_of_two().clamp(32, 128);
@@ -578,7 +628,12 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
     let want = (TARGET_WORKGROUPS / (s.kv_heads * gblocks)).max(1);
     let nchunks = want.min(MAX_CHUNKS).min(kv_len.div_ceil(MIN_CHUNK)).max(1);
     let chunk = kv_len.div_ceil(nchunks);
-    Ok(DecodePlan { teams: false, native: false, wg, gb, tile, lanes: 1, keys: 1, prefetch: false, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+    Ok(DecodePlan { teams: false, native: false, matrix: None, wg, gb, tile, lanes: 1, keys: 1, prefetch: false, chunk, nchunks: kv_len.div_ceil(chunk), gblocks })
+}
+
+/// The variant a decode the Matrix kernel can't take runs instead: the best other supported one.
+fn matrix_fallback(caps: &Caps) -> Variant {
+    DECODE.variants.iter().rev().copied().find(|&v| v != Variant::Matrix && DECODE.support(caps, v).is_ok()).unwrap_or(Variant::Portable)
 }
 
 /// The Native decode plan, or `None` where the MSL has no entry point for this head_dim.
@@ -623,7 +678,7 @@ pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usiz
     }
     let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
     let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
-    Ok(Some(DecodePlan { teams: true, native: true, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: false, chunk, nchunks, gblocks }))
+    Ok(Some(DecodePlan { teams: true, native: true, matrix: None, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: false, chunk, nchunks, gblocks }))
 }
 
 /// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
@@ -671,6 +726,11 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
     let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, scratch, out } = *a;
     let ctx = b.context();
     let d = shape.head_dim;
+    if variant == Variant::Matrix {
+        if let (Err(reason), crate::caps::VariantPolicy::Require(_)) = (decode_matrix::matrix_plan(ctx.caps(), &shape, KV::F16, kv_len), ctx.options().policy) {
+            return Err(Error::Unsupported { kernel: DECODE.name, variant, reason });
+        }
+    }
     let plan = decode_plan(ctx.caps(), variant, &shape, KV::F16, kv_len)?;
     let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
     let params = DecodeParams {
@@ -683,15 +743,9 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         gblocks: plan.gblocks as u32,
         scale_log2: scale * std::f32::consts::LOG2_E,
     };
-    let (d32, gb, wg) = (d as u32, plan.gb as u32, plan.wg as u32);
     let grid = ctx.grid((plan.nchunks * plan.gblocks * shape.kv_heads) as u64)?;
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
-    let key = if plan.teams {
-        let variant = if plan.native { Variant::Native } else { Variant::Subgroup };
-        AttnPipeline::DecodeTeams { variant, d: d32, gb, wg, lanes: plan.lanes as u32, keys: plan.keys as u32, kv_f16: KV::F16, prefetch: plan.prefetch }
-    } else {
-        AttnPipeline::Decode { d: d32, gb, tile: plan.tile as u32, wg, kv_f16: KV::F16 }
-    };
+    let key = plan.key(d, KV::F16);
     if let Some((k, _, _, _)) = first {
         ctx.pipeline(k)?;
     }
@@ -775,6 +829,7 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
     let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
     v.extend(prefill_matrix::sample_matrix_pipelines());
+    v.extend(decode_matrix::sample_matrix_pipelines());
     for kv_f16 in [false, true] {
         for neox in [false, true] {
             v.push(AttnPipeline::Append { kv_f16, neox });

@@ -90,6 +90,13 @@ pub fn matrix_tiles(d: usize, wg: usize, mem: usize) -> Result<usize, String> {
 
 /// The subgroup size the Matrix kernel is built for, or why the adapter can't run it at all.
 pub(super) fn matrix_support(caps: &Caps) -> Result<u32, String> {
+    matrix_support_with(caps, NSG)
+}
+
+/// The subgroup size a Matrix kernel of `nsg` subgroups per workgroup is built for, or why the
+/// adapter can't run it (no 16x16x16 f16 -> f32 configuration, not one subgroup size that is a
+/// multiple of 16, too many invocations).
+pub(super) fn matrix_support_with(caps: &Caps, nsg: u32) -> Result<u32, String> {
     if !caps.has_coop_config(CM as u32, Cst::F16, Cst::F32) {
         return Err("no 16x16x16 f16 x f16 -> f32 cooperative matrix among the adapter's configurations".into());
     }
@@ -97,8 +104,8 @@ pub(super) fn matrix_support(caps: &Caps) -> Result<u32, String> {
     if lo != hi || hi % CM as u32 != 0 || hi == 0 {
         return Err(format!("needs one subgroup size that is a multiple of {CM}; the adapter reports {lo}..{hi}"));
     }
-    if NSG * hi > caps.limits.max_compute_invocations_per_workgroup {
-        return Err(format!("needs {} invocations per workgroup, the adapter allows {}", NSG * hi, caps.limits.max_compute_invocations_per_workgroup));
+    if nsg * hi > caps.limits.max_compute_invocations_per_workgroup {
+        return Err(format!("needs {} invocations per workgroup, the adapter allows {}", nsg * hi, caps.limits.max_compute_invocations_per_workgroup));
     }
     Ok(hi)
 }
