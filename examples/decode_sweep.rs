@@ -15,8 +15,10 @@
 //! also prints the median single time per cache copy.
 //!
 //! Configurations: environment knobs of `decode_plan` and the merge (WGKERNELS_DECODE_PF / _WGS /
-//! _KEYS / _WG / _MERGE_U / _MINCHUNK / _LANES) with the Subgroup variant (and Portable in the
-//! first set).
+//! _KEYS / _WG / _MERGE_U / _MINCHUNK / _LANES / _GB) with the Subgroup variant (and Portable in the
+//! first set), or your own list in `DECODE_SWEEP_CONFIGS` (see `custom_configs`).
+//! `DECODE_SWEEP_KV=32768,4096` picks the KV lengths; `DECODE_SWEEP_ATTEND_ONLY=1` times the
+//! attention alone (split pass + merge, no RoPE or cache append), which is what torch's SDPA does.
 
 use wgkernels::kernels::attention::cases::DecodeCase;
 use wgkernels::kernels::attention::{decode_plan, AttnShape};
@@ -25,7 +27,7 @@ use wgkernels::suite::{Case, Rng};
 use wgkernels::timing::measure_all;
 use wgkernels::{Context, ContextOptions, Variant, VariantPolicy};
 
-const NK: usize = 7;
+const NK: usize = 8;
 const KNOBS: [&str; NK] = [
     "WGKERNELS_DECODE_PF",
     "WGKERNELS_DECODE_WGS",
@@ -34,6 +36,7 @@ const KNOBS: [&str; NK] = [
     "WGKERNELS_DECODE_MERGE_U",
     "WGKERNELS_DECODE_MINCHUNK",
     "WGKERNELS_DECODE_LANES",
+    "WGKERNELS_DECODE_GB",
 ];
 
 fn arg(i: usize, default: usize) -> usize {
@@ -43,35 +46,59 @@ fn arg(i: usize, default: usize) -> usize {
 /// (name, variant, knob values in KNOBS order; "" = unset). "before" is the plan and merge of
 /// commit b3c9685 (64-key chunks at 4k, 4 merge loads in flight, no prefetch, 4 keys).
 fn configs() -> Vec<(String, Variant, [&'static str; NK])> {
+    if let Ok(spec) = std::env::var("DECODE_SWEEP_CONFIGS") {
+        return custom_configs(&spec);
+    }
     let list: Vec<(&str, Variant, [&str; NK])> = match std::env::var("DECODE_SWEEP_SET").as_deref() {
         // The first round (run 1): the old merge (4 loads), no minimum chunk.
         Ok("first") => vec![
-            ("sub pf0", Variant::Subgroup, ["0", "", "4", "", "4", "0", ""]),
-            ("sub pf1", Variant::Subgroup, ["1", "", "4", "", "4", "0", ""]),
-            ("sub pf1 wgs1056", Variant::Subgroup, ["1", "1056", "4", "", "4", "0", ""]),
-            ("sub pf1 wgs264", Variant::Subgroup, ["1", "264", "4", "", "4", "0", ""]),
-            ("sub pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "4", "0", ""]),
-            ("sub pf1 wg256", Variant::Subgroup, ["1", "", "4", "256", "4", "0", ""]),
-            ("sub pf0 wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "4", "0", ""]),
-            ("portable", Variant::Portable, ["", "", "", "", "4", "0", ""]),
+            ("sub pf0", Variant::Subgroup, ["0", "", "4", "", "4", "0", "", ""]),
+            ("sub pf1", Variant::Subgroup, ["1", "", "4", "", "4", "0", "", ""]),
+            ("sub pf1 wgs1056", Variant::Subgroup, ["1", "1056", "4", "", "4", "0", "", ""]),
+            ("sub pf1 wgs264", Variant::Subgroup, ["1", "264", "4", "", "4", "0", "", ""]),
+            ("sub pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "4", "0", "", ""]),
+            ("sub pf1 wg256", Variant::Subgroup, ["1", "", "4", "256", "4", "0", "", ""]),
+            ("sub pf0 wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "4", "0", "", ""]),
+            ("portable", Variant::Portable, ["", "", "", "", "4", "0", "", ""]),
         ],
         // The second round (names as printed then; "new" = 128-key chunks and 8 merge loads,
         // no prefetch, 4 keys; the defaults since are "new pf1 keys2" for f16 and "new pf1" for
         // f32, and "default" shows them).
         _ => vec![
-            ("before", Variant::Subgroup, ["0", "", "4", "", "4", "0", ""]),
-            ("default", Variant::Subgroup, ["", "", "", "", "", "", ""]),
-            ("new", Variant::Subgroup, ["0", "", "4", "", "", "", ""]),
-            ("new merge_u4", Variant::Subgroup, ["0", "", "4", "", "4", "", ""]),
-            ("new pf1", Variant::Subgroup, ["1", "", "4", "", "", "", ""]),
-            ("new pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "", "", ""]),
-            ("new lanes8", Variant::Subgroup, ["0", "", "4", "", "", "", "8"]),
-            ("new minchunk256", Variant::Subgroup, ["0", "", "4", "", "", "256", ""]),
-            ("new keys8", Variant::Subgroup, ["0", "", "8", "", "", "", ""]),
-            ("new wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "", "", ""]),
+            ("before", Variant::Subgroup, ["0", "", "4", "", "4", "0", "", ""]),
+            ("default", Variant::Subgroup, ["", "", "", "", "", "", "", ""]),
+            ("new", Variant::Subgroup, ["0", "", "4", "", "", "", "", ""]),
+            ("new merge_u4", Variant::Subgroup, ["0", "", "4", "", "4", "", "", ""]),
+            ("new pf1", Variant::Subgroup, ["1", "", "4", "", "", "", "", ""]),
+            ("new pf1 keys2", Variant::Subgroup, ["1", "", "2", "", "", "", "", ""]),
+            ("new lanes8", Variant::Subgroup, ["0", "", "4", "", "", "", "8", ""]),
+            ("new minchunk256", Variant::Subgroup, ["0", "", "4", "", "", "256", "", ""]),
+            ("new keys8", Variant::Subgroup, ["0", "", "8", "", "", "", "", ""]),
+            ("new wgs1056", Variant::Subgroup, ["0", "1056", "4", "", "", "", "", ""]),
         ],
     };
     list.into_iter().map(|(n, v, k)| (n.to_string(), v, k)).collect()
+}
+
+/// `DECODE_SWEEP_CONFIGS="name=KNOB:VALUE,KNOB:VALUE;name2=..."` with KNOB the name after
+/// `WGKERNELS_DECODE_` (PF, WGS, KEYS, WG, MERGE_U, MINCHUNK, LANES, GB), all Subgroup; an
+/// empty list after `=` is the default plan; unknown knobs are reported and ignored.
+fn custom_configs(spec: &str) -> Vec<(String, Variant, [&'static str; NK])> {
+    let mut out = Vec::new();
+    for item in spec.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, knobs) = item.split_once('=').unwrap_or((item, ""));
+        let mut vals = [""; NK];
+        for kv in knobs.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = kv.split_once(':').unwrap_or((kv, ""));
+            match KNOBS.iter().position(|n| n.strip_prefix("WGKERNELS_DECODE_") == Some(k)) {
+                // Leaked once per configuration of a short-lived tool: the knob table holds &'static str.
+                Some(i) => vals[i] = Box::leak(v.to_string().into_boxed_str()),
+                None => eprintln!("decode_sweep: unknown knob {k} in {name}, ignored"),
+            }
+        }
+        out.push((name.to_string(), Variant::Subgroup, vals));
+    }
+    out
 }
 
 fn set_knobs(k: &[&str; NK]) {
@@ -102,11 +129,17 @@ fn main() -> wgkernels::Result<()> {
     println!("copy kernel: {copy_gbs:.1} GB/s (read + write)\n");
     let mut rng = Rng::new(Rng::fresh_seed());
     let shape = AttnShape::new(32, 8, 128);
-    let kvs: Vec<usize> = if cpu { vec![4096] } else { vec![32768, 16384, 4096] };
+    let kvs: Vec<usize> = match std::env::var("DECODE_SWEEP_KV") {
+        Ok(list) => list.split(',').filter_map(|v| v.trim().parse().ok()).collect(),
+        Err(_) if cpu => vec![4096],
+        Err(_) => vec![32768, 16384, 4096],
+    };
+    // DECODE_SWEEP_ATTEND_ONLY=1: time decode_attention alone (split pass + merge), as torch's SDPA.
+    let attend_only = std::env::var("DECODE_SWEEP_ATTEND_ONLY").is_ok_and(|v| v == "1");
     let mut failures = 0;
     for &kv in &kvs {
         for kv_f16 in [true, false] {
-            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, attend_only: false };
+            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, attend_only };
             let copies = if cpu { 1 } else { (rotate_mib << 20).div_ceil(case.bytes() as usize).clamp(1, 16) };
             let nsetups = if kv <= 4096 { setups } else { 1 };
             for setup in 0..nsetups {

@@ -84,6 +84,15 @@ def main():
             t, tb = timed(step)
             print(f"decode  {str(dtype):15} kv={kv:6}  {t:9.1f} us  {gb / (t * 1e3):8.1f} GB/s  (batch {tb:.1f} us)")
             rows.append(("torch_sdpa", "decode", str(dtype).replace("torch.", ""), 1, kv, H, KVH, D, t, gb / (t * 1e3), "", tb))
+            if dtype == torch.float32:
+                continue
+            # The same decode over a token-major cache [kv, KVH, D] (wgkernels' and llama.cpp's
+            # layout): K/V passed as strided views, so each head's rows are 256 B apart by KVH * D.
+            sets = [(q, k.transpose(1, 2).contiguous().transpose(1, 2), v.transpose(1, 2).contiguous().transpose(1, 2)) for q, k, v in sets]
+            i[0] = 0
+            t, tb = timed(step)
+            print(f"decode  {str(dtype):15} kv={kv:6}  {t:9.1f} us  {gb / (t * 1e3):8.1f} GB/s  (batch {tb:.1f} us)  token-major cache")
+            rows.append(("torch_sdpa", "decode_token_major", str(dtype).replace("torch.", ""), 1, kv, H, KVH, D, t, gb / (t * 1e3), "", tb))
         for tokens in (512, 2048):
             q = torch.randn(1, H, tokens, D, dtype=dtype, device=dev)
             k = torch.randn(1, KVH, tokens, D, dtype=dtype, device=dev)

@@ -583,7 +583,7 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
 /// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
 /// (max L), `_KEYS` (1..8), `_WGS` (target workgroups), `_PF` (0: no prefetch of the next step),
-/// `_MINCHUNK` (fewest keys per chunk).
+/// `_MINCHUNK` (fewest keys per chunk), `_GB` (most query heads per workgroup, 1..8).
 ///
 /// Native: see [`native_decode_plan`]; head dims without an MSL entry point take the Subgroup plan.
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
@@ -614,7 +614,8 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
         if ppl <= 8 {
             let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1) != Some(0);
             let keys = knob("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v)).unwrap_or(if kv_f16 && prefetch { 2 } else { 4 }).min(32 / ppl);
-            let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl);
+            let max_gb = knob("WGKERNELS_DECODE_GB", |v| (1..=8).contains(&v)).unwrap_or(8);
+            let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl).min(max_gb);
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
             let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
