@@ -99,7 +99,7 @@ def read_sdpa(path):
     pat = re.compile(r"^(decode|prefill)\s+torch\.(\w+)\s+(kv|t)=\s*(\d+)\s+([\d.]+) us")
     for line in text.splitlines():
         m = pat.match(line.strip())
-        if m:
+        if m and "token-major" not in line:  # the strided-cache rows are not the matched peer
             op, dtype, _, n, t = m.groups()
             rows.append({"peer": "torch_sdpa", "op": op, "dtype": dtype, "tokens": "1" if op == "decode" else n,
                          "kv_len": n, "heads": "32", "kv_heads": "8", "head_dim": "128", "single_us": t})
