@@ -549,14 +549,39 @@ fn split(kv_len: usize, blocks: usize, target: usize, step: usize, min_chunk: us
     (chunk, kv_len.div_ceil(chunk))
 }
 
-/// Fewest keys per chunk of the teams kernel (`WGKERNELS_DECODE_MINCHUNK` overrides). At kv 4k
-/// (32/8 heads, d 128) the 528-workgroup target alone makes 64-key chunks (512 workgroups of two
-/// steps); 128-key chunks (256 workgroups) halve the partial rows to write and merge and the
-/// per-workgroup fixed cost (q load, team combine). Measured on the H200 (2026-11-22) at 4k, no
-/// prefetch, merge U=4: f16 24.5 vs 25.8 µs; f32 27.1 vs 26.5 (with prefetch f32 takes 25.0 at
-/// 128-key chunks); 256-key chunks: 27.9 / 32.9. From 16k up the chunks are >= 256 keys anyway.
-fn teams_min_chunk() -> usize {
-    knob("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20).unwrap_or(128)
+/// Fewest keys per chunk of the teams kernel at long contexts (`WGKERNELS_DECODE_MINCHUNK`
+/// overrides, and then also applies at short ones). At kv 4k (32/8 heads, d 128) the
+/// 528-workgroup target alone makes 64-key chunks (512 workgroups of two steps); 128-key chunks
+/// (256 workgroups) halve the partial rows to write and merge and the per-workgroup fixed cost
+/// (q load, team combine). Measured on the H200 (2026-11-22) at 4k, no prefetch, merge U=4: f16
+/// 24.5 vs 25.8 µs; f32 27.1 vs 26.5 (with prefetch f32 takes 25.0 at 128-key chunks); 256-key
+/// chunks: 27.9 / 32.9; on the H100 (2026-11-25, attend-only) f16 21.3 µs with 128-key chunks
+/// against 23.6 with 64.
+fn teams_min_chunk() -> Option<usize> {
+    knob("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20)
+}
+
+/// Workgroups a short context is spread over, and the fewest keys per chunk it may take.
+const SHORT_WORKGROUPS: usize = 256;
+const SHORT_MIN_CHUNK: usize = 16;
+
+/// (chunk, nchunks) of the teams kernel: about `target` workgroups with chunks of at least 128
+/// keys. Where that leaves fewer than [`SHORT_WORKGROUPS`] (short contexts), smaller chunks
+/// (at least 16 keys) spread the keys over about that many, since there each team's serial key
+/// steps, not the bytes, set the time. Measured on the H100 (2026-11-25, f16 attend-only, 32/8
+/// heads, d 128; benches/peers/results/2026-11-25-s6 run 7), single µs with 128-key chunks ->
+/// this rule: kv 256 17.2 -> 14.4, 512 17.4 -> 14.9, 1024 19.0 -> 16.2, 2048 18.8 -> 17.9 (f32
+/// 17.0 -> 12.9, 17.7 -> 13.9, 18.4 -> 15.5, 19.3 -> 18.4); from 4k on nothing changes (twice the
+/// workgroups at 4k measured 23.6 against 21.3).
+fn teams_split(kv_len: usize, blocks: usize, target: usize, step: usize) -> (usize, usize) {
+    if let Some(min_chunk) = teams_min_chunk() {
+        return split(kv_len, blocks, target, step, min_chunk);
+    }
+    let long = split(kv_len, blocks, target, step, 128);
+    if blocks * long.1 >= SHORT_WORKGROUPS {
+        return long;
+    }
+    split(kv_len, blocks, SHORT_WORKGROUPS, step, SHORT_MIN_CHUNK)
 }
 
 /// Largest query-head block (<= 8, <= the GQA group) whose workgroup memory `per_head` bytes
@@ -574,9 +599,9 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// Subgroup: the teams kernel with L = the row's 16-byte pieces rounded up to a power of two,
 /// at most the adapter's smallest subgroup size and 32, 128 invocations, the next step's loads
 /// issued before this step's math (prefetch), keys per team and step 4 (f32) or 2 (f16), chunks
-/// of at least 128 keys sized for about 4 workgroups per SM of a 132-SM GPU: on NVIDIA (H100,
-/// session 6) this kernel keeps at most 512 invocations resident per SM (128 registers each), so
-/// 4 x 128 is one full wave and a bigger grid only adds a partial second one (f16 32k: 512
+/// of at least 128 keys sized for about 4 workgroups per SM of a 132-SM GPU (smaller chunks at
+/// short contexts: [`teams_split`]). On NVIDIA (H100, session 6) this kernel keeps at most 512
+/// invocations resident per SM (128 registers each), so 4 x 128 is one full wave and a bigger grid only adds a partial second one (f16 32k: 512
 /// workgroups 67.0 µs, 656 83.5; benches/peers/results/2026-11-25-s6). Measured on the H200
 /// (2026-11-22, 32/8 heads, d 128, single µs at kv 4k / 16k / 32k; examples/decode_sweep):
 /// f16 B=2 with prefetch 23.4 / 41.2 / 59.1, B=4 with prefetch 23.5 / 51.7 / 70.5, B=4 without
@@ -621,7 +646,7 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
             let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl).min(max_gb);
             let gblocks = s.group().div_ceil(gb);
             let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-            let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
+            let (chunk, nchunks) = teams_split(kv_len, s.kv_heads * gblocks, target, teams * keys);
             return Ok(DecodePlan { teams: true, native: false, matrix: None, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }
     }
@@ -681,7 +706,7 @@ pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usiz
         return Ok(None);
     }
     let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target, teams * keys, teams_min_chunk());
+    let (chunk, nchunks) = teams_split(kv_len, s.kv_heads * gblocks, target, teams * keys);
     Ok(Some(DecodePlan { teams: true, native: true, matrix: None, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: false, chunk, nchunks, gblocks }))
 }
 
