@@ -158,6 +158,9 @@ impl Kernel for ApplyKernel {
 
 struct ApplyPrepared<T: Elem> {
     x: GpuBuffer<T>,
+    /// More copies of the input for timing (rotated like a bench's weights, so a tensor that
+    /// fits the last-level cache is not timed from it); never checked.
+    extra: Vec<GpuBuffer<T>>,
     table: RopeTable,
     positions: Option<(GpuBuffer<u32>, u32)>,
     start: u32,
@@ -176,13 +179,19 @@ struct ApplyPrepared<T: Elem> {
 pub const POISON_F16: u16 = 0x7e5d;
 
 impl<T: Elem> Prepared for ApplyPrepared<T> {
-    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
-        self.encodes.set(self.encodes.get() + 1);
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        let i = copy % (1 + self.extra.len());
+        let x = if i == 0 {
+            self.encodes.set(self.encodes.get() + 1);
+            &self.x
+        } else {
+            &self.extra[i - 1]
+        };
         let pos = match &self.positions {
             Some((buf, max)) => Positions::Buffer { buf, max: *max },
             None => Positions::Start(self.start),
         };
-        apply(b, &self.x, self.tokens, self.heads, self.layout, &self.table, pos)
+        apply(b, x, self.tokens, self.heads, self.layout, &self.table, pos)
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
         // n in-place applications = one rotation by n angles; f16 rounds after each.
@@ -229,10 +238,12 @@ pub(crate) fn upload_guarded<T: Elem>(ctx: &Context, vals: &[f32]) -> Result<(Gp
 }
 
 impl ApplyCase {
-    fn prepare<T: Elem>(&self, ctx: &Context, rng: &mut Rng) -> Result<Box<dyn Prepared>> {
+    fn prepare<T: Elem>(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
         let d = self.cfg.head_dim;
         let n = self.tokens * self.heads * d;
-        let (x, stored) = upload_guarded::<T>(ctx, &rng.normal_vec(n))?;
+        let vals = rng.normal_vec(n);
+        let (x, stored) = upload_guarded::<T>(ctx, &vals)?;
+        let extra = (1..copies.max(1)).map(|_| upload_guarded::<T>(ctx, &vals).map(|(b, _)| b)).collect::<Result<Vec<_>>>()?;
         let rows = 2048;
         let table = RopeTable::build(ctx, self.cfg.clone(), rows)?;
         let (positions, pos_host): (Option<(GpuBuffer<u32>, u32)>, Vec<usize>) = match self.start {
@@ -245,6 +256,7 @@ impl ApplyCase {
         };
         Ok(Box::new(ApplyPrepared::<T> {
             x,
+            extra,
             table,
             positions,
             start: self.start.unwrap_or(0),
@@ -279,11 +291,11 @@ impl Case for ApplyCase {
         let elem = if self.f16 { 2 } else { 4 };
         (2 * self.tokens * self.heads * self.cfg.head_dim * elem + self.tokens * self.cfg.half() * 8) as u64
     }
-    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
         if self.f16 {
-            self.prepare::<half::f16>(ctx, rng)
+            self.prepare::<half::f16>(ctx, rng, copies)
         } else {
-            self.prepare::<f32>(ctx, rng)
+            self.prepare::<f32>(ctx, rng, copies)
         }
     }
 }

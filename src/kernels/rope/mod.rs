@@ -37,6 +37,7 @@ pub const APPLY: KernelInfo = KernelInfo { name: "rope_apply", variants: &[Varia
 
 const TABLE_WGSL: &str = include_str!("../../../wgsl/rope_table.wgsl");
 const APPLY_WGSL: &str = include_str!("../../../wgsl/rope_apply.wgsl");
+const APPLY_VEC_WGSL: &str = include_str!("../../../wgsl/rope_apply_vec.wgsl");
 
 /// Largest table length (positions are split exactly into two 12-bit halves on the GPU).
 pub const MAX_POSITIONS: usize = 1 << 24;
@@ -193,6 +194,8 @@ struct ApplyParams {
 const TABLE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("freq", "vec4<f32>"), StorageBinding::write("table", "vec2<f32>")];
 const APPLY_BINDINGS: &[StorageBinding] =
     &[StorageBinding::write("x", "u32"), StorageBinding::read("positions", "u32"), StorageBinding::read("table", "vec2<f32>")];
+const APPLY_VEC_BINDINGS: &[StorageBinding] =
+    &[StorageBinding::write("x", "vec4<u32>"), StorageBinding::read("positions", "u32"), StorageBinding::read("table", "vec2<f32>")];
 
 /// How the apply kernel splits a head among invocations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -203,6 +206,40 @@ pub enum ApplyMode {
     TwoPairs = 1,
     /// f16 half-split with d/2 odd: one head per invocation (pairs straddle words).
     Row = 2,
+    /// 16-byte vectors (wgsl/rope_apply_vec.wgsl), where rows (and, half-split, half-rows) are
+    /// whole vectors: 4 (f32) or 8 (f16) elements per load instead of one or two. H100, yarn
+    /// half-split, 2048 tokens x 32 heads x d 128: see BENCHMARKS.md.
+    Vector = 3,
+}
+
+impl ApplyMode {
+    /// The mode for `f16` (else f32) elements, `layout`, head_dim `d`.
+    /// `WGKERNELS_ROPE_VEC=0` turns the vector mode off (to compare).
+    fn choose(f16: bool, layout: PairLayout, d: usize) -> ApplyMode {
+        let (half, epv) = (d / 2, if f16 { 8 } else { 4 });
+        let vec = std::env::var("WGKERNELS_ROPE_VEC").map_or(true, |v| v != "0");
+        match (f16, layout) {
+            (_, PairLayout::HalfSplit) if vec && half % epv == 0 => ApplyMode::Vector,
+            (_, PairLayout::Interleaved) if vec && d % epv == 0 => ApplyMode::Vector,
+            (true, PairLayout::HalfSplit) if half % 2 == 0 => ApplyMode::TwoPairs,
+            (true, PairLayout::HalfSplit) => ApplyMode::Row,
+            _ => ApplyMode::Pair,
+        }
+    }
+
+    /// Invocations per head.
+    fn units(self, f16: bool, layout: PairLayout, d: usize) -> usize {
+        let half = d / 2;
+        match self {
+            ApplyMode::Pair => half,
+            ApplyMode::TwoPairs => half / 2,
+            ApplyMode::Row => 1,
+            ApplyMode::Vector => {
+                let epv = if f16 { 8 } else { 4 };
+                if layout == PairLayout::HalfSplit { half / epv } else { d / epv }
+            }
+        }
+    }
 }
 
 /// Pipelines of this family.
@@ -222,6 +259,14 @@ impl PipelineKey for RopePipeline {
                 workgroup_size: [64, 1, 1],
                 params_size: std::mem::size_of::<TableParams>() as u64,
                 bindings: TABLE_BINDINGS,
+            },
+            RopePipeline::Apply { f16, layout, mode: ApplyMode::Vector } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![APPLY_VEC_WGSL]),
+                entry: "main",
+                constants: vec![("F16", f16 as u32 as f64), ("NEOX", (layout == PairLayout::HalfSplit) as u32 as f64)],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<ApplyParams>() as u64,
+                bindings: APPLY_VEC_BINDINGS,
             },
             RopePipeline::Apply { f16, layout, mode } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![APPLY_WGSL]),
@@ -243,8 +288,10 @@ impl PipelineKey for RopePipeline {
 pub(crate) fn all_apply_keys() -> Vec<RopePipeline> {
     let mut v = Vec::new();
     for layout in [PairLayout::Interleaved, PairLayout::HalfSplit] {
-        v.push(RopePipeline::Apply { f16: false, layout, mode: ApplyMode::Pair });
-        v.push(RopePipeline::Apply { f16: true, layout, mode: ApplyMode::Pair });
+        for f16 in [false, true] {
+            v.push(RopePipeline::Apply { f16, layout, mode: ApplyMode::Pair });
+            v.push(RopePipeline::Apply { f16, layout, mode: ApplyMode::Vector });
+        }
     }
     v.push(RopePipeline::Apply { f16: true, layout: PairLayout::HalfSplit, mode: ApplyMode::TwoPairs });
     v.push(RopePipeline::Apply { f16: true, layout: PairLayout::HalfSplit, mode: ApplyMode::Row });
@@ -297,16 +344,8 @@ pub fn apply<T: Elem>(b: &mut Batch, x: &GpuBuffer<T>, tokens: usize, heads: usi
     let (d, half) = (table.head_dim(), table.cfg.half());
     x.require("x", tokens * heads * d)?;
     positions.validate(table, tokens)?;
-    let mode = match (T::F16, layout) {
-        (true, PairLayout::HalfSplit) if half % 2 == 0 => ApplyMode::TwoPairs,
-        (true, PairLayout::HalfSplit) => ApplyMode::Row,
-        _ => ApplyMode::Pair,
-    };
-    let units = match mode {
-        ApplyMode::Pair => half,
-        ApplyMode::TwoPairs => half / 2,
-        ApplyMode::Row => 1,
-    };
+    let mode = ApplyMode::choose(T::F16, layout, d);
+    let units = mode.units(T::F16, layout, d);
     let (pos_start, use_buf, pbuf) = match positions {
         Positions::Start(s) => (s, 0, ctx.dummy()),
         Positions::Buffer { buf, .. } => (0, 1, buf.raw()),
