@@ -1,7 +1,8 @@
 // Binary elementwise operations shared by elementwise_binary.wgsl (y = op(a, b)) and
 // elementwise_inplace.wgsl (a = op(a, b)). OP 0: a + b (residual add); OP 1: silu(a) * b
-// (SwiGLU gate, silu(a) = a / (1 + exp(-a))). One element per invocation, 2-D grid of 256-wide
-// workgroups, ids >= len ignored.
+// (SwiGLU gate, silu(a) = a / (1 + exp(-a))). The element type T (f32, or vec4<f32> when the
+// length is a multiple of 4; then `len` counts vectors) comes from an `alias T = ...;` line the
+// host puts first. One T per invocation, 2-D grid of 256-wide workgroups, ids >= len ignored.
 
 struct Params {
     len: u32,
@@ -14,7 +15,7 @@ override OP: u32 = 0u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 
-fn op(a: f32, b: f32) -> f32 {
+fn op(a: T, b: T) -> T {
     if (OP == 1u) {
         return a / (1.0 + exp(-a)) * b;
     }

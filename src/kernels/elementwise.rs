@@ -57,6 +57,11 @@ struct BinaryParams {
 const NORM_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "f32"), StorageBinding::read("w", "f32"), StorageBinding::write("y", "f32")];
 const BINARY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "f32"), StorageBinding::read("b", "f32"), StorageBinding::write("y", "f32")];
 const INPLACE_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32"), StorageBinding::read("b", "f32")];
+const BINARY_VEC_BINDINGS: &[StorageBinding] =
+    &[StorageBinding::read("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>"), StorageBinding::write("y", "vec4<f32>")];
+const INPLACE_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>")];
+const ELEM_F32: &str = "alias T = f32;\n";
+const ELEM_VEC4: &str = "alias T = vec4<f32>;\n";
 
 /// The binary operation (the WGSL `OP` override).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,7 +74,9 @@ pub enum BinaryOp {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ElementwisePipeline {
     RmsNorm { variant: Variant },
-    Binary { op: BinaryOp, inplace: bool },
+    /// `vec`: one vec4 per invocation (lengths that are a multiple of 4; H100, 16 M elements:
+    /// 118 µs -> see BENCHMARKS.md), else one f32.
+    Binary { op: BinaryOp, inplace: bool, vec: bool },
 }
 
 impl PipelineKey for ElementwisePipeline {
@@ -83,13 +90,18 @@ impl PipelineKey for ElementwisePipeline {
                 params_size: std::mem::size_of::<NormParams>() as u64,
                 bindings: NORM_BINDINGS,
             },
-            ElementwisePipeline::Binary { op, inplace } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![OPS_WGSL, if inplace { INPLACE_WGSL } else { BINARY_WGSL }]),
+            ElementwisePipeline::Binary { op, inplace, vec } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, if inplace { INPLACE_WGSL } else { BINARY_WGSL }]),
                 entry: "main",
                 constants: vec![("OP", op as u32 as f64)],
                 workgroup_size: [BINARY_WG as u32, 1, 1],
                 params_size: std::mem::size_of::<BinaryParams>() as u64,
-                bindings: if inplace { INPLACE_BINDINGS } else { BINARY_BINDINGS },
+                bindings: match (inplace, vec) {
+                    (true, true) => INPLACE_VEC_BINDINGS,
+                    (true, false) => INPLACE_BINDINGS,
+                    (false, true) => BINARY_VEC_BINDINGS,
+                    (false, false) => BINARY_BINDINGS,
+                },
             },
         }
     }
@@ -128,18 +140,21 @@ fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb
     check_len(len)?;
     a.require("a", len)?;
     bb.require("b", len)?;
-    let params = BinaryParams { len: len as u32, _p: [0; 3] };
-    let grid = ctx.grid((len as u64).div_ceil(BINARY_WG))?;
+    // Whole vec4s where the length allows (WGKERNELS_ELEMENTWISE_VEC=0 turns that off, to compare).
+    let vec = len % 4 == 0 && std::env::var("WGKERNELS_ELEMENTWISE_VEC").map_or(true, |v| v != "0");
+    let units = if vec { len / 4 } else { len };
+    let params = BinaryParams { len: units as u32, _p: [0; 3] };
+    let grid = ctx.grid((units as u64).div_ceil(BINARY_WG))?;
     match y {
         Some(y) => {
             y.require("y", len)?;
             distinct(info.name, a.raw(), y.raw())?;
             distinct(info.name, bb.raw(), y.raw())?;
-            b.dispatch(&ElementwisePipeline::Binary { op, inplace: false }, &params, &[a.raw(), bb.raw(), y.raw()], grid)
+            b.dispatch(&ElementwisePipeline::Binary { op, inplace: false, vec }, &params, &[a.raw(), bb.raw(), y.raw()], grid)
         }
         None => {
             distinct(info.name, a.raw(), bb.raw())?;
-            b.dispatch(&ElementwisePipeline::Binary { op, inplace: true }, &params, &[a.raw(), bb.raw()], grid)
+            b.dispatch(&ElementwisePipeline::Binary { op, inplace: true, vec }, &params, &[a.raw(), bb.raw()], grid)
         }
     }
 }
@@ -303,7 +318,7 @@ mod cases {
                 .collect()
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([false, true].map(|inplace| ElementwisePipeline::Binary { op: self.0, inplace }))
+            describe_all([(false, false), (true, false), (false, true), (true, true)].map(|(inplace, vec)| ElementwisePipeline::Binary { op: self.0, inplace, vec }))
         }
     }
 
