@@ -2,6 +2,9 @@
 // One workgroup of 64 invocations computes a 16 (x rows) x 64 (weight rows) tile, stepping
 // through K in slices of 32 columns staged in workgroup memory (x slice 2 KiB, w slice 8.25 KiB);
 // each invocation owns 2 x 8 outputs. Columns past k are zero in both slices.
+// Split-K: where the tiles alone are too few workgroups, workgroup `split` takes slices
+// split * sps .. of its tile and writes its partial tile at y[(split * m + row) * n + col];
+// int4_gemm_reduce.wgsl sums the splits (splits == 1: y is the output itself).
 
 struct Params {
     m: u32,
@@ -14,8 +17,8 @@ struct Params {
     zero_offset: f32,
     has_zeros: u32,
     tiles_n: u32,
-    _p0: u32,
-    _p1: u32,
+    sps: u32,        // K slices per split
+    splits: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -36,11 +39,14 @@ var<workgroup> ws: array<f32, 2112>;  // TN * WS
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let tile = wid.x + wid.y * nwg.x;
     let tiles_m = (p.m + TM - 1u) / TM;
-    if (tile >= tiles_m * p.tiles_n) {
+    let tiles = tiles_m * p.tiles_n;
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= tiles * p.splits) {
         return;
     }
+    let split = wg / tiles;
+    let tile = wg - split * tiles;
     let m0 = (tile / p.tiles_n) * TM;
     let n0 = (tile % p.tiles_n) * TN;
     let ty = li / 8u;   // output rows m0 + 2*ty + {0,1}
@@ -50,7 +56,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         acc[i] = 0.0;
     }
     let slices = (p.k + TK - 1u) / TK;
-    for (var s = 0u; s < slices; s++) {
+    let s_end = min(slices, (split + 1u) * p.sps);
+    for (var s = split * p.sps; s < s_end; s++) {
         let c0 = s * TK;
         for (var e = li; e < TM * TK; e += 64u) {
             let row = m0 + e / TK;
@@ -107,7 +114,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var j = 0u; j < 8u; j++) {
                 let col = n0 + tx + 8u * j;
                 if (col < p.n) {
-                    y[row * p.n + col] = acc[h * 8u + j];
+                    y[(split * p.m + row) * p.n + col] = acc[h * 8u + j];
                 }
             }
         }

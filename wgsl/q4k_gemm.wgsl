@@ -4,6 +4,9 @@
 // dequantised weight slice (8 KiB) are staged in workgroup memory, both transposed to
 // [column][4 rows] vec4s, and each invocation accumulates a 4 x 4 block of outputs from two
 // vec4 loads per column. Weights are dequantised per slice: no full-size temporary.
+// Split-K (src/kernels/splitk.rs): workgroup `split` takes sub-blocks split * sps .. of its tile
+// and writes its partial tile at y[(split * m + row) * n + col]; splitk_reduce.wgsl sums them
+// (splits == 1: y is the output itself).
 
 struct Params {
     m: u32,
@@ -11,9 +14,9 @@ struct Params {
     k: u32,
     nb: u32,
     tiles_n: u32,
+    sps: u32,        // 32-column sub-blocks per split
+    splits: u32,
     _p0: u32,
-    _p1: u32,
-    _p2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -32,11 +35,14 @@ var<workgroup> ws: array<vec4<f32>, 512>;  // [TK][TN / 4]: ws[c * 16 + r / 4][r
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let tile = wid.x + wid.y * nwg.x;
     let tiles_m = (p.m + TM - 1u) / TM;
-    if (tile >= tiles_m * p.tiles_n) {
+    let tiles = tiles_m * p.tiles_n;
+    let wg = wid.x + wid.y * nwg.x;
+    if (wg >= tiles * p.splits) {
         return;
     }
+    let split = wg / tiles;
+    let tile = wg - split * tiles;
     let m0 = (tile / p.tiles_n) * TM;
     let n0 = (tile % p.tiles_n) * TN;
     let tm = li / 16u;  // output rows m0 + 4tm + i
@@ -47,7 +53,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let hh = li % 2u;
     let wrow = n0 + wr;
     let k4 = p.k / 4u;
-    for (var s = 0u; s < p.nb * 8u; s++) {
+    let s_end = min(p.nb * 8u, (split + 1u) * p.sps);
+    for (var s = split * p.sps; s < s_end; s++) {
         // x slice: 32 rows x 8 vec4s; lanes vary the row so the transposed stores don't conflict.
         for (var e = li; e < TM * 8u; e += 128u) {
             let i = e % TM;
@@ -110,7 +117,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var jj = 0u; jj < 4u; jj++) {
                 let col = n0 + 4u * tn + jj;
                 if (col < p.n) {
-                    y[row * p.n + col] = acc[i][jj];
+                    y[(split * p.m + row) * p.n + col] = acc[i][jj];
                 }
             }
         }

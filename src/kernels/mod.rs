@@ -9,6 +9,7 @@ pub mod int8;
 pub mod interleave;
 pub mod q4k;
 pub mod q8;
+pub(crate) mod splitk;
 pub mod turboquant;
 pub mod rope;
 

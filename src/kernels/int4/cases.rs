@@ -150,7 +150,8 @@ impl Kernel for GemmKernel {
         &GEMM
     }
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
-        let shapes = [(2, 33, 517, 32), (3, 1, 1, 7), (7, 65, 100, 64), (16, 64, 64, 128), (17, 31, 255, 7), (33, 100, 33, 32), (64, 129, 257, 64)];
+        // (2, 33, 517) and (5, 70, 2000) take the split-K path (2 and 7 splits), the others one pass.
+        let shapes = [(2, 33, 517, 32), (3, 1, 1, 7), (7, 65, 100, 64), (16, 64, 64, 128), (17, 31, 255, 7), (33, 100, 33, 32), (64, 129, 257, 64), (5, 70, 2000, 64)];
         shapes
             .iter()
             .enumerate()
@@ -164,7 +165,9 @@ impl Kernel for GemmKernel {
         vec![Box::new(GemmCase { m: 16, n: 4096, k: 4096, g: 128, mode: Int4Mode::Signed, zeros: false })]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all([Int4Pipeline::Gemm])
+        let mut v = describe_all([Int4Pipeline::Gemm]);
+        v.extend(describe_all([crate::kernels::splitk::SplitReduce]));
+        v
     }
 }
 

@@ -284,8 +284,10 @@ struct GemmParams {
     zero_offset: f32,
     has_zeros: u32,
     tiles_n: u32,
-    _p: [u32; 2],
+    sps: u32,
+    splits: u32,
 }
+
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -523,7 +525,9 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     })
 }
 
-/// `y[m, n] = x[m, k] W^T` (row-major x and y).
+/// `y[m, n] = x[m, k] W^T` (row-major x and y). Where the output tiles are few (small m), K is
+/// split over more workgroups ([`super::splitk`]: a scratch buffer allocated for the call and a
+/// second dispatch that sums the splits into `y`).
 pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
@@ -531,6 +535,8 @@ pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     y.require("y", m * w.n)?;
     ctx.variant_for(&GEMM)?;
     let tiles_n = w.n.div_ceil(64);
+    let tiles = m.div_ceil(16) * tiles_n;
+    let (sps, splits) = super::splitk::plan(tiles, w.k.div_ceil(32));
     let params = GemmParams {
         m: m as u32,
         n: w.n as u32,
@@ -542,10 +548,11 @@ pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
         zero_offset: w.mode.zero_offset(),
         has_zeros: w.zeros.is_some() as u32,
         tiles_n: tiles_n as u32,
-        _p: [0; 2],
+        sps: sps as u32,
+        splits: splits as u32,
     };
-    let grid = ctx.grid((m.div_ceil(16) * tiles_n) as u64)?;
-    b.dispatch(&Int4Pipeline::Gemm, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()], grid)
+    let grid = ctx.grid((tiles * splits) as u64)?;
+    super::splitk::run(b, y, m * w.n, splits, |b, out| b.dispatch(&Int4Pipeline::Gemm, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), out], grid))
 }
 
 /// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.

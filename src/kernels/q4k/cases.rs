@@ -151,7 +151,9 @@ impl Kernel for GemmKernel {
         vec![Box::new(MatCase { m: 32, n: 4096, k: 4096 })]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all([Q4kPipeline::Gemm])
+        let mut v = describe_all([Q4kPipeline::Gemm]);
+        v.extend(describe_all([crate::kernels::splitk::SplitReduce]));
+        v
     }
 }
 

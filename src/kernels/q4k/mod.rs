@@ -199,7 +199,9 @@ struct GemmParams {
     k: u32,
     nb: u32,
     tiles_n: u32,
-    _p: [u32; 3],
+    sps: u32,
+    splits: u32,
+    _p: u32,
 }
 
 #[repr(C)]
@@ -309,7 +311,8 @@ pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
     })
 }
 
-/// `y[m, n] = x[m, k] W^T` (row-major x and y).
+/// `y[m, n] = x[m, k] W^T` (row-major x and y). Where the output tiles are few (small m), K is
+/// split over more workgroups ([`super::splitk`]).
 pub fn gemm(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
@@ -318,9 +321,12 @@ pub fn gemm(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
     y.require("y", m * w.n)?;
     ctx.variant_for(&GEMM)?;
     let tiles_n = w.n.div_ceil(64);
-    let params = GemmParams { m: m as u32, n: w.n as u32, k: w.k as u32, nb: w.blocks_per_row() as u32, tiles_n: tiles_n as u32, _p: [0; 3] };
-    let grid = ctx.grid((m.div_ceil(32) * tiles_n) as u64)?;
-    b.dispatch(&Q4kPipeline::Gemm, &params, &[w.heads.raw(), w.qs.raw(), x.raw(), y.raw()], grid)
+    let tiles = m.div_ceil(32) * tiles_n;
+    let (sps, splits) = super::splitk::plan(tiles, w.blocks_per_row() * 8);
+    let nb = w.blocks_per_row() as u32;
+    let params = GemmParams { m: m as u32, n: w.n as u32, k: w.k as u32, nb, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, _p: 0 };
+    let grid = ctx.grid((tiles * splits) as u64)?;
+    super::splitk::run(b, y, m * w.n, splits, |b, out| b.dispatch(&Q4kPipeline::Gemm, &params, &[w.heads.raw(), w.qs.raw(), x.raw(), out], grid))
 }
 
 /// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.

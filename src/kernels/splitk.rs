@@ -1,0 +1,70 @@
+//! Split-K for the GEMMs (wgsl/splitk_reduce.wgsl), shared by `int4::gemm` and `q4k::gemm`.
+//!
+//! A GEMM's output tiles are its workgroups. At small m (a few prompt tokens) they are too few to
+//! fill the GPU: 16 x 4096 is 64 tiles of the INT4 GEMM. Then each tile's K range is cut into
+//! `splits` workgroups, which write partial tiles into a scratch buffer; a second dispatch sums
+//! the splits into the output. Measured on an H100 (2026-11-25; BENCHMARKS.md): INT4 m=16
+//! 4096 x 4096 871.6 -> 145.3 µs. `WGKERNELS_GEMM_SPLIT=0` turns it off, to compare.
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::Caps;
+use crate::error::Result;
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+
+/// Workgroups a GEMM aims for before it splits K (8 per SM of a 132-SM GPU).
+const TARGET: usize = 1056;
+/// Fewest K steps (slices / sub-blocks) a split takes.
+const MIN_STEPS: usize = 8;
+
+/// (steps per split, splits) for `tiles` output tiles over `steps` K steps: one split where the
+/// tiles alone make [`TARGET`] workgroups, else enough splits to reach it, each of at least
+/// [`MIN_STEPS`] steps.
+pub(crate) fn plan(tiles: usize, steps: usize) -> (usize, usize) {
+    let off = std::env::var("WGKERNELS_GEMM_SPLIT").is_ok_and(|v| v == "0");
+    let want = if off || tiles >= TARGET { 1 } else { TARGET.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
+    let per = steps.max(1).div_ceil(want);
+    (per, steps.max(1).div_ceil(per))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct ReduceParams {
+    len: u32,
+    splits: u32,
+    _p: [u32; 2],
+}
+
+const BINDINGS: &[StorageBinding] = &[StorageBinding::read("part", "f32"), StorageBinding::write("y", "f32")];
+
+/// The reduce pipeline.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SplitReduce;
+
+impl PipelineKey for SplitReduce {
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        PipelineDesc {
+            source: ShaderSource::Wgsl(vec![include_str!("../../wgsl/splitk_reduce.wgsl")]),
+            entry: "main",
+            constants: vec![],
+            workgroup_size: [256, 1, 1],
+            params_size: std::mem::size_of::<ReduceParams>() as u64,
+            bindings: BINDINGS,
+        }
+    }
+}
+
+/// Record a GEMM dispatch (`gemm(batch, output)`) with `splits` splits producing `len` outputs:
+/// straight into `y` for one split, else into a scratch buffer allocated here and then summed
+/// into `y`.
+pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, gemm: impl FnOnce(&mut Batch, &wgpu::Buffer) -> Result<()>) -> Result<()> {
+    if splits <= 1 {
+        return gemm(b, y.raw());
+    }
+    let ctx = b.context();
+    let part = ctx.alloc::<f32>(splits * len)?;
+    gemm(b, part.raw())?;
+    let grid = ctx.grid((len as u64).div_ceil(256))?;
+    b.dispatch(&SplitReduce, &ReduceParams { len: len as u32, splits: splits as u32, _p: [0; 2] }, &[part.raw(), y.raw()], grid)
+}
