@@ -2,25 +2,11 @@
 // frequency i becomes (a cos - b sin, b cos + a sin), (cos, sin) = table[pos * half + i].
 // Every invocation owns whole u32 words, so f16 read-modify-writes never race (see MODE).
 
-struct Params {
-    tokens: u32,
-    heads: u32,
-    d: u32,
-    half: u32,
-    units: u32,      // work units per head (see MODE)
-    pos_start: u32,  // position of token 0 when use_buf == 0
-    use_buf: u32,
-    rows: u32,       // table length
-}
+// Params, F16, NEOX, positions, table, cos_sin and unit_of: rope_apply_common.wgsl (prepended).
 
-override F16: bool = false;
-override NEOX: bool = false;  // pairs (i, i + d/2); else (2i, 2i + 1)
 override MODE: u32 = 0u;      // 0: one pair per unit; 1: two pairs (f16 half-split, d/2 even); 2: a whole head
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<u32>;
-@group(0) @binding(2) var<storage, read> positions: array<u32>;
-@group(0) @binding(3) var<storage, read> table: array<vec2<f32>>;
 
 fn ld(e: u32) -> f32 {
     if (F16) {
@@ -52,28 +38,16 @@ fn rotate(base: u32, i: u32, cs: vec2<f32>) {
     st(base + eb, b * cs.x + a * cs.y);
 }
 
-fn cos_sin(pos: u32, i: u32) -> vec2<f32> {
-    if (pos >= p.rows) {
-        return vec2<f32>(bitcast<f32>(0x7fc00000u));  // beyond the table: loud NaN, never a wrong angle
-    }
-    return table[pos * p.half + i];
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let id = (wid.x + wid.y * nwg.x) * 64u + li;
-    if (id >= p.tokens * p.heads * p.units) {
+    let w = unit_of((wid.x + wid.y * nwg.x) * 64u + li);
+    if (w.row == 0xffffffffu) {
         return;
     }
-    let row = id / p.units;
-    let u = id - row * p.units;
-    let token = row / p.heads;
-    var pos = p.pos_start + token;
-    if (p.use_buf != 0u) {
-        pos = positions[token];
-    }
-    let base = row * p.d;
+    let u = w.u;
+    let pos = w.pos;
+    let base = w.row * p.d;
     if (MODE == 0u) {
         rotate(base, u, cos_sin(pos, u));
     } else if (MODE == 1u) {

@@ -8,25 +8,12 @@
 //   needs EPV | d.
 // Each invocation reads and writes only its own vectors, so nothing races.
 
-struct Params {
-    tokens: u32,
-    heads: u32,
-    d: u32,
-    half: u32,
-    units: u32,      // vectors per head an invocation takes: NEOX d/2 / EPV, else d / EPV
-    pos_start: u32,  // position of token 0 when use_buf == 0
-    use_buf: u32,
-    rows: u32,       // table length
-}
+// Params, F16, NEOX, positions, table, cos_sin and unit_of: rope_apply_common.wgsl (prepended);
+// `units` is the vectors per head an invocation takes: NEOX d/2 / EPV, else d / EPV.
 
-override F16: bool = false;
-override NEOX: bool = false;
 override EPV: u32 = select(4u, 8u, F16);  // elements per 16-byte vector
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> positions: array<u32>;
-@group(0) @binding(3) var<storage, read> table: array<vec2<f32>>;
 
 // The EPV elements of a vector as f32 (f32: elements 4..7 are unused).
 fn widen(w: vec4<u32>) -> array<f32, 8> {
@@ -49,28 +36,16 @@ fn narrow(v: array<f32, 8>) -> vec4<u32> {
     return bitcast<vec4<u32>>(vec4<f32>(v[0], v[1], v[2], v[3]));
 }
 
-fn cos_sin(pos: u32, i: u32) -> vec2<f32> {
-    if (pos >= p.rows) {
-        return vec2<f32>(bitcast<f32>(0x7fc00000u));  // beyond the table: loud NaN, never a wrong angle
-    }
-    return table[pos * p.half + i];
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let id = (wid.x + wid.y * nwg.x) * 64u + li;
-    if (id >= p.tokens * p.heads * p.units) {
+    let w = unit_of((wid.x + wid.y * nwg.x) * 64u + li);
+    if (w.row == 0xffffffffu) {
         return;
     }
-    let row = id / p.units;
-    let u = id - row * p.units;
-    let token = row / p.heads;
-    var pos = p.pos_start + token;
-    if (p.use_buf != 0u) {
-        pos = positions[token];
-    }
-    let vbase = row * (p.d / EPV);
+    let u = w.u;
+    let pos = w.pos;
+    let vbase = w.row * (p.d / EPV);
     if (NEOX) {
         let ia = vbase + u;
         let ib = ia + p.half / EPV;

@@ -38,6 +38,7 @@ pub const APPLY: KernelInfo = KernelInfo { name: "rope_apply", variants: &[Varia
 const TABLE_WGSL: &str = include_str!("../../../wgsl/rope_table.wgsl");
 const APPLY_WGSL: &str = include_str!("../../../wgsl/rope_apply.wgsl");
 const APPLY_VEC_WGSL: &str = include_str!("../../../wgsl/rope_apply_vec.wgsl");
+const APPLY_COMMON_WGSL: &str = include_str!("../../../wgsl/rope_apply_common.wgsl");
 
 /// Largest table length (positions are split exactly into two 12-bit halves on the GPU).
 pub const MAX_POSITIONS: usize = 1 << 24;
@@ -261,7 +262,7 @@ impl PipelineKey for RopePipeline {
                 bindings: TABLE_BINDINGS,
             },
             RopePipeline::Apply { f16, layout, mode: ApplyMode::Vector } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![APPLY_VEC_WGSL]),
+                source: ShaderSource::Wgsl(vec![APPLY_COMMON_WGSL, APPLY_VEC_WGSL]),
                 entry: "main",
                 constants: vec![("F16", f16 as u32 as f64), ("NEOX", (layout == PairLayout::HalfSplit) as u32 as f64)],
                 workgroup_size: [64, 1, 1],
@@ -269,7 +270,7 @@ impl PipelineKey for RopePipeline {
                 bindings: APPLY_VEC_BINDINGS,
             },
             RopePipeline::Apply { f16, layout, mode } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![APPLY_WGSL]),
+                source: ShaderSource::Wgsl(vec![APPLY_COMMON_WGSL, APPLY_WGSL]),
                 entry: "main",
                 constants: vec![
                     ("F16", f16 as u32 as f64),
