@@ -141,7 +141,8 @@ fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb
     a.require("a", len)?;
     bb.require("b", len)?;
     // Whole vec4s where the length allows (WGKERNELS_ELEMENTWISE_VEC=0 turns that off, to compare).
-    let vec = len % 4 == 0 && std::env::var("WGKERNELS_ELEMENTWISE_VEC").map_or(true, |v| v != "0");
+    static VEC_OFF: super::OffSwitch = super::OffSwitch::new("WGKERNELS_ELEMENTWISE_VEC");
+    let vec = len % 4 == 0 && !VEC_OFF.is_off();
     let units = if vec { len / 4 } else { len };
     let params = BinaryParams { len: units as u32, _p: [0; 3] };
     let grid = ctx.grid((units as u64).div_ceil(BINARY_WG))?;

@@ -14,6 +14,26 @@ pub mod turboquant;
 pub mod rope;
 
 use crate::suite::Kernel;
+use std::sync::OnceLock;
+
+/// An environment switch that turns an optimisation off when set to `0` (to compare against the
+/// code path it replaced), read once per process at first use: kernels consult it on every
+/// dispatch, so the environment is not read on that path.
+pub(crate) struct OffSwitch {
+    name: &'static str,
+    off: OnceLock<bool>,
+}
+
+impl OffSwitch {
+    pub(crate) const fn new(name: &'static str) -> OffSwitch {
+        OffSwitch { name, off: OnceLock::new() }
+    }
+
+    /// Whether `name` is set to `0`.
+    pub(crate) fn is_off(&self) -> bool {
+        *self.off.get_or_init(|| std::env::var(self.name).is_ok_and(|v| v == "0"))
+    }
+}
 
 /// Every kernel of every family.
 pub fn registry() -> Vec<&'static dyn Kernel> {

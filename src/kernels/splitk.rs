@@ -22,8 +22,8 @@ const MIN_STEPS: usize = 8;
 /// tiles alone make [`TARGET`] workgroups, else enough splits to reach it, each of at least
 /// [`MIN_STEPS`] steps.
 pub(crate) fn plan(tiles: usize, steps: usize) -> (usize, usize) {
-    let off = std::env::var("WGKERNELS_GEMM_SPLIT").is_ok_and(|v| v == "0");
-    let want = if off || tiles >= TARGET { 1 } else { TARGET.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
+    static OFF: super::OffSwitch = super::OffSwitch::new("WGKERNELS_GEMM_SPLIT");
+    let want = if OFF.is_off() || tiles >= TARGET { 1 } else { TARGET.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
     let per = steps.max(1).div_ceil(want);
     (per, steps.max(1).div_ceil(per))
 }

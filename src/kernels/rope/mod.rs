@@ -218,7 +218,8 @@ impl ApplyMode {
     /// `WGKERNELS_ROPE_VEC=0` turns the vector mode off (to compare).
     fn choose(f16: bool, layout: PairLayout, d: usize) -> ApplyMode {
         let (half, epv) = (d / 2, if f16 { 8 } else { 4 });
-        let vec = std::env::var("WGKERNELS_ROPE_VEC").map_or(true, |v| v != "0");
+        static VEC_OFF: crate::kernels::OffSwitch = crate::kernels::OffSwitch::new("WGKERNELS_ROPE_VEC");
+        let vec = !VEC_OFF.is_off();
         match (f16, layout) {
             (_, PairLayout::HalfSplit) if vec && half % epv == 0 => ApplyMode::Vector,
             (_, PairLayout::Interleaved) if vec && d % epv == 0 => ApplyMode::Vector,
