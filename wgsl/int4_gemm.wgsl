@@ -4,7 +4,7 @@
 // each invocation owns 2 x 8 outputs. Columns past k are zero in both slices.
 // Split-K: where the tiles alone are too few workgroups, workgroup `split` takes slices
 // split * sps .. of its tile and writes its partial tile at y[(split * m + row) * n + col];
-// int4_gemm_reduce.wgsl sums the splits (splits == 1: y is the output itself).
+// splitk_reduce.wgsl sums the splits (src/kernels/splitk.rs; splits == 1: y is the output itself).
 
 struct Params {
     m: u32,

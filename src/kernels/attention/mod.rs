@@ -601,8 +601,9 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// issued before this step's math (prefetch), keys per team and step 4 (f32) or 2 (f16), chunks
 /// of at least 128 keys sized for about 4 workgroups per SM of a 132-SM GPU (smaller chunks at
 /// short contexts: [`teams_split`]). On NVIDIA (H100, session 6) this kernel keeps at most 512
-/// invocations resident per SM (128 registers each), so 4 x 128 is one full wave and a bigger grid only adds a partial second one (f16 32k: 512
-/// workgroups 67.0 µs, 656 83.5; benches/peers/results/2026-11-25-s6). Measured on the H200
+/// invocations resident per SM (128 registers each), so 4 x 128 is one full wave and a bigger
+/// grid only adds a partial second one (f16 32k: 512 workgroups 67.0 µs, 656 83.5;
+/// benches/peers/results/2026-11-25-s6). Measured on the H200
 /// (2026-11-22, 32/8 heads, d 128, single µs at kv 4k / 16k / 32k; examples/decode_sweep):
 /// f16 B=2 with prefetch 23.4 / 41.2 / 59.1, B=4 with prefetch 23.5 / 51.7 / 70.5, B=4 without
 /// 24.1 / 43.2 / 60.1; f32 B=4 with prefetch 25.0 / 50.9 / 81.1, without 26.9 / 52.0 / 82.9,

@@ -288,7 +288,6 @@ struct GemmParams {
     splits: u32,
 }
 
-
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct QuantParams {
