@@ -93,6 +93,24 @@ impl Context {
         Ok(GpuBuffer { buffer, len, _t: PhantomData })
     }
 
+    /// A storage buffer of at least `bytes` bytes for intermediate results that never outlive the
+    /// operation recording them (split-K partial sums): one buffer per context, grown to the next
+    /// power of two when a call needs more, instead of a new allocation (and its zero fill) per
+    /// call. Its contents are undefined, so a user must write every element it reads. Sharing it
+    /// between operations, batches and threads is safe: wgpu orders the accesses of every
+    /// dispatch that binds it (a barrier between one operation's reads and the next one's writes).
+    pub(crate) fn scratch(&self, bytes: u64) -> Result<wgpu::Buffer> {
+        let mut slot = self.scratch.lock().map_err(|_| Error::Argument("scratch buffer lock poisoned".into()))?;
+        if let Some(b) = slot.as_ref().filter(|b| b.size() >= bytes) {
+            return Ok(b.clone());
+        }
+        let limit = self.caps().limits.max_storage_buffer_binding_size.min(self.caps().limits.max_buffer_size);
+        let size = bytes.max(256).next_power_of_two().min(limit).max(bytes);
+        let b = self.create_storage(size, "wgkernels scratch", false)?;
+        *slot = Some(b.clone());
+        Ok(b)
+    }
+
     /// Overwrite the start of `buf` with `data` (queued; ordered before the next submit).
     pub fn write<T: Pod>(&self, buf: &GpuBuffer<T>, data: &[T]) -> Result<()> {
         buf.require("write destination", data.len())?;

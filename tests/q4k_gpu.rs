@@ -140,3 +140,45 @@ fn shape_and_buffer_errors() {
     assert!(matches!(gpu::dequantize(&mut b, &w, &y), Err(Error::BufferTooSmall { name: "out", .. })));
     assert!(b.is_empty(), "nothing dispatched");
 }
+
+/// Split-K GEMMs reuse the context's scratch buffer for their partial sums: two of them of
+/// different shapes (and a GEMV between them) recorded in one batch, after an earlier batch left
+/// other partials in the scratch, must each match the f64 reference.
+#[test]
+fn split_gemms_share_the_scratch() {
+    let ctx = common::context();
+    let mut rng = Rng::new(Rng::fresh_seed());
+    // (m, n, k): few output tiles and a long K, so both take the split path.
+    let shapes = [(5usize, 96usize, 2048usize), (3, 160, 1280), (2, 64, 3072)];
+    let mut setups = Vec::new();
+    for &(m, n, k) in &shapes {
+        let rows: Vec<Vec<f32>> = (0..n).map(|_| rng.uniform_vec(k, -1.0, 1.0)).collect();
+        let blocks: Vec<_> = rows.iter().flat_map(|r| q4k::quantize_row(r).unwrap()).collect();
+        let w = Q4kMatrix::upload_bytes(&ctx, n, k, &q4k::blocks_to_bytes(&blocks)).unwrap();
+        let vals: Vec<f32> = blocks.chunks(k / QK_K).flat_map(q4k::dequantize_row).collect();
+        let mag = gpu::operand_magnitudes(&blocks);
+        let xs = rng.uniform_vec(m * k, -1.0, 1.0);
+        let (yref, ymag) = reference::gemm(m, n, k, |r, c| vals[r * k + c] as f64, |r, c| mag[r * k + c], &xs);
+        setups.push((m, n, w, ctx.upload(&xs).unwrap(), guarded_f32(&ctx, m * n).unwrap(), yref, ymag));
+    }
+    // The last shape alone first, so the scratch holds stale partials of another shape.
+    {
+        let (m, _, w, x, y, ..) = &setups[2];
+        let mut b = ctx.batch();
+        gpu::gemm(&mut b, w, x, y, *m).unwrap();
+        b.run().unwrap();
+    }
+    let gv_x = ctx.upload(&rng.uniform_vec(setups[0].2.k(), -1.0, 1.0)).unwrap();
+    let gv_y = guarded_f32(&ctx, setups[0].1).unwrap();
+    let mut b = ctx.batch();
+    gpu::gemm(&mut b, &setups[0].2, &setups[0].3, &setups[0].4, setups[0].0).unwrap();
+    gpu::gemv(&mut b, &setups[0].2, &gv_x, &gv_y).unwrap();
+    gpu::gemm(&mut b, &setups[1].2, &setups[1].3, &setups[1].4, setups[1].0).unwrap();
+    gpu::gemm(&mut b, &setups[2].2, &setups[2].3, &setups[2].4, setups[2].0).unwrap();
+    b.run().unwrap();
+    for (i, (m, n, _, _, y, yref, ymag)) in setups.iter().enumerate() {
+        let check = compare(&ctx.read(y).unwrap(), yref, ymag, 1e-5);
+        println!("q4k_gemm m={m} n={n} (shape {i}): {}", check.summary());
+        assert!(check.passed(), "shape {i}: {}", check.summary());
+    }
+}

@@ -57,15 +57,16 @@ impl PipelineKey for SplitReduce {
 }
 
 /// Record a GEMM dispatch (`gemm(batch, output)`) with `splits` splits producing `len` outputs:
-/// straight into `y` for one split, else into a scratch buffer allocated here and then summed
-/// into `y`.
+/// straight into `y` for one split, else into the context's scratch buffer
+/// ([`crate::Context::scratch`]: every partial is written before the reduce reads it) and then
+/// summed into `y`.
 pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, gemm: impl FnOnce(&mut Batch, &wgpu::Buffer) -> Result<()>) -> Result<()> {
     if splits <= 1 {
         return gemm(b, y.raw());
     }
     let ctx = b.context();
-    let part = ctx.alloc::<f32>(splits * len)?;
-    gemm(b, part.raw())?;
+    let part = ctx.scratch((splits * len * 4) as u64)?;
+    gemm(b, &part)?;
     let grid = ctx.grid((len as u64).div_ceil(256))?;
-    b.dispatch(&SplitReduce, &ReduceParams { len: len as u32, splits: splits as u32, _p: [0; 2] }, &[part.raw(), y.raw()], grid)
+    b.dispatch(&SplitReduce, &ReduceParams { len: len as u32, splits: splits as u32, _p: [0; 2] }, &[&part, y.raw()], grid)
 }
