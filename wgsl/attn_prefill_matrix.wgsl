@@ -10,12 +10,15 @@
 // checks num_subgroups == NSG at run time (a mismatch writes NaN: loud, never silently wrong).
 // No early returns: cooperative-matrix operations need uniform control flow.
 //
-// Two passes over the keys, so the accumulators never need a per-row rescale (a coop matrix has
-// no element access): pass 1 computes the scores tile by tile and each invocation keeps the max
-// of its share of one row; pass 2 recomputes the scores, writes P = exp2(s - m) as f16, sums P
-// (f32) and accumulates P V. O = acc / l at the end. The extra Q K^T costs 1.5x the matrix flops of a
-// one-pass kernel and avoids a workgroup-memory round trip of O per tile.
-//
+// One pass over the keys with an online softmax. A coop matrix has no element access, so a row
+// of O cannot be rescaled in registers; instead each row keeps a reference max m and writes
+// P = exp2(s - m) (log2 domain), raising m only when a tile's row max exceeds m + TAU, so
+// P <= 2^TAU stays well inside f16. Raising m of a row that has seen keys sets a workgroup flag;
+// then every subgroup passes its O through workgroup memory (coopStoreT, scale each row by
+// exp2(m_old - m_new), coopLoadT), 16 columns at a time. After a row's first tile that is rare:
+// its max must grow by 2^TAU. O = acc / l at the end (l, f32, is rescaled alike).
+// (Until 2026-11-25 this kernel made two passes, row max then P V: 1.5x the products.)
+
 // Tiles: K (rotated on load unless it comes rotated) and V are staged as f16 in workgroup memory
 // (rows padded to DS = D + 8 halves: 16-byte aligned rows that fall in different banks), the
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
@@ -34,6 +37,7 @@ override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CP
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)
 override KV_F16: bool = false;
 override NEOX: bool = false;
+override TAU: f32 = 8.0;       // log2 headroom before a row's reference max is raised (P <= 2^TAU)
 const BQ: u32 = 64u;
 const NSG: u32 = 4u;
 const NEG: f32 = -3.0e38;
@@ -59,7 +63,11 @@ override PS_LEN: u32 = BQ * PS;
 var<workgroup> kv: array<f16, KV_LEN>;   // Q staging, then K tile at 0 and V tile at VOFF
 var<workgroup> ss: array<f32, SS_LEN>;
 var<workgroup> ps: array<f16, PS_LEN>;
-var<workgroup> part: array<vec2<f32>, WG>;
+var<workgroup> part: array<f32, WG>;      // a row's max (then sum) shares of its TPR invocations
+// Some row's O needs a rescale in this tile (.x). A vec4: every workgroup variable here is a multiple
+// of 16 bytes, because NVIDIA's driver packs them back to back and cooperative-matrix loads and
+// stores need 16-byte aligned addresses (a lone u32 here made the kernel wrong; 2026-11-25, H100).
+var<workgroup> flag: vec4<u32>;
 
 fn pair_at(i: u32) -> vec2<u32> {
     if (NEOX) {
@@ -211,6 +219,21 @@ fn scores(qa: ptr<function, array<coop_mat16x16<f16, A>, ND>>, s: u32) {
     }
 }
 
+// O rows *= alpha (each invocation its row's factor), 16 columns at a time through this
+// subgroup's rows of ss. Workgroup-uniform control flow only.
+fn rescale(oacc: ptr<function, array<coop_mat16x16<f32, C>, ND>>, s: u32, r: u32, c: u32, alpha: f32) {
+    for (var k = 0u; k < ND; k++) {
+        coopStoreT((*oacc)[k], &ss[16u * s * SS], SS);
+        workgroupBarrier();
+        for (var x = c; x < 16u; x += TPR) {
+            ss[r * SS + x] *= alpha;
+        }
+        workgroupBarrier();
+        (*oacc)[k] = coopLoadT<coop_mat16x16<f32, C>>(&ss[16u * s * SS], SS);
+        workgroupBarrier();
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sid: u32,
@@ -269,42 +292,48 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
 
-    // Pass 1: row max. Invocation (r, c) covers keys j = c, c + TPR, ... of every tile.
-    var kw: array<vec4<u32>, WORDS>;
-    var vw: array<vec4<u32>, WORDS>;
-    var m_p = NEG;
-    fetch_k(&kw, li, 0u, kend, hk);
-    for (var k0 = 0u; k0 < kend; k0 += BK) {
-        store_k(&kw, li, k0, kend);
-        workgroupBarrier();
-        fetch_k(&kw, li, select(k0 + BK, 0u, k0 + BK >= kend), kend, hk);  // pass 2 starts at 0
-        scores(&qa, s);
-        workgroupBarrier();
-        for (var j = c; j < BK; j += TPR) {
-            if (k0 + j < lim) {
-                m_p = max(m_p, ss[r * SS + j]);
-            }
-        }
-    }
-    part[li] = vec2<f32>(m_p, 0.0);
-    workgroupBarrier();
-    var m_r = NEG;
-    for (var x = 0u; x < TPR; x++) {
-        m_r = max(m_r, part[r * TPR + x].x);
-    }
-
-    // Pass 2: P = exp2(S - m) as f16, O += P V.
+    // One pass: per tile, S = Q K^T; the row's tile max mt; P = exp2(S - m) as f16 with m the
+    // row's reference max, raised (to mt) only when mt > m + TAU, so P <= 2^TAU; O += P V.
+    // Raising m of a row that has seen keys rescales its O and l by exp2(m_old - m_new): l here,
+    // O through ss (see the file notes), entered by the whole workgroup when any row needs it.
     var oacc: array<coop_mat16x16<f32, C>, ND>;
     for (var k = 0u; k < ND; k++) {
         oacc[k] = coop_mat16x16<f32, C>();
     }
-    var l_p = 0.0;
+    var kw: array<vec4<u32>, WORDS>;
+    var vw: array<vec4<u32>, WORDS>;
+    var m_r = NEG;  // the row's reference max (log2 domain); NEG until it sees a key
+    var l_p = 0.0;  // this invocation's share of the row's sum of P
+    fetch_k(&kw, li, 0u, kend, hk);
     for (var k0 = 0u; k0 < kend; k0 += BK) {
         store_k(&kw, li, k0, kend);
-        workgroupBarrier();
+        workgroupBarrier();  // K tile staged; every invocation is done with the last tile's flag
+        if (li == 0u) {
+            flag.x = 0u;
+        }
         fetch_v(&vw, li, k0, kend, hk);
         scores(&qa, s);
         workgroupBarrier();
+        var mt = NEG;
+        for (var j = c; j < BK; j += TPR) {
+            if (k0 + j < lim) {
+                mt = max(mt, ss[r * SS + j]);
+            }
+        }
+        part[li] = mt;
+        workgroupBarrier();
+        for (var x = 0u; x < TPR; x++) {
+            mt = max(mt, part[r * TPR + x]);
+        }
+        var alpha = 1.0;
+        if (mt > m_r + TAU) {
+            if (m_r > NEG) {
+                flag.x = 1u;  // O holds earlier keys of this row: rescale it
+            }
+            alpha = exp2(m_r - mt);  // 0 for a row's first keys (O and l are 0 then)
+            m_r = mt;
+        }
+        l_p *= alpha;
         for (var j = c; j < BK; j += TPR) {
             var pj = 0.0;
             if (k0 + j < lim) {
@@ -317,7 +346,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (k0 + BK < kend) {
             fetch_k(&kw, li, k0 + BK, kend, hk);
         }
-        workgroupBarrier();
+        if (workgroupUniformLoad(&flag).x != 0u) {
+            rescale(&oacc, s, r, c, alpha);
+        }
+        workgroupBarrier();  // P and the V tile written; ss free again
         for (var kk = 0u; kk < BK / 16u; kk++) {
             let pa = coopLoadT<coop_mat16x16<f16, A>>(&ps[16u * s * PS + 16u * kk], PS);
             for (var k = 0u; k < ND; k++) {
@@ -329,11 +361,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // l = the row's sum of P; O / l, 16 columns at a time through ss (each subgroup its own rows).
     workgroupBarrier();
-    part[li] = vec2<f32>(m_r, l_p);
+    part[li] = l_p;
     workgroupBarrier();
     var l = 0.0;
     for (var x = 0u; x < TPR; x++) {
-        l += part[r * TPR + x].y;
+        l += part[r * TPR + x];
     }
     var inv_l = 1.0 / l;
     if (!sized) {

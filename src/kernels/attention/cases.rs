@@ -20,8 +20,9 @@ const TOL: f64 = 1e-4;
 ///   2u * log2 e * a_j, so p_j by a relative 2u a_j (to first order); the weights w_j = p_j / l
 ///   (l is the f32 sum of the same p_j) then move by at most 2u (a_j + a_max) relative, and the
 ///   output by at most 2u * mag;
-/// * P = exp2(s - m) <= 1 rounded to f16 for the P V product (l sums them before rounding):
-///   relative u, output error <= u * sum_j w_j |v_j| <= u * mag
+/// * P = exp2(s - m) rounded to f16 for the P V product (l sums them before rounding). m is the
+///   row's reference max: a tile max, so m <= M (the row's true max) <= m + TAU, and the largest
+///   P is in [1, 2^TAU]: no overflow, and l >= 1 as with m = M. Relative u, output error <= u * sum_j w_j |v_j| <= u * mag
 ///   (P under 2^-14 is subnormal in f16: absolute error 2^-25 per key, at most
 ///   2^-25 * kv_len * max|v| / l, below 1e-5 * mag for the test shapes, kv_len <= 4096);
 /// * V rounded to f16 (f32 inputs; f16 inputs are exact): <= u * mag;

@@ -265,7 +265,7 @@ pub enum AttnPipeline {
     /// Portable or Subgroup prefill.
     Prefill { subgroup: bool, d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
     /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for.
-    PrefillMatrix { d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool },
+    PrefillMatrix { d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool, tau: u32 },
     /// One invocation per key, tiles of `tile` keys, workgroup-memory reductions (Portable).
     Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
@@ -287,7 +287,7 @@ fn flag(b: bool) -> f64 {
 impl PipelineKey for AttnPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            AttnPipeline::PrefillMatrix { d, bk, sg, kv_f16, neox } => prefill_matrix::matrix_desc(d, bk, sg, kv_f16, neox),
+            AttnPipeline::PrefillMatrix { d, bk, sg, kv_f16, neox, tau } => prefill_matrix::matrix_desc(d, bk, sg, kv_f16, neox, f32::from_bits(tau)),
             AttnPipeline::DecodeMatrix { d, gb, sg, nw, maxc } => decode_matrix::matrix_desc(d, gb, sg, nw, maxc),
             AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL]),

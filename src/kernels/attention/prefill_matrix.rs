@@ -1,6 +1,7 @@
 //! The Matrix variant of the prefill (wgsl/attn_prefill_matrix.wgsl): Q K^T and P V on 16x16x16
-//! cooperative matrices with f16 inputs and f32 accumulation, two passes over the keys (row
-//! statistics, then P V), RoPE applied while Q and K are staged in workgroup memory.
+//! cooperative matrices with f16 inputs and f32 accumulation, one pass over the keys with an
+//! online softmax whose rare O rescales go through workgroup memory (see the kernel's notes),
+//! RoPE applied while Q and K are staged in workgroup memory.
 //!
 //! What it needs, beyond [`Caps::variant_support`] for [`Variant::Matrix`]:
 //! * the adapter offers the 16x16x16 f16 x f16 -> f32 configuration (NVIDIA's Vulkan driver does;
@@ -14,8 +15,11 @@
 //! and is an [`crate::Error::Unsupported`] under `Require(Matrix)`.
 //!
 //! Numerics: Q (rotated, times scale * log2 e), K (rotated) and V are rounded to f16, and so are
-//! the probabilities P = exp2(s - m) <= 1 fed to the P V product; every sum is f32. The error
-//! bound the tests use is derived in `cases.rs` (`MATRIX_TOL`).
+//! the probabilities P = exp2(s - m) <= 2^TAU fed to the P V product (m the row's reference
+//! max); every sum is f32. The error bound the tests use is derived in `cases.rs` (`MATRIX_TOL`).
+//!
+//! `WGKERNELS_PREFILL_TAU` (0..=14, default 8; read when the pipeline is chosen) sets TAU: 0
+//! rescales O whenever a row's max grows, which exercises the rescale path in tests.
 
 use super::{AttnPipeline, PrefillParams};
 use crate::caps::{Caps, Variant};
@@ -69,7 +73,15 @@ const MATRIX_BINDINGS: &[StorageBinding] = &[
 /// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `wg` invocations.
 fn bytes(d: usize, bk: usize, wg: usize) -> usize {
     let ds = d + 8;
-    2 * (2 * bk).max(MATRIX_ROWS) * ds + 4 * MATRIX_ROWS * (bk + 4) + 2 * MATRIX_ROWS * (bk + 8) + 8 * wg
+    2 * (2 * bk).max(MATRIX_ROWS) * ds + 4 * MATRIX_ROWS * (bk + 4) + 2 * MATRIX_ROWS * (bk + 8) + 4 * wg + 16
+}
+
+/// Default log2 headroom of the online softmax (P <= 2^TAU).
+const TAU: f32 = 8.0;
+
+/// TAU: `WGKERNELS_PREFILL_TAU` when set to a value in 0..=14, else [`TAU`].
+fn tau() -> f32 {
+    std::env::var("WGKERNELS_PREFILL_TAU").ok().and_then(|s| s.parse::<f32>().ok()).filter(|t| (0.0..=14.0).contains(t)).unwrap_or(TAU)
 }
 
 /// Chunks of 16 elements each of `wg` invocations loads per tile of `bk` keys at head_dim `d`.
@@ -114,10 +126,10 @@ pub(super) fn matrix_support_with(caps: &Caps, nsg: u32) -> Result<u32, String> 
 pub(super) fn matrix_key(caps: &Caps, d: usize, kv_f16: bool, neox: bool) -> Result<AttnPipeline, String> {
     let sg = matrix_support(caps)?;
     let bk = matrix_tiles(d, (NSG * sg) as usize, caps.limits.max_compute_workgroup_storage_size as usize)?;
-    Ok(AttnPipeline::PrefillMatrix { d: d as u32, bk: bk as u32, sg, kv_f16, neox })
+    Ok(AttnPipeline::PrefillMatrix { d: d as u32, bk: bk as u32, sg, kv_f16, neox, tau: tau().to_bits() })
 }
 
-pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) -> PipelineDesc {
+pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool, tau: f32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
     let cpt = chunks_per_invocation(d as usize, bk as usize, (NSG * sg) as usize).clamp(1, CPT_DECL.len());
     PipelineDesc {
@@ -129,6 +141,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool) ->
             ("SG", sg as f64),
             ("KV_F16", kv_f16 as u32 as f64),
             ("NEOX", neox as u32 as f64),
+            ("TAU", tau as f64),
         ],
         workgroup_size: [NSG * sg, 1, 1],
         params_size: std::mem::size_of::<PrefillParams>() as u64,
@@ -147,6 +160,7 @@ pub(super) fn sample_matrix_pipelines() -> Vec<AttnPipeline> {
             }
         }
     }
+    v.push(AttnPipeline::PrefillMatrix { d: 48, bk: 16, sg: 32, kv_f16: false, neox: false, tau: 0f32.to_bits() });
     v
 }
 
