@@ -88,8 +88,10 @@ pub struct Caps {
     /// Subgroup sizes the adapter reports (Metal reports a fixed 4..64; Apple GPUs run 32).
     pub subgroup_min_size: u32,
     pub subgroup_max_size: u32,
-    /// `SUBGROUP` (and `SUBGROUP_BARRIER`) enabled on the device.
+    /// `SUBGROUP` enabled on the device.
     pub subgroups: bool,
+    /// `SUBGROUP_BARRIER` (WGSL `subgroupBarrier`) enabled on the device.
+    pub subgroup_barrier: bool,
     pub shader_f16: bool,
     pub passthrough: bool,
     pub timestamps: bool,
@@ -122,6 +124,7 @@ impl Caps {
             subgroup_min_size: info.subgroup_min_size,
             subgroup_max_size: info.subgroup_max_size,
             subgroups: features.contains(F::SUBGROUP),
+            subgroup_barrier: features.contains(F::SUBGROUP_BARRIER),
             shader_f16: features.contains(F::SHADER_F16),
             passthrough: features.contains(F::PASSTHROUGH_SHADERS),
             timestamps: features.contains(F::TIMESTAMP_QUERY),

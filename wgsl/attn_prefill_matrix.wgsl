@@ -16,7 +16,9 @@
 // P <= 2^TAU stays well inside f16. Raising m of a row that has seen keys sets a workgroup flag;
 // then every subgroup passes its O through workgroup memory (coopStoreT, scale each row by
 // exp2(m_old - m_new), coopLoadT), 16 columns at a time. After a row's first tile that is rare:
-// its max must grow by 2^TAU. O = acc / l at the end (l, f32, is rescaled alike).
+// its max must grow by TAU (a factor 2^TAU in P). O = acc / l at the end (l, f32, is rescaled
+// alike). Each subgroup's lanes hold the softmax of its own 16 rows (TPR lanes per row, their
+// max combined by lane shuffles), so S and P need only subgroup barriers.
 // (Until 2026-11-25 this kernel made two passes, row max then P V: 1.5x the products.)
 
 // Tiles: K (rotated on load unless it comes rotated) and V are staged as f16 in workgroup memory
@@ -46,7 +48,7 @@ override HALF: u32 = D / 2u;
 override DS: u32 = D + 8u;     // f16 row stride of the Q / K / V staging
 override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
-override TPR: u32 = WG / BQ;   // invocations per row in the softmax steps
+override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = max(2u * BK, BQ) * DS;
 const WORDS: u32 = WPC * CPT;  // registers for CPT chunks of raw K or V (16-byte vectors)
@@ -63,7 +65,7 @@ override PS_LEN: u32 = BQ * PS;
 var<workgroup> kv: array<f16, KV_LEN>;   // Q staging, then K tile at 0 and V tile at VOFF
 var<workgroup> ss: array<f32, SS_LEN>;
 var<workgroup> ps: array<f16, PS_LEN>;
-var<workgroup> part: array<f32, WG>;      // a row's max (then sum) shares of its TPR invocations
+var<workgroup> part: array<f32, WG>;      // the row sums' shares of their TPR invocations
 // Some row's O needs a rescale in this tile (.x). A vec4: every workgroup variable here is a multiple
 // of 16 bytes, because NVIDIA's driver packs them back to back and cooperative-matrix loads and
 // stores need 16-byte aligned addresses (a lone u32 here made the kernel wrong; 2026-11-25, H100).
@@ -237,6 +239,7 @@ fn rescale(oacc: ptr<function, array<coop_mat16x16<f32, C>, ND>>, s: u32, r: u32
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sid: u32,
+        @builtin(subgroup_invocation_id) lane: u32,
         @builtin(num_subgroups) nsg: u32) {
     // Workgroups past the last block (the grid may be rounded up to 2D) compute block 0 again and
     // write nothing: cooperative-matrix operations need uniform control flow, so no early return.
@@ -257,8 +260,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let sized = nsg == NSG;
     let s = min(sid, NSG - 1u);
     // This invocation's row and share of it in the softmax and output steps.
-    let r = li / TPR;
-    let c = li - r * TPR;
+    // Row r is one of subgroup s's 16 rows, so the softmax reads only S rows its own subgroup
+    // stored and writes only P rows its own subgroup reads (subgroup barriers, lane shuffles).
+    let r = 16u * s + lane / TPR;
+    let c = lane % TPR;
     let gr = row0 + r;
     let t_r = gr / p.group;
     var lim = kend;  // keys < lim are visible to row r
@@ -305,25 +310,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var m_r = NEG;  // the row's reference max (log2 domain); NEG until it sees a key
     var l_p = 0.0;  // this invocation's share of the row's sum of P
     fetch_k(&kw, li, 0u, kend, hk);
+    if (li == 0u) {
+        flag.x = 0u;
+    }
+    // Per tile: one workgroup barrier after staging K; a subgroup barrier between this
+    // subgroup's S and its softmax; the flag's uniform load (a barrier before and after) between
+    // the softmax and V staging and P V. The next tile's staging comes after every subgroup's P V
+    // of this one (its workgroup barrier), so no other barrier is needed.
     for (var k0 = 0u; k0 < kend; k0 += BK) {
         store_k(&kw, li, k0, kend);
-        workgroupBarrier();  // K tile staged; every invocation is done with the last tile's flag
-        if (li == 0u) {
-            flag.x = 0u;
-        }
+        workgroupBarrier();
         fetch_v(&vw, li, k0, kend, hk);
         scores(&qa, s);
-        workgroupBarrier();
+        subgroupBarrier();
         var mt = NEG;
         for (var j = c; j < BK; j += TPR) {
             if (k0 + j < lim) {
                 mt = max(mt, ss[r * SS + j]);
             }
         }
-        part[li] = mt;
-        workgroupBarrier();
-        for (var x = 0u; x < TPR; x++) {
-            mt = max(mt, part[r * TPR + x]);
+        for (var o = 1u; o < TPR; o <<= 1u) {
+            mt = max(mt, subgroupShuffleXor(mt, o));
         }
         var alpha = 1.0;
         if (mt > m_r + TAU) {
@@ -349,7 +356,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         if (workgroupUniformLoad(&flag).x != 0u) {
             rescale(&oacc, s, r, c, alpha);
         }
-        workgroupBarrier();  // P and the V tile written; ss free again
+        if (li == 0u) {
+            flag.x = 0u;  // every invocation has loaded it; the next set follows the next barrier
+        }
         for (var kk = 0u; kk < BK / 16u; kk++) {
             let pa = coopLoadT<coop_mat16x16<f16, A>>(&ps[16u * s * PS + 16u * kk], PS);
             for (var k = 0u; k < ND; k++) {
@@ -361,7 +370,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // l = the row's sum of P; O / l, 16 columns at a time through ss (each subgroup its own rows).
     workgroupBarrier();
-    part[li] = l_p;
+    part[r * TPR + c] = l_p;
     workgroupBarrier();
     var l = 0.0;
     for (var x = 0u; x < TPR; x++) {

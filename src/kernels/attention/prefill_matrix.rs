@@ -102,6 +102,9 @@ pub fn matrix_tiles(d: usize, wg: usize, mem: usize) -> Result<usize, String> {
 
 /// The subgroup size the Matrix kernel is built for, or why the adapter can't run it at all.
 pub(super) fn matrix_support(caps: &Caps) -> Result<u32, String> {
+    if !caps.subgroup_barrier {
+        return Err("needs subgroupBarrier (the SUBGROUP_BARRIER feature)".into());
+    }
     matrix_support_with(caps, NSG)
 }
 
