@@ -63,6 +63,19 @@ impl<T: Pod> GpuBuffer<T> {
     }
 }
 
+/// The scratch slots of [`Context::scratch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scratch {
+    /// Split-K partial sums (`kernels::splitk`).
+    SplitK,
+    /// The Matrix prefill's staged f16 K and V (`kernels::attention::prefill_matrix`).
+    PrefillK,
+    PrefillV,
+}
+
+/// Number of [`Scratch`] slots.
+pub(crate) const SCRATCH_SLOTS: usize = 3;
+
 impl Context {
     fn create_storage(&self, bytes: u64, label: &str, mapped: bool) -> Result<wgpu::Buffer> {
         let limit = self.caps().limits.max_buffer_size;
@@ -93,21 +106,23 @@ impl Context {
         Ok(GpuBuffer { buffer, len, _t: PhantomData })
     }
 
-    /// A storage buffer of at least `bytes` bytes for intermediate results that never outlive the
-    /// operation recording them (split-K partial sums): one buffer per context, grown to the next
-    /// power of two when a call needs more, instead of a new allocation (and its zero fill) per
-    /// call. Its contents are undefined, so a user must write every element it reads. Sharing it
-    /// between operations, batches and threads is safe: wgpu orders the accesses of every
-    /// dispatch that binds it (a barrier between one operation's reads and the next one's writes).
-    pub(crate) fn scratch(&self, bytes: u64) -> Result<wgpu::Buffer> {
-        let mut slot = self.scratch.lock().map_err(|_| Error::Argument("scratch buffer lock poisoned".into()))?;
-        if let Some(b) = slot.as_ref().filter(|b| b.size() >= bytes) {
+    /// Scratch buffer `slot` ([`Scratch`]) of at least `bytes` bytes, for intermediate results that
+    /// never outlive the operation recording them: one buffer per slot and context, grown to the
+    /// next power of two when a call needs more, instead of a new allocation (and its zero fill)
+    /// per call. Its contents are undefined, so a user must write every element it reads.
+    /// Sharing a slot between operations, batches and threads is safe: wgpu orders the accesses
+    /// of every dispatch that binds it (a barrier between one operation's reads and the next
+    /// one's writes). An operation that needs two scratch buffers at once takes two slots.
+    pub(crate) fn scratch(&self, slot: Scratch, bytes: u64) -> Result<wgpu::Buffer> {
+        let mut slots = self.scratch.lock().map_err(|_| Error::Argument("scratch buffer lock poisoned".into()))?;
+        let entry = &mut slots[slot as usize];
+        if let Some(b) = entry.as_ref().filter(|b| b.size() >= bytes) {
             return Ok(b.clone());
         }
         let limit = self.caps().limits.max_storage_buffer_binding_size.min(self.caps().limits.max_buffer_size);
         let size = bytes.max(256).next_power_of_two().min(limit).max(bytes);
         let b = self.create_storage(size, "wgkernels scratch", false)?;
-        *slot = Some(b.clone());
+        *entry = Some(b.clone());
         Ok(b)
     }
 

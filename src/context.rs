@@ -76,8 +76,8 @@ pub struct Context {
     pub(crate) param_pool: Mutex<Vec<wgpu::Buffer>>,
     /// A 16-byte storage buffer bound where a kernel's optional input is absent.
     dummy: OnceLock<wgpu::Buffer>,
-    /// The scratch buffer of [`Context::scratch`] (grown on demand, reused by every batch).
-    pub(crate) scratch: Mutex<Option<wgpu::Buffer>>,
+    /// The scratch buffers of [`Context::scratch`] (grown on demand, reused by every batch).
+    pub(crate) scratch: Mutex<[Option<wgpu::Buffer>; crate::buffer::SCRATCH_SLOTS]>,
 }
 
 impl Context {
@@ -146,7 +146,7 @@ impl Context {
     fn assemble(device: wgpu::Device, queue: wgpu::Queue, coop: &[wgpu::CooperativeMatrixProperties], options: ContextOptions) -> Context {
         let mut caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), coop);
         caps.native_twins = options.native_spirv_twins;
-        Context { device, queue, caps, options, pipelines: PipelineCache::default(), param_pool: Mutex::new(Vec::new()), dummy: OnceLock::new(), scratch: Mutex::new(None) }
+        Context { device, queue, caps, options, pipelines: PipelineCache::default(), param_pool: Mutex::new(Vec::new()), dummy: OnceLock::new(), scratch: Mutex::new(Default::default()) }
     }
 
     /// A second context on the same device with other options (its own pipeline cache).
@@ -159,7 +159,7 @@ impl Context {
             pipelines: PipelineCache::default(),
             param_pool: Mutex::new(Vec::new()),
             dummy: OnceLock::new(),
-            scratch: Mutex::new(None),
+            scratch: Mutex::new(Default::default()),
         }
     }
 

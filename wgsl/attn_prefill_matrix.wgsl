@@ -21,15 +21,14 @@
 // max combined by lane shuffles), so S and P need only subgroup barriers.
 // (Until 2026-11-25 this kernel made two passes, row max then P V: 1.5x the products.)
 
-// Tiles: K (rotated on load unless it comes rotated) and V are staged as f16 in workgroup memory
+// Tiles: K and V (f16, K rotated: see the staging notes below) are copied into workgroup memory
 // (rows padded to DS = D + 8 halves: 16-byte aligned rows that fall in different banks), the
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
-// Global loads are 16-byte vectors in chunks of 8 RoPE pairs (16 elements) per row, CPT chunks
-// per invocation, fetched into registers one step ahead of their use (the next K tile during the
-// P V product, the V tile during Q K^T) so their latency overlaps the matrix work.
-// Q, O f32; K, V f32 or f16 stored two per u32 word (KV_F16). ND, CPT and WPC (vectors per chunk:
-// 2 for f16, 4 for f32) come from `const` lines appended to this text (attn_prefill_matrix.rs):
-// function-scope arrays need constant lengths.
+// Global loads are 16-byte vectors, CPT chunks of 16 elements per invocation, fetched into
+// registers one step ahead of their use (the next K tile during the P V product, the V tile
+// during Q K^T) so their latency overlaps the matrix work. Q (rotated here, once per workgroup)
+// and O are f32. ND and CPT come from `const` lines appended to this text
+// (attn_prefill_matrix.rs): function-scope arrays need constant lengths.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -37,7 +36,6 @@ enable wgpu_cooperative_matrix;
 override D: u32 = 128u;        // head dim, a multiple of 16 (= 16 * ND)
 override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CPT * WG)
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)
-override KV_F16: bool = false;
 override NEOX: bool = false;
 override TAU: f32 = 8.0;       // log2 headroom before a row's reference max is raised (P <= 2^TAU)
 const BQ: u32 = 64u;
@@ -51,7 +49,7 @@ override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = max(2u * BK, BQ) * DS;
-const WORDS: u32 = WPC * CPT;  // registers for CPT chunks of raw K or V (16-byte vectors)
+const WORDS: u32 = 2u * CPT;   // registers for CPT chunks of K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
 
@@ -82,127 +80,60 @@ fn rot(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(a * cs.x - b * cs.y, b * cs.x + a * cs.y);
 }
 
-// Element e (0..15) of chunk x, held as WPC vectors (f16: 2 of 8 halves, f32: 4 of 4 floats).
-fn chunk_elem(w: ptr<function, array<vec4<u32>, WORDS>>, x: u32, e: u32) -> f32 {
-    if (KV_F16) {
-        return unpack2x16float((*w)[WPC * x + e / 8u][(e % 8u) / 2u])[e % 2u];
-    }
-    return bitcast<f32>((*w)[WPC * x + e / 4u][e % 4u]);
+// K and V come as f16, two per u32 word, [kv_len][kv_heads][D], and K comes rotated: the staging
+// pass (attn_prefill_stage.wgsl) makes them so when they don't. Chunk ch of a tile = key
+// k0 + ch / ND, elements 16 c .. 16 c + 15 (c = ch % ND): two 16-byte vectors; each invocation
+// fetches CPT chunks of a tile into registers (zero past kend) and later stores them as is.
+
+// Chunk x of this invocation: (key offset j in the tile, column block c, in the tile).
+fn chunk_at(li: u32, x: u32) -> vec3<u32> {
+    let ch = li + x * WG;
+    let j = ch / ND;
+    return vec3<u32>(j, ch - j * ND, u32(ch < BK * ND));
 }
 
-// Index in 16-byte vectors of element e (a multiple of 8 halves / 4 floats) of K or V.
-fn vec_at(e: u32) -> u32 {
-    if (KV_F16) {
-        return e / 8u;
-    }
-    return e / 4u;
+// 16-byte vector index of chunk (key, c) of KV head hk.
+fn chunk_vec(key: u32, c: u32, hk: u32) -> u32 {
+    return ((key * p.kv_heads + hk) * D + 16u * c) / 8u;
 }
 
-// Raw K chunks of tile k0 into registers. Chunk ch: key k0 + ch / ND, pairs 8 c .. 8 c + 7
-// (c = ch % ND): elements 16 c .. 16 c + 15 (interleaved) or 8 c .. 8 c + 7 and HALF + 8 c ..
-// (NEOX). Zero past kend.
 fn fetch_k(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32, hk: u32) {
     for (var x = 0u; x < CPT; x++) {
-        let ch = li + x * WG;
-        let j = ch / ND;
-        let c = ch - j * ND;
-        let key = k0 + j;
-        for (var y = 0u; y < WPC; y++) {
-            (*w)[WPC * x + y] = vec4<u32>(0u);
-        }
-        if (ch < BK * ND && key < kend) {
-            let base = (key * p.kv_heads + hk) * D;
-            if (NEOX) {
-                let a = vec_at(base + 8u * c);
-                let b = vec_at(base + HALF + 8u * c);
-                if (KV_F16) {
-                    (*w)[WPC * x] = kc[a];
-                    (*w)[WPC * x + 1u] = kc[b];
-                } else {
-                    (*w)[WPC * x] = kc[a];
-                    (*w)[WPC * x + 1u] = kc[a + 1u];
-                    (*w)[WPC * x + 2u] = kc[b];
-                    (*w)[WPC * x + 3u] = kc[b + 1u];
-                }
-            } else {
-                let a = vec_at(base + 16u * c);
-                (*w)[WPC * x] = kc[a];
-                (*w)[WPC * x + 1u] = kc[a + 1u];
-                if (!KV_F16) {
-                    (*w)[WPC * x + 2u] = kc[a + 2u];
-                    (*w)[WPC * x + 3u] = kc[a + 3u];
-                }
-            }
+        let t = chunk_at(li, x);
+        (*w)[2u * x] = vec4<u32>(0u);
+        (*w)[2u * x + 1u] = vec4<u32>(0u);
+        if (t.z != 0u && k0 + t.x < kend) {
+            let a = chunk_vec(k0 + t.x, t.y, hk);
+            (*w)[2u * x] = kc[a];
+            (*w)[2u * x + 1u] = kc[a + 1u];
         }
     }
 }
 
-// Rotate the fetched K chunks of tile k0 (cos/sin read here: the table is small and cached) and
-// store them as f16 into the K tile.
-fn store_k(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32) {
-    for (var x = 0u; x < CPT; x++) {
-        let ch = li + x * WG;
-        let j = ch / ND;
-        let c = ch - j * ND;
-        let key = k0 + j;
-        if (ch < BK * ND) {
-            var t: array<vec4<f32>, 4>;
-            for (var y = 0u; y < 4u; y++) {
-                t[y] = vec4<f32>(1.0, 0.0, 1.0, 0.0);
-            }
-            if (p.rotate_k != 0u && key < kend) {
-                let tb = (key * p.table_half + 8u * c) / 2u;
-                for (var y = 0u; y < 4u; y++) {
-                    t[y] = table[tb + y];
-                }
-            }
-            for (var m = 0u; m < 8u; m++) {
-                let tv = t[m / 2u];
-                let cs = select(tv.xy, tv.zw, (m & 1u) == 1u);
-                if (NEOX) {
-                    let v = rot(chunk_elem(w, x, m), chunk_elem(w, x, 8u + m), cs);
-                    kv[j * DS + 8u * c + m] = f16(v.x);
-                    kv[j * DS + HALF + 8u * c + m] = f16(v.y);
-                } else {
-                    let v = rot(chunk_elem(w, x, 2u * m), chunk_elem(w, x, 2u * m + 1u), cs);
-                    kv[j * DS + 16u * c + 2u * m] = f16(v.x);
-                    kv[j * DS + 16u * c + 2u * m + 1u] = f16(v.y);
-                }
-            }
-        }
-    }
-}
-
-// Raw V chunks of tile k0: chunk ch = key k0 + ch / ND, elements 16 c .. 16 c + 15. Zero past kend.
 fn fetch_v(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32, hk: u32) {
     for (var x = 0u; x < CPT; x++) {
-        let ch = li + x * WG;
-        let j = ch / ND;
-        let c = ch - j * ND;
-        let key = k0 + j;
-        for (var y = 0u; y < WPC; y++) {
-            (*w)[WPC * x + y] = vec4<u32>(0u);
-        }
-        if (ch < BK * ND && key < kend) {
-            let a = vec_at((key * p.kv_heads + hk) * D + 16u * c);
-            (*w)[WPC * x] = vc[a];
-            (*w)[WPC * x + 1u] = vc[a + 1u];
-            if (!KV_F16) {
-                (*w)[WPC * x + 2u] = vc[a + 2u];
-                (*w)[WPC * x + 3u] = vc[a + 3u];
-            }
+        let t = chunk_at(li, x);
+        (*w)[2u * x] = vec4<u32>(0u);
+        (*w)[2u * x + 1u] = vec4<u32>(0u);
+        if (t.z != 0u && k0 + t.x < kend) {
+            let a = chunk_vec(k0 + t.x, t.y, hk);
+            (*w)[2u * x] = vc[a];
+            (*w)[2u * x + 1u] = vc[a + 1u];
         }
     }
 }
 
-fn store_v(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32) {
+// The fetched chunks into the tile at `off` of kv (0: K, VOFF: V).
+fn store_tile(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, off: u32) {
     for (var x = 0u; x < CPT; x++) {
-        let ch = li + x * WG;
-        let j = ch / ND;
-        let c = ch - j * ND;
-        if (ch < BK * ND) {
-            for (var e = 0u; e < 16u; e++) {
-                kv[VOFF + j * DS + 16u * c + e] = f16(chunk_elem(w, x, e));
+        let t = chunk_at(li, x);
+        if (t.z != 0u) {
+            let o = off + t.x * DS + 16u * t.y;
+            for (var y = 0u; y < 8u; y++) {
+                // (naga 30 types bitcast<vec2<f16>>(u32) as f32, so unpack and convert: exact.)
+                let h = vec2<f16>(unpack2x16float((*w)[2u * x + y / 4u][y % 4u]));
+                kv[o + 2u * y] = h.x;
+                kv[o + 2u * y + 1u] = h.y;
             }
         }
     }
@@ -318,7 +249,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // the softmax and V staging and P V. The next tile's staging comes after every subgroup's P V
     // of this one (its workgroup barrier), so no other barrier is needed.
     for (var k0 = 0u; k0 < kend; k0 += BK) {
-        store_k(&kw, li, k0, kend);
+        store_tile(&kw, li, 0u);
         workgroupBarrier();
         fetch_v(&vw, li, k0, kend, hk);
         scores(&qa, s);
@@ -349,7 +280,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             l_p += pj;
             ps[r * PS + j] = f16(pj);
         }
-        store_v(&vw, li);
+        store_tile(&vw, li, VOFF);
         if (k0 + BK < kend) {
             fetch_k(&kw, li, k0 + BK, kend, hk);
         }

@@ -65,7 +65,7 @@ pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, 
         return gemm(b, y.raw());
     }
     let ctx = b.context();
-    let part = ctx.scratch((splits * len * 4) as u64)?;
+    let part = ctx.scratch(crate::buffer::Scratch::SplitK, (splits * len * 4) as u64)?;
     gemm(b, &part)?;
     let grid = ctx.grid((len as u64).div_ceil(256))?;
     b.dispatch(&SplitReduce, &ReduceParams { len: len as u32, splits: splits as u32, _p: [0; 2] }, &[&part, y.raw()], grid)

@@ -265,7 +265,9 @@ pub enum AttnPipeline {
     /// Portable or Subgroup prefill.
     Prefill { subgroup: bool, d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
     /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for.
-    PrefillMatrix { d: u32, bk: u32, sg: u32, kv_f16: bool, neox: bool, tau: u32 },
+    PrefillMatrix { d: u32, bk: u32, sg: u32, neox: bool, tau: u32 },
+    /// The Matrix prefill's staging pass: K (rotated unless it comes rotated) or V to f16.
+    PrefillStage { d: u32, in_f16: bool, neox: bool },
     /// One invocation per key, tiles of `tile` keys, workgroup-memory reductions (Portable).
     Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
@@ -287,8 +289,9 @@ fn flag(b: bool) -> f64 {
 impl PipelineKey for AttnPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            AttnPipeline::PrefillMatrix { d, bk, sg, kv_f16, neox, tau } => prefill_matrix::matrix_desc(d, bk, sg, kv_f16, neox, f32::from_bits(tau)),
+            AttnPipeline::PrefillMatrix { d, bk, sg, neox, tau } => prefill_matrix::matrix_desc(d, bk, sg, neox, f32::from_bits(tau)),
             AttnPipeline::DecodeMatrix { d, gb, sg, nw, maxc } => decode_matrix::matrix_desc(d, gb, sg, nw, maxc),
+            AttnPipeline::PrefillStage { d, in_f16, neox } => prefill_matrix::stage_desc(d, in_f16, neox),
             AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL]),
                 entry: "main",
@@ -414,7 +417,7 @@ pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)
 pub fn prefill_pipeline(ctx: &Context, d: usize, kv_f16: bool, neox: bool, rows: usize) -> Result<(Variant, AttnPipeline)> {
     let mut variant = ctx.variant_for(&PREFILL)?;
     if variant == Variant::Matrix {
-        match prefill_matrix::matrix_key(ctx.caps(), d, kv_f16, neox) {
+        match prefill_matrix::matrix_key(ctx.caps(), d, neox) {
             Ok(key) => return Ok((variant, key)),
             Err(reason) => {
                 if let crate::caps::VariantPolicy::Require(_) = ctx.options().policy {
@@ -473,6 +476,9 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
         _p: 0,
     };
     let grid = ctx.grid((row_blocks * s.kv_heads) as u64)?;
+    if let AttnPipeline::PrefillMatrix { .. } = key {
+        return prefill_matrix::encode(b, a, key, params, grid);
+    }
     b.dispatch(&key, &params, &[a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), a.out.raw()], grid)
 }
 
