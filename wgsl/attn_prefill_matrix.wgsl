@@ -1,11 +1,12 @@
 // Fused RoPE + flash attention prefill, Matrix variant: Q K^T and P V on 16x16x16 cooperative
 // matrices (f16 inputs, f32 accumulation). Same rows as the other variants: one workgroup = one
-// KV head x BQ = 64 rows, a row being a (query token, query head of the KV head's group) pair, so
-// each K/V tile in workgroup memory serves the whole GQA group. Query t sits at absolute
-// position offset + t and, when causal, sees keys j <= offset + t.
+// KV head x BQ = 16 NSG rows, a row being a (query token, query head of the KV head's group)
+// pair, so each K/V tile in workgroup memory serves the whole GQA group. Query t sits at
+// absolute position offset + t and, when causal, sees keys j <= offset + t.
 //
-// NSG = 4 subgroups of SG invocations; subgroup s owns rows 16 s .. 16 s + 15: it keeps their Q
-// (rotated, pre-scaled by scale * log2 e, rounded to f16) as ND = D / 16 A matrices and their
+// NSG subgroups (8, or 4 where 8 don't fit) of SG invocations; subgroup s owns rows 16 s ..
+// 16 s + 15: it keeps their Q (rotated, pre-scaled by scale * log2 e, rounded to f16, staged
+// through workgroup memory 64 rows at a time) as ND = D / 16 A matrices and their
 // output as ND f32 accumulators. The kernel is built for the adapter's one subgroup size SG and
 // checks num_subgroups == NSG at run time (a mismatch writes NaN: loud, never silently wrong).
 // No early returns: cooperative-matrix operations need uniform control flow.
@@ -38,8 +39,9 @@ override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CP
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)
 override NEOX: bool = false;
 override TAU: f32 = 8.0;       // log2 headroom before a row's reference max is raised (P <= 2^TAU)
-const BQ: u32 = 64u;
-const NSG: u32 = 4u;
+override NSG: u32 = 8u;        // subgroups per workgroup (4 or 8)
+override BQ: u32 = 16u * NSG;  // rows per workgroup
+const QB: u32 = 64u;            // Q rows staged at a time
 const NEG: f32 = -3.0e38;
 override WG: u32 = NSG * SG;
 override HALF: u32 = D / 2u;
@@ -48,7 +50,7 @@ override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
-override KV_LEN: u32 = max(2u * BK, BQ) * DS;
+override KV_LEN: u32 = max(2u * BK, QB) * DS;
 const WORDS: u32 = 2u * CPT;   // registers for CPT chunks of K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
@@ -203,30 +205,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let out_base = (t_r * p.heads + hk * p.group + (gr - t_r * p.group)) * D;
 
-    // Q rows, rotated at offset + t, pre-scaled, f16; each subgroup keeps its 16 rows as A tiles.
-    for (var idx = li; idx < BQ * HALF; idx += WG) {
-        let rr = idx / HALF;
-        let i = idx - rr * HALF;
-        let e = pair_at(i);
-        let g = row0 + rr;
-        var v = vec2<f32>(0.0);
-        if (g < rows) {
-            let t = g / p.group;
-            let h = hk * p.group + (g - t * p.group);
-            let base = (t * p.heads + h) * D;
-            let tv = table[((p.offset + t) * p.table_half + i) / 2u];
-            let cs = select(tv.xy, tv.zw, (i & 1u) == 1u);
-            v = rot(q[base + e.x], q[base + e.y], cs) * p.scale_log2;
-        }
-        kv[rr * DS + e.x] = f16(v.x);
-        kv[rr * DS + e.y] = f16(v.y);
-    }
-    workgroupBarrier();
+    // Q rows, rotated at offset + t, pre-scaled, f16, QB rows at a time through kv; each
+    // subgroup keeps its 16 rows as A tiles.
     var qa: array<coop_mat16x16<f16, A>, ND>;
-    for (var k = 0u; k < ND; k++) {
-        qa[k] = coopLoadT<coop_mat16x16<f16, A>>(&kv[16u * s * DS + 16u * k], DS);
+    for (var q0 = 0u; q0 < BQ; q0 += QB) {
+        for (var idx = li; idx < QB * HALF; idx += WG) {
+            let rr = idx / HALF;
+            let i = idx - rr * HALF;
+            let e = pair_at(i);
+            let g = row0 + q0 + rr;
+            var v = vec2<f32>(0.0);
+            if (g < rows) {
+                let t = g / p.group;
+                let h = hk * p.group + (g - t * p.group);
+                let base = (t * p.heads + h) * D;
+                let tv = table[((p.offset + t) * p.table_half + i) / 2u];
+                let cs = select(tv.xy, tv.zw, (i & 1u) == 1u);
+                v = rot(q[base + e.x], q[base + e.y], cs) * p.scale_log2;
+            }
+            kv[rr * DS + e.x] = f16(v.x);
+            kv[rr * DS + e.y] = f16(v.y);
+        }
+        workgroupBarrier();
+        // Every subgroup loads (uniform control flow); those whose rows these are keep it.
+        let mine = 16u * s >= q0 && 16u * s < q0 + QB;
+        let lr = select(0u, 16u * s - q0, mine);
+        for (var k = 0u; k < ND; k++) {
+            let t = coopLoadT<coop_mat16x16<f16, A>>(&kv[lr * DS + 16u * k], DS);
+            if (mine) {
+                qa[k] = t;
+            }
+        }
+        workgroupBarrier();
     }
-    workgroupBarrier();
 
     // One pass: per tile, S = Q K^T; the row's tile max mt; P = exp2(S - m) as f16 with m the
     // row's reference max, raised (to mt) only when mt > m + TAU, so P <= 2^TAU; O += P V.

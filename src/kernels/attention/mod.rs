@@ -265,7 +265,7 @@ pub enum AttnPipeline {
     /// Portable or Subgroup prefill.
     Prefill { subgroup: bool, d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
     /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for.
-    PrefillMatrix { d: u32, bk: u32, sg: u32, neox: bool, tau: u32 },
+    PrefillMatrix { d: u32, bk: u32, sg: u32, nsg: u32, neox: bool, tau: u32 },
     /// The Matrix prefill's staging pass: K (rotated unless it comes rotated) or V to f16.
     PrefillStage { d: u32, in_f16: bool, neox: bool },
     /// One invocation per key, tiles of `tile` keys, workgroup-memory reductions (Portable).
@@ -289,7 +289,7 @@ fn flag(b: bool) -> f64 {
 impl PipelineKey for AttnPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            AttnPipeline::PrefillMatrix { d, bk, sg, neox, tau } => prefill_matrix::matrix_desc(d, bk, sg, neox, f32::from_bits(tau)),
+            AttnPipeline::PrefillMatrix { d, bk, sg, nsg, neox, tau } => prefill_matrix::matrix_desc(d, bk, sg, nsg, neox, f32::from_bits(tau)),
             AttnPipeline::DecodeMatrix { d, gb, sg, nw, maxc } => decode_matrix::matrix_desc(d, gb, sg, nw, maxc),
             AttnPipeline::PrefillStage { d, in_f16, neox } => prefill_matrix::stage_desc(d, in_f16, neox),
             AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
@@ -457,7 +457,8 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     let (_, key) = prefill_pipeline(ctx, d, KV::F16, a.layout == PairLayout::HalfSplit, rows)?;
     let bq = match key {
         AttnPipeline::Prefill { bq, .. } => bq as usize,
-        _ => prefill_matrix::MATRIX_ROWS,
+        AttnPipeline::PrefillMatrix { nsg, .. } => prefill_matrix::rows_per_workgroup(nsg),
+        _ => return Err(Error::Argument("not a prefill pipeline".into())),
     };
     let row_blocks = rows.div_ceil(bq);
     let scale = a.scale.unwrap_or(1.0 / (d as f32).sqrt());
