@@ -82,6 +82,13 @@ fn main() {
 
     let mut rng = Rng::new(Rng::fresh_seed());
     let mut csv = String::from("kernel,case,variant,bytes,copies,single_us,batched_us,gb_s,pct_copy,batched_gb_s,check_err,read_single_us,read_batched_us\n");
+    let _ = writeln!(csv, "copy,{} MiB,portable,{},1,{:.2},{:.2},{:.1},100.0,,,,", copy_bytes >> 20, 2 * copy_bytes, ct.single_us, ct.batched_us, copy_gbs);
+    if let Some(dir) = std::path::Path::new(&a.csv).parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    // The CSV is rewritten after every timed case, so a run cut short (a device time limit)
+    // still leaves every row it measured.
+    let _ = std::fs::write(&a.csv, &csv);
     println!("{:<22} {:<30} {:<9} {:>10} {:>10} {:>8} {:>7} {:>9} {:>13}  check", "kernel", "case", "variant", "single µs", "batch µs", "GB/s", "% copy", "batch GB/s", "read µs s/b");
     // Read ceilings per (bytes, copies): a read-only kernel over the case's bytes, rotated alike.
     let mut ceilings: std::collections::HashMap<(u64, usize), Option<wgkernels::timing::Timing>> = Default::default();
@@ -144,6 +151,7 @@ fn main() {
                             "{},{},{},{},{},{:.2},{:.2},{:.1},{:.1},{:.1},{:.2e},{rs},{rb}",
                             info.name, case.name(), v.name(), case.bytes(), copies, t.single_us, t.batched_us, gbs, pct, bgbs, check.err
                         );
+                        let _ = std::fs::write(&a.csv, &csv);
                     }
                     Ok((check, None)) => {
                         failures += 1;
@@ -156,10 +164,6 @@ fn main() {
                 }
             }
         }
-    }
-    let _ = writeln!(csv, "copy,{} MiB,portable,{},1,{:.2},{:.2},{:.1},100.0,,,,", copy_bytes >> 20, 2 * copy_bytes, ct.single_us, ct.batched_us, copy_gbs);
-    if let Some(dir) = std::path::Path::new(&a.csv).parent() {
-        let _ = std::fs::create_dir_all(dir);
     }
     match std::fs::write(&a.csv, &csv) {
         Ok(()) => println!("\nwrote {}", a.csv),

@@ -11,6 +11,10 @@
 # and cargo exists):
 #   BENCH_BIN   the bench binary (target/release/deps/kernels-*; `cargo bench --no-run` builds it)
 #   DECODE_BIN  examples/decode_step (target/release/examples/decode_step)
+# The whole bench takes longer than one 10-minute device call (H100, 2026-11-25: it stopped in
+# the decode rows after 600 s at --reps 30). Split it over calls with BENCH_ARGS="--filter A|B"
+# and SKIP_* below; the bench rewrites its CSV after every case, so a call cut short keeps every
+# row it measured (tools/combine_bench.py takes the concatenated rows of several CSVs).
 # Knobs:
 #   BENCH_ARGS   extra bench arguments (default: --reps 50)
 #   DECODE_ARGS  extra decode_step arguments (default: --reps 20)
