@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 pub struct StorageBinding {
     pub name: &'static str,
     pub read_only: bool,
-    /// Element type as the shaders see it ("f32", "u32", "vec4<u32>", ...), for the MSL checks.
+    /// Element type as the shaders see it (`"f32"`, `"u32"`, `"vec4<u32>"`, ...), for the MSL checks.
     pub elem: &'static str,
 }
 

@@ -40,7 +40,7 @@ pub struct Timing {
 /// `reps` dispatches) until the busy time has stopped falling (3 rounds without a 2% gain) and
 /// is within 5% of the fastest busy time this process has seen (per iteration), or, when the
 /// process has no such record yet, for at least 1 s; at most 3 s. Then the busy kernel is
-/// rescaled to [`BUSY_US`] at the working clock. On a CPU adapter: a plain 0.3 s warm-up.
+/// rescaled to `BUSY_US` at the working clock. On a CPU adapter: a plain 0.3 s warm-up.
 pub fn measure(ctx: &Context, reps: usize, encode: &dyn Fn(&mut Batch, usize) -> Result<()>) -> Result<Timing> {
     let (mut singles, t) = measure_all(ctx, reps, encode)?;
     singles.sort_by(f64::total_cmp);

@@ -8,14 +8,15 @@
 //! g and GB + g of the 16-row A operand), so the products carry about 22 bits of q and P; K and V
 //! are f16 exactly; every sum is f32. The kernel meets the f32-arithmetic variants' tolerance.
 //!
-//! What it needs, beyond [`Caps::variant_support`] for [`Variant::Matrix`]: the adapter's
+//! What it needs, beyond [`Caps::variant_support`] for [`Variant::Matrix`](crate::Variant::Matrix): the adapter's
 //! 16x16x16 f16 x f16 -> f32 configuration and one subgroup size, a multiple of 16 (as the Matrix
 //! prefill; see `prefill_matrix::matrix_support_with`). Per decode: an f16 cache, head_dim a
 //! multiple of 16 up to 256, at least 16 keys, and the chunk's scores within the workgroup-memory
 //! limit. Anything else falls back to the best other decode variant under `Auto` / `Prefer`, and
 //! is an [`crate::Error::Unsupported`] under `Require(Matrix)`.
 
-use super::{knob, split, AttnPipeline, AttnShape, DecodeParams, DecodePlan, DECODE_BINDINGS_F16};
+use super::decode::{knob, split};
+use super::{AttnPipeline, AttnShape, DecodeParams, DecodePlan, DECODE_BINDINGS_F16};
 use crate::caps::Caps;
 use crate::pipeline::{PipelineDesc, ShaderSource};
 use std::collections::HashMap;
@@ -89,7 +90,7 @@ fn bytes(d: usize, gb: usize, maxc: usize, nw: usize) -> usize {
 
 /// The Matrix plan of a decode over `kv_len` keys, or why this decode can't take it.
 ///
-/// Chunks as for the teams kernel ([`super::decode_plan`]'s split: about [`target_workgroups`]
+/// Chunks as for the teams kernel ([`super::decode_plan`]'s split: about `target_workgroups`
 /// workgroups, at most `MAX_CHUNKS` chunks per head block), in whole blocks of 16 NW keys; the
 /// score store is sized for the chunk rounded up to a power of two (so few pipelines serve all
 /// lengths).

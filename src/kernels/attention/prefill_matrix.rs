@@ -3,7 +3,7 @@
 //! online softmax whose rare O rescales go through workgroup memory (see the kernel's notes).
 //! Q is rotated as the kernel stages it; K (unless it comes rotated as f16) and f32 V are first
 //! rotated / converted to f16 once per call by a staging pass (wgsl/attn_prefill_stage.wgsl,
-//! [`encode`]), so the kernel's tiles are plain f16 copies.
+//! `encode`), so the kernel's tiles are plain f16 copies.
 //!
 //! What it needs, beyond [`Caps::variant_support`] for [`Variant::Matrix`]:
 //! * the adapter offers the 16x16x16 f16 x f16 -> f32 configuration (NVIDIA's Vulkan driver does;
@@ -102,7 +102,7 @@ fn chunks_per_invocation(d: usize, bk: usize, wg: usize) -> usize {
 
 /// (keys per tile, subgroups per workgroup) for head_dim `d` within `mem` bytes of workgroup
 /// memory and `max_inv` invocations of `sg` lanes: 32 keys before 16, and at each the first of
-/// [`NSG_CHOICES`] that fits.
+/// `NSG_CHOICES` that fits.
 pub fn matrix_tiles(d: usize, sg: usize, max_inv: usize, mem: usize) -> Result<(usize, u32), String> {
     if d % CM != 0 || d == 0 || d > CM * ND_DECL.len() {
         return Err(format!("head_dim {d} is not a multiple of {CM} in 16..=256"));

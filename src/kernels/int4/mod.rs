@@ -525,7 +525,7 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
 }
 
 /// `y[m, n] = x[m, k] W^T` (row-major x and y). Where the output tiles are few (small m), K is
-/// split over more workgroups ([`super::splitk`]: a scratch buffer allocated for the call and a
+/// split over more workgroups (`kernels::splitk`: partial sums in the context's scratch buffer and a
 /// second dispatch that sums the splits into `y`).
 pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();

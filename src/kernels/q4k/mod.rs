@@ -312,7 +312,7 @@ pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
 }
 
 /// `y[m, n] = x[m, k] W^T` (row-major x and y). Where the output tiles are few (small m), K is
-/// split over more workgroups ([`super::splitk`]).
+/// split over more workgroups (`kernels::splitk`).
 pub fn gemm(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
