@@ -29,9 +29,13 @@
 //! sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and otherwise falls back
 //! (or, when required, is unsupported for that shape).
 //!
-//! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup), attn_prefill_matrix.wgsl (both + attn_prefill_params.wgsl),
-//! attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl (Portable),
-//! attn_decode_subgroup.wgsl (Subgroup), attn_merge.wgsl; msl/attn_decode.metal (Native decode).
+//! Code: this file (shapes, pipelines, the prefill), `decode.rs` (the decode plan and recording),
+//! [`prefill_matrix`] and [`decode_matrix`] (the Matrix variants), `cases.rs` (harness cases).
+//! Sources: wgsl/attn_prefill.wgsl (+ _portable / _subgroup, + attn_prefill_params.wgsl),
+//! attn_prefill_matrix.wgsl (+ attn_prefill_params.wgsl) with its staging pass
+//! attn_prefill_stage.wgsl, attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl
+//! (Portable), attn_decode_subgroup.wgsl (Subgroup), attn_decode_matrix.wgsl (Matrix),
+//! attn_merge.wgsl; msl/attn_decode.metal (Native decode).
 
 pub mod cases;
 mod decode;
