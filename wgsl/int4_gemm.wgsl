@@ -5,6 +5,7 @@
 // Split-K: where the tiles alone are too few workgroups, workgroup `split` takes slices
 // split * sps .. of its tile and writes its partial tile at y[(split * m + row) * n + col];
 // splitk_reduce.wgsl sums the splits (src/kernels/splitk.rs; splits == 1: y is the output itself).
+// splitk_tile.wgsl (appended) maps the workgroup to its split and tile.
 
 struct Params {
     m: u32,
@@ -39,16 +40,13 @@ var<workgroup> ws: array<f32, 2112>;  // TN * WS
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let tiles_m = (p.m + TM - 1u) / TM;
-    let tiles = tiles_m * p.tiles_n;
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= tiles * p.splits) {
+    let t = split_tile(wid.x + wid.y * nwg.x);
+    if (!t.live) {
         return;
     }
-    let split = wg / tiles;
-    let tile = wg - split * tiles;
-    let m0 = (tile / p.tiles_n) * TM;
-    let n0 = (tile % p.tiles_n) * TN;
+    let split = t.split;
+    let m0 = t.m0;
+    let n0 = t.n0;
     let ty = li / 8u;   // output rows m0 + 2*ty + {0,1}
     let tx = li % 8u;   // output cols n0 + tx + 8*j
     var acc: array<f32, 16>;

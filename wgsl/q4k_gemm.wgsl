@@ -6,7 +6,8 @@
 // vec4 loads per column. Weights are dequantised per slice: no full-size temporary.
 // Split-K (src/kernels/splitk.rs): workgroup `split` takes sub-blocks split * sps .. of its tile
 // and writes its partial tile at y[(split * m + row) * n + col]; splitk_reduce.wgsl sums them
-// (splits == 1: y is the output itself).
+// (splits == 1: y is the output itself). splitk_tile.wgsl (appended) maps the workgroup to its
+// split and tile.
 
 struct Params {
     m: u32,
@@ -35,16 +36,13 @@ var<workgroup> ws: array<vec4<f32>, 512>;  // [TK][TN / 4]: ws[c * 16 + r / 4][r
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let tiles_m = (p.m + TM - 1u) / TM;
-    let tiles = tiles_m * p.tiles_n;
-    let wg = wid.x + wid.y * nwg.x;
-    if (wg >= tiles * p.splits) {
+    let t = split_tile(wid.x + wid.y * nwg.x);
+    if (!t.live) {
         return;
     }
-    let split = wg / tiles;
-    let tile = wg - split * tiles;
-    let m0 = (tile / p.tiles_n) * TM;
-    let n0 = (tile % p.tiles_n) * TN;
+    let split = t.split;
+    let m0 = t.m0;
+    let n0 = t.n0;
     let tm = li / 16u;  // output rows m0 + 4tm + i
     let tn = li % 16u;  // output cols n0 + 4tn + j
     var acc = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));

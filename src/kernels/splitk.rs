@@ -14,6 +14,9 @@ use crate::error::Result;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
+/// The split-K work unit of a GEMM workgroup (wgsl/splitk_tile.wgsl), appended to both GEMMs.
+pub(crate) const TILE_WGSL: &str = include_str!("../../wgsl/splitk_tile.wgsl");
+
 /// Workgroups a GEMM aims for before it splits K (8 per SM of a 132-SM GPU).
 const TARGET: usize = 1056;
 /// Fewest K steps (slices / sub-blocks) a split takes.

@@ -374,7 +374,7 @@ impl PipelineKey for Int4Pipeline {
                 bindings: GEMV_BINDINGS,
             },
             Int4Pipeline::Gemm => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![interleave::WGSL, GEMM_WGSL]),
+                source: ShaderSource::Wgsl(vec![interleave::WGSL, GEMM_WGSL, super::splitk::TILE_WGSL]),
                 entry: "main",
                 constants: vec![],
                 workgroup_size: [64, 1, 1],

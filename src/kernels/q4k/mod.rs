@@ -217,12 +217,8 @@ const GEMV_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("x", "vec4<f32>"),
     StorageBinding::write("y", "f32"),
 ];
-const GEMM_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("heads", "vec4<u32>"),
-    StorageBinding::read("qs", "vec4<u32>"),
-    StorageBinding::read("x", "vec4<f32>"),
-    StorageBinding::write("y", "f32"),
-];
+/// The GEMM binds what the GEMV binds.
+const GEMM_BINDINGS: &[StorageBinding] = GEMV_BINDINGS;
 const DEQUANT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("heads", "vec4<u32>"),
     StorageBinding::read("qs", "vec4<u32>"),
@@ -256,7 +252,7 @@ impl PipelineKey for Q4kPipeline {
                 bindings: GEMV_BINDINGS,
             },
             Q4kPipeline::Gemm => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![COMMON_WGSL, GEMM_WGSL]),
+                source: ShaderSource::Wgsl(vec![COMMON_WGSL, GEMM_WGSL, super::splitk::TILE_WGSL]),
                 entry: "main",
                 constants: vec![],
                 workgroup_size: [128, 1, 1],
