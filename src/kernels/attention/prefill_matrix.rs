@@ -203,6 +203,14 @@ pub(super) fn encode<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, key: AttnPipeline
     let AttnPipeline::PrefillMatrix { d, neox, .. } = key else {
         return Err(crate::Error::Argument("not a Matrix prefill pipeline".into()));
     };
+    let (k, v) = stage_kv(b, a, d, neox)?;
+    params.rotate_k = 0;
+    b.dispatch(&key, &params, &[a.q.raw(), &k, &v, a.table.buffer().raw(), a.out.raw()], grid)
+}
+
+/// The staging dispatches of [`encode`]'s K and V: the buffers the kernel then binds (the inputs
+/// themselves where they are already f16 and, for K, rotated).
+fn stage_kv<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool) -> crate::Result<(wgpu::Buffer, wgpu::Buffer)> {
     let ctx = b.context();
     let s = a.shape;
     let words = a.kv_len * s.kv_heads * d as usize / 2;
@@ -215,8 +223,7 @@ pub(super) fn encode<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, key: AttnPipeline
     };
     let k = if KV::F16 && a.k_rotated { a.k.raw().clone() } else { stage(b, Scratch::PrefillK, a.k.raw(), !a.k_rotated)? };
     let v = if KV::F16 { a.v.raw().clone() } else { stage(b, Scratch::PrefillV, a.v.raw(), false)? };
-    params.rotate_k = 0;
-    b.dispatch(&key, &params, &[a.q.raw(), &k, &v, a.table.buffer().raw(), a.out.raw()], grid)
+    Ok((k, v))
 }
 
 /// Matrix pipelines for the shader checks (nominal adapter: subgroup 32, 48 KiB).
@@ -248,6 +255,66 @@ pub(super) fn prefill_extra(caps: &Caps, v: Variant) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffer::GpuBuffer;
+    use crate::kernels::attention::AttnShape;
+    use crate::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
+    use crate::suite::Rng;
+
+    /// The staging pass (the only piece of the Matrix prefill that runs without cooperative
+    /// matrices, so on lavapipe too) against the f64 RoPE reference: K rotated at its position
+    /// and V converted, each within the f16 rounding of the exact value.
+    fn check_staging<KV: Elem>(ctx: &crate::Context, rng: &mut Rng, d: usize, kv_len: usize, kv_heads: usize, layout: PairLayout, k_rotated: bool) {
+        let cfg = RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096));
+        let table = RopeTable::build(ctx, cfg.clone(), kv_len).unwrap();
+        let n = kv_len * kv_heads * d;
+        let (kh, vh) = (rng.uniform_vec(n, -2.0, 2.0), rng.uniform_vec(n, -2.0, 2.0));
+        let as_kv = |x: &[f32]| x.iter().map(|&v| KV::from_f32(v)).collect::<Vec<KV>>();
+        let (k, v) = (ctx.upload(&as_kv(&kh)).unwrap(), ctx.upload(&as_kv(&vh)).unwrap());
+        let (q, out) = (ctx.alloc::<f32>(kv_heads * d).unwrap(), ctx.alloc::<f32>(kv_heads * d).unwrap());
+        let a = Prefill { shape: AttnShape::new(kv_heads, kv_heads, d), tokens: 1, offset: kv_len - 1, kv_len, causal: true, k_rotated, layout, scale: None, q: &q, k: &k, v: &v, table: &table, out: &out };
+        let mut b = ctx.batch();
+        let (ks, vs) = stage_kv(&mut b, &a, d as u32, layout == PairLayout::HalfSplit).unwrap();
+        b.run().unwrap();
+        let halves = |buf: wgpu::Buffer| -> Vec<f32> {
+            let words = ctx.read(&GpuBuffer::<u32>::from_raw(buf, n / 2).unwrap()).unwrap();
+            words.iter().flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()]).collect()
+        };
+        let (inv_freq, af) = (cfg.inv_freq(), cfg.attention_factor());
+        // Inputs as the GPU reads them (f16 inputs are rounded already).
+        let (kin, vin): (Vec<f64>, Vec<f64>) = (kh.iter().map(|&x| KV::from_f32(x).to_f32() as f64).collect(), vh.iter().map(|&x| KV::from_f32(x).to_f32() as f64).collect());
+        let mut want_k = kin.clone();
+        if !k_rotated {
+            for (row, chunk) in kin.chunks(d).enumerate() {
+                let (rot, _) = crate::reference::rope::rotate_head(chunk, layout, &inv_freq, af, row / kv_heads);
+                want_k[row * d..(row + 1) * d].copy_from_slice(&rot);
+            }
+        }
+        // Within one f16 ulp of the exact value (the rounding, either neighbour, plus the f32
+        // rotation's error), or 2^-24 near zero.
+        let close = |got: f32, want: f64| (got as f64 - want).abs() <= want.abs() / 1024.0 + 1.0 / 16_777_216.0;
+        let staged_k = !(KV::F16 && k_rotated);
+        if staged_k {
+            let got = halves(ks);
+            let bad = got.iter().zip(&want_k).filter(|(g, w)| !close(**g, **w)).count();
+            assert_eq!(bad, 0, "K: {bad} of {n} staged values off (d {d}, {layout:?}, rotated {k_rotated}, f16 {})", KV::F16);
+        }
+        if !KV::F16 {
+            let got = halves(vs);
+            let bad = got.iter().zip(&vin).filter(|(g, w)| !close(**g, **w)).count();
+            assert_eq!(bad, 0, "V: {bad} of {n} staged values off (d {d})");
+        }
+    }
+
+    #[test]
+    fn staging_pass_matches_the_reference() {
+        let ctx = crate::Context::new_blocking(crate::ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let mut rng = Rng::new(Rng::fresh_seed());
+        check_staging::<f32>(&ctx, &mut rng, 64, 37, 2, PairLayout::HalfSplit, false);
+        check_staging::<f32>(&ctx, &mut rng, 48, 5, 3, PairLayout::Interleaved, false);
+        check_staging::<f32>(&ctx, &mut rng, 128, 19, 1, PairLayout::HalfSplit, true);
+        check_staging::<half::f16>(&ctx, &mut rng, 80, 23, 2, PairLayout::Interleaved, false);
+        check_staging::<half::f16>(&ctx, &mut rng, 16, 9, 4, PairLayout::HalfSplit, false);
+    }
 
     #[test]
     fn plans_and_requirements() {
