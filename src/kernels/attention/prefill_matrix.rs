@@ -280,25 +280,30 @@ mod tests {
         let (inv_freq, af) = (cfg.inv_freq(), cfg.attention_factor());
         // Inputs as the GPU reads them (f16 inputs are rounded already).
         let (kin, vin): (Vec<f64>, Vec<f64>) = (kh.iter().map(|&x| KV::from_f32(x).to_f32() as f64).collect(), vh.iter().map(|&x| KV::from_f32(x).to_f32() as f64).collect());
+        // Expected K and the magnitude of the terms each value combines (|a| + |b| of its pair,
+        // times the attention factor; the value itself where nothing is rotated).
         let mut want_k = kin.clone();
+        let mut mag_k: Vec<f64> = kin.iter().map(|x| x.abs()).collect();
         if !k_rotated {
             for (row, chunk) in kin.chunks(d).enumerate() {
-                let (rot, _) = crate::reference::rope::rotate_head(chunk, layout, &inv_freq, af, row / kv_heads);
+                let (rot, mag) = crate::reference::rope::rotate_head(chunk, layout, &inv_freq, af, row / kv_heads);
                 want_k[row * d..(row + 1) * d].copy_from_slice(&rot);
+                mag_k[row * d..(row + 1) * d].copy_from_slice(&mag);
             }
         }
-        // Within one f16 ulp of the exact value (the rounding, either neighbour, plus the f32
-        // rotation's error), or 2^-24 near zero.
-        let close = |got: f32, want: f64| (got as f64 - want).abs() <= want.abs() / 1024.0 + 1.0 / 16_777_216.0;
+        // Within one f16 ulp of the exact value (the rounding, to either neighbour), plus the f32
+        // rotation's error (relative to the terms it combines, which may cancel), or 2^-24 near
+        // zero.
+        let close = |got: f32, want: f64, mag: f64| (got as f64 - want).abs() <= want.abs() / 1024.0 + mag / 1_048_576.0 + 1.0 / 16_777_216.0;
         let staged_k = !(KV::F16 && k_rotated);
         if staged_k {
             let got = halves(ks);
-            let bad = got.iter().zip(&want_k).filter(|(g, w)| !close(**g, **w)).count();
+            let bad = (0..n).filter(|&i| !close(got[i], want_k[i], mag_k[i])).count();
             assert_eq!(bad, 0, "K: {bad} of {n} staged values off (d {d}, {layout:?}, rotated {k_rotated}, f16 {})", KV::F16);
         }
         if !KV::F16 {
             let got = halves(vs);
-            let bad = got.iter().zip(&vin).filter(|(g, w)| !close(**g, **w)).count();
+            let bad = (0..n).filter(|&i| !close(got[i], vin[i], vin[i].abs())).count();
             assert_eq!(bad, 0, "V: {bad} of {n} staged values off (d {d})");
         }
     }
