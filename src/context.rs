@@ -163,6 +163,11 @@ impl Context {
         }
     }
 
+    /// Label and description of every pipeline this context has built.
+    pub fn built_pipelines(&self) -> Vec<(String, crate::pipeline::PipelineDesc)> {
+        self.pipelines.built()
+    }
+
     pub fn caps(&self) -> &Caps {
         &self.caps
     }

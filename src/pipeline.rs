@@ -159,6 +159,13 @@ pub struct PipelineCache {
 }
 
 impl PipelineCache {
+    /// Label and description of every pipeline built so far (for tools that inspect what the
+    /// driver made of them, e.g. examples/shader_stats.rs).
+    pub fn built(&self) -> Vec<(String, PipelineDesc)> {
+        let mut v: Vec<_> = self.map.lock().map(|m| m.values().map(|p| (p.label.clone(), p.desc.clone())).collect()).unwrap_or_default();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
     pub fn len(&self) -> usize {
         self.map.lock().map(|m| m.len()).unwrap_or(0)
     }

@@ -69,6 +69,31 @@ fn spirv_of(module: &naga::Module, info: &ModuleInfo, entry: &str) -> Result<Vec
     naga::back::spv::write_vec(module, info, &options, Some(&pipeline)).map_err(|e| format!("spv: {e}"))
 }
 
+/// SPIR-V of a WGSL pipeline (a Native one: its twin) as wgpu 30's Vulkan backend writes it for
+/// this crate's default modules (`create_shader_module_trusted`: no bounds checks, no loop
+/// bounding, no integer-division checks, workgroup memory not zeroed) or, with `checked`, for
+/// `ContextOptions::bounds_checks` (Restrict bounds, loop bounding, division checks). SPIR-V 1.6,
+/// every capability allowed. What tools compile to look at the driver's code.
+pub fn vulkan_spirv(desc: &PipelineDesc, checked: bool) -> Result<Vec<u32>, String> {
+    use naga::back::spv;
+    use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+    let (module, info) = specialise(wgsl_of(desc)?, desc.entry)?;
+    let policy = if checked { BoundsCheckPolicy::Restrict } else { BoundsCheckPolicy::Unchecked };
+    let options = spv::Options {
+        lang_version: (1, 6),
+        flags: spv::WriterFlags::empty(),
+        bounds_check_policies: BoundsCheckPolicies { index: policy, buffer: policy, image_load: policy, binding_array: BoundsCheckPolicy::Unchecked },
+        zero_initialize_workgroup_memory: spv::ZeroInitializeWorkgroupMemoryMode::None,
+        force_loop_bounding: checked,
+        emit_int_div_checks: checked,
+        // Group g, binding b as descriptor set g, binding b (wgpu maps them the same way here).
+        fake_missing_bindings: true,
+        ..Default::default()
+    };
+    let pipeline = spv::PipelineOptions { shader_stage: naga::ShaderStage::Compute, entry_point: desc.entry.to_string() };
+    spv::write_vec(&module, &info, &options, Some(&pipeline)).map_err(|e| format!("spv: {e}"))
+}
+
 /// SPIR-V of a Native pipeline's WGSL twin, entry point named `desc.entry`: what the passthrough
 /// path is fed on Vulkan to exercise the Native plumbing (see `native.rs`).
 pub fn twin_spirv(desc: &PipelineDesc) -> Result<Vec<u32>, String> {

@@ -1,6 +1,6 @@
 //! Shader checks with no GPU: every pipeline of every kernel (all variants and override
 //! combinations a kernel can pick) parses and validates in naga and translates to MSL 2.4 and
-//! SPIR-V 1.3; every WGSL file is used by at least one pipeline.
+//! SPIR-V 1.3 (and 1.6 as wgpu's Vulkan backend writes it); every WGSL file is used by at least one pipeline.
 //!
 //! Cooperative-matrix (Matrix variant) pipelines use 16x16 matrices. naga translates them to MSL
 //! as `simdgroup_half16x16` etc., which Metal does not have (its simdgroup matrices are 8x8), so
@@ -28,6 +28,11 @@ fn every_pipeline_translates() {
         assert!(t.msl.contains(&format!("kernel void {}", desc.entry)) || t.msl.contains("kernel void"), "{label}: no kernel in MSL");
         assert!(!t.msl.contains("fake"), "{label}: MSL has unmapped bindings");
         assert_eq!(t.spirv.first(), Some(&0x0723_0203), "{label}: not SPIR-V");
+        // As wgpu's Vulkan backend would write it (examples/shader_stats.rs compiles this), both ways.
+        for checked in [false, true] {
+            let v = wgkernels::shaders::vulkan_spirv(&desc, checked).unwrap_or_else(|e| panic!("{label}: vulkan SPIR-V: {e}"));
+            assert_eq!(v.first(), Some(&0x0723_0203), "{label}: not SPIR-V");
+        }
         println!("ok {label}: {} lines MSL, {} words SPIR-V", t.msl.lines().count(), t.spirv.len());
         n += 1;
     }
@@ -35,8 +40,8 @@ fn every_pipeline_translates() {
     for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/wgsl")).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
-        // A template (the Matrix decode) is used in its expanded forms.
-        let expanded = |nd| wgkernels::kernels::attention::decode_matrix::expand_nd(&text, nd);
+        // A template (the Matrix kernels) is used in its expanded forms.
+        let expanded = |nd| wgkernels::kernels::attention::expand_nd(&text, nd);
         assert!(used.contains(&text) || (1..=16).any(|nd| used.contains(&expanded(nd))), "{} is not used by any pipeline", path.display());
     }
 }

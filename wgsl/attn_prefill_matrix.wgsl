@@ -30,6 +30,12 @@
 // during Q K^T) so their latency overlaps the matrix work. Q (rotated here, once per workgroup)
 // and O are f32. ND and CPT come from `const` lines appended to this text
 // (attn_prefill_matrix.rs): function-scope arrays need constant lengths.
+//
+// Matrices are named variables, never arrays: a line starting `//@ND ` and the lines between
+// `//@ND begin` and `//@ND end` are repeated for k = 0 .. ND - 1 with {k} replaced by k
+// (attention::expand_nd) before the text is compiled. As arrays indexed in loops (until
+// 2026-11-25), NVIDIA's driver kept Q and O in local memory: 384 bytes per invocation at D = 128,
+// every product a round trip through L1 (examples/shader_stats.rs).
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -141,34 +147,6 @@ fn store_tile(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, off: u32) {
     }
 }
 
-// S rows 16 s .. 16 s + 15 (log2 domain, unmasked) = Q_s K^T, into ss.
-fn scores(qa: ptr<function, array<coop_mat16x16<f16, A>, ND>>, s: u32) {
-    for (var n = 0u; n < BK / 16u; n++) {
-        var acc = coop_mat16x16<f32, C>();
-        for (var k = 0u; k < ND; k++) {
-            // B(d, j) = K[16 n + j][16 k + d]: column-major in the K tile.
-            let kb = coopLoad<coop_mat16x16<f16, B>>(&kv[16u * n * DS + 16u * k], DS);
-            acc = coopMultiplyAdd((*qa)[k], kb, acc);
-        }
-        coopStoreT(acc, &ss[16u * s * SS + 16u * n], SS);
-    }
-}
-
-// O rows *= alpha (each invocation its row's factor), 16 columns at a time through this
-// subgroup's rows of ss. Workgroup-uniform control flow only.
-fn rescale(oacc: ptr<function, array<coop_mat16x16<f32, C>, ND>>, s: u32, r: u32, c: u32, alpha: f32) {
-    for (var k = 0u; k < ND; k++) {
-        coopStoreT((*oacc)[k], &ss[16u * s * SS], SS);
-        workgroupBarrier();
-        for (var x = c; x < 16u; x += TPR) {
-            ss[r * SS + x] *= alpha;
-        }
-        workgroupBarrier();
-        (*oacc)[k] = coopLoadT<coop_mat16x16<f32, C>>(&ss[16u * s * SS], SS);
-        workgroupBarrier();
-    }
-}
-
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32, @builtin(subgroup_id) sid: u32,
@@ -207,7 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     // Q rows, rotated at offset + t, pre-scaled, f16, QB rows at a time through kv; each
     // subgroup keeps its 16 rows as A tiles.
-    var qa: array<coop_mat16x16<f16, A>, ND>;
+    //@ND var qa{k} = coop_mat16x16<f16, A>();
     for (var q0 = 0u; q0 < BQ; q0 += QB) {
         for (var idx = li; idx < QB * HALF; idx += WG) {
             let rr = idx / HALF;
@@ -230,12 +208,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // Every subgroup loads (uniform control flow); those whose rows these are keep it.
         let mine = 16u * s >= q0 && 16u * s < q0 + QB;
         let lr = select(0u, 16u * s - q0, mine);
-        for (var k = 0u; k < ND; k++) {
-            let t = coopLoadT<coop_mat16x16<f16, A>>(&kv[lr * DS + 16u * k], DS);
-            if (mine) {
-                qa[k] = t;
-            }
+        //@ND begin
+        let t{k} = coopLoadT<coop_mat16x16<f16, A>>(&kv[lr * DS + 16u * {k}u], DS);
+        if (mine) {
+            qa{k} = t{k};
         }
+        //@ND end
         workgroupBarrier();
     }
 
@@ -243,10 +221,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // row's reference max, raised (to mt) only when mt > m + TAU, so P <= 2^TAU; O += P V.
     // Raising m of a row that has seen keys rescales its O and l by exp2(m_old - m_new): l here,
     // O through ss (see the file notes), entered by the whole workgroup when any row needs it.
-    var oacc: array<coop_mat16x16<f32, C>, ND>;
-    for (var k = 0u; k < ND; k++) {
-        oacc[k] = coop_mat16x16<f32, C>();
-    }
+    //@ND var o{k} = coop_mat16x16<f32, C>();
     var kw: array<vec4<u32>, WORDS>;
     var vw: array<vec4<u32>, WORDS>;
     var m_r = NEG;  // the row's reference max (log2 domain); NEG until it sees a key
@@ -263,7 +238,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         store_tile(&kw, li, 0u);
         workgroupBarrier();
         fetch_v(&vw, li, k0, kend, hk);
-        scores(&qa, s);
+        // S rows 16 s .. 16 s + 15 (log2 domain, unmasked) = Q_s K^T, into ss;
+        // B(d, j) = K[16 n + j][16 k + d]: column-major in the K tile.
+        for (var n = 0u; n < BK / 16u; n++) {
+            var acc = coop_mat16x16<f32, C>();
+            //@ND acc = coopMultiplyAdd(qa{k}, coopLoad<coop_mat16x16<f16, B>>(&kv[16u * n * DS + 16u * {k}u], DS), acc);
+            coopStoreT(acc, &ss[16u * s * SS + 16u * n], SS);
+        }
         subgroupBarrier();
         var mt = NEG;
         for (var j = c; j < BK; j += TPR) {
@@ -296,17 +277,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             fetch_k(&kw, li, k0 + BK, kend, hk);
         }
         if (workgroupUniformLoad(&flag).x != 0u) {
-            rescale(&oacc, s, r, c, alpha);
+            // O rows *= alpha (each invocation its row's factor), 16 columns at a time through
+            // this subgroup's rows of ss.
+            //@ND begin
+            coopStoreT(o{k}, &ss[16u * s * SS], SS);
+            workgroupBarrier();
+            for (var x = c; x < 16u; x += TPR) {
+                ss[r * SS + x] *= alpha;
+            }
+            workgroupBarrier();
+            o{k} = coopLoadT<coop_mat16x16<f32, C>>(&ss[16u * s * SS], SS);
+            workgroupBarrier();
+            //@ND end
         }
         if (li == 0u) {
             flag.x = 0u;  // every invocation has loaded it; the next set follows the next barrier
         }
         for (var kk = 0u; kk < BK / 16u; kk++) {
             let pa = coopLoadT<coop_mat16x16<f16, A>>(&ps[16u * s * PS + 16u * kk], PS);
-            for (var k = 0u; k < ND; k++) {
-                let vb = coopLoadT<coop_mat16x16<f16, B>>(&kv[VOFF + 16u * kk * DS + 16u * k], DS);
-                oacc[k] = coopMultiplyAdd(pa, vb, oacc[k]);
-            }
+            //@ND o{k} = coopMultiplyAdd(pa, coopLoadT<coop_mat16x16<f16, B>>(&kv[VOFF + 16u * kk * DS + 16u * {k}u], DS), o{k});
         }
     }
 
@@ -322,14 +311,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (!sized) {
         inv_l = bitcast<f32>(0x7fc00000u);
     }
-    for (var k = 0u; k < ND; k++) {
-        workgroupBarrier();
-        coopStoreT(oacc[k], &ss[16u * s * SS], SS);
-        workgroupBarrier();
-        if (live && gr < rows) {
-            for (var x = c; x < 16u; x += TPR) {
-                out[out_base + 16u * k + x] = ss[r * SS + x] * inv_l;
-            }
+    //@ND begin
+    workgroupBarrier();
+    coopStoreT(o{k}, &ss[16u * s * SS], SS);
+    workgroupBarrier();
+    if (live && gr < rows) {
+        for (var x = c; x < 16u; x += TPR) {
+            out[out_base + 16u * {k}u + x] = ss[r * SS + x] * inv_l;
         }
     }
+    //@ND end
 }

@@ -16,11 +16,9 @@
 //! is an [`crate::Error::Unsupported`] under `Require(Matrix)`.
 
 use super::decode::{knob, split};
-use super::{AttnPipeline, AttnShape, DecodeParams, DecodePlan, DECODE_BINDINGS_F16};
+use super::{unrolled, AttnPipeline, AttnShape, DecodeParams, DecodePlan, DECODE_BINDINGS_F16};
 use crate::caps::Caps;
 use crate::pipeline::{PipelineDesc, ShaderSource};
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 
 pub(super) const DECODE_MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_decode_matrix.wgsl");
 
@@ -29,39 +27,6 @@ const CM: usize = 16;
 const GB_MAX: usize = 8;
 /// Largest head_dim (ND = 16 accumulators of O per lane).
 const D_MAX: usize = 256;
-
-/// `text` with every line starting `//@ND ` (after indentation) repeated for k = 0..nd, `{k}`
-/// replaced by k. The Matrix decode's matrices are named variables made this way (see the WGSL's
-/// header).
-pub fn expand_nd(text: &str, nd: usize) -> String {
-    let mut out = String::with_capacity(text.len() + 2048);
-    for line in text.lines() {
-        let body = line.trim_start();
-        match body.strip_prefix("//@ND ") {
-            Some(template) => {
-                let indent = &line[..line.len() - body.len()];
-                for k in 0..nd {
-                    out += indent;
-                    out += &template.replace("{k}", &k.to_string());
-                    out.push('\n');
-                }
-            }
-            None => {
-                out += line;
-                out.push('\n');
-            }
-        }
-    }
-    out
-}
-
-/// The kernel's text for head_dim `16 nd` ([`expand_nd`]), made once per nd and kept for the
-/// process (pipeline descriptions hold `&'static str` parts).
-fn unrolled(nd: usize) -> &'static str {
-    static TEXTS: OnceLock<Mutex<HashMap<usize, &'static str>>> = OnceLock::new();
-    let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    texts.entry(nd).or_insert_with(|| Box::leak(expand_nd(DECODE_MATRIX_WGSL, nd).into_boxed_str()))
-}
 
 /// Subgroups per workgroup: 4 (`WGKERNELS_DECODE_NW` 1..4 overrides).
 fn subgroups() -> usize {
@@ -148,7 +113,7 @@ pub struct MatrixPlan {
 pub(super) fn matrix_desc(d: u32, gb: u32, sg: u32, nw: u32, maxc: u32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, D_MAX / CM);
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![unrolled(nd)]),
+        source: ShaderSource::Wgsl(vec![unrolled(DECODE_MATRIX_WGSL, nd)]),
         entry: "main",
         constants: vec![("D", d as f64), ("GB", gb as f64), ("SG", sg as f64), ("NW", nw as f64), ("MAXC", maxc as f64)],
         workgroup_size: [sg * nw, 1, 1],
@@ -178,10 +143,10 @@ mod tests {
 
     #[test]
     fn unrolled_text() {
-        let t = unrolled(3);
+        let t = unrolled(DECODE_MATRIX_WGSL, 3);
         assert!(!t.lines().any(|l| l.trim_start().starts_with("//@ND ")));
         assert!(t.contains("var o2 = ") && !t.contains("var o3 = "));
-        assert!(std::ptr::eq(t, unrolled(3)));
+        assert!(std::ptr::eq(t, unrolled(DECODE_MATRIX_WGSL, 3)));
     }
 
     #[test]

@@ -54,6 +54,57 @@ use crate::kernels::rope::{Elem, PairLayout, RopeTable, MAX_HEAD_DIM};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
+/// `text` with its `//@ND` templates expanded for k = 0..nd, `{k}` replaced by k: a line starting
+/// `//@ND ` (after indentation) becomes nd lines; the lines between `//@ND begin` and
+/// `//@ND end` are repeated as a block, nd times. The Matrix kernels name their per-column-block
+/// matrices this way (o0, o1, ..): as a function-scope array indexed in a loop, NVIDIA's driver
+/// keeps them in local memory (`examples/shader_stats.rs`, 2026-11-25).
+pub fn expand_nd(text: &str, nd: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 4096);
+    let mut block: Option<Vec<&str>> = None;
+    let emit = |out: &mut String, line: &str, k: usize| {
+        *out += &line.replace("{k}", &k.to_string());
+        out.push('\n');
+    };
+    for line in text.lines() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        if let Some(lines) = block.as_mut() {
+            if body == "//@ND end" {
+                for k in 0..nd {
+                    for l in lines.iter() {
+                        emit(&mut out, l, k);
+                    }
+                }
+                block = None;
+            } else {
+                lines.push(line);
+            }
+        } else if body == "//@ND begin" {
+            block = Some(Vec::new());
+        } else if let Some(template) = body.strip_prefix("//@ND ") {
+            for k in 0..nd {
+                out += indent;
+                emit(&mut out, template, k);
+            }
+        } else {
+            out += line;
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// [`expand_nd`] of a kernel text, made once per (text, nd) and kept for the process (pipeline
+/// descriptions hold `&'static str` parts).
+pub(crate) fn unrolled(text: &'static str, nd: usize) -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static TEXTS: OnceLock<Mutex<HashMap<(usize, usize), &'static str>>> = OnceLock::new();
+    let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    texts.entry((text.as_ptr() as usize, nd)).or_insert_with(|| Box::leak(expand_nd(text, nd).into_boxed_str()))
+}
+
 /// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
 /// which measured 3-4% slower on the H200 (the serial per-row softmax of one warp overlaps the
 /// other warps' V loads; see BENCHMARKS.md).
