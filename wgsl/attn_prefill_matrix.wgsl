@@ -9,14 +9,15 @@
 // through workgroup memory 64 rows at a time) as ND = D / 16 A matrices and their
 // output as ND f32 accumulators. The kernel is built for the adapter's one subgroup size SG and
 // checks num_subgroups == NSG at run time (a mismatch writes NaN: loud, never silently wrong).
-// No early returns: cooperative-matrix operations need uniform control flow.
+// No early returns: cooperative-matrix operations need uniform control flow (naga checks it
+// workgroup-wide, so a subgroup's own decision, e.g. subgroupAny, cannot guard them).
 //
 // One pass over the keys with an online softmax. A coop matrix has no element access, so a row
 // of O cannot be rescaled in registers; instead each row keeps a reference max m and writes
 // P = exp2(s - m) (log2 domain), raising m only when a tile's row max exceeds m + TAU, so
 // P <= 2^TAU stays well inside f16. Raising m of a row that has seen keys sets a workgroup flag;
-// then every subgroup passes its O through workgroup memory (coopStoreT, scale each row by
-// exp2(m_old - m_new), coopLoadT), 16 columns at a time. After a row's first tile that is rare:
+// then every subgroup passes its O through its rows of workgroup memory (coopStoreT, scale each
+// row by exp2(m_old - m_new), coopLoadT), 16 columns at a time. After a row's first tile that is rare:
 // its max must grow by TAU (a factor 2^TAU in P). O = acc / l at the end (l, f32, is rescaled
 // alike). Each subgroup's lanes hold the softmax of its own 16 rows (TPR lanes per row, their
 // max combined by lane shuffles), so S and P need only subgroup barriers.
@@ -230,21 +231,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (li == 0u) {
         flag.x = 0u;
     }
-    // Per tile: one workgroup barrier after staging K; a subgroup barrier between this
-    // subgroup's S and its softmax; the flag's uniform load (a barrier before and after) between
-    // the softmax and V staging and P V. The next tile's staging comes after every subgroup's P V
-    // of this one (its workgroup barrier), so no other barrier is needed.
+    // Per tile: a workgroup barrier after staging K (before any subgroup's Q K^T) and the flag's
+    // uniform load (a barrier before and after) after staging V (before any P V). A subgroup
+    // stages the next K only after its own P V, and passes that K barrier only once every
+    // subgroup has, so no tile is overwritten while read. S, the softmax, P and the rare O
+    // rescale touch only the subgroup's own rows of ss and ps: subgroup barriers.
     for (var k0 = 0u; k0 < kend; k0 += BK) {
         store_tile(&kw, li, 0u);
         workgroupBarrier();
         fetch_v(&vw, li, k0, kend, hk);
-        // S rows 16 s .. 16 s + 15 (log2 domain, unmasked) = Q_s K^T, into ss;
-        // B(d, j) = K[16 n + j][16 k + d]: column-major in the K tile.
-        for (var n = 0u; n < BK / 16u; n++) {
-            var acc = coop_mat16x16<f32, C>();
-            //@ND acc = coopMultiplyAdd(qa{k}, coopLoad<coop_mat16x16<f16, B>>(&kv[16u * n * DS + 16u * {k}u], DS), acc);
-            coopStoreT(acc, &ss[16u * s * SS + 16u * n], SS);
-        }
+        // S rows 16 s .. 16 s + 15 (log2 domain, unmasked) = Q_s K^T, into ss, one accumulator
+        // per 16 keys (independent chains); B(d, j) = K[16 n + j][16 k + d]: column-major in the
+        // K tile.
+        //@NB var acc{n} = coop_mat16x16<f32, C>();
+        //@ND begin
+        //@NB acc{n} = coopMultiplyAdd(qa{k}, coopLoad<coop_mat16x16<f16, B>>(&kv[16u * {n}u * DS + 16u * {k}u], DS), acc{n});
+        //@ND end
+        //@NB coopStoreT(acc{n}, &ss[16u * s * SS + 16u * {n}u], SS);
         subgroupBarrier();
         var mt = NEG;
         for (var j = c; j < BK; j += TPR) {
@@ -278,25 +281,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         if (workgroupUniformLoad(&flag).x != 0u) {
             // O rows *= alpha (each invocation its row's factor), 16 columns at a time through
-            // this subgroup's rows of ss.
+            // this subgroup's rows of ss (its S is read: the barrier first).
             //@ND begin
+            subgroupBarrier();
             coopStoreT(o{k}, &ss[16u * s * SS], SS);
-            workgroupBarrier();
+            subgroupBarrier();
             for (var x = c; x < 16u; x += TPR) {
                 ss[r * SS + x] *= alpha;
             }
-            workgroupBarrier();
+            subgroupBarrier();
             o{k} = coopLoadT<coop_mat16x16<f32, C>>(&ss[16u * s * SS], SS);
-            workgroupBarrier();
             //@ND end
         }
         if (li == 0u) {
             flag.x = 0u;  // every invocation has loaded it; the next set follows the next barrier
         }
-        for (var kk = 0u; kk < BK / 16u; kk++) {
-            let pa = coopLoadT<coop_mat16x16<f16, A>>(&ps[16u * s * PS + 16u * kk], PS);
-            //@ND o{k} = coopMultiplyAdd(pa, coopLoadT<coop_mat16x16<f16, B>>(&kv[VOFF + 16u * kk * DS + 16u * {k}u], DS), o{k});
-        }
+        //@NB begin
+        let pa{n} = coopLoadT<coop_mat16x16<f16, A>>(&ps[16u * s * PS + 16u * {n}u], PS);
+        //@ND o{k} = coopMultiplyAdd(pa{n}, coopLoadT<coop_mat16x16<f16, B>>(&kv[VOFF + 16u * {n}u * DS + 16u * {k}u], DS), o{k});
+        //@NB end
     }
 
     // l = the row's sum of P; O / l, 16 columns at a time through ss (each subgroup its own rows).

@@ -60,18 +60,24 @@ use bytemuck::{Pod, Zeroable};
 /// matrices this way (o0, o1, ..): as a function-scope array indexed in a loop, NVIDIA's driver
 /// keeps them in local memory (`examples/shader_stats.rs`, 2026-11-25).
 pub fn expand_nd(text: &str, nd: usize) -> String {
+    expand(text, "ND", "{k}", nd)
+}
+
+/// [`expand_nd`]'s templates for any marker `//@{marker}` and placeholder `key`.
+pub fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
+    let (begin, end, line_prefix) = (format!("//@{marker} begin"), format!("//@{marker} end"), format!("//@{marker} "));
     let mut out = String::with_capacity(text.len() + 4096);
     let mut block: Option<Vec<&str>> = None;
     let emit = |out: &mut String, line: &str, k: usize| {
-        *out += &line.replace("{k}", &k.to_string());
+        *out += &line.replace(key, &k.to_string());
         out.push('\n');
     };
     for line in text.lines() {
         let body = line.trim_start();
         let indent = &line[..line.len() - body.len()];
         if let Some(lines) = block.as_mut() {
-            if body == "//@ND end" {
-                for k in 0..nd {
+            if body == end {
+                for k in 0..count {
                     for l in lines.iter() {
                         emit(&mut out, l, k);
                     }
@@ -80,10 +86,10 @@ pub fn expand_nd(text: &str, nd: usize) -> String {
             } else {
                 lines.push(line);
             }
-        } else if body == "//@ND begin" {
+        } else if body == begin {
             block = Some(Vec::new());
-        } else if let Some(template) = body.strip_prefix("//@ND ") {
-            for k in 0..nd {
+        } else if let Some(template) = body.strip_prefix(&line_prefix) {
+            for k in 0..count {
                 out += indent;
                 emit(&mut out, template, k);
             }
@@ -95,14 +101,20 @@ pub fn expand_nd(text: &str, nd: usize) -> String {
     out
 }
 
-/// [`expand_nd`] of a kernel text, made once per (text, nd) and kept for the process (pipeline
+/// A kernel text with its `//@ND` templates expanded for `nd` column blocks, then its `//@NB`
+/// templates (`{n}`) for `nb` key blocks ([`expand`]).
+pub fn expand_templates(text: &str, nd: usize, nb: usize) -> String {
+    expand(&expand_nd(text, nd), "NB", "{n}", nb)
+}
+
+/// [`expand_templates`], made once per (text, nd, nb) and kept for the process (pipeline
 /// descriptions hold `&'static str` parts).
-pub(crate) fn unrolled(text: &'static str, nd: usize) -> &'static str {
+pub(crate) fn unrolled(text: &'static str, nd: usize, nb: usize) -> &'static str {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static TEXTS: OnceLock<Mutex<HashMap<(usize, usize), &'static str>>> = OnceLock::new();
+    static TEXTS: OnceLock<Mutex<HashMap<(usize, usize, usize), &'static str>>> = OnceLock::new();
     let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    texts.entry((text.as_ptr() as usize, nd)).or_insert_with(|| Box::leak(expand_nd(text, nd).into_boxed_str()))
+    texts.entry((text.as_ptr() as usize, nd, nb)).or_insert_with(|| Box::leak(expand_templates(text, nd, nb).into_boxed_str()))
 }
 
 /// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,

@@ -154,7 +154,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, neox: bool, tau: f
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
     let cpt = chunks_per_invocation(d as usize, bk as usize, (nsg * sg) as usize).clamp(1, CPT_DECL.len());
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, nd), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1]]),
+        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, nd, bk as usize / CM), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1]]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
