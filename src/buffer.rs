@@ -71,10 +71,12 @@ pub(crate) enum Scratch {
     /// The Matrix prefill's staged f16 K and V (`kernels::attention::prefill_matrix`).
     PrefillK,
     PrefillV,
+    /// The Matrix prefill's staged f16 Q (rotated, scaled, in the kernel's row order).
+    PrefillQ,
 }
 
 /// Number of [`Scratch`] slots.
-pub(crate) const SCRATCH_SLOTS: usize = 3;
+pub(crate) const SCRATCH_SLOTS: usize = 4;
 
 impl Context {
     fn create_storage(&self, bytes: u64, label: &str, mapped: bool) -> Result<wgpu::Buffer> {

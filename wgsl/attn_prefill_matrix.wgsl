@@ -5,9 +5,9 @@
 // absolute position offset + t and, when causal, sees keys j <= offset + t.
 //
 // NSG subgroups (8, or 4 where 8 don't fit) of SG invocations; subgroup s owns rows 16 s ..
-// 16 s + 15: it keeps their Q (rotated, pre-scaled by scale * log2 e, rounded to f16, staged
-// through workgroup memory 64 rows at a time) as ND = D / 16 A matrices and their
-// output as ND f32 accumulators. The kernel is built for the adapter's one subgroup size SG and
+// 16 s + 15: it keeps their Q (rotated, pre-scaled by scale * log2 e, rounded to f16 by the
+// staging pass, loaded straight from its buffer) as ND = D / 16 A matrices and their output as ND
+// f32 accumulators. The kernel is built for the adapter's one subgroup size SG and
 // checks num_subgroups == NSG at run time (a mismatch writes NaN: loud, never silently wrong).
 // No early returns: cooperative-matrix operations need uniform control flow (naga checks it
 // workgroup-wide, so a subgroup's own decision, e.g. subgroupAny, cannot guard them).
@@ -28,8 +28,7 @@
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
 // Global loads are 16-byte vectors, CPT chunks of 16 elements per invocation, fetched into
 // registers one step ahead of their use (the next K tile during the P V product, the V tile
-// during Q K^T) so their latency overlaps the matrix work. Q (rotated here, once per workgroup)
-// and O are f32. ND and CPT come from `const` lines appended to this text
+// during Q K^T) so their latency overlaps the matrix work. O is f32. ND and CPT come from `const` lines appended to this text
 // (attn_prefill_matrix.rs): function-scope arrays need constant lengths.
 //
 // Matrices are named variables, never arrays: a line starting `//@ND ` and the lines between
@@ -44,32 +43,28 @@ enable wgpu_cooperative_matrix;
 override D: u32 = 128u;        // head dim, a multiple of 16 (= 16 * ND)
 override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CPT * WG)
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)
-override NEOX: bool = false;
 override TAU: f32 = 8.0;       // log2 headroom before a row's reference max is raised (P <= 2^TAU)
 override NSG: u32 = 8u;        // subgroups per workgroup (4 or 8)
 override BQ: u32 = 16u * NSG;  // rows per workgroup
-const QB: u32 = 64u;            // Q rows staged at a time
 const NEG: f32 = -3.0e38;
 override WG: u32 = NSG * SG;
-override HALF: u32 = D / 2u;
-override DS: u32 = D + 8u;     // f16 row stride of the Q / K / V staging
+override DS: u32 = D + 8u;     // f16 row stride of the K / V tiles
 override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
-override KV_LEN: u32 = max(2u * BK, QB) * DS;
+override KV_LEN: u32 = 2u * BK * DS;
 const WORDS: u32 = 2u * CPT;   // registers for CPT chunks of K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> qs: array<f16>;   // Q staged: see below
 @group(0) @binding(2) var<storage, read> kc: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> vc: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read> table: array<vec4<f32>>;  // (cos, sin) of pairs 2i, 2i + 1
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-var<workgroup> kv: array<f16, KV_LEN>;   // Q staging, then K tile at 0 and V tile at VOFF
+var<workgroup> kv: array<f16, KV_LEN>;   // K tile at 0, V tile at VOFF
 var<workgroup> ss: array<f32, SS_LEN>;
 var<workgroup> ps: array<f16, PS_LEN>;
 var<workgroup> part: array<f32, WG>;      // the row sums' shares of their TPR invocations
@@ -77,17 +72,6 @@ var<workgroup> part: array<f32, WG>;      // the row sums' shares of their TPR i
 // of 16 bytes, because NVIDIA's driver packs them back to back and cooperative-matrix loads and
 // stores need 16-byte aligned addresses (a lone u32 here made the kernel wrong; 2026-11-25, H100).
 var<workgroup> flag: vec4<u32>;
-
-fn pair_at(i: u32) -> vec2<u32> {
-    if (NEOX) {
-        return vec2<u32>(i, i + HALF);
-    }
-    return vec2<u32>(2u * i, 2u * i + 1u);
-}
-
-fn rot(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
-    return vec2<f32>(a * cs.x - b * cs.y, b * cs.x + a * cs.y);
-}
 
 // K and V come as f16, two per u32 word, [kv_len][kv_heads][D], and K comes rotated: the staging
 // pass (attn_prefill_stage.wgsl) makes them so when they don't. Chunk ch of a tile = key
@@ -184,39 +168,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let out_base = (t_r * p.heads + hk * p.group + (gr - t_r * p.group)) * D;
 
-    // Q rows, rotated at offset + t, pre-scaled, f16, QB rows at a time through kv; each
-    // subgroup keeps its 16 rows as A tiles.
-    //@ND var qa{k} = coop_mat16x16<f16, A>();
-    for (var q0 = 0u; q0 < BQ; q0 += QB) {
-        for (var idx = li; idx < QB * HALF; idx += WG) {
-            let rr = idx / HALF;
-            let i = idx - rr * HALF;
-            let e = pair_at(i);
-            let g = row0 + q0 + rr;
-            var v = vec2<f32>(0.0);
-            if (g < rows) {
-                let t = g / p.group;
-                let h = hk * p.group + (g - t * p.group);
-                let base = (t * p.heads + h) * D;
-                let tv = table[((p.offset + t) * p.table_half + i) / 2u];
-                let cs = select(tv.xy, tv.zw, (i & 1u) == 1u);
-                v = rot(q[base + e.x], q[base + e.y], cs) * p.scale_log2;
-            }
-            kv[rr * DS + e.x] = f16(v.x);
-            kv[rr * DS + e.y] = f16(v.y);
-        }
-        workgroupBarrier();
-        // Every subgroup loads (uniform control flow); those whose rows these are keep it.
-        let mine = 16u * s >= q0 && 16u * s < q0 + QB;
-        let lr = select(0u, 16u * s - q0, mine);
-        //@ND begin
-        let t{k} = coopLoadT<coop_mat16x16<f16, A>>(&kv[lr * DS + 16u * {k}u], DS);
-        if (mine) {
-            qa{k} = t{k};
-        }
-        //@ND end
-        workgroupBarrier();
-    }
+    // This subgroup's 16 Q rows (rotated at offset + t, pre-scaled by scale * log2 e, f16, in row
+    // order per KV head: the staging pass), kept as A tiles.
+    let qrow = hk * p.row_blocks * BQ + row0 + 16u * s;
+    //@ND let qa{k} = coopLoadT<coop_mat16x16<f16, A>>(&qs[qrow * D + 16u * {k}u], D);
 
     // One pass: per tile, S = Q K^T; the row's tile max mt; P = exp2(S - m) as f16 with m the
     // row's reference max, raised (to mt) only when mt > m + TAU, so P <= 2^TAU; O += P V.

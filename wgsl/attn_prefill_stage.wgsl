@@ -4,6 +4,12 @@
 // Same layout as the input, [kv_len][kv_heads][D], two halves per u32 word; one invocation per
 // output word (elements 2w, 2w + 1 of the flattened tensor).
 //
+// Q mode (q_rows > 0): Q [tokens][heads][D] (f32), rotated at position offset + t and multiplied
+// by `scale` (softmax scale * log2 e), into the kernel's row order [kv_head][row][D], row
+// g = t * group + (head - kv_head * group) (the GQA group's heads of a token side by side), with
+// q_rows_pad >= q_rows rows per KV head (the rows past q_rows are zero), so the kernel loads each
+// subgroup's 16 rows as one matrix straight from this buffer.
+//
 // Rotation as in the kernel's store_k: pair (a, b) = (x[e.x], x[e.y]) at position j becomes
 // (a cos - b sin, b cos + a sin), e the pair's elements (2i, 2i + 1, or i, i + D/2 for NEOX).
 
@@ -14,6 +20,14 @@ struct Params {
     kv_heads: u32,
     table_half: u32, // (cos, sin) pairs per table row
     rotate: u32,     // 1: rotate (K that comes unrotated); 0: convert only
+    q_rows: u32,     // Q mode: rows per KV head (tokens * group); 0: K / V mode
+    q_rows_pad: u32, // Q mode: rows per KV head in dst
+    group: u32,      // Q mode: query heads per KV head
+    heads: u32,      // Q mode: query heads
+    offset: u32,     // Q mode: position of token 0
+    scale: f32,      // Q mode: factor after the rotation (1 for K / V)
+    _p0: u32,
+    _p1: u32,
 }
 
 override D: u32 = 128u;
@@ -60,10 +74,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     let e = 2u * w;
-    let row = e / D;             // key j, KV head hk: row = j * kv_heads + hk
+    let row = e / D;             // K / V: key j, KV head hk: row = j * kv_heads + hk
     let i = e - row * D;
-    let base = row * D;
-    let j = row / p.kv_heads;
+    var base = row * D;
+    var j = row / p.kv_heads;
+    if (p.q_rows > 0u) {
+        let hk = row / p.q_rows_pad;
+        let g = row - hk * p.q_rows_pad;
+        if (g >= p.q_rows) {
+            dst[w] = 0u;
+            return;
+        }
+        let t = g / p.group;
+        base = (t * p.heads + hk * p.group + (g - t * p.group)) * D;
+        j = p.offset + t;
+    }
+    let x = vec2<f32>(elem(base, i, j), elem(base, i + 1u, j)) * p.scale;
     // Rounded by the f16 conversion (to nearest), so pack2x16float only packs exact values.
-    dst[w] = pack2x16float(vec2<f32>(vec2<f16>(vec2<f32>(elem(base, i, j), elem(base, i + 1u, j)))));
+    dst[w] = pack2x16float(vec2<f32>(vec2<f16>(x)));
 }

@@ -358,7 +358,7 @@ fn flag(b: bool) -> f64 {
 impl PipelineKey for AttnPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            AttnPipeline::PrefillMatrix { d, bk, sg, nsg, neox, tau } => prefill_matrix::matrix_desc(d, bk, sg, nsg, neox, f32::from_bits(tau)),
+            AttnPipeline::PrefillMatrix { d, bk, sg, nsg, tau, .. } => prefill_matrix::matrix_desc(d, bk, sg, nsg, f32::from_bits(tau)),
             AttnPipeline::DecodeMatrix { d, gb, sg, nw, maxc } => decode_matrix::matrix_desc(d, gb, sg, nw, maxc),
             AttnPipeline::PrefillStage { d, in_f16, neox } => prefill_matrix::stage_desc(d, in_f16, neox),
             AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {

@@ -70,20 +70,19 @@ const ND_DECL: [&str; 16] = [
 /// `const CPT` (chunks of 16 K or V elements per invocation and tile, 1..=4), appended likewise.
 const CPT_DECL: [&str; 4] = ["const CPT: u32 = 1u;\n", "const CPT: u32 = 2u;\n", "const CPT: u32 = 3u;\n", "const CPT: u32 = 4u;\n"];
 
-/// The prefill's bindings with 16-byte vector loads of K, V and the RoPE table.
+/// The kernel's bindings: the staged Q (f16, loaded as matrices), K and V (16-byte vector loads).
 const MATRIX_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("q", "f32"),
+    StorageBinding::read("q", "f16"),
     StorageBinding::read("k", "vec4<u32>"),
     StorageBinding::read("v", "vec4<u32>"),
-    StorageBinding::read("table", "vec4<f32>"),
     StorageBinding::write("out", "f32"),
 ];
 
 /// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `nsg` subgroups of `sg`:
-/// the K and V tiles (also the Q staging, 64 rows at a time), S, P, the row-sum shares, the flag.
+/// the K and V tiles, S, P, the row-sum shares, the flag.
 fn bytes(d: usize, bk: usize, nsg: usize, sg: usize) -> usize {
     let (ds, bq) = (d + 8, rows_per_workgroup(nsg as u32));
-    2 * (2 * bk).max(64) * ds + 4 * bq * (bk + 4) + 2 * bq * (bk + 8) + 4 * nsg * sg + 16
+    2 * 2 * bk * ds + 4 * bq * (bk + 4) + 2 * bq * (bk + 8) + 4 * nsg * sg + 16
 }
 
 /// Default log2 headroom of the online softmax (P <= 2^TAU).
@@ -150,7 +149,7 @@ pub(super) fn matrix_key(caps: &Caps, d: usize, neox: bool) -> Result<AttnPipeli
     Ok(AttnPipeline::PrefillMatrix { d: d as u32, bk: bk as u32, sg, nsg, neox, tau: tau().to_bits() })
 }
 
-pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, neox: bool, tau: f32) -> PipelineDesc {
+pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
     let cpt = chunks_per_invocation(d as usize, bk as usize, (nsg * sg) as usize).clamp(1, CPT_DECL.len());
     PipelineDesc {
@@ -161,7 +160,6 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, neox: bool, tau: f
             ("BK", bk as f64),
             ("SG", sg as f64),
             ("NSG", nsg as f64),
-            ("NEOX", neox as u32 as f64),
             ("TAU", tau as f64),
         ],
         workgroup_size: [nsg * sg, 1, 1],
@@ -179,6 +177,13 @@ struct StageParams {
     kv_heads: u32,
     table_half: u32,
     rotate: u32,
+    q_rows: u32,
+    q_rows_pad: u32,
+    group: u32,
+    heads: u32,
+    offset: u32,
+    scale: f32,
+    _p: [u32; 2],
 }
 
 pub(super) fn stage_desc(d: u32, in_f16: bool, neox: bool) -> PipelineDesc {
@@ -199,11 +204,12 @@ pub(super) fn stage_desc(d: u32, in_f16: bool, neox: bool) -> PipelineDesc {
 /// call instead saves that work (measured on an H100, T = 2048, f16 K: 13%, the gap between
 /// unrotated and caller-rotated K). The kernel then always reads f16 K that comes rotated.
 pub(super) fn encode<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, key: AttnPipeline, params: PrefillParams, grid: [u32; 3]) -> crate::Result<()> {
-    let AttnPipeline::PrefillMatrix { d, neox, .. } = key else {
+    let AttnPipeline::PrefillMatrix { d, neox, nsg, .. } = key else {
         return Err(crate::Error::Argument("not a Matrix prefill pipeline".into()));
     };
+    let q = stage_q(b, a, d, neox, params, params.row_blocks as usize * rows_per_workgroup(nsg))?;
     let (k, v) = stage_kv(b, a, d, neox)?;
-    b.dispatch(&key, &params, &[a.q.raw(), &k, &v, a.table.buffer().raw(), a.out.raw()], grid)
+    b.dispatch(&key, &params, &[&q, &k, &v, a.out.raw()], grid)
 }
 
 /// The staging dispatches of [`encode`]'s K and V: the buffers the kernel then binds (the inputs
@@ -214,7 +220,7 @@ fn stage_kv<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool) -> cra
     let words = a.kv_len * s.kv_heads * d as usize / 2;
     let stage = |b: &mut Batch, slot: Scratch, src: &wgpu::Buffer, rotate: bool| -> crate::Result<wgpu::Buffer> {
         let dst = ctx.scratch(slot, 4 * words as u64)?;
-        let sp = StageParams { words: words as u32, kv_heads: s.kv_heads as u32, table_half: d / 2, rotate: rotate as u32 };
+        let sp = StageParams { words: words as u32, kv_heads: s.kv_heads as u32, table_half: d / 2, rotate: rotate as u32, scale: 1.0, ..Zeroable::zeroed() };
         let grid = ctx.grid(words.div_ceil(256) as u64)?;
         b.dispatch(&AttnPipeline::PrefillStage { d, in_f16: KV::F16, neox }, &sp, &[src, a.table.buffer().raw(), &dst], grid)?;
         Ok(dst)
@@ -222,6 +228,33 @@ fn stage_kv<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool) -> cra
     let k = if KV::F16 && a.k_rotated { a.k.raw().clone() } else { stage(b, Scratch::PrefillK, a.k.raw(), !a.k_rotated)? };
     let v = if KV::F16 { a.v.raw().clone() } else { stage(b, Scratch::PrefillV, a.v.raw(), false)? };
     Ok((k, v))
+}
+
+/// The staging dispatch of [`encode`]'s Q: rotated at offset + t, times scale * log2 e, f16, rows
+/// in the kernel's order per KV head (t * group + head in group), `rows_pad` rows per KV head
+/// (whole row blocks; the rows past tokens * group are zero), into [`Scratch::PrefillQ`].
+fn stage_q<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: PrefillParams, rows_pad: usize) -> crate::Result<wgpu::Buffer> {
+    let ctx = b.context();
+    let s = a.shape;
+    let group = s.heads / s.kv_heads;
+    let words = s.kv_heads * rows_pad * d as usize / 2;
+    let dst = ctx.scratch(Scratch::PrefillQ, 4 * words as u64)?;
+    let sp = StageParams {
+        words: words as u32,
+        kv_heads: s.kv_heads as u32,
+        table_half: d / 2,
+        rotate: 1,
+        q_rows: (a.tokens * group) as u32,
+        q_rows_pad: rows_pad as u32,
+        group: group as u32,
+        heads: s.heads as u32,
+        offset: a.offset as u32,
+        scale: params.scale_log2,
+        _p: [0; 2],
+    };
+    let grid = ctx.grid(words.div_ceil(256) as u64)?;
+    b.dispatch(&AttnPipeline::PrefillStage { d, in_f16: false, neox }, &sp, &[a.q.raw(), a.table.buffer().raw(), &dst], grid)?;
+    Ok(dst)
 }
 
 /// Matrix pipelines for the shader checks (nominal adapter: subgroup 32, 48 KiB).
@@ -308,6 +341,46 @@ mod tests {
         }
     }
 
+    /// The Q staging against the f64 reference: row g of KV head hk is token g / group, query
+    /// head hk * group + g % group, rotated at offset + t and times `scale`, within the f16 rounding;
+    /// the padding rows are exactly zero.
+    fn check_q_staging(ctx: &crate::Context, rng: &mut Rng, d: usize, tokens: usize, heads: usize, kv_heads: usize, offset: usize, layout: PairLayout, rows_pad: usize) {
+        let cfg = RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096));
+        let table = RopeTable::build(ctx, cfg.clone(), offset + tokens).unwrap();
+        let qh = rng.uniform_vec(tokens * heads * d, -2.0, 2.0);
+        let q = ctx.upload(&qh).unwrap();
+        let (k, v) = (ctx.alloc::<f32>(d).unwrap(), ctx.alloc::<f32>(d).unwrap());
+        let out = ctx.alloc::<f32>(tokens * heads * d).unwrap();
+        let a = Prefill { shape: AttnShape::new(heads, kv_heads, d), tokens, offset, kv_len: offset + tokens, causal: true, k_rotated: false, layout, scale: None, q: &q, k: &k, v: &v, table: &table, out: &out };
+        let scale = 0.37f32;
+        let params = PrefillParams { scale_log2: scale, ..Zeroable::zeroed() };
+        let mut b = ctx.batch();
+        let staged = stage_q(&mut b, &a, d as u32, layout == PairLayout::HalfSplit, params, rows_pad).unwrap();
+        b.run().unwrap();
+        let n = kv_heads * rows_pad * d;
+        let words = ctx.read(&GpuBuffer::<u32>::from_raw(staged, n / 2).unwrap()).unwrap();
+        let got: Vec<f32> = words.iter().flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()]).collect();
+        let (inv_freq, af, group) = (cfg.inv_freq(), cfg.attention_factor(), heads / kv_heads);
+        let mut bad = 0;
+        for hk in 0..kv_heads {
+            for g in 0..rows_pad {
+                let row = &got[(hk * rows_pad + g) * d..][..d];
+                if g >= tokens * group {
+                    bad += row.iter().filter(|&&x| x != 0.0).count();
+                    continue;
+                }
+                let (t, h) = (g / group, hk * group + g % group);
+                let src: Vec<f64> = qh[(t * heads + h) * d..][..d].iter().map(|&x| x as f64).collect();
+                let (rot, mag) = crate::reference::rope::rotate_head(&src, layout, &inv_freq, af, offset + t);
+                for i in 0..d {
+                    let (want, m) = (rot[i] * scale as f64, mag[i] * scale as f64);
+                    bad += usize::from((row[i] as f64 - want).abs() > want.abs() / 1024.0 + m / 1_048_576.0 + 1.0 / 16_777_216.0);
+                }
+            }
+        }
+        assert_eq!(bad, 0, "Q: {bad} of {n} staged values off (d {d}, {layout:?}, heads {heads}/{kv_heads}, offset {offset})");
+    }
+
     #[test]
     fn staging_pass_matches_the_reference() {
         let ctx = crate::Context::new_blocking(crate::ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
@@ -317,6 +390,9 @@ mod tests {
         check_staging::<f32>(&ctx, &mut rng, 128, 19, 1, PairLayout::HalfSplit, true);
         check_staging::<half::f16>(&ctx, &mut rng, 80, 23, 2, PairLayout::Interleaved, false);
         check_staging::<half::f16>(&ctx, &mut rng, 16, 9, 4, PairLayout::HalfSplit, false);
+        check_q_staging(&ctx, &mut rng, 64, 7, 6, 2, 5, PairLayout::HalfSplit, 32);
+        check_q_staging(&ctx, &mut rng, 48, 13, 3, 3, 0, PairLayout::Interleaved, 16);
+        check_q_staging(&ctx, &mut rng, 128, 33, 4, 1, 2, PairLayout::Interleaved, 256);
     }
 
     #[test]
@@ -326,7 +402,7 @@ mod tests {
         assert_eq!(matrix_tiles(128, 32, 1024, 48 << 10), Ok((32, 8)));
         assert_eq!(matrix_tiles(128, 32, 128, 48 << 10), Ok((32, 4)));
         assert_eq!(matrix_tiles(256, 32, 1024, 48 << 10), Ok((32, 4)));
-        assert_eq!(matrix_tiles(256, 32, 1024, 44 << 10), Ok((16, 4)));
+        assert_eq!(matrix_tiles(256, 32, 1024, 44 << 10), Ok((16, 8)));
         assert!(matrix_tiles(6, 32, 1024, 48 << 10).is_err());
         assert!(matrix_tiles(272, 32, 1024, 1 << 20).is_err());
         assert!(matrix_tiles(256, 32, 1024, 16 << 10).is_err());
