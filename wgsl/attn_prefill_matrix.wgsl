@@ -52,6 +52,7 @@ override DS: u32 = D + 8u;     // f16 row stride of the K / V tiles
 override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
+// JP = BK / TPR (keys per invocation in the softmax) comes as a `const` line like ND and CPT.
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = 2u * BK * DS;
 const WORDS: u32 = 2u * CPT;   // registers for CPT chunks of K or V (16-byte vectors)
@@ -204,12 +205,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         //@ND end
         //@NB coopStoreT(acc{n}, &ss[16u * s * SS + 16u * {n}u], SS);
         subgroupBarrier();
+        // The row's JP = BK / TPR scores c JP .. c JP + JP - 1 of this tile (masked: NEG), held
+        // as named values; its max over the tile (lane shuffles), then P as f16.
+        let c0 = c * JP;
+        //@JP let s{j} = select(NEG, ss[r * SS + c0 + {j}u], k0 + c0 + {j}u < lim);
         var mt = NEG;
-        for (var j = c; j < BK; j += TPR) {
-            if (k0 + j < lim) {
-                mt = max(mt, ss[r * SS + j]);
-            }
-        }
+        //@JP mt = max(mt, s{j});
         for (var o = 1u; o < TPR; o <<= 1u) {
             mt = max(mt, subgroupShuffleXor(mt, o));
         }
@@ -222,14 +223,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             m_r = mt;
         }
         l_p *= alpha;
-        for (var j = c; j < BK; j += TPR) {
-            var pj = 0.0;
-            if (k0 + j < lim) {
-                pj = exp2(ss[r * SS + j] - m_r);
-            }
-            l_p += pj;
-            ps[r * PS + j] = f16(pj);
-        }
+        // Every live row sees key 0 in its first tile, so m_r > NEG here and masked keys give 0.
+        //@JP let p{j} = exp2(s{j} - m_r);
+        //@JP l_p += p{j};
+        //@JP ps[r * PS + c0 + {j}u] = f16(p{j});
         store_tile(&vw, li, VOFF);
         if (k0 + BK < kend) {
             fetch_k(&kw, li, k0 + BK, kend, hk);

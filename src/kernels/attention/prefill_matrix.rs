@@ -30,6 +30,8 @@ use crate::caps::{Caps, Variant};
 use crate::kernels::rope::Elem;
 use crate::pipeline::{PipelineDesc, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use wgpu::CooperativeScalarType as Cst;
 
 pub(super) const MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_prefill_matrix.wgsl");
@@ -69,6 +71,13 @@ const ND_DECL: [&str; 16] = [
 
 /// `const CPT` (chunks of 16 K or V elements per invocation and tile, 1..=4), appended likewise.
 const CPT_DECL: [&str; 4] = ["const CPT: u32 = 1u;\n", "const CPT: u32 = 2u;\n", "const CPT: u32 = 3u;\n", "const CPT: u32 = 4u;\n"];
+
+/// `const JP` (keys per invocation in the softmax), made once per value like [`super::unrolled`].
+fn jp_decl(jp: usize) -> &'static str {
+    static DECLS: OnceLock<Mutex<HashMap<usize, &'static str>>> = OnceLock::new();
+    let mut d = DECLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    d.entry(jp).or_insert_with(|| Box::leak(format!("const JP: u32 = {jp}u;\n").into_boxed_str()))
+}
 
 /// The kernel's bindings: the staged Q (f16, loaded as matrices), K and V (16-byte vector loads).
 const MATRIX_BINDINGS: &[StorageBinding] = &[
@@ -152,8 +161,10 @@ pub(super) fn matrix_key(caps: &Caps, d: usize, neox: bool) -> Result<AttnPipeli
 pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
     let cpt = chunks_per_invocation(d as usize, bk as usize, (nsg * sg) as usize).clamp(1, CPT_DECL.len());
+    // Keys per invocation in the softmax: BK over the SG / 16 lanes of a row.
+    let jp = (bk * CM as u32 / sg).max(1) as usize;
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, nd, bk as usize / CM), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1]]),
+        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, nd, bk as usize / CM, jp), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], jp_decl(jp)]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
