@@ -28,12 +28,14 @@
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
 // Global loads are 16-byte vectors, CPT chunks of 16 elements per invocation, fetched into
 // registers one step ahead of their use (the next K tile during the P V product, the V tile
-// during Q K^T) so their latency overlaps the matrix work. O is f32. ND and CPT come from `const` lines appended to this text
-// (attn_prefill_matrix.rs): function-scope arrays need constant lengths.
+// during Q K^T) so their latency overlaps the matrix work. O is f32. ND, CPT and JP come from
+// `const` lines appended to this text (attn_prefill_matrix.rs): function-scope arrays need
+// constant lengths.
 //
 // Matrices are named variables, never arrays: a line starting `//@ND ` and the lines between
 // `//@ND begin` and `//@ND end` are repeated for k = 0 .. ND - 1 with {k} replaced by k
-// (attention::expand_nd) before the text is compiled. As arrays indexed in loops (until
+// (attention::expand_templates) before the text is compiled; likewise `//@NB` ({n}: the 16-key
+// blocks of a tile) and `//@JQ` ({q}: the groups of 4 keys an invocation takes in the softmax). As arrays indexed in loops (until
 // 2026-11-25), NVIDIA's driver kept Q and O in local memory: 384 bytes per invocation at D = 128,
 // every product a round trip through L1 (examples/shader_stats.rs).
 
@@ -52,12 +54,16 @@ override DS: u32 = D + 8u;     // f16 row stride of the K / V tiles
 override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
-// JP = BK / TPR (keys per invocation in the softmax) comes as a `const` line like ND and CPT.
+// JP = BK / TPR (keys per invocation in the softmax, 4 JQ) comes as a `const` line like ND and CPT.
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = 2u * BK * DS;
 const WORDS: u32 = 2u * CPT;   // registers for CPT chunks of K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
+// Matrix loads from kv and ps take pointers to their vec4<f16> elements, so their offsets and
+// strides count vec4s (4 halves), as SPIR-V counts them in the pointee type (checked on the H100).
+override DS4: u32 = DS / 4u;
+override PS4: u32 = PS / 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qs: array<f16>;   // Q staged: see below
@@ -65,9 +71,9 @@ override PS_LEN: u32 = BQ * PS;
 @group(0) @binding(3) var<storage, read> vc: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
-var<workgroup> kv: array<f16, KV_LEN>;   // K tile at 0, V tile at VOFF
+var<workgroup> kv: array<vec4<f16>, KV_LEN / 4u>;   // K tile at 0, V tile at VOFF (4 halves per element)
 var<workgroup> ss: array<f32, SS_LEN>;
-var<workgroup> ps: array<f16, PS_LEN>;
+var<workgroup> ps: array<vec4<f16>, PS_LEN / 4u>;
 var<workgroup> part: array<f32, WG>;      // the row sums' shares of their TPR invocations
 // Some row's O needs a rescale in this tile (.x). A vec4: every workgroup variable here is a multiple
 // of 16 bytes, because NVIDIA's driver packs them back to back and cooperative-matrix loads and
@@ -122,13 +128,14 @@ fn store_tile(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, off: u32) {
     for (var x = 0u; x < CPT; x++) {
         let t = chunk_at(li, x);
         if (t.z != 0u) {
-            let o = off + t.x * DS + 16u * t.y;
-            for (var y = 0u; y < 8u; y++) {
-                // (naga 30 types bitcast<vec2<f16>>(u32) as f32, so unpack and convert: exact.)
-                let h = vec2<f16>(unpack2x16float((*w)[2u * x + y / 4u][y % 4u]));
-                kv[o + 2u * y] = h.x;
-                kv[o + 2u * y + 1u] = h.y;
-            }
+            let o = (off + t.x * DS + 16u * t.y) / 4u;
+            let a = (*w)[2u * x];
+            let b = (*w)[2u * x + 1u];
+            // (naga 30 types bitcast<vec2<f16>>(u32) as f32, so unpack and convert: exact.)
+            kv[o] = vec4<f16>(vec4<f32>(unpack2x16float(a.x), unpack2x16float(a.y)));
+            kv[o + 1u] = vec4<f16>(vec4<f32>(unpack2x16float(a.z), unpack2x16float(a.w)));
+            kv[o + 2u] = vec4<f16>(vec4<f32>(unpack2x16float(b.x), unpack2x16float(b.y)));
+            kv[o + 3u] = vec4<f16>(vec4<f32>(unpack2x16float(b.z), unpack2x16float(b.w)));
         }
     }
 }
@@ -201,16 +208,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // K tile.
         //@NB var acc{n} = coop_mat16x16<f32, C>();
         //@ND begin
-        //@NB acc{n} = coopMultiplyAdd(qa{k}, coopLoad<coop_mat16x16<f16, B>>(&kv[16u * {n}u * DS + 16u * {k}u], DS), acc{n});
+        //@NB acc{n} = coopMultiplyAdd(qa{k}, coopLoad<coop_mat16x16<f16, B>>(&kv[(16u * {n}u * DS + 16u * {k}u) / 4u], DS4), acc{n});
         //@ND end
         //@NB coopStoreT(acc{n}, &ss[16u * s * SS + 16u * {n}u], SS);
         subgroupBarrier();
         // The row's JP = BK / TPR scores c JP .. c JP + JP - 1 of this tile (masked: NEG), held
         // as named values; its max over the tile (lane shuffles), then P as f16.
         let c0 = c * JP;
-        //@JP let s{j} = select(NEG, ss[r * SS + c0 + {j}u], k0 + c0 + {j}u < lim);
-        var mt = NEG;
-        //@JP mt = max(mt, s{j});
+        let sb = r * SS + c0;
+        //@JQ let s{q} = select(vec4<f32>(NEG), vec4<f32>(ss[sb + 4u * {q}u], ss[sb + 4u * {q}u + 1u], ss[sb + 4u * {q}u + 2u], ss[sb + 4u * {q}u + 3u]), vec4<u32>(k0 + c0 + 4u * {q}u) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(lim));
+        var mt4 = vec4<f32>(NEG);
+        //@JQ mt4 = max(mt4, s{q});
+        var mt = max(max(mt4.x, mt4.y), max(mt4.z, mt4.w));
         for (var o = 1u; o < TPR; o <<= 1u) {
             mt = max(mt, subgroupShuffleXor(mt, o));
         }
@@ -224,9 +233,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         l_p *= alpha;
         // Every live row sees key 0 in its first tile, so m_r > NEG here and masked keys give 0.
-        //@JP let p{j} = exp2(s{j} - m_r);
-        //@JP l_p += p{j};
-        //@JP ps[r * PS + c0 + {j}u] = f16(p{j});
+        //@JQ let p{q} = exp2(s{q} - vec4<f32>(m_r));
+        //@JQ l_p += (p{q}.x + p{q}.y) + (p{q}.z + p{q}.w);
+        //@JQ ps[(r * PS + c0) / 4u + {q}u] = vec4<f16>(p{q});
         store_tile(&vw, li, VOFF);
         if (k0 + BK < kend) {
             fetch_k(&kw, li, k0 + BK, kend, hk);
@@ -249,8 +258,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             flag.x = 0u;  // every invocation has loaded it; the next set follows the next barrier
         }
         //@NB begin
-        let pa{n} = coopLoadT<coop_mat16x16<f16, A>>(&ps[16u * s * PS + 16u * {n}u], PS);
-        //@ND o{k} = coopMultiplyAdd(pa{n}, coopLoadT<coop_mat16x16<f16, B>>(&kv[VOFF + 16u * {n}u * DS + 16u * {k}u], DS), o{k});
+        let pa{n} = coopLoadT<coop_mat16x16<f16, A>>(&ps[(16u * s * PS + 16u * {n}u) / 4u], PS4);
+        //@ND o{k} = coopMultiplyAdd(pa{n}, coopLoadT<coop_mat16x16<f16, B>>(&kv[(VOFF + 16u * {n}u * DS + 16u * {k}u) / 4u], DS4), o{k});
         //@NB end
     }
 

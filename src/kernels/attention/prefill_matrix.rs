@@ -164,7 +164,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> Pipel
     // Keys per invocation in the softmax: BK over the SG / 16 lanes of a row.
     let jp = (bk * CM as u32 / sg).max(1) as usize;
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, nd, bk as usize / CM, jp), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], jp_decl(jp)]),
+        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, nd, bk as usize / CM, jp / 4), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], jp_decl(jp)]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
