@@ -113,7 +113,7 @@ pub struct MatrixPlan {
 pub(super) fn matrix_desc(d: u32, gb: u32, sg: u32, nw: u32, maxc: u32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, D_MAX / CM);
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![unrolled(DECODE_MATRIX_WGSL, nd, 0, 0)]),
+        source: ShaderSource::Wgsl(vec![unrolled(DECODE_MATRIX_WGSL, &[("ND", "{k}", nd)])]),
         entry: "main",
         constants: vec![("D", d as f64), ("GB", gb as f64), ("SG", sg as f64), ("NW", nw as f64), ("MAXC", maxc as f64)],
         workgroup_size: [sg * nw, 1, 1],
@@ -143,10 +143,10 @@ mod tests {
 
     #[test]
     fn unrolled_text() {
-        let t = unrolled(DECODE_MATRIX_WGSL, 3, 0, 0);
+        let t = unrolled(DECODE_MATRIX_WGSL, &[("ND", "{k}", 3)]);
         assert!(!t.lines().any(|l| l.trim_start().starts_with("//@ND ")));
         assert!(t.contains("var o2 = ") && !t.contains("var o3 = "));
-        assert!(std::ptr::eq(t, unrolled(DECODE_MATRIX_WGSL, 3, 0, 0)));
+        assert!(std::ptr::eq(t, unrolled(DECODE_MATRIX_WGSL, &[("ND", "{k}", 3)])));
     }
 
     #[test]

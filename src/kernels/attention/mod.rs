@@ -101,22 +101,22 @@ pub fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
     out
 }
 
-/// A kernel text with its `//@ND` templates expanded for `nd` column blocks, then its `//@NB`
-/// templates (`{n}`) for `nb` key blocks, then its `//@JQ` templates (`{q}`) for `jq` groups of 4
-/// keys per invocation ([`expand`]).
-pub fn expand_templates(text: &str, nd: usize, nb: usize, jq: usize) -> String {
-    expand(&expand(&expand_nd(text, nd), "NB", "{n}", nb), "JQ", "{q}", jq)
+/// A kernel text with its templates expanded ([`expand`]), in the order given: each entry is
+/// (marker, placeholder, count). A template inside another's block is expanded first when its
+/// marker comes first.
+pub fn expand_templates(text: &str, templates: &[(&str, &str, usize)]) -> String {
+    templates.iter().fold(text.to_string(), |t, &(marker, key, count)| expand(&t, marker, key, count))
 }
 
-/// [`expand_templates`], made once per (text, nd, nb, jq) and kept for the process (pipeline
+/// [`expand_templates`], made once per (text, templates) and kept for the process (pipeline
 /// descriptions hold `&'static str` parts).
-pub(crate) fn unrolled(text: &'static str, nd: usize, nb: usize, jq: usize) -> &'static str {
+pub(crate) fn unrolled(text: &'static str, templates: &[(&'static str, &'static str, usize)]) -> &'static str {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    type Texts = HashMap<(usize, usize, usize, usize), &'static str>;
+    type Texts = HashMap<(usize, Vec<(&'static str, &'static str, usize)>), &'static str>;
     static TEXTS: OnceLock<Mutex<Texts>> = OnceLock::new();
     let mut texts = TEXTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    texts.entry((text.as_ptr() as usize, nd, nb, jq)).or_insert_with(|| Box::leak(expand_templates(text, nd, nb, jq).into_boxed_str()))
+    texts.entry((text.as_ptr() as usize, templates.to_vec())).or_insert_with(|| Box::leak(expand_templates(text, templates).into_boxed_str()))
 }
 
 /// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
