@@ -4,28 +4,23 @@
 // pair, so each K/V tile in workgroup memory serves the whole GQA group. Query t sits at
 // absolute position offset + t and, when causal, sees keys j <= offset + t.
 //
-// Two subgroups per 16-row tile: NW = 2 NSG subgroups (NSG = 8, or 4 where 8 don't fit) of SG
-// invocations; subgroup w takes row tile s = w % NSG and half h = w / NSG. Both keep the tile's
-// Q (rotated, pre-scaled by scale * log2 e, rounded to f16 by the staging pass, loaded straight
-// from its buffer) as ND = D / 16 A matrices. Per key tile, half h computes the scores of key
-// blocks 2 i + h (Q K^T over all of D), runs the softmax of rows 8 h .. 8 h + 7 of the tile, and
-// accumulates output columns 16 (h NDH) .. 16 (h NDH + NDH) - 1 (NDH = ceil(ND / 2) f32
-// accumulators). So the products are not repeated, and each invocation holds half the output of
-// a one-subgroup-per-tile layout: 16 warps fit on an SM where 8 did (on the H100 the driver
-// gave that layout 200 registers per invocation; examples/shader_stats.rs).
-// The kernel is built for the adapter's one subgroup size SG and checks num_subgroups == NW at
-// run time (a mismatch writes NaN: loud, never silently wrong). No early returns:
-// cooperative-matrix operations need uniform control flow (naga checks it workgroup-wide, so a
-// subgroup's own decision cannot guard them).
+// NSG subgroups (8, or 4 where 8 don't fit) of SG invocations; subgroup s owns rows 16 s ..
+// 16 s + 15: it keeps their Q (rotated, pre-scaled by scale * log2 e, rounded to f16 by the
+// staging pass, loaded straight from its buffer) as ND = D / 16 A matrices and their output as ND
+// f32 accumulators. The kernel is built for the adapter's one subgroup size SG and
+// checks num_subgroups == NSG at run time (a mismatch writes NaN: loud, never silently wrong).
+// No early returns: cooperative-matrix operations need uniform control flow (naga checks it
+// workgroup-wide, so a subgroup's own decision, e.g. subgroupAny, cannot guard them).
 //
 // One pass over the keys with an online softmax. A coop matrix has no element access, so a row
 // of O cannot be rescaled in registers; instead each row keeps a reference max m and writes
 // P = exp2(s - m) (log2 domain), raising m only when a tile's row max exceeds m + TAU, so
 // P <= 2^TAU stays well inside f16. Raising m of a row that has seen keys sets a workgroup flag;
-// then every subgroup passes its O through its part of workgroup memory (coopStoreT, scale each
-// row by exp2(m_old - m_new), coopLoadT), 16 columns at a time. After a row's first tile that is
-// rare: its max must grow by TAU (a factor 2^TAU in P). O = acc / l at the end (l, f32, is
-// rescaled alike). The TPR lanes of a row belong to one subgroup (max and sum by lane shuffles).
+// then every subgroup passes its O through its rows of workgroup memory (coopStoreT, scale each
+// row by exp2(m_old - m_new), coopLoadT), 16 columns at a time. After a row's first tile that is rare:
+// its max must grow by TAU (a factor 2^TAU in P). O = acc / l at the end (l, f32, is rescaled
+// alike). Each subgroup's lanes hold the softmax of its own 16 rows (TPR lanes per row, their
+// max combined by lane shuffles), so S and P need only subgroup barriers.
 // (Until 2026-11-25 this kernel made two passes, row max then P V: 1.5x the products.)
 
 // Tiles: K and V (f16, K rotated: see the staging notes below) are copied into workgroup memory
@@ -33,42 +28,35 @@
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
 // Global loads are 16-byte vectors, CPT chunks of 16 elements per invocation, fetched into
 // registers one step ahead of their use (the next K tile during the P V product, the V tile
-// during Q K^T) so their latency overlaps the matrix work. ND, CPT and JP come from `const`
-// lines appended to this text (attn_prefill_matrix.rs): function-scope arrays need constant
-// lengths.
+// during Q K^T) so their latency overlaps the matrix work. O is f32. ND, CPT and JP come from
+// `const` lines appended to this text (attn_prefill_matrix.rs): function-scope arrays need
+// constant lengths.
 //
 // Matrices are named variables, never arrays: a line starting `//@ND ` and the lines between
 // `//@ND begin` and `//@ND end` are repeated for k = 0 .. ND - 1 with {k} replaced by k
-// (attention::expand_templates) before the text is compiled; likewise `//@NO` ({k}: the NDH
-// output blocks of a subgroup), `//@NB` ({n}: the 16-key blocks of a tile), `//@NH` ({i}: the
-// NB / 2 key blocks whose scores a subgroup computes) and `//@JQ` ({q}: the groups of 4 keys an
-// invocation takes in the softmax). As arrays indexed in loops (until 2026-11-25), NVIDIA's
-// driver kept Q and O in local memory: 384 bytes per invocation at D = 128, every product a
-// round trip through L1 (examples/shader_stats.rs).
+// (attention::expand_templates) before the text is compiled; likewise `//@NB` ({n}: the 16-key
+// blocks of a tile) and `//@JQ` ({q}: the groups of 4 keys an invocation takes in the softmax). As arrays indexed in loops (until
+// 2026-11-25), NVIDIA's driver kept Q and O in local memory: 384 bytes per invocation at D = 128,
+// every product a round trip through L1 (examples/shader_stats.rs).
 
 enable f16;
 enable wgpu_cooperative_matrix;
 
 override D: u32 = 128u;        // head dim, a multiple of 16 (= 16 * ND)
-override BK: u32 = 32u;        // keys per tile, a multiple of 32 (BK * ND <= CPT * WG)
+override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CPT * WG)
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)
 override TAU: f32 = 8.0;       // log2 headroom before a row's reference max is raised (P <= 2^TAU)
-override NSG: u32 = 8u;        // 16-row tiles per workgroup (4 or 8), two subgroups each
-override NW: u32 = 2u * NSG;   // subgroups per workgroup
+override NSG: u32 = 8u;        // subgroups per workgroup (4 or 8)
 override BQ: u32 = 16u * NSG;  // rows per workgroup
 const NEG: f32 = -3.0e38;
-override WG: u32 = NW * SG;
-override NDH: u32 = (ND + 1u) / 2u;  // output blocks per subgroup
+override WG: u32 = NSG * SG;
 override DS: u32 = D + 8u;     // f16 row stride of the K / V tiles
 override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
-override TPR: u32 = SG / 8u;   // invocations per row in the softmax (8 rows per subgroup)
-override LR: u32 = SG / 16u;   // invocations per row in the rescale (16 rows per subgroup)
+override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
 // JP = BK / TPR (keys per invocation in the softmax, 4 JQ) comes as a `const` line like ND and CPT.
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
-// Both tiles, and 16 halves past the V tile: with ND odd, the second half's last output block
-// reads columns past D (its results are never written).
-override KV_LEN: u32 = 2u * BK * DS + 16u;
+override KV_LEN: u32 = 2u * BK * DS;
 const WORDS: u32 = 2u * CPT;   // registers for CPT chunks of K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
@@ -86,7 +74,7 @@ override PS4: u32 = PS / 4u;
 var<workgroup> kv: array<vec4<f16>, KV_LEN / 4u>;   // K tile at 0, V tile at VOFF (4 halves per element)
 var<workgroup> ss: array<f32, SS_LEN>;
 var<workgroup> ps: array<vec4<f16>, PS_LEN / 4u>;
-var<workgroup> alph: array<f32, BQ>;      // each row's rescale factor of the tile
+var<workgroup> part: array<f32, WG>;      // the row sums' shares of their TPR invocations
 // Some row's O needs a rescale in this tile (.x). A vec4: every workgroup variable here is a multiple
 // of 16 bytes, because NVIDIA's driver packs them back to back and cooperative-matrix loads and
 // stores need 16-byte aligned addresses (a lone u32 here made the kernel wrong; 2026-11-25, H100).
@@ -173,13 +161,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     // Built for another subgroup size than the one the driver chose: the outputs become NaN
     // (loud, never silently wrong); sid is clamped so nothing reads out of bounds meanwhile.
-    let sized = nsg == NW;
-    let w = min(sid, NW - 1u);
-    let s = w % NSG;   // row tile
-    let h = w / NSG;   // half: score blocks 2 i + h, softmax rows 8 h .., output blocks h NDH ..
-    // This invocation's row and share of it in the softmax and output steps: TPR lanes of this
-    // subgroup per row.
-    let r = 16u * s + 8u * h + lane / TPR;
+    let sized = nsg == NSG;
+    let s = min(sid, NSG - 1u);
+    // This invocation's row and share of it in the softmax and output steps.
+    // Row r is one of subgroup s's 16 rows, so the softmax reads only S rows its own subgroup
+    // stored and writes only P rows its own subgroup reads (subgroup barriers, lane shuffles).
+    let r = 16u * s + lane / TPR;
     let c = lane % TPR;
     let gr = row0 + r;
     let t_r = gr / p.group;
@@ -188,11 +175,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         lim = min(kend, p.offset + t_r + 1u);
     }
     let out_base = (t_r * p.heads + hk * p.group + (gr - t_r * p.group)) * D;
-    // The row and columns this invocation scales in a rescale: LR lanes per row of the tile.
-    let rr = 16u * s + lane / LR;
-    let rc = lane % LR;
 
-    // The tile's 16 Q rows (rotated at offset + t, pre-scaled by scale * log2 e, f16, in row
+    // This subgroup's 16 Q rows (rotated at offset + t, pre-scaled by scale * log2 e, f16, in row
     // order per KV head: the staging pass), kept as A tiles.
     let qrow = hk * p.row_blocks * BQ + row0 + 16u * s;
     //@ND let qa{k} = coopLoadT<coop_mat16x16<f16, A>>(&qs[qrow * D + 16u * {k}u], D);
@@ -201,7 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // row's reference max, raised (to mt) only when mt > m + TAU, so P <= 2^TAU; O += P V.
     // Raising m of a row that has seen keys rescales its O and l by exp2(m_old - m_new): l here,
     // O through ss (see the file notes), entered by the whole workgroup when any row needs it.
-    //@NO var o{k} = coop_mat16x16<f32, C>();
+    //@ND var o{k} = coop_mat16x16<f32, C>();
     var kw: array<vec4<u32>, WORDS>;
     var vw: array<vec4<u32>, WORDS>;
     var m_r = NEG;  // the row's reference max (log2 domain); NEG until it sees a key
@@ -210,25 +194,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (li == 0u) {
         flag.x = 0u;
     }
-    // Per tile: a workgroup barrier after staging K (before Q K^T), one after the scores (the
-    // two halves of a row tile compute different key blocks of the rows each other's softmax
-    // reads), and the flag's uniform load (a barrier before and after) after staging V and P
-    // (before P V). A subgroup stages the next K only after its own P V, and passes that K
-    // barrier only once every subgroup has, so no tile is overwritten while read.
+    // Per tile: a workgroup barrier after staging K (before any subgroup's Q K^T) and the flag's
+    // uniform load (a barrier before and after) after staging V (before any P V). A subgroup
+    // stages the next K only after its own P V, and passes that K barrier only once every
+    // subgroup has, so no tile is overwritten while read. S, the softmax, P and the rare O
+    // rescale touch only the subgroup's own rows of ss and ps: subgroup barriers.
     for (var k0 = 0u; k0 < kend; k0 += BK) {
         store_tile(&kw, li, 0u);
         workgroupBarrier();
         fetch_v(&vw, li, k0, kend, hk);
-        // S rows of tile s, key blocks n = 2 i + h (one accumulator each: independent chains),
-        // into ss; B(d, j) = K[16 n + j][16 k + d]: column-major in the K tile.
-        //@NH var acc{i} = coop_mat16x16<f32, C>();
+        // S rows 16 s .. 16 s + 15 (log2 domain, unmasked) = Q_s K^T, into ss, one accumulator
+        // per 16 keys (independent chains); B(d, j) = K[16 n + j][16 k + d]: column-major in the
+        // K tile.
+        //@NB var acc{n} = coop_mat16x16<f32, C>();
         //@ND begin
-        //@NH acc{i} = coopMultiplyAdd(qa{k}, coopLoad<coop_mat16x16<f16, B>>(&kv[(16u * (2u * {i}u + h) * DS + 16u * {k}u) / 4u], DS4), acc{i});
+        //@NB acc{n} = coopMultiplyAdd(qa{k}, coopLoad<coop_mat16x16<f16, B>>(&kv[(16u * {n}u * DS + 16u * {k}u) / 4u], DS4), acc{n});
         //@ND end
-        //@NH coopStoreT(acc{i}, &ss[16u * s * SS + 16u * (2u * {i}u + h)], SS);
-        workgroupBarrier();
-        // The row's JP = BK / TPR scores c JP .. c JP + JP - 1 of this tile (masked: NEG), in
-        // groups of 4; its max over the tile (lane shuffles), then P as f16.
+        //@NB coopStoreT(acc{n}, &ss[16u * s * SS + 16u * {n}u], SS);
+        subgroupBarrier();
+        // The row's JP = BK / TPR scores c JP .. c JP + JP - 1 of this tile (masked: NEG), held
+        // as named values; its max over the tile (lane shuffles), then P as f16.
         let c0 = c * JP;
         let sb = r * SS + c0;
         //@JQ let s{q} = select(vec4<f32>(NEG), vec4<f32>(ss[sb + 4u * {q}u], ss[sb + 4u * {q}u + 1u], ss[sb + 4u * {q}u + 2u], ss[sb + 4u * {q}u + 3u]), vec4<u32>(k0 + c0 + 4u * {q}u) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(lim));
@@ -247,9 +232,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             m_r = mt;
         }
         l_p *= alpha;
-        if (c == 0u) {
-            alph[r] = alpha;
-        }
         // Every live row sees key 0 in its first tile, so m_r > NEG here and masked keys give 0.
         //@JQ let p{q} = exp2(s{q} - vec4<f32>(m_r));
         //@JQ l_p += (p{q}.x + p{q}.y) + (p{q}.z + p{q}.w);
@@ -259,50 +241,48 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             fetch_k(&kw, li, k0 + BK, kend, hk);
         }
         if (workgroupUniformLoad(&flag).x != 0u) {
-            // This subgroup's O rows *= their alpha, 16 columns at a time through its 16 columns
-            // of the tile's rows in ss (the scores there are read: the barrier was first).
-            let a = alph[rr];
-            //@NO begin
-            coopStoreT(o{k}, &ss[16u * s * SS + 16u * h], SS);
+            // O rows *= alpha (each invocation its row's factor), 16 columns at a time through
+            // this subgroup's rows of ss (its S is read: the barrier first).
+            //@ND begin
             subgroupBarrier();
-            for (var x = rc; x < 16u; x += LR) {
-                ss[rr * SS + 16u * h + x] *= a;
+            coopStoreT(o{k}, &ss[16u * s * SS], SS);
+            subgroupBarrier();
+            for (var x = c; x < 16u; x += TPR) {
+                ss[r * SS + x] *= alpha;
             }
             subgroupBarrier();
-            o{k} = coopLoadT<coop_mat16x16<f32, C>>(&ss[16u * s * SS + 16u * h], SS);
-            subgroupBarrier();
-            //@NO end
+            o{k} = coopLoadT<coop_mat16x16<f32, C>>(&ss[16u * s * SS], SS);
+            //@ND end
         }
         if (li == 0u) {
             flag.x = 0u;  // every invocation has loaded it; the next set follows the next barrier
         }
         //@NB begin
         let pa{n} = coopLoadT<coop_mat16x16<f16, A>>(&ps[(16u * s * PS + 16u * {n}u) / 4u], PS4);
-        //@NO o{k} = coopMultiplyAdd(pa{n}, coopLoadT<coop_mat16x16<f16, B>>(&kv[(VOFF + 16u * {n}u * DS + 16u * (h * NDH + {k}u)) / 4u], DS4), o{k});
+        //@ND o{k} = coopMultiplyAdd(pa{n}, coopLoadT<coop_mat16x16<f16, B>>(&kv[(VOFF + 16u * {n}u * DS + 16u * {k}u) / 4u], DS4), o{k});
         //@NB end
     }
 
-    // l = the row's sum of P (its TPR lanes); O / l, 16 columns of each half at a time through
-    // the tile's rows of ss.
-    var l = l_p;
-    for (var o = 1u; o < TPR; o <<= 1u) {
-        l += subgroupShuffleXor(l, o);
+    // l = the row's sum of P; O / l, 16 columns at a time through ss (each subgroup its own rows).
+    workgroupBarrier();
+    part[r * TPR + c] = l_p;
+    workgroupBarrier();
+    var l = 0.0;
+    for (var x = 0u; x < TPR; x++) {
+        l += part[r * TPR + x];
     }
     var inv_l = 1.0 / l;
     if (!sized) {
         inv_l = bitcast<f32>(0x7fc00000u);
     }
-    //@NO begin
+    //@ND begin
     workgroupBarrier();
-    coopStoreT(o{k}, &ss[16u * s * SS + 16u * h], SS);
+    coopStoreT(o{k}, &ss[16u * s * SS], SS);
     workgroupBarrier();
     if (live && gr < rows) {
-        for (var x = c; x < 32u; x += TPR) {
-            let col = 16u * ((x / 16u) * NDH + {k}u) + x % 16u;
-            if (col < D) {
-                out[out_base + col] = ss[r * SS + x] * inv_l;
-            }
+        for (var x = c; x < 16u; x += TPR) {
+            out[out_base + 16u * {k}u + x] = ss[r * SS + x] * inv_l;
         }
     }
-    //@NO end
+    //@ND end
 }

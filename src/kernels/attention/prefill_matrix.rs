@@ -87,16 +87,11 @@ const MATRIX_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("out", "f32"),
 ];
 
-/// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `nsg` row tiles: the K and
-/// V tiles (and their 16-half tail), S, P, the rows' rescale factors, the flag.
-fn bytes(d: usize, bk: usize, nsg: usize) -> usize {
+/// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `nsg` subgroups of `sg`:
+/// the K and V tiles, S, P, the row-sum shares, the flag.
+fn bytes(d: usize, bk: usize, nsg: usize, sg: usize) -> usize {
     let (ds, bq) = (d + 8, rows_per_workgroup(nsg as u32));
-    2 * (2 * bk * ds + 16) + 4 * bq * (bk + 4) + 2 * bq * (bk + 8) + 4 * bq + 16
-}
-
-/// Invocations per workgroup: two subgroups per 16-row tile.
-fn invocations(nsg: u32, sg: u32) -> u32 {
-    2 * nsg * sg
+    2 * 2 * bk * ds + 4 * bq * (bk + 4) + 2 * bq * (bk + 8) + 4 * nsg * sg + 16
 }
 
 /// Default log2 headroom of the online softmax (P <= 2^TAU).
@@ -112,22 +107,22 @@ fn chunks_per_invocation(d: usize, bk: usize, wg: usize) -> usize {
     (bk * d / CM).div_ceil(wg)
 }
 
-/// (keys per tile, 16-row tiles per workgroup) for head_dim `d` within `mem` bytes of workgroup
-/// memory and `max_inv` invocations of `sg` lanes: 32 keys (two 16-key blocks, one per subgroup
-/// of a row tile), and the first of `NSG_CHOICES` that fits.
+/// (keys per tile, subgroups per workgroup) for head_dim `d` within `mem` bytes of workgroup
+/// memory and `max_inv` invocations of `sg` lanes: 32 keys before 16, and at each the first of
+/// `NSG_CHOICES` that fits.
 pub fn matrix_tiles(d: usize, sg: usize, max_inv: usize, mem: usize) -> Result<(usize, u32), String> {
     if d % CM != 0 || d == 0 || d > CM * ND_DECL.len() {
         return Err(format!("head_dim {d} is not a multiple of {CM} in 16..=256"));
     }
-    let bk = 2 * CM;
-    for nsg in NSG_CHOICES {
-        let wg = invocations(nsg, sg as u32) as usize;
-        if wg <= max_inv && bytes(d, bk, nsg as usize) <= mem && chunks_per_invocation(d, bk, wg) <= CPT_DECL.len() {
-            return Ok((bk, nsg));
+    for bk in [32, 16] {
+        for nsg in NSG_CHOICES {
+            let wg = nsg as usize * sg;
+            if wg <= max_inv && bytes(d, bk, nsg as usize, sg) <= mem && chunks_per_invocation(d, bk, wg) <= CPT_DECL.len() {
+                return Ok((bk, nsg));
+            }
         }
     }
-    let last = NSG_CHOICES[NSG_CHOICES.len() - 1];
-    Err(format!("head_dim {d} needs {} bytes of workgroup memory and {} invocations; the adapter has {mem} and {max_inv}", bytes(d, bk, last as usize), invocations(last, sg as u32)))
+    Err(format!("head_dim {d} needs {} bytes of workgroup memory, the adapter has {mem}", bytes(d, 16, 4, sg)))
 }
 
 /// The subgroup size the Matrix kernel is built for, or why the adapter can't run it at all.
@@ -149,8 +144,8 @@ pub(super) fn matrix_support_with(caps: &Caps, nsg: u32) -> Result<u32, String> 
     if lo != hi || hi % CM as u32 != 0 || hi == 0 {
         return Err(format!("needs one subgroup size that is a multiple of {CM}; the adapter reports {lo}..{hi}"));
     }
-    if invocations(nsg, hi) > caps.limits.max_compute_invocations_per_workgroup {
-        return Err(format!("needs {} invocations per workgroup, the adapter allows {}", invocations(nsg, hi), caps.limits.max_compute_invocations_per_workgroup));
+    if nsg * hi > caps.limits.max_compute_invocations_per_workgroup {
+        return Err(format!("needs {} invocations per workgroup, the adapter allows {}", nsg * hi, caps.limits.max_compute_invocations_per_workgroup));
     }
     Ok(hi)
 }
@@ -165,14 +160,11 @@ pub(super) fn matrix_key(caps: &Caps, d: usize, neox: bool) -> Result<AttnPipeli
 
 pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
-    let wg = invocations(nsg, sg);
-    let cpt = chunks_per_invocation(d as usize, bk as usize, wg as usize).clamp(1, CPT_DECL.len());
-    // Keys per invocation in the softmax: BK over the SG / 8 lanes of a row.
-    let jp = (bk * 8 / sg).max(4) as usize;
-    let nb = bk as usize / CM;
-    let templates = [("ND", "{k}", nd), ("NO", "{k}", nd.div_ceil(2)), ("NB", "{n}", nb), ("NH", "{i}", nb / 2), ("JQ", "{q}", jp / 4)];
+    let cpt = chunks_per_invocation(d as usize, bk as usize, (nsg * sg) as usize).clamp(1, CPT_DECL.len());
+    // Keys per invocation in the softmax: BK over the SG / 16 lanes of a row.
+    let jp = (bk * CM as u32 / sg).max(1) as usize;
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &templates), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], jp_decl(jp)]),
+        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &[("ND", "{k}", nd), ("NB", "{n}", bk as usize / CM), ("JQ", "{q}", jp / 4)]), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], jp_decl(jp)]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
@@ -181,7 +173,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> Pipel
             ("NSG", nsg as f64),
             ("TAU", tau as f64),
         ],
-        workgroup_size: [wg, 1, 1],
+        workgroup_size: [nsg * sg, 1, 1],
         params_size: std::mem::size_of::<PrefillParams>() as u64,
         bindings: MATRIX_BINDINGS,
     }
@@ -287,7 +279,7 @@ pub(super) fn sample_matrix_pipelines() -> Vec<AttnPipeline> {
             }
         }
     }
-    v.push(AttnPipeline::PrefillMatrix { d: 48, bk: 32, sg: 32, nsg: 4, neox: false, tau: 0f32.to_bits() });
+    v.push(AttnPipeline::PrefillMatrix { d: 48, bk: 16, sg: 32, nsg: 4, neox: false, tau: 0f32.to_bits() });
     for (d, in_f16, neox) in [(128, false, true), (128, true, true), (64, false, false), (48, true, false)] {
         v.push(AttnPipeline::PrefillStage { d, in_f16, neox });
     }
@@ -419,17 +411,16 @@ mod tests {
         let caps = Caps::nominal();
         assert_eq!(matrix_support(&caps), Ok(32));
         assert_eq!(matrix_tiles(128, 32, 1024, 48 << 10), Ok((32, 8)));
-        assert_eq!(matrix_tiles(128, 32, 256, 48 << 10), Ok((32, 4)));
-        assert!(matrix_tiles(128, 32, 128, 48 << 10).is_err());
+        assert_eq!(matrix_tiles(128, 32, 128, 48 << 10), Ok((32, 4)));
         assert_eq!(matrix_tiles(256, 32, 1024, 48 << 10), Ok((32, 4)));
-        assert!(matrix_tiles(256, 32, 1024, 44 << 10).is_err());
+        assert_eq!(matrix_tiles(256, 32, 1024, 44 << 10), Ok((16, 8)));
         assert!(matrix_tiles(6, 32, 1024, 48 << 10).is_err());
         assert!(matrix_tiles(272, 32, 1024, 1 << 20).is_err());
         assert!(matrix_tiles(256, 32, 1024, 16 << 10).is_err());
         for d in (16..=256).step_by(16) {
             for mem in [32 << 10, 48 << 10, 64 << 10] {
                 if let Ok((bk, nsg)) = matrix_tiles(d, 32, 1024, mem) {
-                    assert!(bytes(d, bk, nsg as usize) <= mem && chunks_per_invocation(d, bk, invocations(nsg, 32) as usize) <= CPT_DECL.len(), "d {d} mem {mem}");
+                    assert!(bytes(d, bk, nsg as usize, 32) <= mem && chunks_per_invocation(d, bk, 32 * nsg as usize) <= CPT_DECL.len(), "d {d} mem {mem}");
                 }
             }
         }
