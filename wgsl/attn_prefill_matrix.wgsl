@@ -28,14 +28,14 @@
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
 // Global loads are 16-byte vectors, CPT chunks of 16 elements per invocation, fetched into
 // registers one step ahead of their use (the next K tile during the P V product, the V tile
-// during Q K^T) so their latency overlaps the matrix work. O is f32. ND, CPT and JP come from
-// `const` lines appended to this text (attn_prefill_matrix.rs): function-scope arrays need
-// constant lengths.
+// during Q K^T) so their latency overlaps the matrix work. O is f32. ND and JP come from `const`
+// lines appended to this text (attn_prefill_matrix.rs).
 //
 // Matrices are named variables, never arrays: a line starting `//@ND ` and the lines between
 // `//@ND begin` and `//@ND end` are repeated for k = 0 .. ND - 1 with {k} replaced by k
 // (attention::expand_templates) before the text is compiled; likewise `//@NB` ({n}: the 16-key
-// blocks of a tile) and `//@JQ` ({q}: the groups of 4 keys an invocation takes in the softmax). As arrays indexed in loops (until
+// blocks of a tile), `//@JQ` ({q}: the groups of 4 keys an invocation takes in the softmax) and
+// `//@CP` ({x}: the CPT chunks an invocation stages per tile). As arrays indexed in loops (until
 // 2026-11-25), NVIDIA's driver kept Q and O in local memory: 384 bytes per invocation at D = 128,
 // every product a round trip through L1 (examples/shader_stats.rs).
 
@@ -54,10 +54,9 @@ override DS: u32 = D + 8u;     // f16 row stride of the K / V tiles
 override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
-// JP = BK / TPR (keys per invocation in the softmax, 4 JQ) comes as a `const` line like ND and CPT.
+// JP = BK / TPR (keys per invocation in the softmax, 4 JQ) comes as a `const` line like ND.
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = 2u * BK * DS;
-const WORDS: u32 = 2u * CPT;   // registers for CPT chunks of K or V (16-byte vectors)
 override SS_LEN: u32 = BQ * SS;
 override PS_LEN: u32 = BQ * PS;
 // Matrix loads from kv and ps take pointers to their vec4<f16> elements, so their offsets and
@@ -83,7 +82,8 @@ var<workgroup> flag: vec4<u32>;
 // K and V come as f16, two per u32 word, [kv_len][kv_heads][D], and K comes rotated: the staging
 // pass (attn_prefill_stage.wgsl) makes them so when they don't. Chunk ch of a tile = key
 // k0 + ch / ND, elements 16 c .. 16 c + 15 (c = ch % ND): two 16-byte vectors; each invocation
-// fetches CPT chunks of a tile into registers (zero past kend) and later stores them as is.
+// fetches CPT chunks of a tile into registers (zero past kend; named kw0, vw0, .. by the `//@CP`
+// template, {x}) and later stores them as they are.
 
 // Chunk x of this invocation: (key offset j in the tile, column block c, in the tile).
 fn chunk_at(li: u32, x: u32) -> vec3<u32> {
@@ -97,46 +97,32 @@ fn chunk_vec(key: u32, c: u32, hk: u32) -> u32 {
     return ((key * p.kv_heads + hk) * D + 16u * c) / 8u;
 }
 
-fn fetch_k(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32, hk: u32) {
-    for (var x = 0u; x < CPT; x++) {
-        let t = chunk_at(li, x);
-        (*w)[2u * x] = vec4<u32>(0u);
-        (*w)[2u * x + 1u] = vec4<u32>(0u);
-        if (t.z != 0u && k0 + t.x < kend) {
-            let a = chunk_vec(k0 + t.x, t.y, hk);
-            (*w)[2u * x] = kc[a];
-            (*w)[2u * x + 1u] = kc[a + 1u];
+// Chunk x of this invocation for the tile at key k0 of V (v) or K: two 16-byte vectors, zero
+// past kend.
+fn load_chunk(v: bool, li: u32, x: u32, k0: u32, kend: u32, hk: u32) -> array<vec4<u32>, 2> {
+    let t = chunk_at(li, x);
+    var w = array<vec4<u32>, 2>(vec4<u32>(0u), vec4<u32>(0u));
+    if (t.z != 0u && k0 + t.x < kend) {
+        let a = chunk_vec(k0 + t.x, t.y, hk);
+        if (v) {
+            w = array<vec4<u32>, 2>(vc[a], vc[a + 1u]);
+        } else {
+            w = array<vec4<u32>, 2>(kc[a], kc[a + 1u]);
         }
     }
+    return w;
 }
 
-fn fetch_v(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, k0: u32, kend: u32, hk: u32) {
-    for (var x = 0u; x < CPT; x++) {
-        let t = chunk_at(li, x);
-        (*w)[2u * x] = vec4<u32>(0u);
-        (*w)[2u * x + 1u] = vec4<u32>(0u);
-        if (t.z != 0u && k0 + t.x < kend) {
-            let a = chunk_vec(k0 + t.x, t.y, hk);
-            (*w)[2u * x] = vc[a];
-            (*w)[2u * x + 1u] = vc[a + 1u];
-        }
-    }
-}
-
-// The fetched chunks into the tile at `off` of kv (0: K, VOFF: V).
-fn store_tile(w: ptr<function, array<vec4<u32>, WORDS>>, li: u32, off: u32) {
-    for (var x = 0u; x < CPT; x++) {
-        let t = chunk_at(li, x);
-        if (t.z != 0u) {
-            let o = (off + t.x * DS + 16u * t.y) / 4u;
-            let a = (*w)[2u * x];
-            let b = (*w)[2u * x + 1u];
-            // (naga 30 types bitcast<vec2<f16>>(u32) as f32, so unpack and convert: exact.)
-            kv[o] = vec4<f16>(vec4<f32>(unpack2x16float(a.x), unpack2x16float(a.y)));
-            kv[o + 1u] = vec4<f16>(vec4<f32>(unpack2x16float(a.z), unpack2x16float(a.w)));
-            kv[o + 2u] = vec4<f16>(vec4<f32>(unpack2x16float(b.x), unpack2x16float(b.y)));
-            kv[o + 3u] = vec4<f16>(vec4<f32>(unpack2x16float(b.z), unpack2x16float(b.w)));
-        }
+// Chunk x of this invocation into the tile at `off` of kv (0: K, VOFF: V).
+fn store_chunk(w: array<vec4<u32>, 2>, li: u32, x: u32, off: u32) {
+    let t = chunk_at(li, x);
+    if (t.z != 0u) {
+        let o = (off + t.x * DS + 16u * t.y) / 4u;
+        // (naga 30 types bitcast<vec2<f16>>(u32) as f32, so unpack and convert: exact.)
+        kv[o] = vec4<f16>(vec4<f32>(unpack2x16float(w[0].x), unpack2x16float(w[0].y)));
+        kv[o + 1u] = vec4<f16>(vec4<f32>(unpack2x16float(w[0].z), unpack2x16float(w[0].w)));
+        kv[o + 2u] = vec4<f16>(vec4<f32>(unpack2x16float(w[1].x), unpack2x16float(w[1].y)));
+        kv[o + 3u] = vec4<f16>(vec4<f32>(unpack2x16float(w[1].z), unpack2x16float(w[1].w)));
     }
 }
 
@@ -186,11 +172,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Raising m of a row that has seen keys rescales its O and l by exp2(m_old - m_new): l here,
     // O through ss (see the file notes), entered by the whole workgroup when any row needs it.
     //@ND var o{k} = coop_mat16x16<f32, C>();
-    var kw: array<vec4<u32>, WORDS>;
-    var vw: array<vec4<u32>, WORDS>;
+    // This invocation's CPT chunks of the next K tile and of this V tile, in registers.
+    //@CP var kw{x} = load_chunk(false, li, {x}u, 0u, kend, hk);
+    //@CP var vw{x} = array<vec4<u32>, 2>();
     var m_r = NEG;  // the row's reference max (log2 domain); NEG until it sees a key
     var l_p = 0.0;  // this invocation's share of the row's sum of P
-    fetch_k(&kw, li, 0u, kend, hk);
     if (li == 0u) {
         flag.x = 0u;
     }
@@ -200,9 +186,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // subgroup has, so no tile is overwritten while read. S, the softmax, P and the rare O
     // rescale touch only the subgroup's own rows of ss and ps: subgroup barriers.
     for (var k0 = 0u; k0 < kend; k0 += BK) {
-        store_tile(&kw, li, 0u);
+        //@CP store_chunk(kw{x}, li, {x}u, 0u);
         workgroupBarrier();
-        fetch_v(&vw, li, k0, kend, hk);
+        //@CP vw{x} = load_chunk(true, li, {x}u, k0, kend, hk);
         // S rows 16 s .. 16 s + 15 (log2 domain, unmasked) = Q_s K^T, into ss, one accumulator
         // per 16 keys (independent chains); B(d, j) = K[16 n + j][16 k + d]: column-major in the
         // K tile.
@@ -236,9 +222,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         //@JQ let p{q} = exp2(s{q} - vec4<f32>(m_r));
         //@JQ l_p += (p{q}.x + p{q}.y) + (p{q}.z + p{q}.w);
         //@JQ ps[(r * PS + c0) / 4u + {q}u] = vec4<f16>(p{q});
-        store_tile(&vw, li, VOFF);
+        //@CP store_chunk(vw{x}, li, {x}u, VOFF);
         if (k0 + BK < kend) {
-            fetch_k(&kw, li, k0 + BK, kend, hk);
+            //@CP kw{x} = load_chunk(false, li, {x}u, k0 + BK, kend, hk);
         }
         if (workgroupUniformLoad(&flag).x != 0u) {
             // O rows *= alpha (each invocation its row's factor), 16 columns at a time through

@@ -602,6 +602,16 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
 mod tests {
     use super::*;
 
+    /// Template lines and blocks, a template inside another's block, indentation kept, and
+    /// text outside templates untouched.
+    #[test]
+    fn templates_expand() {
+        let text = "a\n  //@ND x{k};\n//@NB begin\nb{n}\n    //@ND c{n}{k}\n//@NB end\nd{k}\n";
+        let got = expand_templates(text, &[("ND", "{k}", 2), ("NB", "{n}", 3)]);
+        assert_eq!(got, "a\n  x0;\n  x1;\nb0\n    c00\n    c01\nb1\n    c10\n    c11\nb2\n    c20\n    c21\nd{k}\n");
+        assert_eq!(expand_templates(text, &[("ND", "{k}", 0), ("NB", "{n}", 1)]), "a\nb0\nd{k}\n");
+    }
+
     /// Every Native plan the Rust side can choose fits what msl/attn_decode.metal is compiled for:
     /// on Metal, L and B equal the MSL's compile-time values and GB is the MSL's run-time
     /// ceil(group / gblocks), within its register bound and static arrays; in twin mode (Vulkan,

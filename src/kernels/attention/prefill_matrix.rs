@@ -69,8 +69,8 @@ const ND_DECL: [&str; 16] = [
     "const ND: u32 = 16u;\n",
 ];
 
-/// `const CPT` (chunks of 16 K or V elements per invocation and tile, 1..=4), appended likewise.
-const CPT_DECL: [&str; 4] = ["const CPT: u32 = 1u;\n", "const CPT: u32 = 2u;\n", "const CPT: u32 = 3u;\n", "const CPT: u32 = 4u;\n"];
+/// Most chunks of 16 K or V elements per invocation and tile (the kernel's `//@CP` count).
+const CPT_MAX: usize = 4;
 
 /// `const JP` (keys per invocation in the softmax), made once per value like [`super::unrolled`].
 fn jp_decl(jp: usize) -> &'static str {
@@ -117,7 +117,7 @@ pub fn matrix_tiles(d: usize, sg: usize, max_inv: usize, mem: usize) -> Result<(
     for bk in [32, 16] {
         for nsg in NSG_CHOICES {
             let wg = nsg as usize * sg;
-            if wg <= max_inv && bytes(d, bk, nsg as usize, sg) <= mem && chunks_per_invocation(d, bk, wg) <= CPT_DECL.len() {
+            if wg <= max_inv && bytes(d, bk, nsg as usize, sg) <= mem && chunks_per_invocation(d, bk, wg) <= CPT_MAX {
                 return Ok((bk, nsg));
             }
         }
@@ -160,11 +160,12 @@ pub(super) fn matrix_key(caps: &Caps, d: usize, neox: bool) -> Result<AttnPipeli
 
 pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, ND_DECL.len());
-    let cpt = chunks_per_invocation(d as usize, bk as usize, (nsg * sg) as usize).clamp(1, CPT_DECL.len());
+    let cpt = chunks_per_invocation(d as usize, bk as usize, (nsg * sg) as usize).clamp(1, CPT_MAX);
     // Keys per invocation in the softmax: BK over the SG / 16 lanes of a row.
     let jp = (bk * CM as u32 / sg).max(1) as usize;
+    let templates = [("ND", "{k}", nd), ("NB", "{n}", bk as usize / CM), ("JQ", "{q}", jp / 4), ("CP", "{x}", cpt)];
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &[("ND", "{k}", nd), ("NB", "{n}", bk as usize / CM), ("JQ", "{q}", jp / 4)]), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], CPT_DECL[cpt - 1], jp_decl(jp)]),
+        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &templates), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], jp_decl(jp)]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
@@ -420,7 +421,7 @@ mod tests {
         for d in (16..=256).step_by(16) {
             for mem in [32 << 10, 48 << 10, 64 << 10] {
                 if let Ok((bk, nsg)) = matrix_tiles(d, 32, 1024, mem) {
-                    assert!(bytes(d, bk, nsg as usize, 32) <= mem && chunks_per_invocation(d, bk, 32 * nsg as usize) <= CPT_DECL.len(), "d {d} mem {mem}");
+                    assert!(bytes(d, bk, nsg as usize, 32) <= mem && chunks_per_invocation(d, bk, 32 * nsg as usize) <= CPT_MAX, "d {d} mem {mem}");
                 }
             }
         }
