@@ -136,8 +136,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let wg_raw = wid.x + wid.y * nwg.x;
     let live = wg_raw < p.row_blocks * p.kv_heads;
     let wg_id = select(0u, wg_raw, live);
-    let hk = wg_id / p.row_blocks;
-    let rb = wg_id - hk * p.row_blocks;
+    // Row blocks last to first, each over all KV heads: with a causal mask the last blocks see
+    // the most keys, so the longest workgroups start first and the short ones fill the tail.
+    let rbi = wg_id / p.kv_heads;
+    let hk = wg_id - rbi * p.kv_heads;
+    let rb = p.row_blocks - 1u - rbi;
     let rows = p.tokens * p.group;
     let row0 = rb * BQ;
     let last_t = (min(rows, row0 + BQ) - 1u) / p.group;
