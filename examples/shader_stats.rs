@@ -187,6 +187,10 @@ impl Raw {
                     let v = match s.format {
                         vk::PipelineExecutableStatisticFormatKHR::BOOL32 => (s.value.b32 != 0).to_string(),
                         vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
+                        // NVIDIA 580's "Local Memory Size" carries 2^36 on every pipeline (the
+                        // stage passes, with no arrays at all, report exactly 2^36); the rest
+                        // is shown apart as bytes (an inference, not a documented meaning).
+                        vk::PipelineExecutableStatisticFormatKHR::UINT64 if s.value.u64 >= 1 << 36 => format!("2^36 + {}", s.value.u64 - (1 << 36)),
                         vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64.to_string(),
                         _ => format!("{:.3}", s.value.f64),
                     };
