@@ -356,14 +356,15 @@ mod tests {
     /// The Q staging against the f64 reference: row g of KV head hk is token g / group, query
     /// head hk * group + g % group, rotated at offset + t and times `scale`, within the f16 rounding;
     /// the padding rows are exactly zero.
-    fn check_q_staging(ctx: &crate::Context, rng: &mut Rng, d: usize, tokens: usize, heads: usize, kv_heads: usize, offset: usize, layout: PairLayout, rows_pad: usize) {
+    fn check_q_staging(ctx: &crate::Context, rng: &mut Rng, shape: AttnShape, tokens: usize, offset: usize, layout: PairLayout, rows_pad: usize) {
+        let (d, heads, kv_heads) = (shape.head_dim, shape.heads, shape.kv_heads);
         let cfg = RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096));
         let table = RopeTable::build(ctx, cfg.clone(), offset + tokens).unwrap();
         let qh = rng.uniform_vec(tokens * heads * d, -2.0, 2.0);
         let q = ctx.upload(&qh).unwrap();
         let (k, v) = (ctx.alloc::<f32>(d).unwrap(), ctx.alloc::<f32>(d).unwrap());
         let out = ctx.alloc::<f32>(tokens * heads * d).unwrap();
-        let a = Prefill { shape: AttnShape::new(heads, kv_heads, d), tokens, offset, kv_len: offset + tokens, causal: true, k_rotated: false, layout, scale: None, q: &q, k: &k, v: &v, table: &table, out: &out };
+        let a = Prefill { shape, tokens, offset, kv_len: offset + tokens, causal: true, k_rotated: false, layout, scale: None, q: &q, k: &k, v: &v, table: &table, out: &out };
         let scale = 0.37f32;
         let params = PrefillParams { scale_log2: scale, ..Zeroable::zeroed() };
         let mut b = ctx.batch();
@@ -402,9 +403,9 @@ mod tests {
         check_staging::<f32>(&ctx, &mut rng, 128, 19, 1, PairLayout::HalfSplit, true);
         check_staging::<half::f16>(&ctx, &mut rng, 80, 23, 2, PairLayout::Interleaved, false);
         check_staging::<half::f16>(&ctx, &mut rng, 16, 9, 4, PairLayout::HalfSplit, false);
-        check_q_staging(&ctx, &mut rng, 64, 7, 6, 2, 5, PairLayout::HalfSplit, 32);
-        check_q_staging(&ctx, &mut rng, 48, 13, 3, 3, 0, PairLayout::Interleaved, 16);
-        check_q_staging(&ctx, &mut rng, 128, 33, 4, 1, 2, PairLayout::Interleaved, 256);
+        check_q_staging(&ctx, &mut rng, AttnShape::new(6, 2, 64), 7, 5, PairLayout::HalfSplit, 32);
+        check_q_staging(&ctx, &mut rng, AttnShape::new(3, 3, 48), 13, 0, PairLayout::Interleaved, 16);
+        check_q_staging(&ctx, &mut rng, AttnShape::new(4, 1, 128), 33, 2, PairLayout::Interleaved, 256);
     }
 
     #[test]
