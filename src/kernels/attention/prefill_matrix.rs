@@ -180,22 +180,31 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> Pipel
     }
 }
 
-const STAGE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "u32"), StorageBinding::read("table", "vec2<f32>"), StorageBinding::write("dst", "u32")];
+const STAGE_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("q_src", "u32"),
+    StorageBinding::read("k_src", "u32"),
+    StorageBinding::read("v_src", "u32"),
+    StorageBinding::read("table", "vec2<f32>"),
+    StorageBinding::write("q_dst", "u32"),
+    StorageBinding::write("k_dst", "u32"),
+    StorageBinding::write("v_dst", "u32"),
+];
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct StageParams {
-    words: u32,
+    q_words: u32,
+    k_words: u32,
+    v_words: u32,
     kv_heads: u32,
     table_half: u32,
-    rotate: u32,
+    rotate_k: u32,
     q_rows: u32,
     q_rows_pad: u32,
     group: u32,
     heads: u32,
     offset: u32,
     scale: f32,
-    _p: [u32; 2],
 }
 
 pub(super) fn stage_desc(d: u32, in_f16: bool, neox: bool) -> PipelineDesc {
@@ -209,64 +218,60 @@ pub(super) fn stage_desc(d: u32, in_f16: bool, neox: bool) -> PipelineDesc {
     }
 }
 
-/// Record the Matrix prefill (`key` and `params` from `attention::prefill`). K that comes
-/// unrotated, and K or V that come as f32, are first staged as f16 (K rotated) into the context's
-/// scratch buffers ([`Scratch::PrefillK`], [`Scratch::PrefillV`]; attn_prefill_stage.wgsl): every
-/// workgroup of the kernel stages every K/V tile it reads, so rotating and converting once per
-/// call instead saves that work (measured on an H100, T = 2048, f16 K: 13%, the gap between
-/// unrotated and caller-rotated K). The kernel then always reads f16 K that comes rotated.
+/// Record the Matrix prefill (`key` and `params` from `attention::prefill`): one staging dispatch
+/// ([`stage`]), then the kernel, which always reads f16 Q, K and V with Q and K rotated.
 pub(super) fn encode<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, key: AttnPipeline, params: PrefillParams, grid: [u32; 3]) -> crate::Result<()> {
     let AttnPipeline::PrefillMatrix { d, neox, nsg, .. } = key else {
         return Err(crate::Error::Argument("not a Matrix prefill pipeline".into()));
     };
-    let q = stage_q(b, a, d, neox, params, params.row_blocks as usize * rows_per_workgroup(nsg))?;
-    let (k, v) = stage_kv(b, a, d, neox)?;
+    let [q, k, v] = stage(b, a, d, neox, params, params.row_blocks as usize * rows_per_workgroup(nsg))?;
     b.dispatch(&key, &params, &[&q, &k, &v, a.out.raw()], grid)
 }
 
-/// The staging dispatches of [`encode`]'s K and V: the buffers the kernel then binds (the inputs
-/// themselves where they are already f16 and, for K, rotated).
-fn stage_kv<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool) -> crate::Result<(wgpu::Buffer, wgpu::Buffer)> {
-    let ctx = b.context();
-    let s = a.shape;
-    let words = a.kv_len * s.kv_heads * d as usize / 2;
-    let stage = |b: &mut Batch, slot: Scratch, src: &wgpu::Buffer, rotate: bool| -> crate::Result<wgpu::Buffer> {
-        let dst = ctx.scratch(slot, 4 * words as u64)?;
-        let sp = StageParams { words: words as u32, kv_heads: s.kv_heads as u32, table_half: d / 2, rotate: rotate as u32, scale: 1.0, ..Zeroable::zeroed() };
-        let grid = ctx.grid(words.div_ceil(256) as u64)?;
-        b.dispatch(&AttnPipeline::PrefillStage { d, in_f16: KV::F16, neox }, &sp, &[src, a.table.buffer().raw(), &dst], grid)?;
-        Ok(dst)
-    };
-    let k = if KV::F16 && a.k_rotated { a.k.raw().clone() } else { stage(b, Scratch::PrefillK, a.k.raw(), !a.k_rotated)? };
-    let v = if KV::F16 { a.v.raw().clone() } else { stage(b, Scratch::PrefillV, a.v.raw(), false)? };
-    Ok((k, v))
-}
-
-/// The staging dispatch of [`encode`]'s Q: rotated at offset + t, times scale * log2 e, f16, rows
-/// in the kernel's order per KV head (t * group + head in group), `rows_pad` rows per KV head
-/// (whole row blocks; the rows past tokens * group are zero), into [`Scratch::PrefillQ`].
-fn stage_q<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: PrefillParams, rows_pad: usize) -> crate::Result<wgpu::Buffer> {
+/// The staging dispatch of [`encode`] (attn_prefill_stage.wgsl), into the context's scratch
+/// buffers; returns the Q, K and V buffers the kernel then binds.
+/// - Q: rotated at offset + t, times scale * log2 e, f16, rows in the kernel's order per KV head
+///   (t * group + head in group), `rows_pad` rows per KV head (whole row blocks; the rows past
+///   tokens * group are zero), into [`Scratch::PrefillQ`]. The kernel loads it as matrices.
+/// - K, when it comes unrotated or as f32: f16, rotated, into [`Scratch::PrefillK`]; otherwise
+///   the input itself.
+/// - V, when it comes as f32: f16, into [`Scratch::PrefillV`]; otherwise the input itself.
+///
+/// Every workgroup of the kernel reads every K/V tile it needs, so rotating and converting once
+/// per call saves that work in each of them (H100, T = 2048: 13% for K; rotating Q in the kernel
+/// cost 73 of 567 µs). One dispatch for all three: each dispatch adds its launch and drain.
+fn stage<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: PrefillParams, rows_pad: usize) -> crate::Result<[wgpu::Buffer; 3]> {
     let ctx = b.context();
     let s = a.shape;
     let group = s.heads / s.kv_heads;
-    let words = s.kv_heads * rows_pad * d as usize / 2;
-    let dst = ctx.scratch(Scratch::PrefillQ, 4 * words as u64)?;
+    let q_words = s.kv_heads * rows_pad * d as usize / 2;
+    let kv_words = a.kv_len * s.kv_heads * d as usize / 2;
+    let stage_k = !(KV::F16 && a.k_rotated);
+    let stage_v = !KV::F16;
+    let q = ctx.scratch(Scratch::PrefillQ, 4 * q_words as u64)?;
+    // Unstaged regions: the kernel reads the input; the stage pass binds it (read) and the
+    // context's dummy buffer (write) and touches neither.
+    let (k, k_dst) = if stage_k { let k = ctx.scratch(Scratch::PrefillK, 4 * kv_words as u64)?; (k.clone(), k) } else { (a.k.raw().clone(), ctx.dummy().clone()) };
+    let (v, v_dst) = if stage_v { let v = ctx.scratch(Scratch::PrefillV, 4 * kv_words as u64)?; (v.clone(), v) } else { (a.v.raw().clone(), ctx.dummy().clone()) };
     let sp = StageParams {
-        words: words as u32,
+        q_words: q_words as u32,
+        k_words: if stage_k { kv_words as u32 } else { 0 },
+        v_words: if stage_v { kv_words as u32 } else { 0 },
         kv_heads: s.kv_heads as u32,
         table_half: d / 2,
-        rotate: 1,
+        rotate_k: !a.k_rotated as u32,
         q_rows: (a.tokens * group) as u32,
         q_rows_pad: rows_pad as u32,
         group: group as u32,
         heads: s.heads as u32,
         offset: a.offset as u32,
         scale: params.scale_log2,
-        _p: [0; 2],
     };
-    let grid = ctx.grid(words.div_ceil(256) as u64)?;
-    b.dispatch(&AttnPipeline::PrefillStage { d, in_f16: false, neox }, &sp, &[a.q.raw(), a.table.buffer().raw(), &dst], grid)?;
-    Ok(dst)
+    let total = q_words + sp.k_words as usize + sp.v_words as usize;
+    let grid = ctx.grid(total.div_ceil(256) as u64)?;
+    let bufs = [a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), &q, &k_dst, &v_dst];
+    b.dispatch(&AttnPipeline::PrefillStage { d, in_f16: KV::F16, neox }, &sp, &bufs, grid)?;
+    Ok([q, k, v])
 }
 
 /// Matrix pipelines for the shader checks (nominal adapter: subgroup 32, 48 KiB).
@@ -305,7 +310,7 @@ mod tests {
 
     /// The staging pass (the only piece of the Matrix prefill that runs without cooperative
     /// matrices, so on lavapipe too) against the f64 RoPE reference: K rotated at its position
-    /// and V converted, each within the f16 rounding of the exact value.
+    /// and V converted, each within the f16 rounding of the exact value (Q: `check_q_staging`).
     fn check_staging<KV: Elem>(ctx: &crate::Context, rng: &mut Rng, d: usize, kv_len: usize, kv_heads: usize, layout: PairLayout, k_rotated: bool) {
         let cfg = RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096));
         let table = RopeTable::build(ctx, cfg.clone(), kv_len).unwrap();
@@ -316,7 +321,7 @@ mod tests {
         let (q, out) = (ctx.alloc::<f32>(kv_heads * d).unwrap(), ctx.alloc::<f32>(kv_heads * d).unwrap());
         let a = Prefill { shape: AttnShape::new(kv_heads, kv_heads, d), tokens: 1, offset: kv_len - 1, kv_len, causal: true, k_rotated, layout, scale: None, q: &q, k: &k, v: &v, table: &table, out: &out };
         let mut b = ctx.batch();
-        let (ks, vs) = stage_kv(&mut b, &a, d as u32, layout == PairLayout::HalfSplit).unwrap();
+        let [_, ks, vs] = stage(&mut b, &a, d as u32, layout == PairLayout::HalfSplit, Zeroable::zeroed(), 16).unwrap();
         b.run().unwrap();
         let halves = |buf: wgpu::Buffer| -> Vec<f32> {
             let words = ctx.read(&GpuBuffer::<u32>::from_raw(buf, n / 2).unwrap()).unwrap();
@@ -368,7 +373,7 @@ mod tests {
         let scale = 0.37f32;
         let params = PrefillParams { scale_log2: scale, ..Zeroable::zeroed() };
         let mut b = ctx.batch();
-        let staged = stage_q(&mut b, &a, d as u32, layout == PairLayout::HalfSplit, params, rows_pad).unwrap();
+        let [staged, ..] = stage(&mut b, &a, d as u32, layout == PairLayout::HalfSplit, params, rows_pad).unwrap();
         b.run().unwrap();
         let n = kv_heads * rows_pad * d;
         let words = ctx.read(&GpuBuffer::<u32>::from_raw(staged, n / 2).unwrap()).unwrap();
@@ -403,6 +408,9 @@ mod tests {
         check_staging::<f32>(&ctx, &mut rng, 128, 19, 1, PairLayout::HalfSplit, true);
         check_staging::<half::f16>(&ctx, &mut rng, 80, 23, 2, PairLayout::Interleaved, false);
         check_staging::<half::f16>(&ctx, &mut rng, 16, 9, 4, PairLayout::HalfSplit, false);
+        // f16 K that comes rotated and f16 V: nothing but Q is staged (both unstaged regions
+        // write-bind the dummy buffer; the dispatch must still validate).
+        check_staging::<half::f16>(&ctx, &mut rng, 32, 7, 2, PairLayout::Interleaved, true);
         check_q_staging(&ctx, &mut rng, AttnShape::new(6, 2, 64), 7, 5, PairLayout::HalfSplit, 32);
         check_q_staging(&ctx, &mut rng, AttnShape::new(3, 3, 48), 13, 0, PairLayout::Interleaved, 16);
         check_q_staging(&ctx, &mut rng, AttnShape::new(4, 1, 128), 33, 2, PairLayout::Interleaved, 256);
