@@ -28,8 +28,7 @@
 // score tile S as f32 (stride SS) and P as f16 (stride PS). Keys past the tile's end are zero.
 // Global loads are 16-byte vectors, CPT chunks of 16 elements per invocation, fetched into
 // registers one step ahead of their use (the next K tile during the P V product, the V tile
-// during Q K^T) so their latency overlaps the matrix work. O is f32. ND and JP come from `const`
-// lines appended to this text (attn_prefill_matrix.rs).
+// during Q K^T) so their latency overlaps the matrix work. O is f32.
 //
 // Matrices are named variables, never arrays: a line starting `//@ND ` and the lines between
 // `//@ND begin` and `//@ND end` are repeated for k = 0 .. ND - 1 with {k} replaced by k
@@ -43,6 +42,7 @@ enable f16;
 enable wgpu_cooperative_matrix;
 
 override D: u32 = 128u;        // head dim, a multiple of 16 (= 16 * ND)
+override ND: u32 = D / 16u;    // column blocks of 16 (the `//@ND` count)
 override BK: u32 = 32u;        // keys per tile, a multiple of 16 (BK * ND <= CPT * WG)
 override SG: u32 = 32u;        // subgroup size the pipeline is built for (16 | SG)
 override TAU: f32 = 8.0;       // log2 headroom before a row's reference max is raised (P <= 2^TAU)
@@ -54,7 +54,7 @@ override DS: u32 = D + 8u;     // f16 row stride of the K / V tiles
 override SS: u32 = BK + 4u;    // f32 row stride of S
 override PS: u32 = BK + 8u;    // f16 row stride of P
 override TPR: u32 = SG / 16u;  // invocations per row in the softmax steps (lanes of its subgroup)
-// JP = BK / TPR (keys per invocation in the softmax, 4 JQ) comes as a `const` line like ND.
+override JP: u32 = BK / TPR;   // keys per invocation in the softmax (4 JQ: the `//@JQ` count)
 override VOFF: u32 = BK * DS;  // start of the V tile in kv
 override KV_LEN: u32 = 2u * BK * DS;
 override SS_LEN: u32 = BQ * SS;

@@ -54,16 +54,12 @@ use crate::kernels::rope::{Elem, PairLayout, RopeTable, MAX_HEAD_DIM};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
-/// `text` with its `//@ND` templates expanded for k = 0..nd, `{k}` replaced by k: a line starting
-/// `//@ND ` (after indentation) becomes nd lines; the lines between `//@ND begin` and
-/// `//@ND end` are repeated as a block, nd times. The Matrix kernels name their per-column-block
-/// matrices this way (o0, o1, ..): as a function-scope array indexed in a loop, NVIDIA's driver
-/// keeps them in local memory (`examples/shader_stats.rs`, 2026-11-25).
-pub fn expand_nd(text: &str, nd: usize) -> String {
-    expand(text, "ND", "{k}", nd)
-}
-
-/// [`expand_nd`]'s templates for any marker `//@{marker}` and placeholder `key`.
+/// `text` with its `//@{marker}` templates expanded for k = 0..count, `key` (e.g. `{k}`)
+/// replaced by k: a line starting `//@{marker} ` (after indentation) becomes count lines; the
+/// lines between `//@{marker} begin` and `//@{marker} end` are repeated as a block, count times.
+/// The Matrix kernels name their per-column-block matrices this way (o0, o1, ..): as a
+/// function-scope array indexed in a loop, NVIDIA's driver keeps them in local memory
+/// (`examples/shader_stats.rs`, 2026-11-25).
 pub fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
     let (begin, end, line_prefix) = (format!("//@{marker} begin"), format!("//@{marker} end"), format!("//@{marker} "));
     let mut out = String::with_capacity(text.len() + 4096);

@@ -30,8 +30,6 @@ use crate::caps::{Caps, Variant};
 use crate::kernels::rope::Elem;
 use crate::pipeline::{PipelineDesc, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 use wgpu::CooperativeScalarType as Cst;
 
 pub(super) const MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_prefill_matrix.wgsl");
@@ -48,36 +46,11 @@ pub fn rows_per_workgroup(nsg: u32) -> usize {
     CM * nsg as usize
 }
 
-/// `const ND` (= head_dim / 16) for each head_dim 16..=256: the kernel's function-scope arrays of
-/// matrices need a constant length, so this line is appended to the WGSL text.
-const ND_DECL: [&str; 16] = [
-    "const ND: u32 = 1u;\n",
-    "const ND: u32 = 2u;\n",
-    "const ND: u32 = 3u;\n",
-    "const ND: u32 = 4u;\n",
-    "const ND: u32 = 5u;\n",
-    "const ND: u32 = 6u;\n",
-    "const ND: u32 = 7u;\n",
-    "const ND: u32 = 8u;\n",
-    "const ND: u32 = 9u;\n",
-    "const ND: u32 = 10u;\n",
-    "const ND: u32 = 11u;\n",
-    "const ND: u32 = 12u;\n",
-    "const ND: u32 = 13u;\n",
-    "const ND: u32 = 14u;\n",
-    "const ND: u32 = 15u;\n",
-    "const ND: u32 = 16u;\n",
-];
+/// Most column blocks of 16 (head_dim <= 256).
+const ND_MAX: usize = 16;
 
 /// Most chunks of 16 K or V elements per invocation and tile (the kernel's `//@CP` count).
 const CPT_MAX: usize = 4;
-
-/// `const JP` (keys per invocation in the softmax), made once per value like [`super::unrolled`].
-fn jp_decl(jp: usize) -> &'static str {
-    static DECLS: OnceLock<Mutex<HashMap<usize, &'static str>>> = OnceLock::new();
-    let mut d = DECLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    d.entry(jp).or_insert_with(|| Box::leak(format!("const JP: u32 = {jp}u;\n").into_boxed_str()))
-}
 
 /// The kernel's bindings: the staged Q (f16, loaded as matrices), K and V (16-byte vector loads).
 const MATRIX_BINDINGS: &[StorageBinding] = &[
@@ -111,7 +84,7 @@ fn chunks_per_invocation(d: usize, bk: usize, wg: usize) -> usize {
 /// memory and `max_inv` invocations of `sg` lanes: 32 keys before 16, and at each the first of
 /// `NSG_CHOICES` that fits.
 pub fn matrix_tiles(d: usize, sg: usize, max_inv: usize, mem: usize) -> Result<(usize, u32), String> {
-    if d % CM != 0 || d == 0 || d > CM * ND_DECL.len() {
+    if d % CM != 0 || d == 0 || d > CM * ND_MAX {
         return Err(format!("head_dim {d} is not a multiple of {CM} in 16..=256"));
     }
     for bk in [32, 16] {
@@ -159,13 +132,13 @@ pub(super) fn matrix_key(caps: &Caps, d: usize, neox: bool) -> Result<AttnPipeli
 }
 
 pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> PipelineDesc {
-    let nd = (d as usize / CM).clamp(1, ND_DECL.len());
+    let nd = (d as usize / CM).clamp(1, ND_MAX);
     let cpt = chunks_per_invocation(d as usize, bk as usize, (nsg * sg) as usize).clamp(1, CPT_MAX);
-    // Keys per invocation in the softmax: BK over the SG / 16 lanes of a row.
+    // Keys per invocation in the softmax (the kernel's JP): BK over the SG / 16 lanes of a row.
     let jp = (bk * CM as u32 / sg).max(1) as usize;
     let templates = [("ND", "{k}", nd), ("NB", "{n}", bk as usize / CM), ("JQ", "{q}", jp / 4), ("CP", "{x}", cpt)];
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &templates), super::PREFILL_PARAMS_WGSL, ND_DECL[nd - 1], jp_decl(jp)]),
+        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &templates), super::PREFILL_PARAMS_WGSL]),
         entry: "main",
         constants: vec![
             ("D", d as f64),
