@@ -86,6 +86,10 @@ fn collect(ctx: &Context, a: &Args) -> BTreeMap<String, PipelineDesc> {
     all
 }
 
+/// One executable of a pipeline: its name, its statistics and its internal representations, each
+/// as (name, value).
+type Executable = (String, Vec<(String, String)>, Vec<(String, String)>);
+
 /// A raw Vulkan device on the adapter named `name` with pipeline-executable properties and every
 /// feature the device has (so any SPIR-V wgpu would accept compiles).
 struct Raw {
@@ -141,8 +145,7 @@ impl Raw {
 
     /// Compile `spirv` as `desc`'s pipeline with the capture flags; per executable its name and
     /// statistics, and (with `ir`) its internal representations as (name, text).
-    #[allow(clippy::type_complexity)]
-    fn stats(&self, desc: &PipelineDesc, spirv: &[u32], ir: bool) -> Result<Vec<(String, Vec<(String, String)>, Vec<(String, String)>)>, String> {
+    fn stats(&self, desc: &PipelineDesc, spirv: &[u32], ir: bool) -> Result<Vec<Executable>, String> {
         let d = &self.device;
         let mut bindings = vec![vk::DescriptorSetLayoutBinding::default().binding(0).descriptor_type(vk::DescriptorType::UNIFORM_BUFFER).descriptor_count(1).stage_flags(vk::ShaderStageFlags::COMPUTE)];
         for i in 0..desc.bindings.len() {
@@ -173,8 +176,7 @@ impl Raw {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    unsafe fn read(&self, pipeline: vk::Pipeline, ir: bool) -> Result<Vec<(String, Vec<(String, String)>, Vec<(String, String)>)>, String> {
+    unsafe fn read(&self, pipeline: vk::Pipeline, ir: bool) -> Result<Vec<Executable>, String> {
         let text = |s: Result<&CStr, _>| s.map(|c: &CStr| c.to_string_lossy().into_owned()).unwrap_or_default();
         let props = self.exec.get_pipeline_executable_properties(&vk::PipelineInfoKHR::default().pipeline(pipeline)).map_err(|e| format!("executables: {e}"))?;
         let mut out = vec![];

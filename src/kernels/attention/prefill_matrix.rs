@@ -281,6 +281,12 @@ mod tests {
     use crate::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
     use crate::suite::Rng;
 
+    /// The first `n` halves of a staged buffer (two per u32 word), as f32.
+    fn halves(ctx: &crate::Context, buf: wgpu::Buffer, n: usize) -> Vec<f32> {
+        let words = ctx.read(&GpuBuffer::<u32>::from_raw(buf, n / 2).unwrap()).unwrap();
+        words.iter().flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()]).collect()
+    }
+
     /// The staging pass (the only piece of the Matrix prefill that runs without cooperative
     /// matrices, so on lavapipe too) against the f64 RoPE reference: K rotated at its position
     /// and V converted, each within the f16 rounding of the exact value (Q: `check_q_staging`).
@@ -296,10 +302,6 @@ mod tests {
         let mut b = ctx.batch();
         let [_, ks, vs] = stage(&mut b, &a, d as u32, layout == PairLayout::HalfSplit, Zeroable::zeroed(), 16).unwrap();
         b.run().unwrap();
-        let halves = |buf: wgpu::Buffer| -> Vec<f32> {
-            let words = ctx.read(&GpuBuffer::<u32>::from_raw(buf, n / 2).unwrap()).unwrap();
-            words.iter().flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()]).collect()
-        };
         let (inv_freq, af) = (cfg.inv_freq(), cfg.attention_factor());
         // Inputs as the GPU reads them (f16 inputs are rounded already).
         let (kin, vin): (Vec<f64>, Vec<f64>) = (kh.iter().map(|&x| KV::from_f32(x).to_f32() as f64).collect(), vh.iter().map(|&x| KV::from_f32(x).to_f32() as f64).collect());
@@ -320,12 +322,12 @@ mod tests {
         let close = |got: f32, want: f64, mag: f64| (got as f64 - want).abs() <= want.abs() / 1024.0 + mag / 1_048_576.0 + 1.0 / 16_777_216.0;
         let staged_k = !(KV::F16 && k_rotated);
         if staged_k {
-            let got = halves(ks);
+            let got = halves(ctx, ks, n);
             let bad = (0..n).filter(|&i| !close(got[i], want_k[i], mag_k[i])).count();
             assert_eq!(bad, 0, "K: {bad} of {n} staged values off (d {d}, {layout:?}, rotated {k_rotated}, f16 {})", KV::F16);
         }
         if !KV::F16 {
-            let got = halves(vs);
+            let got = halves(ctx, vs, n);
             let bad = (0..n).filter(|&i| !close(got[i], vin[i], vin[i].abs())).count();
             assert_eq!(bad, 0, "V: {bad} of {n} staged values off (d {d})");
         }
@@ -349,8 +351,7 @@ mod tests {
         let [staged, ..] = stage(&mut b, &a, d as u32, layout == PairLayout::HalfSplit, params, rows_pad).unwrap();
         b.run().unwrap();
         let n = kv_heads * rows_pad * d;
-        let words = ctx.read(&GpuBuffer::<u32>::from_raw(staged, n / 2).unwrap()).unwrap();
-        let got: Vec<f32> = words.iter().flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()]).collect();
+        let got = halves(ctx, staged, n);
         let (inv_freq, af, group) = (cfg.inv_freq(), cfg.attention_factor(), heads / kv_heads);
         let mut bad = 0;
         for hk in 0..kv_heads {
