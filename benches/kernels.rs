@@ -33,7 +33,18 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { filter: None, reps: 30, csv: "target/bench.csv".into(), svg: "target/bench.svg".into(), chart_from: None, title: None, rotate_bytes: 512 << 20, copy_bytes: 1 << 30, read_ceiling: true, variants: Vec::new() };
+    let mut a = Args {
+        filter: None,
+        reps: 30,
+        csv: "target/bench.csv".into(),
+        svg: "target/bench.svg".into(),
+        chart_from: None,
+        title: None,
+        rotate_bytes: 512 << 20,
+        copy_bytes: 1 << 30,
+        read_ceiling: true,
+        variants: Vec::new(),
+    };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
         match s.as_str() {
@@ -78,7 +89,12 @@ fn main() {
     let cpu = caps.device_type == wgpu::DeviceType::Cpu;
     let (copy_bytes, reps) = if cpu { (a.copy_bytes.min(64 << 20), a.reps.min(5)) } else { (a.copy_bytes, a.reps) };
     let (copy_gbs, ct) = copy_bandwidth(&ctx, copy_bytes, reps).expect("copy kernel");
-    println!("copy kernel: {copy_gbs:.1} GB/s read+write over {} MiB ({:.1} µs; {})\n", copy_bytes >> 20, ct.single_us, if ct.gpu_timestamps { "timestamps" } else { "wall clock" });
+    println!(
+        "copy kernel: {copy_gbs:.1} GB/s read+write over {} MiB ({:.1} µs; {})\n",
+        copy_bytes >> 20,
+        ct.single_us,
+        if ct.gpu_timestamps { "timestamps" } else { "wall clock" }
+    );
 
     let mut rng = Rng::new(Rng::fresh_seed());
     let mut csv = String::from("kernel,case,variant,bytes,copies,single_us,batched_us,gb_s,pct_copy,batched_gb_s,check_err,read_single_us,read_batched_us\n");
@@ -89,7 +105,10 @@ fn main() {
     // The CSV is rewritten after every timed case, so a run cut short (a device time limit)
     // still leaves every row it measured.
     let _ = std::fs::write(&a.csv, &csv);
-    println!("{:<22} {:<30} {:<9} {:>10} {:>10} {:>8} {:>7} {:>9} {:>13}  check", "kernel", "case", "variant", "single µs", "batch µs", "GB/s", "% copy", "batch GB/s", "read µs s/b");
+    println!(
+        "{:<22} {:<30} {:<9} {:>10} {:>10} {:>8} {:>7} {:>9} {:>13}  check",
+        "kernel", "case", "variant", "single µs", "batch µs", "GB/s", "% copy", "batch GB/s", "read µs s/b"
+    );
     // Read ceilings per (bytes, copies): a read-only kernel over the case's bytes, rotated alike.
     let mut ceilings: std::collections::HashMap<(u64, usize), Option<wgkernels::timing::Timing>> = Default::default();
     let mut failures = 0;
@@ -127,13 +146,15 @@ fn main() {
                 };
                 let result = run();
                 let ceiling = match &result {
-                    Ok((_, Some(_))) if a.read_ceiling => *ceilings.entry((case.bytes(), copies)).or_insert_with(|| match read_ceiling(&ctx, case.bytes(), copies, reps.max(copies.min(64))) {
-                        Ok(t) => Some(t),
-                        Err(e) => {
-                            println!("read ceiling for {} bytes: {e}", case.bytes());
-                            None
-                        }
-                    }),
+                    Ok((_, Some(_))) if a.read_ceiling => {
+                        *ceilings.entry((case.bytes(), copies)).or_insert_with(|| match read_ceiling(&ctx, case.bytes(), copies, reps.max(copies.min(64))) {
+                            Ok(t) => Some(t),
+                            Err(e) => {
+                                println!("read ceiling for {} bytes: {e}", case.bytes());
+                                None
+                            }
+                        })
+                    }
                     _ => None,
                 };
                 let (rs, rb) = ceiling.map_or((String::new(), String::new()), |r| (format!("{:.2}", r.single_us), format!("{:.2}", r.batched_us)));
@@ -144,12 +165,31 @@ fn main() {
                         let pct = 100.0 * gbs / copy_gbs;
                         println!(
                             "{:<22} {:<30} {:<9} {:>10.1} {:>10.1} {:>8.1} {:>6.1}% {:>9.1} {:>13}  ok ({:.1e})",
-                            info.name, case.name(), v.name(), t.single_us, t.batched_us, gbs, pct, bgbs, ceiling.map_or(String::from("-"), |r| format!("{:.1}/{:.1}", r.single_us, r.batched_us)), check.err
+                            info.name,
+                            case.name(),
+                            v.name(),
+                            t.single_us,
+                            t.batched_us,
+                            gbs,
+                            pct,
+                            bgbs,
+                            ceiling.map_or(String::from("-"), |r| format!("{:.1}/{:.1}", r.single_us, r.batched_us)),
+                            check.err
                         );
                         let _ = writeln!(
                             csv,
                             "{},{},{},{},{},{:.2},{:.2},{:.1},{:.1},{:.1},{:.2e},{rs},{rb}",
-                            info.name, case.name(), v.name(), case.bytes(), copies, t.single_us, t.batched_us, gbs, pct, bgbs, check.err
+                            info.name,
+                            case.name(),
+                            v.name(),
+                            case.bytes(),
+                            copies,
+                            t.single_us,
+                            t.batched_us,
+                            gbs,
+                            pct,
+                            bgbs,
+                            check.err
                         );
                         let _ = std::fs::write(&a.csv, &csv);
                     }
@@ -275,9 +315,7 @@ mod chart {
             .map_err(e)?;
         // Row i from the top: y in [n - i - 1, n - i].
         let y0 = |i: usize| (n - i - 1) as f64;
-        chart
-            .draw_series(rows.iter().enumerate().map(|(i, r)| Rectangle::new([(0.0, y0(i) + 0.15), (r.gbs, y0(i) + 0.85)], colour(&r.variant).filled())))
-            .map_err(e)?;
+        chart.draw_series(rows.iter().enumerate().map(|(i, r)| Rectangle::new([(0.0, y0(i) + 0.15), (r.gbs, y0(i) + 0.85)], colour(&r.variant).filled()))).map_err(e)?;
         let label_style = TextStyle::from(("sans-serif", 10).into_font()).color(&BLACK);
         let value_style = TextStyle::from(("sans-serif", 9).into_font()).color(&RGBColor(60, 60, 60));
         for (i, r) in rows.iter().enumerate() {

@@ -59,7 +59,8 @@ fn main() -> wgkernels::Result<()> {
     let mut b = ctx.batch();
     rope::apply(&mut b, &k_cache, tokens, kv_heads, layout, &table, Positions::Start(0))?;
     b.run()?;
-    let prefill = Prefill { shape, tokens, offset: 0, kv_len: tokens, causal: true, k_rotated: true, layout, scale: None, q: &qb, k: &k_cache, v: &v_cache, table: &table, out: &out };
+    let prefill =
+        Prefill { shape, tokens, offset: 0, kv_len: tokens, causal: true, k_rotated: true, layout, scale: None, q: &qb, k: &k_cache, v: &v_cache, table: &table, out: &out };
     let mut b = ctx.batch();
     attention::prefill(&mut b, &prefill)?;
     b.run()?;

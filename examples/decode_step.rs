@@ -28,6 +28,7 @@
 use half::f16;
 use std::cell::Cell;
 use std::time::Instant;
+use wgkernels::batch::BindCache;
 use wgkernels::formats::q4k::{dequantize_row, pack_scale_min, BlockQ4K, BLOCK_BYTES, QK_K};
 use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch};
 use wgkernels::kernels::elementwise;
@@ -36,7 +37,6 @@ use wgkernels::kernels::q8::{self, Q8Activations};
 use wgkernels::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
 use wgkernels::reference::{self, attention::Dims};
 use wgkernels::timing::copy_bandwidth;
-use wgkernels::batch::BindCache;
 use wgkernels::{Batch, Context, ContextOptions, GpuBuffer};
 
 #[derive(Clone, Copy, Debug)]
@@ -72,7 +72,8 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { model: LLAMA2_7B, small: false, full: false, layers: None, kv_len: None, reps: 20, lm_head: false, check: true, record_only: 0, bind_cache: true, q8: false };
+    let mut a =
+        Args { model: LLAMA2_7B, small: false, full: false, layers: None, kv_len: None, reps: 20, lm_head: false, check: true, record_only: 0, bind_cache: true, q8: false };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
         let mut num = |d: usize| it.next().and_then(|v| v.parse().ok()).unwrap_or(d);
@@ -282,19 +283,8 @@ fn build(ctx: &Context, m: Model, kv_len: usize, lm_head: bool, keep_host: bool,
         let mut next = || up.next().expect("seven matrices");
         let (wq, wk, wv, wo, wgate, wup, wdown) = (next()?, next()?, next()?, next()?, next()?, next()?, next()?);
         let (an, fnm) = (norm(&mut rng), norm(&mut rng));
-        let layer = Layer {
-            wq,
-            wk,
-            wv,
-            wo,
-            wgate,
-            wup,
-            wdown,
-            attn_norm: ctx.upload(&an)?,
-            ffn_norm: ctx.upload(&fnm)?,
-            k_cache: ctx.upload(&k_host)?,
-            v_cache: ctx.upload(&v_host)?,
-        };
+        let layer =
+            Layer { wq, wk, wv, wo, wgate, wup, wdown, attn_norm: ctx.upload(&an)?, ffn_norm: ctx.upload(&fnm)?, k_cache: ctx.upload(&k_host)?, v_cache: ctx.upload(&v_host)? };
         if li == 0 && keep_host {
             let w = std::array::from_fn(|i| HostW::new(shapes[i].0, shapes[i].1, &pools[i]));
             host = Some(Host { x0: vec![], w, attn_norm: an, ffn_norm: fnm, k_cache: k_host.clone(), v_cache: v_host.clone() });

@@ -25,12 +25,9 @@ fn main() -> wgkernels::Result<()> {
     }
     let info = match &wanted {
         Some(name) => file.tensor(name).ok_or_else(|| Error::Argument(format!("no tensor named {name:?}")))?,
-        None => file
-            .tensors()
-            .iter()
-            .filter(|t| t.ggml_type == GgmlType::Q4_K)
-            .max_by_key(|t| t.n_elements)
-            .ok_or_else(|| Error::Argument("the file has no Q4_K tensor".into()))?,
+        None => {
+            file.tensors().iter().filter(|t| t.ggml_type == GgmlType::Q4_K).max_by_key(|t| t.n_elements).ok_or_else(|| Error::Argument("the file has no Q4_K tensor".into()))?
+        }
     };
     if info.ggml_type != GgmlType::Q4_K {
         return Err(Error::Argument(format!("tensor {:?} is {:?}, not Q4_K", info.name, info.ggml_type)));

@@ -153,7 +153,21 @@ fn prefill(ctx: &Context) -> wgkernels::Result<()> {
         for (vi, var) in [Variant::Portable, Variant::Matrix].into_iter().enumerate() {
             let vctx = ctx.with_options(ContextOptions::from_env()?.with_policy(VariantPolicy::Require(var)));
             let out = &outs[vi];
-            let args = Prefill { shape, tokens: t, offset: 0, kv_len: t, causal: true, k_rotated: false, layout: PairLayout::HalfSplit, scale: None, q: &q, k: &k, v: &v, table: &table, out };
+            let args = Prefill {
+                shape,
+                tokens: t,
+                offset: 0,
+                kv_len: t,
+                causal: true,
+                k_rotated: false,
+                layout: PairLayout::HalfSplit,
+                scale: None,
+                q: &q,
+                k: &k,
+                v: &v,
+                table: &table,
+                out,
+            };
             let mut b = vctx.batch();
             if let Err(e) = attention::prefill(&mut b, &args) {
                 println!("| {t} | {} | unsupported: {e} | | | |", var.name());
@@ -264,9 +278,15 @@ fn main() -> wgkernels::Result<()> {
     let caps = ctx.caps().clone();
     let mut configs = Vec::new();
     for acc_f16 in [false, true] {
-        for (mode, ma, load_a) in
-            [(Mode::Reg, 2, false), (Mode::Reg, 1, false), (Mode::Shared, 2, true), (Mode::Shared, 2, false), (Mode::Shared, 1, false), (Mode::Global, 2, true), (Mode::Global, 1, false)]
-        {
+        for (mode, ma, load_a) in [
+            (Mode::Reg, 2, false),
+            (Mode::Reg, 1, false),
+            (Mode::Shared, 2, true),
+            (Mode::Shared, 2, false),
+            (Mode::Shared, 1, false),
+            (Mode::Global, 2, true),
+            (Mode::Global, 1, false),
+        ] {
             configs.push(Peak { mode, ma, load_a, acc_f16, wg: 128 });
         }
     }
@@ -287,7 +307,10 @@ fn main() -> wgkernels::Result<()> {
         println!("  coop config {}x{}x{} {:?} -> {:?}", c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type);
     }
     if !f32_ok || caps.subgroup_min_size != caps.subgroup_max_size || caps.subgroup_max_size == 0 {
-        println!("matrix_peak: unsupported on this adapter (needs a 16x16x16 f16 -> f32 cooperative matrix and one subgroup size); its {} throughput and 3 probe shaders validate", configs.len());
+        println!(
+            "matrix_peak: unsupported on this adapter (needs a 16x16x16 f16 -> f32 cooperative matrix and one subgroup size); its {} throughput and 3 probe shaders validate",
+            configs.len()
+        );
         return Ok(());
     }
     match arg.as_deref() {

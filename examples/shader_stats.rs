@@ -120,10 +120,9 @@ impl Raw {
         if coop {
             names.push(ash::khr::cooperative_matrix::NAME.as_ptr());
         }
-        let queue_family = unsafe { instance.get_physical_device_queue_family_properties(pd) }
-            .iter()
-            .position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
-            .ok_or("no compute queue")? as u32;
+        let queue_family =
+            unsafe { instance.get_physical_device_queue_family_properties(pd) }.iter().position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE)).ok_or("no compute queue")?
+                as u32;
         // Every feature the device has, from the same chain that is then passed to create it.
         let mut v11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
@@ -147,9 +146,19 @@ impl Raw {
     /// statistics, and (with `ir`) its internal representations as (name, text).
     fn stats(&self, desc: &PipelineDesc, spirv: &[u32], ir: bool) -> Result<Vec<Executable>, String> {
         let d = &self.device;
-        let mut bindings = vec![vk::DescriptorSetLayoutBinding::default().binding(0).descriptor_type(vk::DescriptorType::UNIFORM_BUFFER).descriptor_count(1).stage_flags(vk::ShaderStageFlags::COMPUTE)];
+        let mut bindings = vec![vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::UNIFORM_BUFFER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
         for i in 0..desc.bindings.len() {
-            bindings.push(vk::DescriptorSetLayoutBinding::default().binding(i as u32 + 1).descriptor_type(vk::DescriptorType::STORAGE_BUFFER).descriptor_count(1).stage_flags(vk::ShaderStageFlags::COMPUTE));
+            bindings.push(
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i as u32 + 1)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE),
+            );
         }
         unsafe {
             let set = d.create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings), None).map_err(|e| format!("set layout: {e}"))?;

@@ -61,7 +61,13 @@ fn main() -> wgkernels::Result<()> {
     let tq_bytes = (kcfg.bytes() + vcfg.bytes()) as usize;
     let how = if attn.gpu_timestamps { "GPU timestamps" } else { "wall clock" };
     println!("shape: {heads} heads, {kv_heads} kv heads, head_dim {d}, kv_len {kv_len}");
-    println!("memory: K+V f16 {:.2} MiB, f32 {:.2} MiB, TurboQuant 4-bit {:.2} MiB ({:.2}x smaller than f16)", f16_bytes as f64 / 1048576.0, 2.0 * f16_bytes as f64 / 1048576.0, tq_bytes as f64 / 1048576.0, f16_bytes as f64 / tq_bytes as f64);
+    println!(
+        "memory: K+V f16 {:.2} MiB, f32 {:.2} MiB, TurboQuant 4-bit {:.2} MiB ({:.2}x smaller than f16)",
+        f16_bytes as f64 / 1048576.0,
+        2.0 * f16_bytes as f64 / 1048576.0,
+        tq_bytes as f64 / 1048576.0,
+        f16_bytes as f64 / tq_bytes as f64
+    );
     println!("error vs attention over the dequantised cache (kernel error): relative L2 {:.2e}", rel(&r_deq));
     println!("error vs attention over the original cache (quantisation error): relative L2 {:.3}, cosine {:.5}", rel(&r_orig), cos);
     println!(

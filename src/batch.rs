@@ -132,9 +132,7 @@ impl<'c> Batch<'c> {
         ensure(std::mem::size_of::<P>() as u64 == desc.params_size, || {
             Error::Argument(format!("{}: params are {} bytes, layout says {}", pipe.label, std::mem::size_of::<P>(), desc.params_size))
         })?;
-        ensure(buffers.len() == desc.bindings.len(), || {
-            Error::Argument(format!("{}: {} buffers for {} bindings", pipe.label, buffers.len(), desc.bindings.len()))
-        })?;
+        ensure(buffers.len() == desc.bindings.len(), || Error::Argument(format!("{}: {} buffers for {} bindings", pipe.label, buffers.len(), desc.bindings.len())))?;
         let limits = &self.ctx.caps().limits;
         ensure(buffers.len() as u32 <= limits.max_storage_buffers_per_shader_stage, || {
             Error::Limit(format!("{} storage buffers > {}", buffers.len(), limits.max_storage_buffers_per_shader_stage))
@@ -147,9 +145,7 @@ impl<'c> Batch<'c> {
             })?;
         }
         for w in workgroups {
-            ensure(w <= limits.max_compute_workgroups_per_dimension, || {
-                Error::Limit(format!("{w} workgroups > {} per dimension", limits.max_compute_workgroups_per_dimension))
-            })?;
+            ensure(w <= limits.max_compute_workgroups_per_dimension, || Error::Limit(format!("{w} workgroups > {} per dimension", limits.max_compute_workgroups_per_dimension)))?;
         }
         if workgroups.contains(&0) {
             return Ok(());
@@ -159,11 +155,8 @@ impl<'c> Batch<'c> {
             None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), buffers)?,
         };
         if self.pass.is_none() {
-            let tw = self.timer.as_ref().map(|(qs, _)| wgpu::ComputePassTimestampWrites {
-                query_set: qs,
-                beginning_of_pass_write_index: Some(0),
-                end_of_pass_write_index: Some(1),
-            });
+            let tw =
+                self.timer.as_ref().map(|(qs, _)| wgpu::ComputePassTimestampWrites { query_set: qs, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) });
             let pass = self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgkernels"), timestamp_writes: tw });
             self.pass = Some(pass.forget_lifetime());
         }
@@ -181,11 +174,7 @@ impl<'c> Batch<'c> {
         let (chunk, off) = self.param_slot(params)?;
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &self.chunks[chunk].0,
-                offset: off,
-                size: wgpu::BufferSize::new(desc.params_size),
-            }),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.chunks[chunk].0, offset: off, size: wgpu::BufferSize::new(desc.params_size) }),
         }];
         for (i, b) in buffers.iter().enumerate() {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
@@ -231,11 +220,7 @@ impl<'c> Batch<'c> {
 
 impl Submitted<'_> {
     pub fn wait(&self) -> Result<()> {
-        self.ctx
-            .device
-            .poll(wgpu::PollType::Wait { submission_index: Some(self.index.clone()), timeout: None })
-            .map(|_| ())
-            .map_err(|e| Error::Device(e.to_string()))
+        self.ctx.device.poll(wgpu::PollType::Wait { submission_index: Some(self.index.clone()), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 
     /// GPU time of the timed pass in nanoseconds (waits for the batch). `None` if the batch was
@@ -374,18 +359,16 @@ impl BindCache {
             b.hash(&mut h);
         }
         let key = h.finish();
-        if let Some(hit) = g.groups.get(&key).and_then(|v| {
-            v.iter().find(|c| c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a == *b))
-        }) {
+        if let Some(hit) = g
+            .groups
+            .get(&key)
+            .and_then(|v| v.iter().find(|c| c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a == *b)))
+        {
             return hit.group.clone();
         }
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &g.chunks[slot.0].0,
-                offset: slot.1,
-                size: wgpu::BufferSize::new(pipe.desc.params_size),
-            }),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &g.chunks[slot.0].0, offset: slot.1, size: wgpu::BufferSize::new(pipe.desc.params_size) }),
         }];
         for (i, b) in buffers.iter().enumerate() {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });

@@ -22,9 +22,7 @@ impl<T: Pod> std::fmt::Debug for GpuBuffer<T> {
 }
 
 fn padded_bytes<T>(len: usize) -> Result<u64> {
-    let bytes = (len as u64)
-        .checked_mul(std::mem::size_of::<T>() as u64)
-        .ok_or_else(|| Error::Argument(format!("buffer of {len} elements overflows")))?;
+    let bytes = (len as u64).checked_mul(std::mem::size_of::<T>() as u64).ok_or_else(|| Error::Argument(format!("buffer of {len} elements overflows")))?;
     Ok(bytes.div_ceil(BUFFER_ALIGN).max(1) * BUFFER_ALIGN)
 }
 
@@ -166,9 +164,7 @@ impl Context {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device
-            .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
-            .map_err(|e| Error::Readback(e.to_string()))?;
+        self.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map_err(|e| Error::Readback(e.to_string()))?;
         match rx.receive().await {
             Some(Ok(())) => {}
             Some(Err(e)) => return Err(Error::Readback(e.to_string())),

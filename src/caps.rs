@@ -186,10 +186,7 @@ impl Caps {
                 if !self.subgroups {
                     Err("adapter lacks Features::SUBGROUP".into())
                 } else if self.subgroup_max_size > 128 || self.subgroup_min_size == 0 && self.subgroup_max_size == 0 {
-                    Err(format!(
-                        "subgroup size range {}..{} outside the 1..128 the kernels are written for",
-                        self.subgroup_min_size, self.subgroup_max_size
-                    ))
+                    Err(format!("subgroup size range {}..{} outside the 1..128 the kernels are written for", self.subgroup_min_size, self.subgroup_max_size))
                 } else {
                     Ok(())
                 }
@@ -214,16 +211,13 @@ impl Caps {
     /// Whether the adapter offers a square `size`-sized cooperative matrix product with `ab`
     /// inputs and `cr` accumulator/result.
     pub fn has_coop_config(&self, size: u32, ab: wgpu::CooperativeScalarType, cr: wgpu::CooperativeScalarType) -> bool {
-        self.cooperative_matrix_configs
-            .iter()
-            .any(|c| c.m_size == size && c.n_size == size && c.k_size == size && c.ab_type == ab && c.cr_type == cr)
+        self.cooperative_matrix_configs.iter().any(|c| c.m_size == size && c.n_size == size && c.k_size == size && c.ab_type == ab && c.cr_type == cr)
     }
 
     /// The offered configurations as `MxNxK ab->cr` for reports.
     fn coop_summary(&self) -> String {
         let t = |t: wgpu::CooperativeScalarType| format!("{t:?}").to_ascii_lowercase();
-        let v: Vec<String> =
-            self.cooperative_matrix_configs.iter().map(|c| format!("{}x{}x{} {}->{}", c.m_size, c.n_size, c.k_size, t(c.ab_type), t(c.cr_type))).collect();
+        let v: Vec<String> = self.cooperative_matrix_configs.iter().map(|c| format!("{}x{}x{} {}->{}", c.m_size, c.n_size, c.k_size, t(c.ab_type), t(c.cr_type))).collect();
         if v.is_empty() {
             "none known".into()
         } else {
@@ -334,12 +328,7 @@ impl KernelInfo {
 
     /// The best supported variant (ignoring any policy).
     pub fn best(&self, caps: &Caps) -> Variant {
-        self.variants
-            .iter()
-            .rev()
-            .copied()
-            .find(|&v| self.support(caps, v).is_ok())
-            .unwrap_or(Variant::Portable)
+        self.variants.iter().rev().copied().find(|&v| self.support(caps, v).is_ok()).unwrap_or(Variant::Portable)
     }
 
     /// Choose a variant under a policy.
@@ -347,10 +336,7 @@ impl KernelInfo {
         match policy {
             VariantPolicy::Auto => Ok(self.best(caps)),
             VariantPolicy::Prefer(v) => Ok(if self.support(caps, v).is_ok() { v } else { self.best(caps) }),
-            VariantPolicy::Require(v) => self
-                .support(caps, v)
-                .map(|_| v)
-                .map_err(|reason| crate::Error::Unsupported { kernel: self.name, variant: v, reason }),
+            VariantPolicy::Require(v) => self.support(caps, v).map(|_| v).map_err(|reason| crate::Error::Unsupported { kernel: self.name, variant: v, reason }),
         }
     }
 

@@ -32,8 +32,7 @@ impl ContextOptions {
         let mut o = ContextOptions::default();
         if let Ok(v) = std::env::var("WGKERNELS_VARIANT") {
             if !v.is_empty() && v != "auto" {
-                let var = Variant::parse(&v)
-                    .ok_or_else(|| Error::Argument(format!("WGKERNELS_VARIANT={v}: expected portable, subgroup, native, matrix or auto")))?;
+                let var = Variant::parse(&v).ok_or_else(|| Error::Argument(format!("WGKERNELS_VARIANT={v}: expected portable, subgroup, native, matrix or auto")))?;
                 o.policy = VariantPolicy::Prefer(var);
             }
         }
@@ -146,7 +145,16 @@ impl Context {
     fn assemble(device: wgpu::Device, queue: wgpu::Queue, coop: &[wgpu::CooperativeMatrixProperties], options: ContextOptions) -> Context {
         let mut caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), coop);
         caps.native_twins = options.native_spirv_twins;
-        Context { device, queue, caps, options, pipelines: PipelineCache::default(), param_pool: Mutex::new(Vec::new()), dummy: OnceLock::new(), scratch: Mutex::new(Default::default()) }
+        Context {
+            device,
+            queue,
+            caps,
+            options,
+            pipelines: PipelineCache::default(),
+            param_pool: Mutex::new(Vec::new()),
+            dummy: OnceLock::new(),
+            scratch: Mutex::new(Default::default()),
+        }
     }
 
     /// A second context on the same device with other options (its own pipeline cache).
@@ -192,20 +200,12 @@ impl Context {
 
     pub(crate) fn dummy(&self) -> &wgpu::Buffer {
         self.dummy.get_or_init(|| {
-            self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgkernels dummy"),
-                size: 16,
-                usage: wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            })
+            self.device.create_buffer(&wgpu::BufferDescriptor { label: Some("wgkernels dummy"), size: 16, usage: wgpu::BufferUsages::STORAGE, mapped_at_creation: false })
         })
     }
 
     /// Block until all submitted work is done.
     pub fn wait_idle(&self) -> Result<()> {
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|e| Error::Device(e.to_string()))
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 }

@@ -80,13 +80,7 @@ impl Context {
         if let VariantPolicy::Require(_) = self.options().policy {
             return Err(Error::Unsupported { kernel: kernel.name, variant: Variant::Native, reason: format!("native pipeline failed to build: {reason}") });
         }
-        Ok(kernel
-            .variants
-            .iter()
-            .rev()
-            .copied()
-            .find(|&v| v != Variant::Native && kernel.support(self.caps(), v).is_ok())
-            .unwrap_or(Variant::Portable))
+        Ok(kernel.variants.iter().rev().copied().find(|&v| v != Variant::Native && kernel.support(self.caps(), v).is_ok()).unwrap_or(Variant::Portable))
     }
 
     /// Run `record(variant)` for the variant `kernel` is selected as; if that is Native and its

@@ -179,22 +179,14 @@ pub fn layout_entries(desc: &PipelineDesc) -> Vec<wgpu::BindGroupLayoutEntry> {
     let mut e = vec![wgpu::BindGroupLayoutEntry {
         binding: 0,
         visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Uniform,
-            has_dynamic_offset: false,
-            min_binding_size: wgpu::BufferSize::new(desc.params_size),
-        },
+        ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: wgpu::BufferSize::new(desc.params_size) },
         count: None,
     }];
     for (i, b) in desc.bindings.iter().enumerate() {
         e.push(wgpu::BindGroupLayoutEntry {
             binding: i as u32 + 1,
             visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: b.read_only },
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
+            ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Storage { read_only: b.read_only }, has_dynamic_offset: false, min_binding_size: None },
             count: None,
         });
     }
@@ -210,11 +202,7 @@ impl Context {
             return Ok(p.clone());
         }
         let built = Arc::new(self.build_pipeline(key)?);
-        self.pipelines
-            .map
-            .lock()
-            .map_err(|_| Error::Pipeline("cache poisoned".into()))?
-            .insert(ck, built.clone());
+        self.pipelines.map.lock().map_err(|_| Error::Pipeline("cache poisoned".into()))?.insert(ck, built.clone());
         Ok(built)
     }
 
@@ -229,15 +217,8 @@ impl Context {
         let device = &self.device;
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(&label),
-            entries: &layout_entries(&desc),
-        });
-        let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(&label),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&label), entries: &layout_entries(&desc) });
+        let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: Some(&label), bind_group_layouts: &[Some(&layout)], immediate_size: 0 });
         let module = match &desc.source {
             ShaderSource::Wgsl(_) => {
                 let text = desc.source.text();

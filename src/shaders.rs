@@ -25,17 +25,19 @@ fn specialise(desc: &PipelineDesc, entry: &str) -> Result<(naga::Module, ModuleI
     };
     let text = desc.source.text();
     let module = naga::front::wgsl::parse_str(&text).map_err(|e| e.emit_to_string(&text))?;
-    let caps = Capabilities::SUBGROUP | Capabilities::SUBGROUP_BARRIER | Capabilities::SHADER_FLOAT16 | Capabilities::SHADER_FLOAT16_IN_FLOAT32 | Capabilities::IMMEDIATES | Capabilities::COOPERATIVE_MATRIX;
-    let info = Validator::new(ValidationFlags::all(), caps)
-        .validate(&module)
-        .map_err(|e| e.emit_to_string(&text))?;
+    let caps = Capabilities::SUBGROUP
+        | Capabilities::SUBGROUP_BARRIER
+        | Capabilities::SHADER_FLOAT16
+        | Capabilities::SHADER_FLOAT16_IN_FLOAT32
+        | Capabilities::IMMEDIATES
+        | Capabilities::COOPERATIVE_MATRIX;
+    let info = Validator::new(ValidationFlags::all(), caps).validate(&module).map_err(|e| e.emit_to_string(&text))?;
     let mut constants = naga::back::PipelineConstants::default();
     for (name, v) in &desc.constants {
         constants.insert(name.to_string(), *v);
     }
     let ep = (naga::ShaderStage::Compute, desc.entry);
-    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants)
-        .map_err(|e| format!("overrides: {e}"))?;
+    let (module, info) = naga::back::pipeline_constants::process_overrides(&module, &info, Some(ep), &constants).map_err(|e| format!("overrides: {e}"))?;
     let mut module = module.into_owned();
     let found = module.entry_points.iter_mut().find(|e| e.name == desc.entry).ok_or_else(|| format!("no entry point {}", desc.entry))?;
     if found.workgroup_size != desc.workgroup_size {

@@ -10,9 +10,9 @@
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo};
-use crate::pipeline::{PipelineDesc, PipelineKey};
 use crate::context::Context;
 use crate::error::Result;
+use crate::pipeline::{PipelineDesc, PipelineKey};
 use bytemuck::Pod;
 
 /// Elements of poison after every output buffer.

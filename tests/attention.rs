@@ -182,7 +182,14 @@ fn longrope_by_hand() {
         RopeConfig::new(
             4,
             10000.0,
-            RopeScaling::LongRope { short_factor: vec![2.0, 4.0].into(), long_factor: vec![5.0, 50.0].into(), factor: 8.0, original_max_position_embeddings: 4096, attention_factor, seq_len },
+            RopeScaling::LongRope {
+                short_factor: vec![2.0, 4.0].into(),
+                long_factor: vec![5.0, 50.0].into(),
+                factor: 8.0,
+                original_max_position_embeddings: 4096,
+                attention_factor,
+                seq_len,
+            },
         )
     };
     let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-15 * y.abs());
@@ -208,9 +215,8 @@ fn golden_path() -> String {
 #[test]
 fn hf_golden_rope() {
     let path = golden_path();
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("{path}: {e}. Generate it with `python3 tools/make_rope_golden.py tests/data/rope_golden.json` (needs torch + transformers)")
-    });
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}. Generate it with `python3 tools/make_rope_golden.py tests/data/rope_golden.json` (needs torch + transformers)"));
     let doc = parse_json(&text);
     println!("golden from {} (transformers {})", doc.get("generator").map_or("?", Json::str), doc.get("transformers").map_or("?", Json::str));
     let ctx = common::context();
@@ -299,21 +305,7 @@ fn prefill_err(ctx: &Context, shape: AttnShape, tokens: usize, offset: usize, kv
     let mut batch = ctx.batch();
     let r = attention::prefill(
         &mut batch,
-        &Prefill {
-            shape,
-            tokens,
-            offset,
-            kv_len,
-            causal: true,
-            k_rotated: false,
-            layout: PairLayout::HalfSplit,
-            scale: None,
-            q: &b.q,
-            k: &b.k,
-            v: &b.v,
-            table: t,
-            out: &b.out,
-        },
+        &Prefill { shape, tokens, offset, kv_len, causal: true, k_rotated: false, layout: PairLayout::HalfSplit, scale: None, q: &b.q, k: &b.k, v: &b.v, table: t, out: &b.out },
     );
     r.expect_err("bad prefill input was accepted")
 }
@@ -351,7 +343,10 @@ fn bad_inputs_are_errors() {
     let pbuf = ctx.upload(&[1u32, 2, 99]).unwrap();
     assert!(matches!(rope::apply(&mut b, &x, 3, 2, PairLayout::Interleaved, &t64, Positions::Buffer { buf: &pbuf, max: 99 }), Err(Error::Argument(_))));
     assert!(matches!(rope::apply(&mut b, &x, 4, 2, PairLayout::Interleaved, &t64, Positions::Start(0)), Err(Error::BufferTooSmall { name: "x", .. })));
-    assert!(matches!(rope::apply(&mut b, &x, 3, 2, PairLayout::Interleaved, &t64, Positions::Buffer { buf: &ctx.upload(&[1u32]).unwrap(), max: 1 }), Err(Error::BufferTooSmall { name: "positions", .. })));
+    assert!(matches!(
+        rope::apply(&mut b, &x, 3, 2, PairLayout::Interleaved, &t64, Positions::Buffer { buf: &ctx.upload(&[1u32]).unwrap(), max: 1 }),
+        Err(Error::BufferTooSmall { name: "positions", .. })
+    ));
     // bad RoPE parameters
     assert!(RopeConfig::new(64, 10000.0, RopeScaling::Linear { factor: 0.0 }).validate().is_err());
     assert!(RopeConfig::new(64, 0.5, RopeScaling::Default).validate().is_err());
@@ -404,7 +399,21 @@ fn decode_steps_match_prefill() {
     let (qb, kb, vb) = (ctx.upload(&q).unwrap(), ctx.upload(&k).unwrap(), ctx.upload(&v).unwrap());
     let out_p: GpuBuffer<f32> = ctx.alloc(n * 8 * 64).unwrap();
     let mut b = ctx.batch();
-    let p = Prefill { shape, tokens: n, offset: 0, kv_len: n, causal: true, k_rotated: false, layout: PairLayout::HalfSplit, scale: None, q: &qb, k: &kb, v: &vb, table: &t, out: &out_p };
+    let p = Prefill {
+        shape,
+        tokens: n,
+        offset: 0,
+        kv_len: n,
+        causal: true,
+        k_rotated: false,
+        layout: PairLayout::HalfSplit,
+        scale: None,
+        q: &qb,
+        k: &kb,
+        v: &vb,
+        table: &t,
+        out: &out_p,
+    };
     attention::prefill(&mut b, &p).unwrap();
     b.run().unwrap();
     let want = ctx.read(&out_p).unwrap();
@@ -418,7 +427,21 @@ fn decode_steps_match_prefill() {
         let ks = ctx.upload(&k[pos * 2 * 64..][..2 * 64]).unwrap();
         let vs = ctx.upload(&v[pos * 2 * 64..][..2 * 64]).unwrap();
         let mut b = ctx.batch();
-        let d = Decode { shape, pos, layout: PairLayout::HalfSplit, scale: None, q: &qs, k_new: &ks, v_new: &vs, k_cache: &kc, v_cache: &vc, capacity: n, table: &t, scratch: &scratch, out: &out };
+        let d = Decode {
+            shape,
+            pos,
+            layout: PairLayout::HalfSplit,
+            scale: None,
+            q: &qs,
+            k_new: &ks,
+            v_new: &vs,
+            k_cache: &kc,
+            v_cache: &vc,
+            capacity: n,
+            table: &t,
+            scratch: &scratch,
+            out: &out,
+        };
         attention::decode(&mut b, &d).unwrap();
         b.run().unwrap();
         let got = ctx.read(&out).unwrap();
@@ -442,12 +465,9 @@ fn fits_16k_workgroup_memory() {
     let mut limits = adapter.limits();
     limits.max_compute_workgroup_storage_size = 16 << 10;
     let features = adapter.features() & wgkernels::context::wanted_features();
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgkernels::wgpu::DeviceDescriptor {
-        required_features: features,
-        required_limits: limits,
-        ..Default::default()
-    }))
-    .expect("device");
+    let (device, queue) =
+        pollster::block_on(adapter.request_device(&wgkernels::wgpu::DeviceDescriptor { required_features: features, required_limits: limits, ..Default::default() }))
+            .expect("device");
     let ctx = Context::from_device(device, queue, wgkernels::ContextOptions::default()).unwrap();
     assert_eq!(ctx.caps().limits.max_compute_workgroup_storage_size, 16 << 10);
     println!("CI adapter offers {} KiB; testing at 16 KiB", base.caps().limits.max_compute_workgroup_storage_size >> 10);

@@ -141,7 +141,14 @@ fn check_pipeline(label: &str, desc: &PipelineDesc, file: &MslFile) -> Vec<Strin
             };
             let want_space = if b.read_only { Space::DeviceConst } else { Space::Device };
             if p.space != want_space || p.indirection != "*" {
-                fail(format!("buffer({i}) `{}` is {:?}{}, binding `{}` is {} so it must be {want_space:?}*", p.name, p.space, p.indirection, b.name, if b.read_only { "read-only" } else { "read-write" }));
+                fail(format!(
+                    "buffer({i}) `{}` is {:?}{}, binding `{}` is {} so it must be {want_space:?}*",
+                    p.name,
+                    p.space,
+                    p.indirection,
+                    b.name,
+                    if b.read_only { "read-only" } else { "read-write" }
+                ));
             }
             match msl_elem(b.elem) {
                 Some(t) if t == p.ty => {}
@@ -207,7 +214,8 @@ fn every_native_pipeline_matches_its_msl_signature() {
             };
             problems.extend(check_pipeline(label, desc, file));
             // The twin must be one of this kernel's own Subgroup pipelines (so the harness tests it).
-            let same = |d: &PipelineDesc| d.source.text() == twin.source.text() && d.entry == twin.entry && d.constants == twin.constants && d.workgroup_size == twin.workgroup_size;
+            let same =
+                |d: &PipelineDesc| d.source.text() == twin.source.text() && d.entry == twin.entry && d.constants == twin.constants && d.workgroup_size == twin.workgroup_size;
             if !pipelines.iter().any(|(l, d)| d.twin().is_none() && same(d) && l.contains("Subgroup")) {
                 problems.push(format!("{label}: twin {} is not one of {}'s Subgroup pipelines", twin.entry, kernel.info().name));
             }
@@ -262,11 +270,7 @@ fn every_msl_kernel_mirrors_the_current_twin() {
 fn the_check_catches_mistakes() {
     let good = mslparse::metal_files().into_iter().find(|p| p.ends_with("int8_gemv.metal")).expect("msl/int8_gemv.metal");
     let text = std::fs::read_to_string(&good).expect("read");
-    let (label, desc) = wgkernels::kernels::registry()
-        .iter()
-        .flat_map(|k| k.pipelines())
-        .find(|(_, d)| d.entry == "int8_gemv")
-        .expect("int8_gemv Native pipeline");
+    let (label, desc) = wgkernels::kernels::registry().iter().flat_map(|k| k.pipelines()).find(|(_, d)| d.entry == "int8_gemv").expect("int8_gemv Native pipeline");
     let mutations = [
         ("device const float* scales [[buffer(2)]]", "device const float* scales [[buffer(3)]]"),
         ("device float* y [[buffer(5)]]", "device const float* y [[buffer(5)]]"),
@@ -298,11 +302,7 @@ fn msl_float_consts(text: &str, name: &str) -> Option<Vec<f32>> {
     let rest = &src[at..];
     let init = &rest[rest.find('=')? + 1..rest.find(';')?];
     let init = init.trim().trim_start_matches('{').trim_end_matches('}');
-    init.split(',')
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(|v| v.trim_end_matches('f').parse::<f32>().ok())
-        .collect()
+    init.split(',').map(str::trim).filter(|v| !v.is_empty()).map(|v| v.trim_end_matches('f').parse::<f32>().ok()).collect()
 }
 
 /// The TurboQuant MSL kernels carry the codebook as literals: they must be exactly the f32 values
@@ -317,7 +317,12 @@ fn turboquant_msl_codebook_matches_codebook_rs() {
     for path in files {
         let text = std::fs::read_to_string(&path).expect("read");
         let got = msl_float_consts(&text, "TQ_CENTROIDS").unwrap_or_else(|| panic!("{}: no TQ_CENTROIDS", path.display()));
-        assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), centroids.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{}: TQ_CENTROIDS {got:?} != {centroids:?}", path.display());
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            centroids.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{}: TQ_CENTROIDS {got:?} != {centroids:?}",
+            path.display()
+        );
         if text.contains("TQ_B1") {
             for (i, b) in bounds.iter().enumerate() {
                 let name = format!("TQ_B{}", i + 1);

@@ -109,7 +109,10 @@ fn the_shim_rejects_known_mistakes() {
         ("undeclared name", "kernel void k(device float* b [[buffer(1)]], uint i [[thread_position_in_grid]]) { b[i] = simd_summ(b[i]); }\n"),
         ("not in the stdlib surface", "kernel void k(device float* b [[buffer(1)]], uint i [[thread_position_in_grid]]) { b[i] = simd_sum(float4(b[i])).x; }\n"),
         ("write through device const", "kernel void k(device const float* b [[buffer(1)]], uint i [[thread_position_in_grid]]) { b[i] = 1.0f; }\n"),
-        ("constant passed as device", "static float f(device const float* x) { return x[0]; }\nkernel void k(constant float& c [[buffer(0)]], device float* b [[buffer(1)]]) { b[0] = f(&c); }\n"),
+        (
+            "constant passed as device",
+            "static float f(device const float* x) { return x[0]; }\nkernel void k(constant float& c [[buffer(0)]], device float* b [[buffer(1)]]) { b[0] = f(&c); }\n",
+        ),
         ("redefinition", "struct P { uint n; };\nstruct P { uint n; };\n"),
         ("type error", "kernel void k(device float* b [[buffer(1)]]) { uint4 v = b[0]; b[1] = v; }\n"),
     ];

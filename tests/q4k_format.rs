@@ -1,9 +1,7 @@
 //! Q4_K dequantisation against gguf-py's values (tests/data, made by
 //! tools/make_q4k_golden.py), the quantiser's error, and GGUF reader robustness.
 
-use wgkernels::formats::gguf::{
-    GgmlType, GgufFile, GgufWriter, MetaValue, TensorInfo, ValueType, MAX_ARRAY_DEPTH,
-};
+use wgkernels::formats::gguf::{GgmlType, GgufFile, GgufWriter, MetaValue, TensorInfo, ValueType, MAX_ARRAY_DEPTH};
 use wgkernels::formats::q4k::{self, BlockQ4K, QK_K};
 use wgkernels::formats::FormatError;
 
@@ -23,10 +21,7 @@ fn golden_metadata_and_tensor_infos() {
     assert_eq!(f.version(), 3);
     assert_eq!(f.alignment(), 32);
     let get = |k: &str| f.get(k).unwrap_or_else(|| panic!("missing {k}")).clone();
-    assert_eq!(
-        get("general.architecture"),
-        MetaValue::String("wgk-test".into())
-    );
+    assert_eq!(get("general.architecture"), MetaValue::String("wgk-test".into()));
     assert_eq!(get("test.u8"), MetaValue::U8(200));
     assert_eq!(get("test.i8"), MetaValue::I8(-100));
     assert_eq!(get("test.u16"), MetaValue::U16(60000));
@@ -39,41 +34,14 @@ fn golden_metadata_and_tensor_infos() {
     assert_eq!(get("test.u64"), MetaValue::U64(u64::MAX));
     assert_eq!(get("test.i64"), MetaValue::I64(i64::MIN));
     assert_eq!(get("test.f64"), MetaValue::F64(-1.0e300));
-    let strs = ["a", "bc", ""]
-        .map(|s| MetaValue::String(s.into()))
-        .to_vec();
-    assert_eq!(
-        get("test.arr_str"),
-        MetaValue::Array {
-            elem_type: ValueType::String,
-            items: strs
-        }
-    );
+    let strs = ["a", "bc", ""].map(|s| MetaValue::String(s.into())).to_vec();
+    assert_eq!(get("test.arr_str"), MetaValue::Array { elem_type: ValueType::String, items: strs });
     let i16s = vec![MetaValue::I16(-1), MetaValue::I16(2), MetaValue::I16(-3)];
-    assert_eq!(
-        get("test.arr_i16"),
-        MetaValue::Array {
-            elem_type: ValueType::I16,
-            items: i16s
-        }
-    );
-    let i32s = |v: &[i32]| MetaValue::Array {
-        elem_type: ValueType::I32,
-        items: v.iter().map(|&x| MetaValue::I32(x)).collect(),
-    };
-    assert_eq!(
-        get("test.arr_nested"),
-        MetaValue::Array {
-            elem_type: ValueType::Array,
-            items: vec![i32s(&[1, 2]), i32s(&[3])]
-        }
-    );
+    assert_eq!(get("test.arr_i16"), MetaValue::Array { elem_type: ValueType::I16, items: i16s });
+    let i32s = |v: &[i32]| MetaValue::Array { elem_type: ValueType::I32, items: v.iter().map(|&x| MetaValue::I32(x)).collect() };
+    assert_eq!(get("test.arr_nested"), MetaValue::Array { elem_type: ValueType::Array, items: vec![i32s(&[1, 2]), i32s(&[3])] });
 
-    let shapes: Vec<(&str, Vec<u64>, GgmlType)> = f
-        .tensors()
-        .iter()
-        .map(|t| (t.name.as_str(), t.dims.clone(), t.ggml_type))
-        .collect();
+    let shapes: Vec<(&str, Vec<u64>, GgmlType)> = f.tensors().iter().map(|t| (t.name.as_str(), t.dims.clone(), t.ggml_type)).collect();
     assert_eq!(
         shapes,
         vec![
@@ -85,28 +53,15 @@ fn golden_metadata_and_tensor_infos() {
             ("f16_tensor", vec![8, 4], GgmlType::F16),
         ]
     );
-    assert_eq!(
-        f.tensor_data(f.tensor("f32_tensor").unwrap())
-            .unwrap()
-            .len(),
-        24
-    );
-    assert_eq!(
-        f.tensor_data(f.tensor("f16_tensor").unwrap())
-            .unwrap()
-            .len(),
-        64
-    );
+    assert_eq!(f.tensor_data(f.tensor("f32_tensor").unwrap()).unwrap().len(), 24);
+    assert_eq!(f.tensor_data(f.tensor("f16_tensor").unwrap()).unwrap().len(), 64);
 }
 
 #[test]
 fn dequant_matches_gguf_py_bit_exactly() {
     let (_, f) = golden();
     let raw = std::fs::read(data_path("q4k_golden_values.f32")).expect("golden values");
-    let want: Vec<f32> = raw
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let want: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     let mut at = 0;
     for t in f.tensors().iter().filter(|t| t.ggml_type == GgmlType::Q4_K) {
         let blocks = q4k::blocks_from_bytes(f.tensor_data(t).unwrap()).unwrap();
@@ -114,12 +69,7 @@ fn dequant_matches_gguf_py_bit_exactly() {
         let got = q4k::dequantize_row(&blocks);
         let exp = &want[at..at + got.len()];
         for (i, (g, e)) in got.iter().zip(exp).enumerate() {
-            assert_eq!(
-                g.to_bits(),
-                e.to_bits(),
-                "{} value {i}: {g} vs gguf-py {e}",
-                t.name
-            );
+            assert_eq!(g.to_bits(), e.to_bits(), "{} value {i}: {g} vs gguf-py {e}", t.name);
         }
         at += got.len();
     }
@@ -136,9 +86,7 @@ fn quantize_roundtrip_rmse_and_gguf() {
         s ^= s << 17;
         ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     };
-    let x: Vec<f32> = (0..QK_K * 128)
-        .map(|_| ((-2.0 * uni().ln()).sqrt() * (std::f64::consts::TAU * uni()).cos()) as f32)
-        .collect();
+    let x: Vec<f32> = (0..QK_K * 128).map(|_| ((-2.0 * uni().ln()).sqrt() * (std::f64::consts::TAU * uni()).cos()) as f32).collect();
     let blocks = q4k::quantize_row(&x).unwrap();
     let y = q4k::dequantize_row(&blocks);
     let sq = |v: &mut dyn Iterator<Item = f64>| v.sum::<f64>() / x.len() as f64;
@@ -147,29 +95,15 @@ fn quantize_roundtrip_rmse_and_gguf() {
     let rel = (mse / var).sqrt();
     println!("Q4_K quantise->dequantise relative RMSE on Gaussian weights: {rel:.4}");
     assert!(rel > 0.01 && rel < 0.1, "relative RMSE {rel}");
-    assert!(matches!(
-        q4k::quantize_row(&x[..300]),
-        Err(FormatError::NotBlockMultiple { .. })
-    ));
+    assert!(matches!(q4k::quantize_row(&x[..300]), Err(FormatError::NotBlockMultiple { .. })));
 
     // Through a GGUF file and back.
-    let bytes = GgufWriter::new()
-        .tensor(
-            "w",
-            &[QK_K as u64 * 4, 32],
-            GgmlType::Q4_K,
-            q4k::blocks_to_bytes(&blocks),
-        )
-        .unwrap()
-        .to_bytes();
+    let bytes = GgufWriter::new().tensor("w", &[QK_K as u64 * 4, 32], GgmlType::Q4_K, q4k::blocks_to_bytes(&blocks)).unwrap().to_bytes();
     let f = GgufFile::parse(&bytes).unwrap();
     let back = q4k::blocks_from_bytes(f.tensor_data(&f.tensors()[0]).unwrap()).unwrap();
     assert_eq!(back, blocks);
     let cast: &[BlockQ4K] = bytemuck::cast_slice(&blocks);
-    assert_eq!(
-        bytemuck::cast_slice::<_, u8>(cast),
-        &q4k::blocks_to_bytes(&blocks)[..]
-    );
+    assert_eq!(bytemuck::cast_slice::<_, u8>(cast), &q4k::blocks_to_bytes(&blocks)[..]);
 }
 
 /// Hand-built GGUF pieces for corruption tests.
@@ -211,10 +145,7 @@ impl Raw {
 fn truncation_at_every_byte_is_an_error() {
     let (bytes, _) = golden();
     for n in 0..bytes.len() {
-        assert!(
-            GgufFile::parse(&bytes[..n]).is_err(),
-            "truncated to {n} bytes parsed"
-        );
+        assert!(GgufFile::parse(&bytes[..n]).is_err(), "truncated to {n} bytes parsed");
     }
 }
 
@@ -237,10 +168,7 @@ fn header_errors() {
             b = bytes.clone();
             b[range.clone()].copy_from_slice(&huge.to_le_bytes());
             let e = GgufFile::parse(&b).unwrap_err();
-            assert!(
-                matches!(e, FormatError::LengthExceedsFile { .. }),
-                "{what} {huge}: {e}"
-            );
+            assert!(matches!(e, FormatError::LengthExceedsFile { .. }), "{what} {huge}: {e}");
         }
     }
 }
@@ -264,10 +192,7 @@ fn metadata_errors() {
         assert!(matches!(e, FormatError::LengthExceedsFile { .. }), "{e}");
         let mut r = Raw::header(3, 0, 1);
         r.u64(len).u32(4).u32(0);
-        assert!(matches!(
-            r.parse(),
-            Err(FormatError::LengthExceedsFile { .. })
-        ));
+        assert!(matches!(r.parse(), Err(FormatError::LengthExceedsFile { .. })));
     }
     let mut arr = Raw::default();
     arr.u32(4).u64(1 << 61);
@@ -275,10 +200,7 @@ fn metadata_errors() {
     assert!(matches!(e, FormatError::LengthExceedsFile { .. }), "{e}");
     arr = Raw::default();
     arr.u32(77).u64(1);
-    assert!(matches!(
-        kv_file("k", 9, &arr.0).parse(),
-        Err(FormatError::UnknownValueType(77))
-    ));
+    assert!(matches!(kv_file("k", 9, &arr.0).parse(), Err(FormatError::UnknownValueType(77))));
     // Arrays nested past the limit (each level: type = array, count = 1).
     arr = Raw::default();
     for _ in 0..MAX_ARRAY_DEPTH + 2 {
@@ -287,10 +209,7 @@ fn metadata_errors() {
     arr.u32(0).u64(0);
     let e = kv_file("k", 9, &arr.0).parse().unwrap_err();
     assert!(matches!(e, FormatError::NestingTooDeep { .. }), "{e}");
-    assert!(matches!(
-        kv_file("k", 7, &[2]).parse(),
-        Err(FormatError::InvalidBool(2))
-    ));
+    assert!(matches!(kv_file("k", 7, &[2]).parse(), Err(FormatError::InvalidBool(2))));
     let mut bad_utf8 = Raw::default();
     bad_utf8.u64(2).0.extend_from_slice(&[0xff, 0xfe]);
     let e = kv_file("k", 8, &bad_utf8.0).parse().unwrap_err();
@@ -304,21 +223,14 @@ fn metadata_errors() {
 #[test]
 fn alignment_errors() {
     for a in [0u32, 3, 48] {
-        let e = kv_file("general.alignment", 4, &a.to_le_bytes())
-            .parse()
-            .unwrap_err();
-        assert!(
-            matches!(e, FormatError::BadAlignment(x) if x == a as u64),
-            "{a}: {e}"
-        );
+        let e = kv_file("general.alignment", 4, &a.to_le_bytes()).parse().unwrap_err();
+        assert!(matches!(e, FormatError::BadAlignment(x) if x == a as u64), "{a}: {e}");
     }
     let mut s = Raw::default();
     s.str("32");
     let e = kv_file("general.alignment", 8, &s.0).parse().unwrap_err();
     assert!(matches!(e, FormatError::WrongMetadataType { .. }), "{e}");
-    let f = kv_file("general.alignment", 4, &64u32.to_le_bytes())
-        .parse()
-        .unwrap();
+    let f = kv_file("general.alignment", 4, &64u32.to_le_bytes()).parse().unwrap();
     assert_eq!(f.alignment(), 64);
     assert!(GgufWriter::new().alignment(24).is_err());
 }
@@ -338,20 +250,13 @@ fn tensor_info_errors() {
     assert!(matches!(e, FormatError::TensorOutOfRange { .. }), "{e}");
     let e = tensor_file(&[4, 2], 0, 32, 32).parse().unwrap_err();
     assert!(matches!(e, FormatError::TensorOutOfRange { .. }), "{e}");
-    let e = tensor_file(&[4, 2], 0, u64::MAX - 31, 32)
-        .parse()
-        .unwrap_err();
+    let e = tensor_file(&[4, 2], 0, u64::MAX - 31, 32).parse().unwrap_err();
     assert!(matches!(e, FormatError::TensorOutOfRange { .. }), "{e}");
     let e = tensor_file(&[4, 2], 0, 8, 64).parse().unwrap_err();
     assert!(matches!(e, FormatError::MisalignedTensor { .. }), "{e}");
     let e = tensor_file(&[1, 1, 1, 1, 1], 0, 0, 32).parse().unwrap_err();
-    assert!(
-        matches!(e, FormatError::TooManyDims { n_dims: 5, .. }),
-        "{e}"
-    );
-    let e = tensor_file(&[1 << 32, 1 << 32], 0, 0, 32)
-        .parse()
-        .unwrap_err();
+    assert!(matches!(e, FormatError::TooManyDims { n_dims: 5, .. }), "{e}");
+    let e = tensor_file(&[1 << 32, 1 << 32], 0, 0, 32).parse().unwrap_err();
     assert!(matches!(e, FormatError::ShapeOverflow { .. }), "{e}");
     let e = tensor_file(&[1 << 62], 0, 0, 32).parse().unwrap_err(); // 2^64 bytes of f32
     assert!(matches!(e, FormatError::ShapeOverflow { .. }), "{e}");
@@ -375,16 +280,10 @@ fn tensor_info_errors() {
     let f = tensor_file(&[4, 2], 0, 0, 32).parse().unwrap();
     let mut info: TensorInfo = f.tensors()[0].clone();
     info.offset = 1 << 40;
-    assert!(matches!(
-        f.tensor_data(&info),
-        Err(FormatError::TensorOutOfRange { .. })
-    ));
+    assert!(matches!(f.tensor_data(&info), Err(FormatError::TensorOutOfRange { .. })));
     info.offset = 0;
     info.n_bytes = Some(u64::MAX);
-    assert!(matches!(
-        f.tensor_data(&info),
-        Err(FormatError::TensorOutOfRange { .. })
-    ));
+    assert!(matches!(f.tensor_data(&info), Err(FormatError::TensorOutOfRange { .. })));
 }
 
 #[test]

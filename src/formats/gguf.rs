@@ -48,12 +48,8 @@ impl ValueType {
     /// The type for a file id, or `UnknownValueType`.
     pub fn from_id(id: u32) -> Result<Self, FormatError> {
         use ValueType::*;
-        const ALL: [ValueType; 13] = [
-            U8, I8, U16, I16, U32, I32, F32, Bool, String, Array, U64, I64, F64,
-        ];
-        ALL.get(id as usize)
-            .copied()
-            .ok_or(FormatError::UnknownValueType(id))
+        const ALL: [ValueType; 13] = [U8, I8, U16, I16, U32, I32, F32, Bool, String, Array, U64, I64, F64];
+        ALL.get(id as usize).copied().ok_or(FormatError::UnknownValueType(id))
     }
 
     /// Fewest bytes one value of this type occupies in a file.
@@ -272,10 +268,7 @@ impl GgufFile {
     }
 
     fn from_image(bytes: Image) -> Result<Self, FormatError> {
-        let mut r = Reader {
-            buf: &bytes,
-            pos: 0,
-        };
+        let mut r = Reader { buf: &bytes, pos: 0 };
         let magic: [u8; 4] = r.take(4, "magic")?.try_into().expect("4 bytes");
         if magic != MAGIC {
             return Err(FormatError::BadMagic(magic));
@@ -301,10 +294,7 @@ impl GgufFile {
         }
         let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
             None => DEFAULT_ALIGNMENT,
-            Some((k, v)) => v.as_u64().ok_or_else(|| FormatError::WrongMetadataType {
-                key: k.clone(),
-                expected: "an unsigned integer",
-            })?,
+            Some((k, v)) => v.as_u64().ok_or_else(|| FormatError::WrongMetadataType { key: k.clone(), expected: "an unsigned integer" })?,
         };
         if alignment == 0 || !alignment.is_power_of_two() {
             return Err(FormatError::BadAlignment(alignment));
@@ -320,21 +310,10 @@ impl GgufFile {
             tensors.push(t);
         }
         let data_offset = (r.pos as u64).div_ceil(alignment) * alignment;
-        let file = GgufFile {
-            version,
-            alignment,
-            data_offset,
-            metadata,
-            tensors,
-            bytes,
-        };
+        let file = GgufFile { version, alignment, data_offset, metadata, tensors, bytes };
         for t in &file.tensors {
             if t.offset % alignment != 0 {
-                return Err(FormatError::MisalignedTensor {
-                    name: t.name.clone(),
-                    offset: t.offset,
-                    alignment,
-                });
+                return Err(FormatError::MisalignedTensor { name: t.name.clone(), offset: t.offset, alignment });
             }
             if t.n_bytes.is_some() {
                 file.tensor_data(t)?;
@@ -406,18 +385,10 @@ impl GgufFile {
 
     /// The raw bytes of a tensor, bounds-checked against the data section.
     pub fn tensor_data(&self, info: &TensorInfo) -> Result<&[u8], FormatError> {
-        let len = info.n_bytes.ok_or_else(|| FormatError::UnknownTensorType {
-            name: info.name.clone(),
-            id: info.ggml_type.id(),
-        })?;
+        let len = info.n_bytes.ok_or_else(|| FormatError::UnknownTensorType { name: info.name.clone(), id: info.ggml_type.id() })?;
         let file_len = self.bytes.len() as u64;
         let available = file_len.saturating_sub(self.data_offset);
-        let out_of_range = || FormatError::TensorOutOfRange {
-            name: info.name.clone(),
-            start: info.offset,
-            len,
-            available,
-        };
+        let out_of_range = || FormatError::TensorOutOfRange { name: info.name.clone(), start: info.offset, len, available };
         let end = info.offset.checked_add(len).ok_or_else(out_of_range)?;
         // The data section itself may be missing (a file cut inside the padding).
         if end > available || self.data_offset > file_len {
@@ -441,10 +412,7 @@ impl<'a> Reader<'a> {
 
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], FormatError> {
         if n as u64 > self.remaining() {
-            return Err(FormatError::Truncated {
-                what,
-                offset: self.pos as u64,
-            });
+            return Err(FormatError::Truncated { what, offset: self.pos as u64 });
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -464,19 +432,10 @@ impl<'a> Reader<'a> {
     }
 
     /// Errors unless `count` items of at least `min_size` bytes could fit in what remains.
-    fn check_count(
-        &self,
-        count: u64,
-        min_size: u64,
-        what: &'static str,
-    ) -> Result<(), FormatError> {
+    fn check_count(&self, count: u64, min_size: u64, what: &'static str) -> Result<(), FormatError> {
         match count.checked_mul(min_size) {
             Some(n) if n <= self.remaining() => Ok(()),
-            _ => Err(FormatError::LengthExceedsFile {
-                what,
-                len: count,
-                remaining: self.remaining(),
-            }),
+            _ => Err(FormatError::LengthExceedsFile { what, len: count, remaining: self.remaining() }),
         }
     }
 
@@ -509,9 +468,7 @@ impl<'a> Reader<'a> {
             ValueType::String => MetaValue::String(self.string("metadata string")?),
             ValueType::Array => {
                 if depth >= MAX_ARRAY_DEPTH {
-                    return Err(FormatError::NestingTooDeep {
-                        depth: MAX_ARRAY_DEPTH,
-                    });
+                    return Err(FormatError::NestingTooDeep { depth: MAX_ARRAY_DEPTH });
                 }
                 let elem_type = ValueType::from_id(self.u32("array element type")?)?;
                 let count = self.u64("array length")?;
@@ -538,36 +495,20 @@ impl<'a> Reader<'a> {
         let ggml_type = GgmlType::from_id(self.u32("tensor type")?);
         let offset = self.u64("tensor offset")?;
         // ggml stores sizes as int64, so anything above i64::MAX is corrupt too.
-        let n_elements = dims
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .filter(|&n| n <= i64::MAX as u64)
-            .ok_or_else(|| FormatError::ShapeOverflow { name: name.clone() })?;
+        let n_elements =
+            dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).filter(|&n| n <= i64::MAX as u64).ok_or_else(|| FormatError::ShapeOverflow { name: name.clone() })?;
         let n_bytes = match ggml_type.block_size() {
             None => None,
             Some((blk, bytes)) => {
                 let ne0 = dims.first().copied().unwrap_or(1);
                 if ne0 % blk != 0 {
-                    return Err(FormatError::BadTensorShape {
-                        name,
-                        ne0,
-                        block: blk,
-                    });
+                    return Err(FormatError::BadTensorShape { name, ne0, block: blk });
                 }
-                let n = (n_elements / blk)
-                    .checked_mul(bytes)
-                    .ok_or_else(|| FormatError::ShapeOverflow { name: name.clone() })?;
+                let n = (n_elements / blk).checked_mul(bytes).ok_or_else(|| FormatError::ShapeOverflow { name: name.clone() })?;
                 Some(n)
             }
         };
-        Ok(TensorInfo {
-            name,
-            dims,
-            ggml_type,
-            offset,
-            n_elements,
-            n_bytes,
-        })
+        Ok(TensorInfo { name, dims, ggml_type, offset, n_elements, n_bytes })
     }
 }
 

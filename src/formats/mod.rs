@@ -14,11 +14,7 @@ pub mod q4k;
 #[non_exhaustive]
 pub enum FormatError {
     /// A length that must be a multiple of a block size is not (e.g. K % 256 != 0).
-    NotBlockMultiple {
-        what: &'static str,
-        len: u64,
-        block: u64,
-    },
+    NotBlockMultiple { what: &'static str, len: u64, block: u64 },
     /// A quantiser input is NaN or infinite.
     NonFinite { index: usize },
     /// The file does not start with `GGUF`.
@@ -28,11 +24,7 @@ pub enum FormatError {
     /// A fixed-size field runs past the end of the input.
     Truncated { what: &'static str, offset: u64 },
     /// A length or count needs more bytes than remain in the input.
-    LengthExceedsFile {
-        what: &'static str,
-        len: u64,
-        remaining: u64,
-    },
+    LengthExceedsFile { what: &'static str, len: u64, remaining: u64 },
     /// A metadata value type id outside 0..=12.
     UnknownValueType(u32),
     /// A bool byte other than 0 or 1.
@@ -56,18 +48,9 @@ pub enum FormatError {
     /// A tensor's first dimension is not a multiple of its type's block size.
     BadTensorShape { name: String, ne0: u64, block: u64 },
     /// A tensor offset is not a multiple of the file's alignment.
-    MisalignedTensor {
-        name: String,
-        offset: u64,
-        alignment: u64,
-    },
+    MisalignedTensor { name: String, offset: u64, alignment: u64 },
     /// A tensor's bytes lie (partly) outside the data section.
-    TensorOutOfRange {
-        name: String,
-        start: u64,
-        len: u64,
-        available: u64,
-    },
+    TensorOutOfRange { name: String, start: u64, len: u64, available: u64 },
     /// The tensor's ggml type has no known block size, so its bytes cannot be located.
     UnknownTensorType { name: String, id: u32 },
     /// I/O error while reading a file.
@@ -85,11 +68,7 @@ impl fmt::Display for FormatError {
             BadMagic(m) => write!(f, "bad GGUF magic {m:02x?}"),
             UnsupportedVersion(v) => write!(f, "unsupported GGUF version {v} (need 2 or 3)"),
             Truncated { what, offset } => write!(f, "truncated input: {what} at byte {offset}"),
-            LengthExceedsFile {
-                what,
-                len,
-                remaining,
-            } => {
+            LengthExceedsFile { what, len, remaining } => {
                 write!(f, "{what} {len} needs more than the {remaining} bytes left")
             }
             UnknownValueType(t) => write!(f, "unknown GGUF metadata value type {t}"),
@@ -107,30 +86,12 @@ impl fmt::Display for FormatError {
             }
             ShapeOverflow { name } => write!(f, "tensor {name:?}: size overflows"),
             BadTensorShape { name, ne0, block } => {
-                write!(
-                    f,
-                    "tensor {name:?}: ne0 = {ne0} is not a multiple of block size {block}"
-                )
+                write!(f, "tensor {name:?}: ne0 = {ne0} is not a multiple of block size {block}")
             }
-            MisalignedTensor {
-                name,
-                offset,
-                alignment,
-            } => {
-                write!(
-                    f,
-                    "tensor {name:?}: offset {offset} is not a multiple of {alignment}"
-                )
+            MisalignedTensor { name, offset, alignment } => {
+                write!(f, "tensor {name:?}: offset {offset} is not a multiple of {alignment}")
             }
-            TensorOutOfRange {
-                name,
-                start,
-                len,
-                available,
-            } => write!(
-                f,
-                "tensor {name:?}: bytes {start}..{start}+{len} exceed the {available} available"
-            ),
+            TensorOutOfRange { name, start, len, available } => write!(f, "tensor {name:?}: bytes {start}..{start}+{len} exceed the {available} available"),
             UnknownTensorType { name, id } => {
                 write!(f, "tensor {name:?}: ggml type {id} has no known size")
             }

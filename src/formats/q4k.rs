@@ -41,10 +41,7 @@ pub fn get_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
     if j < 4 {
         (s[j] & 63, s[j + 4] & 63)
     } else {
-        (
-            (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4),
-            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
-        )
+        ((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4), (s[j + 4] >> 4) | ((s[j] >> 6) << 4))
     }
 }
 
@@ -85,16 +82,9 @@ impl BlockQ4K {
 /// of 144.
 pub fn blocks_from_bytes(bytes: &[u8]) -> Result<Vec<BlockQ4K>, FormatError> {
     if bytes.len() % BLOCK_BYTES != 0 {
-        return Err(FormatError::NotBlockMultiple {
-            what: "Q4_K data bytes",
-            len: bytes.len() as u64,
-            block: BLOCK_BYTES as u64,
-        });
+        return Err(FormatError::NotBlockMultiple { what: "Q4_K data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
     }
-    Ok(bytes
-        .chunks_exact(BLOCK_BYTES)
-        .map(|c| BlockQ4K::from_le_bytes(c.try_into().expect("chunk is 144 bytes")))
-        .collect())
+    Ok(bytes.chunks_exact(BLOCK_BYTES).map(|c| BlockQ4K::from_le_bytes(c.try_into().expect("chunk is 144 bytes"))).collect())
 }
 
 /// Serialises blocks to their on-disk bytes.
@@ -135,11 +125,7 @@ pub fn dequantize_row(blocks: &[BlockQ4K]) -> Vec<f32> {
 /// the block's f16 `d` and `dmin`, and the nibbles are re-fitted to the coded values.
 pub fn quantize_row(x: &[f32]) -> Result<Vec<BlockQ4K>, FormatError> {
     if x.len() % QK_K != 0 {
-        return Err(FormatError::NotBlockMultiple {
-            what: "Q4_K row",
-            len: x.len() as u64,
-            block: QK_K as u64,
-        });
+        return Err(FormatError::NotBlockMultiple { what: "Q4_K row", len: x.len() as u64, block: QK_K as u64 });
     }
     if let Some(index) = x.iter().position(|v| !v.is_finite()) {
         return Err(FormatError::NonFinite { index });
@@ -164,11 +150,7 @@ fn quantize_block(x: &[f32]) -> BlockQ4K {
         let m1 = dmin.to_f32() * m[j] as f32;
         let shift = 4 * (j % 2);
         for i in 0..32 {
-            let q = if d1 > 0.0 {
-                ((x[32 * j + i] + m1) / d1).round().clamp(0.0, 15.0) as u8
-            } else {
-                0
-            };
+            let q = if d1 > 0.0 { ((x[32 * j + i] + m1) / d1).round().clamp(0.0, 15.0) as u8 } else { 0 };
             blk.qs[32 * (j / 2) + i] |= q << shift;
         }
     }
@@ -202,13 +184,7 @@ fn fit_sub_block(x: &[f32]) -> (f32, f32) {
     }
     let rms = (x.iter().map(|v| v * v).sum::<f32>() / n).sqrt();
     let w: Vec<f32> = x.iter().map(|v| rms + v.abs()).collect();
-    let err_of = |s: f32, b: f32, q: &[f32]| -> f32 {
-        x.iter()
-            .zip(q)
-            .zip(&w)
-            .map(|((xi, qi), wi)| wi * (s * qi + b - xi).powi(2))
-            .sum()
-    };
+    let err_of = |s: f32, b: f32, q: &[f32]| -> f32 { x.iter().zip(q).zip(&w).map(|((xi, qi), wi)| wi * (s * qi + b - xi).powi(2)).sum() };
     let mut q = [0f32; 32];
     let grid = |iscale: f32, q: &mut [f32; 32]| {
         for (qi, xi) in q.iter_mut().zip(x) {
@@ -275,8 +251,7 @@ mod tests {
     fn scale_min_pack_roundtrip() {
         for t in 0..64u8 {
             let sc: [u8; 8] = std::array::from_fn(|j| (t + 7 * j as u8) & 63);
-            let m: [u8; 8] =
-                std::array::from_fn(|j| (t.wrapping_mul(3).wrapping_add(11 * j as u8)) & 63);
+            let m: [u8; 8] = std::array::from_fn(|j| (t.wrapping_mul(3).wrapping_add(11 * j as u8)) & 63);
             let s = pack_scale_min(&sc, &m);
             for j in 0..8 {
                 assert_eq!(get_scale_min(j, &s), (sc[j], m[j]));
@@ -324,16 +299,10 @@ mod tests {
 
     #[test]
     fn quantize_rejects_bad_input() {
-        assert!(matches!(
-            quantize_row(&[0.0; 255]),
-            Err(FormatError::NotBlockMultiple { len: 255, .. })
-        ));
+        assert!(matches!(quantize_row(&[0.0; 255]), Err(FormatError::NotBlockMultiple { len: 255, .. })));
         let mut x = vec![0.0; 256];
         x[9] = f32::NAN;
-        assert!(matches!(
-            quantize_row(&x),
-            Err(FormatError::NonFinite { index: 9 })
-        ));
+        assert!(matches!(quantize_row(&x), Err(FormatError::NonFinite { index: 9 })));
         assert!(quantize_row(&[]).unwrap().is_empty());
     }
 
@@ -351,12 +320,7 @@ mod tests {
     fn quantize_rmse_gaussian() {
         let x = gaussian(256 * 64, 0x5eed);
         let y = dequantize_row(&quantize_row(&x).unwrap());
-        let mse: f64 = x
-            .iter()
-            .zip(&y)
-            .map(|(a, b)| ((a - b) as f64).powi(2))
-            .sum::<f64>()
-            / x.len() as f64;
+        let mse: f64 = x.iter().zip(&y).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>() / x.len() as f64;
         let var: f64 = x.iter().map(|a| (*a as f64).powi(2)).sum::<f64>() / x.len() as f64;
         let rel = (mse / var).sqrt();
         println!("Q4_K relative RMSE on N(0,1) weights: {rel:.4}");

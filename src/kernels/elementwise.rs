@@ -57,8 +57,7 @@ struct BinaryParams {
 const NORM_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "f32"), StorageBinding::read("w", "f32"), StorageBinding::write("y", "f32")];
 const BINARY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "f32"), StorageBinding::read("b", "f32"), StorageBinding::write("y", "f32")];
 const INPLACE_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32"), StorageBinding::read("b", "f32")];
-const BINARY_VEC_BINDINGS: &[StorageBinding] =
-    &[StorageBinding::read("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>"), StorageBinding::write("y", "vec4<f32>")];
+const BINARY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>"), StorageBinding::write("y", "vec4<f32>")];
 const INPLACE_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>")];
 const ELEM_F32: &str = "alias T = f32;\n";
 const ELEM_VEC4: &str = "alias T = vec4<f32>;\n";
@@ -73,10 +72,16 @@ pub enum BinaryOp {
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ElementwisePipeline {
-    RmsNorm { variant: Variant },
+    RmsNorm {
+        variant: Variant,
+    },
     /// `vec`: one vec4 per invocation (lengths that are a multiple of 4; H100, 16 M elements:
     /// 118 µs -> see BENCHMARKS.md), else one f32.
-    Binary { op: BinaryOp, inplace: bool, vec: bool },
+    Binary {
+        op: BinaryOp,
+        inplace: bool,
+        vec: bool,
+    },
 }
 
 impl PipelineKey for ElementwisePipeline {
@@ -313,10 +318,7 @@ mod cases {
                 BinaryOp::Add => 4096,
                 BinaryOp::SiluGate => 14336,
             };
-            [(decode, true), (1 << 24, false), (1 << 24, true)]
-                .into_iter()
-                .map(|(len, inplace)| Box::new(BinCase { op: self.0, len, inplace }) as Box<dyn Case>)
-                .collect()
+            [(decode, true), (1 << 24, false), (1 << 24, true)].into_iter().map(|(len, inplace)| Box::new(BinCase { op: self.0, len, inplace }) as Box<dyn Case>).collect()
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
             describe_all([(false, false), (true, false), (false, true), (true, true)].map(|(inplace, vec)| ElementwisePipeline::Binary { op: self.0, inplace, vec }))

@@ -20,9 +20,15 @@ const GEMV_MSL: &str = include_str!("../../msl/int8_gemv.metal");
 /// Scale and zero point granularity.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Int8Scale {
-    PerTensor { scale: f32, zero: f32 },
+    PerTensor {
+        scale: f32,
+        zero: f32,
+    },
     /// `n` scales and `n` zeros.
-    PerRow { scales: Vec<f32>, zeros: Vec<f32> },
+    PerRow {
+        scales: Vec<f32>,
+        zeros: Vec<f32>,
+    },
 }
 
 /// INT8 weights in the host layout: `codes` row-major `[n, k]` bytes.
@@ -111,15 +117,7 @@ impl Int8Matrix {
             Int8Scale::PerTensor { scale, zero } => (vec![*scale], vec![*zero], false),
             Int8Scale::PerRow { scales, zeros } => (scales.clone(), zeros.clone(), true),
         };
-        Ok(Int8Matrix {
-            n: h.n,
-            k: h.k,
-            signed: h.signed,
-            per_row,
-            codes: ctx.upload(&words)?,
-            scales: ctx.upload(&scales)?,
-            zeros: ctx.upload(&zeros)?,
-        })
+        Ok(Int8Matrix { n: h.n, k: h.k, signed: h.signed, per_row, codes: ctx.upload(&words)?, scales: ctx.upload(&scales)?, zeros: ctx.upload(&zeros)? })
     }
 }
 
@@ -232,10 +230,7 @@ mod cases {
             v
         }
         fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-            [(4096, 4096), (14336, 4096), (4096, 14336)]
-                .into_iter()
-                .map(|(n, k)| Box::new(GemvCase { n, k, signed: true, per_row: true }) as Box<dyn Case>)
-                .collect()
+            [(4096, 4096), (14336, 4096), (4096, 14336)].into_iter().map(|(n, k)| Box::new(GemvCase { n, k, signed: true, per_row: true }) as Box<dyn Case>).collect()
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
             describe_all([

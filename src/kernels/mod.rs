@@ -9,9 +9,9 @@ pub mod int8;
 pub mod interleave;
 pub mod q4k;
 pub mod q8;
+pub mod rope;
 pub(crate) mod splitk;
 pub mod turboquant;
-pub mod rope;
 
 use crate::suite::Kernel;
 use std::sync::OnceLock;

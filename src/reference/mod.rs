@@ -3,8 +3,8 @@
 pub mod attention;
 pub mod q8;
 pub mod quant;
-pub mod turboquant;
 pub mod rope;
+pub mod turboquant;
 
 /// Reference mat-vec: `y[r] = sum_c w(r, c) * x[c]` in f64, plus the magnitude
 /// `sum_c wmag(r, c) * |x[c]|` that errors are normalised by, where `wmag` bounds the operands

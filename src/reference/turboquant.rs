@@ -109,7 +109,15 @@ pub fn dequantize_slot(cache: &HostTqCache, head: usize, slot: usize) -> Vec<f64
 /// gets no smaller error), and the largest score magnitude `|scale| sum_i |q_i k_ji|` (the
 /// rounding of a score is proportional to it and moves the output by about that much times the
 /// error scale).
-pub fn decode_attention(q: &[f32], heads: usize, kv_heads: usize, d: usize, scale: f64, count: usize, kv: impl Fn(usize, usize) -> (Vec<f64>, Vec<f64>)) -> (Vec<f64>, Vec<f64>, f64) {
+pub fn decode_attention(
+    q: &[f32],
+    heads: usize,
+    kv_heads: usize,
+    d: usize,
+    scale: f64,
+    count: usize,
+    kv: impl Fn(usize, usize) -> (Vec<f64>, Vec<f64>),
+) -> (Vec<f64>, Vec<f64>, f64) {
     let group = heads / kv_heads;
     let mut out = vec![0f64; heads * d];
     let mut mag = vec![0f64; heads * d];

@@ -251,14 +251,7 @@ fn threadgroup_arrays(body: &str, constants: &BTreeMap<String, u64>) -> Result<V
 /// Evaluate an array size: integer literals and `constant constexpr uint` names combined with
 /// `+`, `*` and parentheses.
 pub fn eval(expr: &str, constants: &BTreeMap<String, u64>) -> Result<u64, String> {
-    let tokens: Vec<String> = expr
-        .replace('(', " ( ")
-        .replace(')', " ) ")
-        .replace('+', " + ")
-        .replace('*', " * ")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
+    let tokens: Vec<String> = expr.replace('(', " ( ").replace(')', " ) ").replace('+', " + ").replace('*', " * ").split_whitespace().map(str::to_string).collect();
     let mut pos = 0;
     let v = sum(&tokens, &mut pos, constants)?;
     if pos != tokens.len() {

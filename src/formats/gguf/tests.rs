@@ -1,10 +1,7 @@
 use super::*;
 
 fn all_values() -> Vec<(String, MetaValue)> {
-    let strs = |v: &[&str]| MetaValue::Array {
-        elem_type: ValueType::String,
-        items: v.iter().map(|s| MetaValue::String(s.to_string())).collect(),
-    };
+    let strs = |v: &[&str]| MetaValue::Array { elem_type: ValueType::String, items: v.iter().map(|s| MetaValue::String(s.to_string())).collect() };
     vec![
         ("u8".into(), MetaValue::U8(200)),
         ("i8".into(), MetaValue::I8(-100)),
@@ -19,20 +16,8 @@ fn all_values() -> Vec<(String, MetaValue)> {
         ("i64".into(), MetaValue::I64(i64::MIN)),
         ("f64".into(), MetaValue::F64(-0.25)),
         ("arr.str".into(), strs(&["a", "", "ccc"])),
-        (
-            "arr.empty".into(),
-            MetaValue::Array {
-                elem_type: ValueType::F64,
-                items: vec![],
-            },
-        ),
-        (
-            "arr.nested".into(),
-            MetaValue::Array {
-                elem_type: ValueType::Array,
-                items: vec![strs(&["x"]), strs(&[])],
-            },
-        ),
+        ("arr.empty".into(), MetaValue::Array { elem_type: ValueType::F64, items: vec![] }),
+        ("arr.nested".into(), MetaValue::Array { elem_type: ValueType::Array, items: vec![strs(&["x"]), strs(&[])] }),
     ]
 }
 
@@ -43,12 +28,8 @@ fn roundtrip_metadata_and_tensors() {
         w = w.metadata(k, v);
     }
     let f32_data: Vec<u8> = (0..6u32).flat_map(|i| (i as f32).to_le_bytes()).collect();
-    w = w
-        .tensor("a", &[3, 2], GgmlType::F32, f32_data.clone())
-        .unwrap();
-    w = w
-        .tensor("q", &[256, 2], GgmlType::Q4_K, vec![7u8; 288])
-        .unwrap();
+    w = w.tensor("a", &[3, 2], GgmlType::F32, f32_data.clone()).unwrap();
+    w = w.tensor("q", &[256, 2], GgmlType::Q4_K, vec![7u8; 288]).unwrap();
     let bytes = w.to_bytes();
     let f = GgufFile::parse(&bytes).unwrap();
     assert_eq!(f.version(), 3);
@@ -59,10 +40,7 @@ fn roundtrip_metadata_and_tensors() {
     assert_eq!(f.metadata(), &want[..]);
     assert_eq!(f.get("u64").and_then(MetaValue::as_u64), Some(u64::MAX));
     let a = f.tensor("a").unwrap();
-    assert_eq!(
-        (a.dims.as_slice(), a.n_elements, a.n_bytes),
-        (&[3u64, 2][..], 6, Some(24))
-    );
+    assert_eq!((a.dims.as_slice(), a.n_elements, a.n_bytes), (&[3u64, 2][..], 6, Some(24)));
     assert_eq!(f.tensor_data(a).unwrap(), &f32_data[..]);
     let q = f.tensor("q").unwrap();
     assert_eq!(q.offset, 64);
@@ -99,10 +77,7 @@ fn unknown_tensor_type_is_listed_but_unreadable() {
     let f = GgufFile::parse(&b).unwrap();
     let t = &f.tensors()[0];
     assert_eq!(t.ggml_type, GgmlType::Other(99));
-    assert!(matches!(
-        f.tensor_data(t),
-        Err(FormatError::UnknownTensorType { id: 99, .. })
-    ));
+    assert!(matches!(f.tensor_data(t), Err(FormatError::UnknownTensorType { id: 99, .. })));
 }
 
 #[test]
@@ -113,16 +88,10 @@ fn header_errors() {
     assert!(matches!(GgufFile::parse(&b), Err(FormatError::BadMagic(_))));
     let mut b = good.clone();
     b[4] = 1;
-    assert!(matches!(
-        GgufFile::parse(&b),
-        Err(FormatError::UnsupportedVersion(1))
-    ));
+    assert!(matches!(GgufFile::parse(&b), Err(FormatError::UnsupportedVersion(1))));
     let mut b = good.clone();
     b[8..16].copy_from_slice(&(1u64 << 60).to_le_bytes());
-    assert!(matches!(
-        GgufFile::parse(&b),
-        Err(FormatError::LengthExceedsFile { .. })
-    ));
+    assert!(matches!(GgufFile::parse(&b), Err(FormatError::LengthExceedsFile { .. })));
     // Header is 24 bytes; the padding after it is optional when there are no tensors.
     for n in 0..24 {
         assert!(GgufFile::parse(&good[..n]).is_err());
@@ -132,11 +101,7 @@ fn header_errors() {
 #[test]
 fn open_maps_the_same_image_that_read_reads() {
     let data: Vec<u8> = (0..512u32).map(|i| (i * 7 + 3) as u8).collect();
-    let bytes = GgufWriter::new()
-        .metadata("general.name", MetaValue::String("mapped".into()))
-        .tensor("q", &[256, 2], GgmlType::Q4_K, data[..288].to_vec())
-        .unwrap()
-        .to_bytes();
+    let bytes = GgufWriter::new().metadata("general.name", MetaValue::String("mapped".into())).tensor("q", &[256, 2], GgmlType::Q4_K, data[..288].to_vec()).unwrap().to_bytes();
     let dir = std::env::temp_dir().join(format!("wgkernels-gguf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.gguf");

@@ -32,31 +32,12 @@ impl GgufWriter {
     }
 
     /// Appends a tensor; `data.len()` must match the type and dims (`ne0` first).
-    pub fn tensor(
-        mut self,
-        name: impl Into<String>,
-        dims: &[u64],
-        ty: GgmlType,
-        data: Vec<u8>,
-    ) -> Result<Self, FormatError> {
+    pub fn tensor(mut self, name: impl Into<String>, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> Result<Self, FormatError> {
         let name = name.into();
-        let n: u64 = dims
-            .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| FormatError::ShapeOverflow { name: name.clone() })?;
-        let bytes = ty
-            .bytes_for(n)
-            .ok_or_else(|| FormatError::UnknownTensorType {
-                name: name.clone(),
-                id: ty.id(),
-            })?;
+        let n: u64 = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| FormatError::ShapeOverflow { name: name.clone() })?;
+        let bytes = ty.bytes_for(n).ok_or_else(|| FormatError::UnknownTensorType { name: name.clone(), id: ty.id() })?;
         if bytes != data.len() as u64 {
-            return Err(FormatError::TensorOutOfRange {
-                name,
-                start: 0,
-                len: bytes,
-                available: data.len() as u64,
-            });
+            return Err(FormatError::TensorOutOfRange { name, start: 0, len: bytes, available: data.len() as u64 });
         }
         self.tensors.push((name, dims.to_vec(), ty, data));
         Ok(self)

@@ -76,8 +76,7 @@ impl Kernel for PrefillKernel {
         grid.iter()
             .enumerate()
             .map(|(i, &(tokens, offset, kv_len, h, kvh, d, layout, kv_f16, causal, k_rotated))| {
-                Box::new(PrefillCase { tokens, offset, kv_len, shape: AttnShape::new(h, kvh, d), layout, kv_f16, causal, k_rotated, mode: i })
-                    as Box<dyn Case>
+                Box::new(PrefillCase { tokens, offset, kv_len, shape: AttnShape::new(h, kvh, d), layout, kv_f16, causal, k_rotated, mode: i }) as Box<dyn Case>
             })
             .collect()
     }
@@ -114,11 +113,7 @@ impl PrefillCase {
     /// Causal multiply-adds x 2 (QK^T and PV) x 2 flops.
     pub fn flops(&self) -> f64 {
         let s = self.shape;
-        let pairs: f64 = if self.causal {
-            (0..self.tokens).map(|t| (self.offset + t + 1) as f64).sum()
-        } else {
-            (self.tokens * self.kv_len) as f64
-        };
+        let pairs: f64 = if self.causal { (0..self.tokens).map(|t| (self.offset + t + 1) as f64).sum() } else { (self.tokens * self.kv_len) as f64 };
         4.0 * pairs * s.heads as f64 * s.head_dim as f64
     }
 }
@@ -273,7 +268,9 @@ impl Kernel for DecodeKernel {
         ];
         grid.iter()
             .enumerate()
-            .map(|(i, &(pos, h, kvh, d, layout, kv_f16))| Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, attend_only: i % 4 == 3 }) as Box<dyn Case>)
+            .map(|(i, &(pos, h, kvh, d, layout, kv_f16))| {
+                Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, attend_only: i % 4 == 3 }) as Box<dyn Case>
+            })
             .collect()
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {

@@ -118,10 +118,7 @@ fn teams_split(kv_len: usize, blocks: usize, target: usize, step: usize) -> (usi
 /// per head fits `mem`.
 fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
     let d = s.head_dim;
-    (1..=s.group().min(8))
-        .rev()
-        .find(|gb| gb * per_head <= mem)
-        .ok_or_else(|| Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))
+    (1..=s.group().min(8)).rev().find(|gb| gb * per_head <= mem).ok_or_else(|| Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))
 }
 
 /// The split of a decode over `kv_len` keys for `variant` on an adapter with `caps`.
@@ -357,29 +354,12 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     a.k_cache.require("k_cache", a.capacity * s.kv_heads * d)?;
     a.v_cache.require("v_cache", a.capacity * s.kv_heads * d)?;
     ensure(a.scratch.shape == s, || Error::Argument(format!("scratch made for {:?}, decode has {s:?}", a.scratch.shape)))?;
-    let params = AppendParams {
-        heads: s.heads as u32,
-        kv_heads: s.kv_heads as u32,
-        d: d as u32,
-        half: (d / 2) as u32,
-        pos: a.pos as u32,
-        table_half: (d / 2) as u32,
-        _p: [0; 2],
-    };
+    let params = AppendParams { heads: s.heads as u32, kv_heads: s.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos: a.pos as u32, table_half: (d / 2) as u32, _p: [0; 2] };
     let units = (s.heads + 2 * s.kv_heads) * d / 2;
     let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
     let bufs = [a.q.raw(), a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.scratch.q_rot.raw(), a.k_cache.raw(), a.v_cache.raw()];
     let grid = ctx.grid((units as u64).div_ceil(64))?;
-    let attend = DecodeAttention {
-        shape: s,
-        q_rot: &a.scratch.q_rot,
-        k_cache: a.k_cache,
-        v_cache: a.v_cache,
-        kv_len: a.pos + 1,
-        scale: a.scale,
-        scratch: a.scratch,
-        out: a.out,
-    };
+    let attend = DecodeAttention { shape: s, q_rot: &a.scratch.q_rot, k_cache: a.k_cache, v_cache: a.v_cache, kv_len: a.pos + 1, scale: a.scale, scratch: a.scratch, out: a.out };
     ctx.variant_for(&DECODE)?;
     check_attention(&attend)?;
     ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid))))

@@ -118,14 +118,12 @@ pub(crate) fn unrolled(text: &'static str, templates: &[(&'static str, &'static 
 /// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
 /// which measured 3-4% slower on the H200 (the serial per-row softmax of one warp overlaps the
 /// other warps' V loads; see BENCHMARKS.md).
-pub const PREFILL: KernelInfo =
-    KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
+pub const PREFILL: KernelInfo = KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
 /// Decode variants, least preferred first. Native and Matrix replace the split-K partial pass
 /// only; Matrix takes f16 caches (see [`decode_matrix`]), other decodes fall back. Matrix ranks
 /// below Subgroup: on the H100 (2026-11-22) it measured 2.3-2.8x slower than the teams kernel at
 /// kv 4k-32k (BENCHMARKS.md), so it runs only when asked for (`Prefer` / `Require`).
-pub const DECODE: KernelInfo =
-    KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Matrix, Variant::Subgroup, Variant::Native], extra: Some(decode_extra) };
+pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Matrix, Variant::Subgroup, Variant::Native], extra: Some(decode_extra) };
 
 /// `KernelInfo::extra` of the decode: the Matrix variant's adapter-level needs (one subgroup per
 /// workgroup).
@@ -213,9 +211,7 @@ impl AttnShape {
     }
 
     fn check_table(&self, table: &RopeTable) -> Result<()> {
-        ensure(table.head_dim() == self.head_dim, || {
-            Error::Shape(format!("RoPE table is for head_dim {}, attention has {}", table.head_dim(), self.head_dim))
-        })
+        ensure(table.head_dim() == self.head_dim, || Error::Shape(format!("RoPE table is for head_dim {}, attention has {}", table.head_dim(), self.head_dim)))
     }
 }
 
@@ -314,8 +310,7 @@ const DECODE_BINDINGS_F16: &[StorageBinding] = &[
     StorageBinding::write("part_o", "f32"),
     StorageBinding::write("part_ml", "vec2<f32>"),
 ];
-const MERGE_BINDINGS: &[StorageBinding] =
-    &[StorageBinding::read("part_o", "f32"), StorageBinding::read("part_ml", "vec2<f32>"), StorageBinding::write("out", "f32")];
+const MERGE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("part_o", "f32"), StorageBinding::read("part_ml", "vec2<f32>"), StorageBinding::write("out", "f32")];
 const APPEND_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("q", "f32"),
     StorageBinding::read("k_new", "f32"),
@@ -330,23 +325,67 @@ const APPEND_BINDINGS: &[StorageBinding] = &[
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AttnPipeline {
     /// Portable or Subgroup prefill.
-    Prefill { subgroup: bool, d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool },
+    Prefill {
+        subgroup: bool,
+        d: u32,
+        bq: u32,
+        bk: u32,
+        kv_f16: bool,
+        neox: bool,
+    },
     /// Matrix prefill (see [`prefill_matrix`]); `sg` is the subgroup size it is built for.
-    PrefillMatrix { d: u32, bk: u32, sg: u32, nsg: u32, neox: bool, tau: u32 },
+    PrefillMatrix {
+        d: u32,
+        bk: u32,
+        sg: u32,
+        nsg: u32,
+        neox: bool,
+        tau: u32,
+    },
     /// The Matrix prefill's staging pass: K (rotated unless it comes rotated) or V to f16.
-    PrefillStage { d: u32, in_f16: bool, neox: bool },
+    PrefillStage {
+        d: u32,
+        in_f16: bool,
+        neox: bool,
+    },
     /// One invocation per key, tiles of `tile` keys, workgroup-memory reductions (Portable).
-    Decode { d: u32, gb: u32, tile: u32, wg: u32, kv_f16: bool },
+    Decode {
+        d: u32,
+        gb: u32,
+        tile: u32,
+        wg: u32,
+        kv_f16: bool,
+    },
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
     /// Native (the MSL entry point for `d` and the K/V type; its twin is the Subgroup key).
     /// `prefetch`: the next step's loads are issued before this step's math (the MSL never does).
-    DecodeTeams { variant: Variant, d: u32, gb: u32, wg: u32, lanes: u32, keys: u32, kv_f16: bool, prefetch: bool },
+    DecodeTeams {
+        variant: Variant,
+        d: u32,
+        gb: u32,
+        wg: u32,
+        lanes: u32,
+        keys: u32,
+        kv_f16: bool,
+        prefetch: bool,
+    },
     /// Matrix partial pass for f16 caches (see [`decode_matrix`]): `nw` subgroups of `sg`
     /// invocations, scores of up to `maxc` keys per chunk.
-    DecodeMatrix { d: u32, gb: u32, sg: u32, nw: u32, maxc: u32 },
+    DecodeMatrix {
+        d: u32,
+        gb: u32,
+        sg: u32,
+        nw: u32,
+        maxc: u32,
+    },
     /// `unroll`: chunks summed per round (loads in flight per invocation, 1..8).
-    Merge { unroll: u32 },
-    Append { kv_f16: bool, neox: bool },
+    Merge {
+        unroll: u32,
+    },
+    Append {
+        kv_f16: bool,
+        neox: bool,
+    },
 }
 
 fn flag(b: bool) -> f64 {
@@ -384,14 +423,7 @@ impl PipelineKey for AttnPipeline {
                 PipelineDesc {
                     source: ShaderSource::Wgsl(vec![DECODE_PORTABLE, DECODE_WGSL]),
                     entry: "main",
-                    constants: vec![
-                        ("D", d as f64),
-                        ("GB", gb as f64),
-                        ("TILE", tile as f64),
-                        ("WG", wg as f64),
-                        ("KV_F16", flag(kv_f16)),
-                        ("VEC4", flag(words % 4 == 0)),
-                    ],
+                    constants: vec![("D", d as f64), ("GB", gb as f64), ("TILE", tile as f64), ("WG", wg as f64), ("KV_F16", flag(kv_f16)), ("VEC4", flag(words % 4 == 0))],
                     workgroup_size: [wg, 1, 1],
                     params_size: std::mem::size_of::<DecodeParams>() as u64,
                     bindings: DECODE_BINDINGS,
@@ -507,9 +539,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     s.check_table(a.table)?;
     let d = s.head_dim;
     ensure(a.tokens > 0, || Error::Shape("tokens = 0".into()))?;
-    ensure(a.kv_len >= a.offset + a.tokens, || {
-        Error::Shape(format!("kv_len = {} is shorter than offset + tokens = {}", a.kv_len, a.offset + a.tokens))
-    })?;
+    ensure(a.kv_len >= a.offset + a.tokens, || Error::Shape(format!("kv_len = {} is shorter than offset + tokens = {}", a.kv_len, a.offset + a.tokens)))?;
     a.table.check_positions((a.offset + a.tokens - 1) as u64)?;
     if !a.k_rotated {
         a.table.check_positions(a.kv_len as u64 - 1)?;

@@ -53,12 +53,8 @@ const ND_MAX: usize = 16;
 const CPT_MAX: usize = 4;
 
 /// The kernel's bindings: the staged Q (f16, loaded as matrices), K and V (16-byte vector loads).
-const MATRIX_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("q", "f16"),
-    StorageBinding::read("k", "vec4<u32>"),
-    StorageBinding::read("v", "vec4<u32>"),
-    StorageBinding::write("out", "f32"),
-];
+const MATRIX_BINDINGS: &[StorageBinding] =
+    &[StorageBinding::read("q", "f16"), StorageBinding::read("k", "vec4<u32>"), StorageBinding::read("v", "vec4<u32>"), StorageBinding::write("out", "f32")];
 
 /// Workgroup memory of the kernel at head_dim `d`, `bk` keys per tile, `nsg` subgroups of `sg`:
 /// the K and V tiles, S, P, the row-sum shares, the flag.
@@ -140,13 +136,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> Pipel
     PipelineDesc {
         source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &templates), super::PREFILL_PARAMS_WGSL]),
         entry: "main",
-        constants: vec![
-            ("D", d as f64),
-            ("BK", bk as f64),
-            ("SG", sg as f64),
-            ("NSG", nsg as f64),
-            ("TAU", tau as f64),
-        ],
+        constants: vec![("D", d as f64), ("BK", bk as f64), ("SG", sg as f64), ("NSG", nsg as f64), ("TAU", tau as f64)],
         workgroup_size: [nsg * sg, 1, 1],
         params_size: std::mem::size_of::<PrefillParams>() as u64,
         bindings: MATRIX_BINDINGS,
@@ -224,8 +214,18 @@ fn stage<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: P
     let q = ctx.scratch(Scratch::PrefillQ, 4 * q_words as u64)?;
     // Unstaged regions: the kernel reads the input; the stage pass binds it (read) and the
     // context's dummy buffer (write) and touches neither.
-    let (k, k_dst) = if stage_k { let k = ctx.scratch(Scratch::PrefillK, 4 * kv_words as u64)?; (k.clone(), k) } else { (a.k.raw().clone(), ctx.dummy().clone()) };
-    let (v, v_dst) = if stage_v { let v = ctx.scratch(Scratch::PrefillV, 4 * kv_words as u64)?; (v.clone(), v) } else { (a.v.raw().clone(), ctx.dummy().clone()) };
+    let (k, k_dst) = if stage_k {
+        let k = ctx.scratch(Scratch::PrefillK, 4 * kv_words as u64)?;
+        (k.clone(), k)
+    } else {
+        (a.k.raw().clone(), ctx.dummy().clone())
+    };
+    let (v, v_dst) = if stage_v {
+        let v = ctx.scratch(Scratch::PrefillV, 4 * kv_words as u64)?;
+        (v.clone(), v)
+    } else {
+        (a.v.raw().clone(), ctx.dummy().clone())
+    };
     let sp = StageParams {
         q_words: q_words as u32,
         k_words: if stage_k { kv_words as u32 } else { 0 },
@@ -298,7 +298,21 @@ mod tests {
         let as_kv = |x: &[f32]| x.iter().map(|&v| KV::from_f32(v)).collect::<Vec<KV>>();
         let (k, v) = (ctx.upload(&as_kv(&kh)).unwrap(), ctx.upload(&as_kv(&vh)).unwrap());
         let (q, out) = (ctx.alloc::<f32>(kv_heads * d).unwrap(), ctx.alloc::<f32>(kv_heads * d).unwrap());
-        let a = Prefill { shape: AttnShape::new(kv_heads, kv_heads, d), tokens: 1, offset: kv_len - 1, kv_len, causal: true, k_rotated, layout, scale: None, q: &q, k: &k, v: &v, table: &table, out: &out };
+        let a = Prefill {
+            shape: AttnShape::new(kv_heads, kv_heads, d),
+            tokens: 1,
+            offset: kv_len - 1,
+            kv_len,
+            causal: true,
+            k_rotated,
+            layout,
+            scale: None,
+            q: &q,
+            k: &k,
+            v: &v,
+            table: &table,
+            out: &out,
+        };
         let mut b = ctx.batch();
         let [_, ks, vs] = stage(&mut b, &a, d as u32, layout == PairLayout::HalfSplit, Zeroable::zeroed(), 16).unwrap();
         b.run().unwrap();

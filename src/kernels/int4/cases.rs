@@ -19,15 +19,7 @@ pub fn random_host(rng: &mut Rng, n: usize, k: usize, group_size: usize, mode: I
         }
     }
     let zero_range = if mode == Int4Mode::Asymmetric { (0.0, 15.0) } else { (-1.5, 1.5) };
-    HostInt4 {
-        n,
-        k,
-        group_size,
-        mode,
-        codes,
-        scales: rng.uniform_vec(n * ng, 0.002, 0.05),
-        zeros: zeros.then(|| rng.uniform_vec(n * ng, zero_range.0, zero_range.1)),
-    }
+    HostInt4 { n, k, group_size, mode, codes, scales: rng.uniform_vec(n * ng, 0.002, 0.05), zeros: zeros.then(|| rng.uniform_vec(n * ng, zero_range.0, zero_range.1)) }
 }
 
 const MODES: [(Int4Mode, bool); 3] = [(Int4Mode::Signed, false), (Int4Mode::Signed, true), (Int4Mode::Asymmetric, true)];
@@ -113,7 +105,11 @@ impl MatmulWeights for Int4Matrix {
 fn setup_mat(ctx: &Context, rng: &mut Rng, copies: usize, m: usize, n: usize, k: usize, g: usize, mode: Int4Mode, zeros: bool) -> Result<Box<dyn Prepared>> {
     let host = random_host(rng, n, k, g, mode, zeros);
     let x = rng.uniform_vec(m * k, -1.0, 1.0);
-    let reference = if m == 1 { reference::gemv(n, k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x) } else { reference::gemm(m, n, k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x) };
+    let reference = if m == 1 {
+        reference::gemv(n, k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x)
+    } else {
+        reference::gemm(m, n, k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x)
+    };
     let mut weights = vec![Int4Matrix::upload(ctx, &host)?];
     for _ in 1..copies {
         weights.push(Int4Matrix::upload(ctx, &random_host(rng, n, k, g, mode, zeros))?);
@@ -211,7 +207,9 @@ impl Kernel for QuantKernel {
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         let keys = [false, true].into_iter().flat_map(|f16| {
-            [Variant::Portable, Variant::Subgroup, Variant::Native].into_iter().flat_map(move |variant| [Int4Pipeline::Scales { f16, variant }, Int4Pipeline::Codes { f16, variant }])
+            [Variant::Portable, Variant::Subgroup, Variant::Native]
+                .into_iter()
+                .flat_map(move |variant| [Int4Pipeline::Scales { f16, variant }, Int4Pipeline::Codes { f16, variant }])
         });
         describe_all(keys)
     }
@@ -244,10 +242,7 @@ impl<T: QuantSource> Prepared for QuantPrepared<T> {
         let raw = ctx.read(self.out.codes())?;
         let rw = self.out.row_words();
         let words = crate::kernels::interleave::deinterleave(&raw[..e.n * rw], rw);
-        let pad_bad = (0..e.n)
-            .flat_map(|r| (e.k..rw * 8).map(move |c| (r, c)))
-            .filter(|&(r, c)| (words[r * rw + c / 8] >> (4 * (c % 8))) & 15 != 0)
-            .count();
+        let pad_bad = (0..e.n).flat_map(|r| (e.k..rw * 8).map(move |c| (r, c))).filter(|&(r, c)| (words[r * rw + c / 8] >> (4 * (c % 8))) & 15 != 0).count();
         let guard = guard_damage(&raw, e.n * rw, POISON_U32) + pad_bad;
         Ok(Check { err: 0.0, tol: 0.0, nonfinite: 0, guard_damage: guard, note })
     }

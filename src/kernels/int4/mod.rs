@@ -317,27 +317,30 @@ const GEMM_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("x", "f32"),
     StorageBinding::write("y", "f32"),
 ];
-const QUANT_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("src", "u32"),
-    StorageBinding::write("codes", "u32"),
-    StorageBinding::write("scales", "f32"),
-    StorageBinding::write("zeros", "f32"),
-];
-const DEQUANT_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("codes", "u32"),
-    StorageBinding::read("scales", "f32"),
-    StorageBinding::read("zeros", "f32"),
-    StorageBinding::write("out", "f32"),
-];
+const QUANT_BINDINGS: &[StorageBinding] =
+    &[StorageBinding::read("src", "u32"), StorageBinding::write("codes", "u32"), StorageBinding::write("scales", "f32"), StorageBinding::write("zeros", "f32")];
+const DEQUANT_BINDINGS: &[StorageBinding] =
+    &[StorageBinding::read("codes", "u32"), StorageBinding::read("scales", "f32"), StorageBinding::read("zeros", "f32"), StorageBinding::write("out", "f32")];
 
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Int4Pipeline {
-    Gemv { variant: Variant, plan: GemvPlan, gmode: u32, gshift: u32 },
+    Gemv {
+        variant: Variant,
+        plan: GemvPlan,
+        gmode: u32,
+        gshift: u32,
+    },
     Gemm,
     /// Portable: one thread per group; Subgroup/Native: one workgroup per group.
-    Scales { f16: bool, variant: Variant },
-    Codes { f16: bool, variant: Variant },
+    Scales {
+        f16: bool,
+        variant: Variant,
+    },
+    Codes {
+        f16: bool,
+        variant: Variant,
+    },
     Dequant,
 }
 
@@ -469,9 +472,7 @@ pub(crate) fn team_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(Ge
 /// `default` with the `{prefix}_WG`, `_ROWS`, `_UNROLL`, `_TEAM` (Subgroup) / `_PLANES`
 /// (Portable) environment overrides applied.
 pub(crate) fn env_plan(prefix: &str, variant: Variant, default: GemvPlan) -> GemvPlan {
-    let env = |name: &str, ok: &[u32], default: u32| {
-        std::env::var(format!("{prefix}_{name}")).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v)).unwrap_or(default)
-    };
+    let env = |name: &str, ok: &[u32], default: u32| std::env::var(format!("{prefix}_{name}")).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v)).unwrap_or(default);
     let wg = env("WG", &[64, 128, 256], default.wg);
     GemvPlan {
         wg,
@@ -608,6 +609,6 @@ pub fn dequantize(b: &mut Batch, w: &Int4Matrix, out: &GpuBuffer<f32>) -> Result
 }
 
 mod cases;
-pub use cases::{kernels, random_host};
 /// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
 pub use crate::kernels::q8::int4_gemv as gemv_q8;
+pub use cases::{kernels, random_host};

@@ -87,9 +87,7 @@ impl Q4kMatrix {
     pub fn upload_bytes(ctx: &Context, n: usize, k: usize, bytes: &[u8]) -> Result<Q4kMatrix> {
         check_shape(n, k)?;
         let blocks = n * (k / QK_K);
-        ensure(bytes.len() == blocks * BLOCK_BYTES, || {
-            Error::Argument(format!("Q4_K data: {} bytes, expected n * k / 256 * 144 = {}", bytes.len(), blocks * BLOCK_BYTES))
-        })?;
+        ensure(bytes.len() == blocks * BLOCK_BYTES, || Error::Argument(format!("Q4_K data: {} bytes, expected n * k / 256 * 144 = {}", bytes.len(), blocks * BLOCK_BYTES)))?;
         let mut heads = Vec::with_capacity(blocks * HEAD_WORDS);
         let mut qs = Vec::with_capacity(blocks * QS_WORDS);
         let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -137,8 +135,14 @@ fn qs_word_source(gw: usize) -> usize {
 pub enum GgufTensor {
     Q4K(Q4kMatrix),
     /// Dims as in the file (ne0 first).
-    F32 { dims: Vec<u64>, data: GpuBuffer<f32> },
-    F16 { dims: Vec<u64>, data: GpuBuffer<half::f16> },
+    F32 {
+        dims: Vec<u64>,
+        data: GpuBuffer<f32>,
+    },
+    F16 {
+        dims: Vec<u64>,
+        data: GpuBuffer<half::f16>,
+    },
 }
 
 impl GgufTensor {
@@ -211,19 +215,11 @@ struct DequantParams {
     _p: [u32; 3],
 }
 
-const GEMV_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("heads", "vec4<u32>"),
-    StorageBinding::read("qs", "vec4<u32>"),
-    StorageBinding::read("x", "vec4<f32>"),
-    StorageBinding::write("y", "f32"),
-];
+const GEMV_BINDINGS: &[StorageBinding] =
+    &[StorageBinding::read("heads", "vec4<u32>"), StorageBinding::read("qs", "vec4<u32>"), StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("y", "f32")];
 /// The GEMM binds what the GEMV binds.
 const GEMM_BINDINGS: &[StorageBinding] = GEMV_BINDINGS;
-const DEQUANT_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("heads", "vec4<u32>"),
-    StorageBinding::read("qs", "vec4<u32>"),
-    StorageBinding::write("out", "vec4<f32>"),
-];
+const DEQUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("heads", "vec4<u32>"), StorageBinding::read("qs", "vec4<u32>"), StorageBinding::write("out", "vec4<f32>")];
 
 /// Rows per team the GEMV can plan with (see [`gemv_plan`]); at most 4 (one vec4 accumulator).
 pub const GEMV_ROWS: [u32; 3] = [1, 2, 4];
@@ -363,6 +359,6 @@ pub fn operand_magnitudes(blocks: &[BlockQ4K]) -> Vec<f64> {
 }
 
 mod cases;
-pub use cases::{kernels, random_blocks};
 /// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
 pub use crate::kernels::q8::q4k_gemv as gemv_q8;
+pub use cases::{kernels, random_blocks};

@@ -8,8 +8,8 @@
 //! `sum_c |w_c| * d_b(c) / 2` plus the same f32 allowance.
 
 use super::*;
-use crate::kernels::int4::Int4Mode;
 use crate::formats::q4k::{dequantize_row, BlockQ4K};
+use crate::kernels::int4::Int4Mode;
 use crate::kernels::int4::{random_host, HostInt4};
 use crate::kernels::q4k::{operand_magnitudes, random_blocks};
 use crate::reference::{self, q8 as r8};

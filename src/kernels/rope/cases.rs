@@ -277,15 +277,7 @@ impl Case for ApplyCase {
             Some(s) => format!("pos={s}.."),
             None => "pos=buffer".into(),
         };
-        format!(
-            "{} {} {} d={} t={} h={} {pos}",
-            self.cfg.scaling.name(),
-            self.layout.name(),
-            if self.f16 { "f16" } else { "f32" },
-            self.cfg.head_dim,
-            self.tokens,
-            self.heads
-        )
+        format!("{} {} {} d={} t={} h={} {pos}", self.cfg.scaling.name(), self.layout.name(), if self.f16 { "f16" } else { "f32" }, self.cfg.head_dim, self.tokens, self.heads)
     }
     fn bytes(&self) -> u64 {
         let elem = if self.f16 { 2 } else { 4 };

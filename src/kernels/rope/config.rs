@@ -67,29 +67,13 @@ pub enum RopeScaling {
         truncate: bool,
     },
     /// HF `longrope` (Phi-3) evaluated at `seq_len`: per-pair rescale factors, `head_dim / 2` each.
-    LongRope {
-        short_factor: Arc<[f64]>,
-        long_factor: Arc<[f64]>,
-        factor: f64,
-        original_max_position_embeddings: usize,
-        attention_factor: Option<f64>,
-        seq_len: usize,
-    },
+    LongRope { short_factor: Arc<[f64]>, long_factor: Arc<[f64]>, factor: f64, original_max_position_embeddings: usize, attention_factor: Option<f64>, seq_len: usize },
 }
 
 impl RopeScaling {
     /// YaRN with HF's defaults (beta_fast 32, beta_slow 1, derived attention factor, truncation).
     pub fn yarn(factor: f64, original_max_position_embeddings: usize) -> RopeScaling {
-        RopeScaling::Yarn {
-            factor,
-            original_max_position_embeddings,
-            beta_fast: 32.0,
-            beta_slow: 1.0,
-            attention_factor: None,
-            mscale: None,
-            mscale_all_dim: None,
-            truncate: true,
-        }
+        RopeScaling::Yarn { factor, original_max_position_embeddings, beta_fast: 32.0, beta_slow: 1.0, attention_factor: None, mscale: None, mscale_all_dim: None, truncate: true }
     }
 
     pub fn name(&self) -> &'static str {

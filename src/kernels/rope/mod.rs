@@ -18,8 +18,8 @@
 //! Only a Portable variant: these are element-wise kernels with nothing to reduce.
 //! Sources: wgsl/rope_table.wgsl, wgsl/rope_apply.wgsl.
 
-pub mod config;
 pub mod cases;
+pub mod config;
 
 pub use cases::kernels;
 pub use config::{RopeConfig, RopeScaling};
@@ -125,13 +125,7 @@ impl RopeTable {
         cfg.validate()?;
         ensure(cfg.head_dim <= MAX_HEAD_DIM, || Error::Shape(format!("head_dim = {} over the supported {MAX_HEAD_DIM}", cfg.head_dim)))?;
         ensure(rows > 0 && rows <= MAX_POSITIONS, || Error::Shape(format!("table rows = {rows}: must be 1..={MAX_POSITIONS}")))?;
-        Ok(RopeTable {
-            attention_factor: cfg.attention_factor() as f32,
-            freq: ctx.upload(&split_turns(&cfg.inv_freq()))?,
-            table: ctx.alloc(rows * cfg.half())?,
-            cfg,
-            rows,
-        })
+        Ok(RopeTable { attention_factor: cfg.attention_factor() as f32, freq: ctx.upload(&split_turns(&cfg.inv_freq()))?, table: ctx.alloc(rows * cfg.half())?, cfg, rows })
     }
 
     /// Allocate and build (one submit).
@@ -193,10 +187,8 @@ struct ApplyParams {
 }
 
 const TABLE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("freq", "vec4<f32>"), StorageBinding::write("table", "vec2<f32>")];
-const APPLY_BINDINGS: &[StorageBinding] =
-    &[StorageBinding::write("x", "u32"), StorageBinding::read("positions", "u32"), StorageBinding::read("table", "vec2<f32>")];
-const APPLY_VEC_BINDINGS: &[StorageBinding] =
-    &[StorageBinding::write("x", "vec4<u32>"), StorageBinding::read("positions", "u32"), StorageBinding::read("table", "vec2<f32>")];
+const APPLY_BINDINGS: &[StorageBinding] = &[StorageBinding::write("x", "u32"), StorageBinding::read("positions", "u32"), StorageBinding::read("table", "vec2<f32>")];
+const APPLY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::write("x", "vec4<u32>"), StorageBinding::read("positions", "u32"), StorageBinding::read("table", "vec2<f32>")];
 
 /// How the apply kernel splits a head among invocations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -238,7 +230,11 @@ impl ApplyMode {
             ApplyMode::Row => 1,
             ApplyMode::Vector => {
                 let epv = if f16 { 8 } else { 4 };
-                if layout == PairLayout::HalfSplit { half / epv } else { d / epv }
+                if layout == PairLayout::HalfSplit {
+                    half / epv
+                } else {
+                    d / epv
+                }
             }
         }
     }
@@ -273,11 +269,7 @@ impl PipelineKey for RopePipeline {
             RopePipeline::Apply { f16, layout, mode } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![APPLY_COMMON_WGSL, APPLY_WGSL]),
                 entry: "main",
-                constants: vec![
-                    ("F16", f16 as u32 as f64),
-                    ("NEOX", (layout == PairLayout::HalfSplit) as u32 as f64),
-                    ("MODE", mode as u32 as f64),
-                ],
+                constants: vec![("F16", f16 as u32 as f64), ("NEOX", (layout == PairLayout::HalfSplit) as u32 as f64), ("MODE", mode as u32 as f64)],
                 workgroup_size: [64, 1, 1],
                 params_size: std::mem::size_of::<ApplyParams>() as u64,
                 bindings: APPLY_BINDINGS,
@@ -352,16 +344,7 @@ pub fn apply<T: Elem>(b: &mut Batch, x: &GpuBuffer<T>, tokens: usize, heads: usi
         Positions::Start(s) => (s, 0, ctx.dummy()),
         Positions::Buffer { buf, .. } => (0, 1, buf.raw()),
     };
-    let params = ApplyParams {
-        tokens: tokens as u32,
-        heads: heads as u32,
-        d: d as u32,
-        half: half as u32,
-        units: units as u32,
-        pos_start,
-        use_buf,
-        rows: table.rows as u32,
-    };
+    let params = ApplyParams { tokens: tokens as u32, heads: heads as u32, d: d as u32, half: half as u32, units: units as u32, pos_start, use_buf, rows: table.rows as u32 };
     let grid = ctx.grid(((tokens * heads * units) as u64).div_ceil(64))?;
     b.dispatch(&RopePipeline::Apply { f16: T::F16, layout, mode }, &params, &[x.raw(), pbuf, table.table.raw()], grid)
 }

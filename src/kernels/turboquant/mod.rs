@@ -15,8 +15,8 @@
 //! (Metal passthrough) is msl/tq_transform.metal and msl/tq_attention.metal, whose WGSL twins are
 //! the Subgroup pipelines.
 
-pub mod codebook;
 pub mod cases;
+pub mod codebook;
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
