@@ -237,7 +237,7 @@ impl Int4Matrix {
         })
     }
 
-    fn zeros_raw<'a>(&'a self, ctx: &'a Context) -> &'a wgpu::Buffer {
+    fn zeros_raw<'a>(&'a self, ctx: &'a Context) -> crate::buffer::BufRef<'a> {
         self.zeros.as_ref().map_or_else(|| ctx.dummy(), |z| z.raw())
     }
 }
