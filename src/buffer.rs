@@ -195,7 +195,9 @@ impl Context {
     /// on native backends this polls the device until the copy is done.
     pub async fn read_async<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<Vec<T>> {
         buf.check_owner(self, "read source")?;
-        ensure(buf.buffer.usage().contains(wgpu::BufferUsages::COPY_SRC), || Error::Argument("read source lacks COPY_SRC usage (GpuBuffer::from_raw of a buffer made without it)".into()))?;
+        ensure(buf.buffer.usage().contains(wgpu::BufferUsages::COPY_SRC), || {
+            Error::Argument("read source lacks COPY_SRC usage (GpuBuffer::from_raw of a buffer made without it)".into())
+        })?;
         // The padded logical size (a multiple of 16, within the buffer: checked at construction),
         // not buffer.size(), which a from_raw buffer may leave unaligned for a copy.
         let size = padded_bytes::<T>(buf.len)?;

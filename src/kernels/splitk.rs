@@ -72,5 +72,10 @@ pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, 
     let part = ctx.scratch(crate::buffer::Scratch::SplitK, bytes as u64)?;
     gemm(b, ctx.internal(&part))?;
     let grid = ctx.grid((len as u64).div_ceil(256))?;
-    b.dispatch(&SplitReduce, &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p: [0; 2] }, &[ctx.internal(&part), y.raw()], grid)
+    b.dispatch(
+        &SplitReduce,
+        &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p: [0; 2] },
+        &[ctx.internal(&part), y.raw()],
+        grid,
+    )
 }
