@@ -370,3 +370,20 @@ fn format_errors_convert_with_their_source() {
     assert!(e.source().is_some_and(|s| s.to_string().contains("magic")));
     assert_eq!(e.clone(), e);
 }
+
+/// Finding 5: Q4_K blocks with a non-finite `d` or `dmin` gave finite GPU results where the CPU
+/// dequantiser gives NaN. Block scales are parameters: rejected at upload.
+#[test]
+fn q4k_non_finite_block_scales_are_rejected_at_upload() {
+    use wgkernels::kernels::q4k::Q4kMatrix;
+    let ctx = common::context();
+    let mut rng = Rng::new(5);
+    let blocks = wgkernels::kernels::q4k::random_blocks(&mut rng, 2);
+    let good: Vec<u8> = bytemuck::cast_slice(&blocks).to_vec();
+    assert!(Q4kMatrix::upload_bytes(&ctx, 2, 256, &good).is_ok());
+    for (at, bits) in [(0usize, 0x7c00u16), (0, 0xfc00), (0, 0x7e00), (144 + 2, 0x7c00), (144 + 2, 0x7e01)] {
+        let mut bad = good.clone();
+        bad[at..at + 2].copy_from_slice(&bits.to_le_bytes());
+        assert!(matches!(Q4kMatrix::upload_bytes(&ctx, 2, 256, &bad), Err(Error::Argument(_))), "byte {at} = {bits:#x}");
+    }
+}

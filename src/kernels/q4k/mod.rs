@@ -91,7 +91,10 @@ impl Q4kMatrix {
         let mut heads = Vec::with_capacity(blocks * HEAD_WORDS);
         let mut qs = Vec::with_capacity(blocks * QS_WORDS);
         let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        for blk in bytes.chunks_exact(BLOCK_BYTES) {
+        for (i, blk) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+            // Block scales are parameters: finite or a typed error (the crate's non-finite policy).
+            let (d, dmin) = (half::f16::from_le_bytes([blk[0], blk[1]]), half::f16::from_le_bytes([blk[2], blk[3]]));
+            ensure(d.is_finite() && dmin.is_finite(), || Error::Argument(format!("Q4_K block {i}: d = {d}, dmin = {dmin}: scales must be finite")))?;
             heads.extend(blk[..16].chunks_exact(4).map(word));
             qs.extend((0..QS_WORDS).map(|gw| word(&blk[16 + 4 * qs_word_source(gw)..])));
         }
