@@ -309,7 +309,7 @@ fn non_finite_attention_scale_is_a_typed_error() {
     let ctx = common::context();
     let (table, k, v) = attn_setup(&ctx, 1, 8, 4);
     let shape = AttnShape::new(2, 1, 8);
-    let q = ctx.upload(&vec![1.0f32; 2 * 8]).unwrap();
+    let q = ctx.upload(&[1.0f32; 2 * 8]).unwrap();
     let out = ctx.alloc::<f32>(2 * 8).unwrap();
     let scratch = DecodeScratch::new(&ctx, shape).unwrap();
     let mut b = ctx.batch();

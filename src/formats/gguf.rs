@@ -471,7 +471,7 @@ impl<'a> Reader<'a> {
 
     /// [`Reader::charge`] for `count` values of `T`.
     fn charge_items<T>(&mut self, count: u64) -> Result<(), FormatError> {
-        let bytes = count.checked_mul(std::mem::size_of::<T>() as u64).unwrap_or(u64::MAX);
+        let bytes = count.saturating_mul(std::mem::size_of::<T>() as u64);
         self.charge(bytes)
     }
 

@@ -284,7 +284,7 @@ mod tests {
 
     /// The first `n` halves of a staged buffer (two per u32 word), as f32.
     fn halves(ctx: &crate::Context, buf: wgpu::Buffer, n: usize) -> Vec<f32> {
-        let words = ctx.read(&GpuBuffer::<u32>::from_raw(&ctx, buf, n / 2).unwrap()).unwrap();
+        let words = ctx.read(&GpuBuffer::<u32>::from_raw(ctx, buf, n / 2).unwrap()).unwrap();
         words.iter().flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()]).collect()
     }
 
