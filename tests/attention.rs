@@ -379,7 +379,21 @@ fn bad_inputs_are_errors() {
     };
     assert!(dec(10, 100, shape, &scratch, &q).is_ok());
     // One buffer as both caches: both are written (the append), so that is an aliasing error.
-    let same = Decode { shape, pos: 10, layout: PairLayout::Interleaved, scale: None, q: &q, k_new: &kn, v_new: &kn, k_cache: &kc, v_cache: &kc, capacity: 100, table: &t64, scratch: &scratch, out: &out };
+    let same = Decode {
+        shape,
+        pos: 10,
+        layout: PairLayout::Interleaved,
+        scale: None,
+        q: &q,
+        k_new: &kn,
+        v_new: &kn,
+        k_cache: &kc,
+        v_cache: &kc,
+        capacity: 100,
+        table: &t64,
+        scratch: &scratch,
+        out: &out,
+    };
     assert!(matches!(attention::decode(&mut ctx.batch(), &same), Err(Error::Aliased { first: "k_cache", second: "v_cache" })));
     assert!(matches!(dec(100, 100, shape, &scratch, &q), Err(Error::Shape(_))));
     assert!(matches!(dec(70, 100, shape, &scratch, &q), Err(Error::Argument(_))));
