@@ -106,6 +106,9 @@ pub struct Caps {
     /// Testing aid: Native pipelines on Vulkan are built from SPIR-V of their WGSL twins
     /// (set from [`crate::ContextOptions::with_native_spirv_twins`]; see `native.rs`).
     pub native_twins: bool,
+    /// The context's launch-plan overrides (a copy of [`crate::ContextOptions::tuning`]), so that
+    /// the plan functions, which take `Caps`, see them. Default everywhere but in a context.
+    pub tuning: crate::tuning::Tuning,
     pub limits: KeyLimits,
 }
 
@@ -133,6 +136,7 @@ impl Caps {
             cooperative_matrix: features.contains(F::EXPERIMENTAL_COOPERATIVE_MATRIX),
             cooperative_matrix_configs: coop.to_vec(),
             native_twins: false,
+            tuning: crate::tuning::Tuning::default(),
             limits: KeyLimits {
                 max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
                 max_uniform_buffer_binding_size: limits.max_uniform_buffer_binding_size,

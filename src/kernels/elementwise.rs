@@ -145,9 +145,8 @@ fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb
     check_len(len)?;
     a.require("a", len)?;
     bb.require("b", len)?;
-    // Whole vec4s where the length allows (WGKERNELS_ELEMENTWISE_VEC=0 turns that off, to compare).
-    static VEC_OFF: super::OffSwitch = super::OffSwitch::new("WGKERNELS_ELEMENTWISE_VEC");
-    let vec = len % 4 == 0 && !VEC_OFF.is_off();
+    // Whole vec4s where the length allows (`Tuning::elementwise_vec = false` turns that off, to compare).
+    let vec = len % 4 == 0 && ctx.caps().tuning.elementwise_vec;
     let units = if vec { len / 4 } else { len };
     let params = BinaryParams { len: units as u32, _p: [0; 3] };
     let grid = ctx.grid((units as u64).div_ceil(BINARY_WG))?;
@@ -214,8 +213,10 @@ pub fn reference_add(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
     a.iter().zip(b).map(|(&a, &b)| (a as f64 + b as f64, (a as f64).abs() + (b as f64).abs())).unzip()
 }
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
+#[cfg(feature = "testkit")]
 mod cases {
     use super::*;
     use crate::context::Context;

@@ -7,7 +7,7 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
+use crate::kernels::int4::{plan_grid, team_source, tuned_plan, GemvPlan};
 use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
@@ -172,7 +172,7 @@ fn gemv_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u3
         let (_, _, grid) = crate::native::team_plan(ctx, n)?;
         return Ok((GemvPlan::NATIVE, grid));
     }
-    let plan = env_plan("WGKERNELS_INT8", variant, GemvPlan { wg: 128, rows: 4, unroll: 1, team: if variant == Variant::Portable { 128 } else { 0 } });
+    let plan = tuned_plan(&ctx.caps().tuning.int8_gemv, variant, GemvPlan { wg: 128, rows: 4, unroll: 1, team: if variant == Variant::Portable { 128 } else { 0 } });
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
@@ -197,8 +197,10 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     })
 }
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
+#[cfg(feature = "testkit")]
 mod cases {
     use super::*;
     use crate::reference;

@@ -37,11 +37,13 @@
 //! (Portable), attn_decode_subgroup.wgsl (Subgroup), attn_decode_matrix.wgsl (Matrix),
 //! attn_merge.wgsl; msl/attn_decode.metal (Native decode).
 
+#[cfg(feature = "testkit")]
 pub mod cases;
 mod decode;
 pub mod decode_matrix;
 pub mod prefill_matrix;
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 pub use decode::*;
 
@@ -60,7 +62,7 @@ use bytemuck::{Pod, Zeroable};
 /// The Matrix kernels name their per-column-block matrices this way (o0, o1, ..): as a
 /// function-scope array indexed in a loop, NVIDIA's driver keeps them in local memory
 /// (`examples/shader_stats.rs`, 2026-11-25).
-pub fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
+pub(crate) fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
     let (begin, end, line_prefix) = (format!("//@{marker} begin"), format!("//@{marker} end"), format!("//@{marker} "));
     let mut out = String::with_capacity(text.len() + 4096);
     let mut block: Option<Vec<&str>> = None;
@@ -100,7 +102,7 @@ pub fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
 /// A kernel text with its templates expanded ([`expand`]), in the order given: each entry is
 /// (marker, placeholder, count). A template inside another's block is expanded first when its
 /// marker comes first.
-pub fn expand_templates(text: &str, templates: &[(&str, &str, usize)]) -> String {
+pub(crate) fn expand_templates(text: &str, templates: &[(&str, &str, usize)]) -> String {
     templates.iter().fold(text.to_string(), |t, &(marker, key, count)| expand(&t, marker, key, count))
 }
 
@@ -581,6 +583,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
 }
 
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
+#[cfg(feature = "testkit")]
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
     let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
     v.extend(prefill_matrix::sample_matrix_pipelines());

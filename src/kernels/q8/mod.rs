@@ -4,7 +4,7 @@
 //! [`q4k_gemv`] = `q4k::gemv_q8`). The weights meet x through `dot4I8Packed` (4 int8 products
 //! summed per instruction), integer sums per 8 (INT4) or 32 (Q4_K) columns and one f32 scaling per
 //! (row, x block). Numerics differ from the f32-activation GEMVs (x is rounded to 8 bits per
-//! block of 32: `|error| <= sum_c |w_c| * d_b(c) / 2`, see [`crate::reference::q8`]), so nothing
+//! block of 32: `|error| <= sum_c |w_c| * d_b(c) / 2`, see `reference::q8` in the test kit), so nothing
 //! selects this path automatically.
 //!
 //! Where it is fast: Vulkan (and DX12) devices with DP4A; naga emits SPIR-V `OpSDot` when the
@@ -28,13 +28,14 @@ use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::q4k::QK_K;
-use crate::kernels::int4::{env_plan, group_mode, plan_grid, team_source, GemvParams, GemvPlan, Int4Matrix, ROWS_DRIVER_WGSL};
+use crate::kernels::int4::{group_mode, plan_grid, team_source, tuned_plan, GemvParams, GemvPlan, Int4Matrix, ROWS_DRIVER_WGSL};
 use crate::kernels::interleave;
 use crate::kernels::q4k::Q4kMatrix;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use crate::reference::q8::QB;
 use bytemuck::{Pod, Zeroable};
 
+/// Activations per Q8 block (one f32 scale each).
+pub const QB: usize = 32;
 pub const QUANTIZE: KernelInfo = KernelInfo { name: "q8_quantize", variants: &[Variant::Portable], extra: None };
 pub const INT4_GEMV: KernelInfo = KernelInfo { name: "int4_gemv_q8", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
 pub const Q4K_GEMV: KernelInfo = KernelInfo { name: "q4k_gemv_q8", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
@@ -173,7 +174,7 @@ fn plan(ctx: &Context, n: usize, k: usize, int4: bool, variant: Variant) -> Resu
     } else {
         GemvPlan { wg: 256, rows: if n < 8192 { 1 } else { 2 }, unroll: 2, team: if portable { 32 } else { 1 } }
     };
-    let plan = env_plan("WGKERNELS_Q8", variant, default);
+    let plan = tuned_plan(&ctx.caps().tuning.q8_gemv, variant, default);
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
@@ -190,7 +191,7 @@ pub fn quantize_activations(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activation
     b.dispatch(&Q8Pipeline::Quantize, &params, &[x.raw(), xq.x4.raw(), xk], grid)
 }
 
-/// INT4 GEMV on quantised activations: `y[0..n] = W x_q8` (see [`crate::reference::q8::int4_gemv`]).
+/// INT4 GEMV on quantised activations: `y[0..n] = W x_q8` (CPU reference: `reference::q8::int4_gemv` in the test kit).
 /// Needs `k % 32 == 0`, `group_size % 32 == 0` and `xq.k() == w.k()`.
 pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
@@ -208,7 +209,7 @@ pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffe
     b.dispatch(&Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros }, &params, &[w.codes().raw(), w.scales().raw(), zbuf, xq.x4.raw(), y.raw()], grid)
 }
 
-/// Q4_K GEMV on quantised activations: `y[0..n] = W x_q8` (see [`crate::reference::q8::q4k_gemv`]).
+/// Q4_K GEMV on quantised activations: `y[0..n] = W x_q8` (CPU reference: `reference::q8::q4k_gemv` in the test kit).
 /// Needs `xq.k() == w.k()`.
 pub fn q4k_gemv(b: &mut Batch, w: &Q4kMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
@@ -221,5 +222,7 @@ pub fn q4k_gemv(b: &mut Batch, w: &Q4kMatrix, xq: &Q8Activations, y: &GpuBuffer<
     b.dispatch(&Q8Pipeline::Q4kGemv { variant, plan }, &params, &[w.heads().raw(), w.qs().raw(), xk.raw(), y.raw()], grid)
 }
 
+#[cfg(feature = "testkit")]
 mod cases;
+#[cfg(feature = "testkit")]
 pub use cases::kernels;

@@ -18,9 +18,11 @@
 //! Only a Portable variant: these are element-wise kernels with nothing to reduce.
 //! Sources: wgsl/rope_table.wgsl, wgsl/rope_apply.wgsl.
 
+#[cfg(feature = "testkit")]
 pub mod cases;
 pub mod config;
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 pub use config::{RopeConfig, RopeScaling};
 
@@ -207,11 +209,9 @@ pub enum ApplyMode {
 
 impl ApplyMode {
     /// The mode for `f16` (else f32) elements, `layout`, head_dim `d`.
-    /// `WGKERNELS_ROPE_VEC=0` turns the vector mode off (to compare).
-    fn choose(f16: bool, layout: PairLayout, d: usize) -> ApplyMode {
+    /// `vec = false` ([`crate::Tuning::rope_vec`]) turns the vector mode off (to compare).
+    fn choose(f16: bool, layout: PairLayout, d: usize, vec: bool) -> ApplyMode {
         let (half, epv) = (d / 2, if f16 { 8 } else { 4 });
-        static VEC_OFF: crate::kernels::OffSwitch = crate::kernels::OffSwitch::new("WGKERNELS_ROPE_VEC");
-        let vec = !VEC_OFF.is_off();
         match (f16, layout) {
             (_, PairLayout::HalfSplit) if vec && half % epv == 0 => ApplyMode::Vector,
             (_, PairLayout::Interleaved) if vec && d % epv == 0 => ApplyMode::Vector,
@@ -279,6 +279,7 @@ impl PipelineKey for RopePipeline {
 }
 
 /// Every pipeline of the family (for the shader checks).
+#[cfg(feature = "testkit")]
 pub(crate) fn all_apply_keys() -> Vec<RopePipeline> {
     let mut v = Vec::new();
     for layout in [PairLayout::Interleaved, PairLayout::HalfSplit] {
@@ -338,7 +339,7 @@ pub fn apply<T: Elem>(b: &mut Batch, x: &GpuBuffer<T>, tokens: usize, heads: usi
     let (d, half) = (table.head_dim(), table.cfg.half());
     x.require("x", tokens * heads * d)?;
     positions.validate(table, tokens)?;
-    let mode = ApplyMode::choose(T::F16, layout, d);
+    let mode = ApplyMode::choose(T::F16, layout, d, ctx.caps().tuning.rope_vec);
     let units = mode.units(T::F16, layout, d);
     let (pos_start, use_buf, pbuf) = match positions {
         Positions::Start(s) => (s, 0, ctx.dummy()),

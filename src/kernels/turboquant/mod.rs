@@ -15,6 +15,7 @@
 //! (Metal passthrough) is msl/tq_transform.metal and msl/tq_attention.metal, whose WGSL twins are
 //! the Subgroup pipelines.
 
+#[cfg(feature = "testkit")]
 pub mod cases;
 pub mod codebook;
 
@@ -26,6 +27,7 @@ use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
 /// Variants are listed least preferred first.
