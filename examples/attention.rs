@@ -6,7 +6,7 @@
 //! decode step that rotates the new q/k, appends k/v and attends split-K over the whole cache.
 //! The prefill CPU check is skipped above 2048 tokens (f64 reference too slow).
 //!
-//! `cargo run --release --example attention -- sweep`: the measurements — decode at
+//! `cargo run --release --example attention -- sweep`: the reference measurements — decode at
 //! kv 4k/16k/32k (f16 and f32 caches; GB/s of KV read and % of the in-process copy kernel) and
 //! prefill at 512/2048 tokens (TFLOP/s), heads 32, kv_heads 8, head_dim 128, each checked first.
 
@@ -136,7 +136,7 @@ fn main() -> wgkernels::Result<()> {
     Ok(())
 }
 
-/// The bench shapes, each checked against the CPU before it is timed.
+/// The reference bench shapes, each checked against the CPU before it is timed.
 fn sweep(ctx: &Context) -> wgkernels::Result<()> {
     use wgkernels::kernels::attention::cases::{DecodeCase, PrefillCase};
     use wgkernels::suite::Case;

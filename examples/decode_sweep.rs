@@ -50,7 +50,7 @@ fn configs() -> Vec<(String, Variant, [&'static str; NK])> {
         return custom_configs(&spec);
     }
     let list: Vec<(&str, Variant, [&str; NK])> = match std::env::var("DECODE_SWEEP_SET").as_deref() {
-        // The first round (run 1): the old merge (4 loads), no minimum chunk.
+        // The first round of measurements: the old merge (4 loads), no minimum chunk.
         Ok("first") => vec![
             ("sub pf0", Variant::Subgroup, ["0", "", "4", "", "4", "0", "", ""]),
             ("sub pf1", Variant::Subgroup, ["1", "", "4", "", "4", "0", "", ""]),

@@ -95,7 +95,7 @@ const SHORT_MIN_CHUNK: usize = 16;
 /// keys. Where that leaves fewer than [`SHORT_WORKGROUPS`] (short contexts), smaller chunks
 /// (at least 16 keys) spread the keys over about that many, since there each team's serial key
 /// steps, not the bytes, set the time. Measured on the H100 (2026-11-25, f16 attend-only, 32/8
-/// heads, d 128; benches/peers/results/2026-11-25-s6 run 7), single µs with 128-key chunks ->
+/// heads, d 128; results/2026-11-25-h100-07), single µs with 128-key chunks ->
 /// this rule: kv 256 17.2 -> 14.4, 512 17.4 -> 14.9, 1024 19.0 -> 16.2, 2048 18.8 -> 17.9 (f32
 /// 17.0 -> 12.9, 17.7 -> 13.9, 18.4 -> 15.5, 19.3 -> 18.4); from 4k on nothing changes (twice the
 /// workgroups at 4k measured 23.6 against 21.3).
@@ -123,10 +123,10 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// at most the adapter's smallest subgroup size and 32, 128 invocations, the next step's loads
 /// issued before this step's math (prefetch), keys per team and step 4 (f32) or 2 (f16), chunks
 /// of at least 128 keys sized for about 4 workgroups per SM of a 132-SM GPU (smaller chunks at
-/// short contexts: `teams_split`). On NVIDIA (H100, session 6) this kernel keeps at most 512
+/// short contexts: `teams_split`). On NVIDIA (H100, 2026-11-25) this kernel keeps at most 512
 /// invocations resident per SM (128 registers each), so 4 x 128 is one full wave and a bigger
 /// grid only adds a partial second one (f16 32k: 512 workgroups 67.0 µs, 656 83.5;
-/// benches/peers/results/2026-11-25-s6). Measured on the H200
+/// results/2026-11-25-h100-01). Measured on the H200
 /// (2026-11-22, 32/8 heads, d 128, single µs at kv 4k / 16k / 32k; examples/decode_sweep):
 /// f16 B=2 with prefetch 23.4 / 41.2 / 59.1, B=4 with prefetch 23.5 / 51.7 / 70.5, B=4 without
 /// 24.1 / 43.2 / 60.1; f32 B=4 with prefetch 25.0 / 50.9 / 81.1, without 26.9 / 52.0 / 82.9,
