@@ -12,6 +12,21 @@
 //! The CPU references ([`reference_rmsnorm`], [`reference_silu_gate`], [`reference_add`]) are f64.
 //! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
 //! elementwise_ops.wgsl + elementwise_{binary,inplace}.wgsl.
+//!
+//! ```no_run
+//! use wgkernels::kernels::elementwise;
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let n = 4096;
+//! let (x, w, h) = (ctx.upload(&vec![1.0f32; n])?, ctx.upload(&vec![1.0f32; n])?, ctx.alloc::<f32>(n)?);
+//! let mut b = ctx.batch();
+//! elementwise::rmsnorm(&mut b, &x, &w, &h, 1, n, 1e-5)?;
+//! elementwise::silu_gate_inplace(&mut b, &h, &w, n)?; // h = silu(h) * w
+//! elementwise::add_inplace(&mut b, &x, &h, n)?; // x += h
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;

@@ -1,6 +1,21 @@
 //! INT8 GEMV: `y[r] = sum_c (q[r, c] - zero) * scale * x[c]` with scale/zero per tensor or per
 //! row, signed (-128..127) or unsigned (0..255) codes. GPU layout: codes row-major, 4 per u32,
 //! rows padded to 16 bytes, words in the [`crate::kernels::interleave`] order. Sources: wgsl/int8_gemv.wgsl (+ team_*.wgsl).
+//!
+//! ```no_run
+//! use wgkernels::kernels::int8::{self, HostInt8, Int8Matrix, Int8Scale};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (n, k) = (64, 128);
+//! let host = HostInt8 { n, k, signed: true, codes: vec![3; n * k], scale: Int8Scale::PerTensor { scale: 0.01, zero: 0.0 } };
+//! let w = Int8Matrix::upload(&ctx, &host)?;
+//! let (x, y) = (ctx.upload(&vec![1.0f32; k])?, ctx.alloc::<f32>(n)?);
+//! let mut b = ctx.batch();
+//! int8::gemv(&mut b, &w, &x, &y)?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;

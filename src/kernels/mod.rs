@@ -66,3 +66,17 @@ pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     v.extend(crate::timing::pipeline_descs(&crate::caps::Caps::nominal()));
     v
 }
+
+#[cfg(all(test, feature = "testkit"))]
+mod tests {
+    /// The probe's list and the test kit's registry name the same kernels, so a family added to
+    /// one and not the other fails here.
+    #[test]
+    fn infos_match_the_registry() {
+        let mut infos: Vec<&str> = super::infos().iter().map(|i| i.name).collect();
+        let mut registered: Vec<&str> = super::registry().iter().map(|k| k.info().name).collect();
+        infos.sort_unstable();
+        registered.sort_unstable();
+        assert_eq!(infos, registered);
+    }
+}

@@ -7,6 +7,21 @@
 //! `vec4<u32>`s, words of a row in the [`crate::kernels::interleave`] order; scales (and zeros)
 //! f32 `[n, ceil(k / group_size)]`.
 //! Sources: wgsl/int4_gemv.wgsl (+ team_*.wgsl), int4_gemm.wgsl, int4_quant.wgsl, int4_dequant.wgsl.
+//!
+//! ```no_run
+//! use wgkernels::{kernels::int4, Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (n, k) = (256, 512);
+//! let w = int4::Int4Matrix::alloc(&ctx, n, k, 32, int4::Int4Mode::Signed)?;
+//! let (src, x, y) = (ctx.upload(&vec![0.5f32; n * k])?, ctx.upload(&vec![1.0f32; k])?, ctx.alloc::<f32>(n)?);
+//! let mut b = ctx.batch();
+//! int4::quantize(&mut b, &src, &w)?; // f32 -> INT4 groups of 32, on the GPU
+//! int4::gemv(&mut b, &w, &x, &y)?;
+//! b.run()?;
+//! assert_eq!(ctx.read(&y)?.len(), n);
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;

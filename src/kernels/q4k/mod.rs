@@ -11,6 +11,23 @@
 //! of every sub-block, and lanes on consecutive vec4s need consecutive x: weight and x loads
 //! are both coalesced 16-byte loads. A full pass reads exactly 144 bytes per 256 weights.
 //! Sources: wgsl/q4k_common.wgsl + q4k_rows.wgsl + q4k_gemv.wgsl (+ team_*.wgsl, gemv_rows_driver.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
+//!
+//! A Q4_K tensor of a GGUF file, multiplied by a vector:
+//!
+//! ```no_run
+//! use wgkernels::formats::gguf::GgufFile;
+//! use wgkernels::kernels::q4k::{self, Q4kMatrix};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let file = GgufFile::open("model.gguf").map_err(|e| wgkernels::Error::Format(e.to_string()))?;
+//! let w = Q4kMatrix::from_gguf(&ctx, &file, "blk.0.ffn_down.weight")?;
+//! let (x, y) = (ctx.upload(&vec![1.0f32; w.k()])?, ctx.alloc::<f32>(w.n())?);
+//! let mut b = ctx.batch();
+//! q4k::gemv(&mut b, &w, &x, &y)?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;

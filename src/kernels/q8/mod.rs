@@ -21,6 +21,22 @@
 //! Q4_K order (per 64-column quad: 4 vec4 of codes, the 8 sub-block scales and 8 partial sums).
 //! Sources: wgsl/q8_quantize.wgsl, int4_gemv_q8.wgsl, q4k_gemv_q8.wgsl (+ team_*.wgsl and the
 //! shared row-block driver gemv_rows_driver.wgsl).
+//!
+//! ```no_run
+//! use wgkernels::kernels::{int4, q8};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (n, k) = (256, 512);
+//! let w = int4::Int4Matrix::alloc(&ctx, n, k, 32, int4::Int4Mode::Signed)?; // filled by int4::quantize
+//! let (x, y) = (ctx.upload(&vec![1.0f32; k])?, ctx.alloc::<f32>(n)?);
+//! let xq = q8::Q8Activations::alloc(&ctx, k)?;
+//! let mut b = ctx.batch();
+//! q8::quantize_activations(&mut b, &x, &xq)?; // once per activation vector...
+//! int4::gemv_q8(&mut b, &w, &xq, &y)?; // ...shared by every GEMV that reads it
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;

@@ -17,6 +17,20 @@
 //! words, so the read-modify-writes never race.
 //! Only a Portable variant: these are element-wise kernels with nothing to reduce.
 //! Sources: wgsl/rope_table.wgsl, wgsl/rope_apply.wgsl.
+//!
+//! ```no_run
+//! use wgkernels::kernels::rope::{self, PairLayout, Positions, RopeConfig, RopeScaling, RopeTable};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (tokens, heads, d) = (16, 4, 64);
+//! let table = RopeTable::build(&ctx, RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096)), 1024)?;
+//! let x = ctx.upload(&vec![1.0f32; tokens * heads * d])?;
+//! let mut b = ctx.batch();
+//! rope::apply(&mut b, &x, tokens, heads, PairLayout::HalfSplit, &table, Positions::Start(100))?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 #[cfg(feature = "testkit")]
 pub mod cases;
