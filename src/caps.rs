@@ -104,7 +104,7 @@ pub struct Caps {
     /// wrapping an application's device cannot ask the adapter; see [`crate::Context::from_device`]).
     pub cooperative_matrix_configs: Vec<wgpu::CooperativeMatrixProperties>,
     /// Testing aid: Native pipelines on Vulkan are built from SPIR-V of their WGSL twins
-    /// (set from [`crate::ContextOptions::with_native_spirv_twins`]; see `native.rs`).
+    /// (set from `ContextOptions::with_native_spirv_twins`, `testkit` feature; see `native.rs`).
     pub native_twins: bool,
     /// The context's launch-plan overrides (a copy of [`crate::ContextOptions::tuning`]), so that
     /// the plan functions, which take `Caps`, see them. Default everywhere but in a context.

@@ -14,7 +14,7 @@
 //!   entry point, ...), the dispatch falls back to the best other variant, the failure is recorded
 //!   per kernel, later selections skip Native for that kernel, and the probe report says why. Under
 //!   `VariantPolicy::Require(Native)` the error is returned instead. Never a panic.
-//! * **Twins on Vulkan.** With [`crate::ContextOptions::with_native_spirv_twins`] on a Vulkan adapter
+//! * **Twins on Vulkan.** With `ContextOptions::with_native_spirv_twins` on a Vulkan adapter
 //!   with `PASSTHROUGH_SHADERS`, Native pipelines are built through the very same passthrough code
 //!   (explicit layout, entry point name, workgroup size, binding order, params struct) from SPIR-V
 //!   that naga generates from each kernel's WGSL twin, with the twin's entry point renamed to the
