@@ -91,7 +91,7 @@ pub enum ElementwisePipeline {
         variant: Variant,
     },
     /// `vec`: one vec4 per invocation (lengths that are a multiple of 4; H100, 16 M elements:
-    /// 118 µs -> see BENCHMARKS.md), else one f32.
+    /// 118 µs -> see docs/PERFORMANCE.md), else one f32.
     Binary {
         op: BinaryOp,
         inplace: bool,

@@ -3,7 +3,7 @@
 //! A GEMM's output tiles are its workgroups. At small m (a few prompt tokens) they are too few to
 //! fill the GPU: 16 x 4096 is 64 tiles of the INT4 GEMM. Then each tile's K range is cut into
 //! `splits` workgroups, which write partial tiles into a scratch buffer; a second dispatch sums
-//! the splits into the output. Measured on an H100 (2026-11-25; BENCHMARKS.md), 4096 x 4096:
+//! the splits into the output. Measured on an H100 (2026-11-25; docs/PERFORMANCE.md), 4096 x 4096:
 //! INT4 m=16 871.7 -> 145.1 µs, Q4_K m=32 180.0 -> 81.7 µs. [`crate::Tuning::gemm_split`] = false
 //! turns it off, to compare.
 

@@ -143,12 +143,12 @@ pub(crate) fn unrolled(text: &'static str, templates: &[(&'static str, &'static 
 
 /// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
 /// which measured 3-4% slower on the H200 (the serial per-row softmax of one warp overlaps the
-/// other warps' V loads; see BENCHMARKS.md).
+/// other warps' V loads; see docs/PERFORMANCE.md).
 pub const PREFILL: KernelInfo = KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
 /// Decode variants, least preferred first. Native and Matrix replace the split-K partial pass
 /// only; Matrix takes f16 caches (see [`decode_matrix`]), other decodes fall back. Matrix ranks
 /// below Subgroup: on the H100 (2026-11-22) it measured 2.3-2.8x slower than the teams kernel at
-/// kv 4k-32k (BENCHMARKS.md), so it runs only when asked for (`Prefer` / `Require`).
+/// kv 4k-32k (docs/PERFORMANCE.md), so it runs only when asked for (`Prefer` / `Require`).
 pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Matrix, Variant::Subgroup, Variant::Native], extra: Some(decode_extra) };
 
 /// `KernelInfo::extra` of the decode: the Matrix variant's adapter-level needs (one subgroup per

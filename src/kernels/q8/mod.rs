@@ -13,7 +13,7 @@
 //! There is no MSL (Native) twin for the same reason. Measured on an H200 (Vulkan, 2026-11-22,
 //! single dispatch): INT4 n=4096 k=14336 g=32 16.4 µs against 30.0 µs for the f32-activation
 //! GEMV, Q4_K 19.4 µs against 31.2 µs; the quantisation of x adds one ~3-5 µs dispatch, shared by
-//! every GEMV of the same x (BENCHMARKS.md).
+//! every GEMV of the same x (docs/PERFORMANCE.md).
 //!
 //! GPU layout of [`Q8Activations`] (both written by one dispatch, 4 bytes per column in all):
 //! `x4`, per 8-column word, `[i8x4 cols 0,2,4,6 | i8x4 cols 1,3,5,7 | d | fl(d * sum q)]` (the

@@ -217,7 +217,7 @@ pub enum ApplyMode {
     Row = 2,
     /// 16-byte vectors (wgsl/rope_apply_vec.wgsl), where rows (and, half-split, half-rows) are
     /// whole vectors: 4 (f32) or 8 (f16) elements per load instead of one or two. H100, yarn
-    /// half-split, 2048 tokens x 32 heads x d 128: see BENCHMARKS.md.
+    /// half-split, 2048 tokens x 32 heads x d 128: see docs/PERFORMANCE.md.
     Vector = 3,
 }
 
