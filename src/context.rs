@@ -4,6 +4,7 @@
 use crate::caps::{Caps, KernelInfo, Variant, VariantPolicy};
 use crate::error::{Error, Result};
 use crate::pipeline::PipelineCache;
+use crate::tuning::Tuning;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -47,22 +48,33 @@ pub struct ContextOptions {
     /// default only if that measurement shows a small cost.
     pub bounds_checks: bool,
     pub power_preference: wgpu::PowerPreference,
-    /// Testing aid: on Vulkan with PASSTHROUGH_SHADERS, build Native pipelines from SPIR-V of
-    /// their WGSL twins (see `native.rs`). Off by default.
+    /// Launch-plan overrides (default: none; see [`Tuning`]).
+    pub tuning: Tuning,
+    /// Testing aid (`testkit` feature): on Vulkan with PASSTHROUGH_SHADERS, build Native pipelines
+    /// from SPIR-V of their WGSL twins (see `native.rs`). Off by default.
+    #[cfg(feature = "testkit")]
     pub native_spirv_twins: bool,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { policy: VariantPolicy::Auto, bounds_checks: false, power_preference: wgpu::PowerPreference::HighPerformance, native_spirv_twins: false }
+        ContextOptions {
+            policy: VariantPolicy::Auto,
+            bounds_checks: false,
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            tuning: Tuning::default(),
+            #[cfg(feature = "testkit")]
+            native_spirv_twins: false,
+        }
     }
 }
 
 impl ContextOptions {
-    /// Defaults, overridden by `WGKERNELS_VARIANT=portable|subgroup|native|matrix` (a preference) and
-    /// `WGKERNELS_BOUNDS_CHECKS=1`.
+    /// Defaults, overridden by `WGKERNELS_VARIANT=portable|subgroup|native|matrix` (a preference),
+    /// `WGKERNELS_BOUNDS_CHECKS=1` and the tuning variables of [`Tuning::from_env`]. The
+    /// environment is read here only, never while kernels are recorded.
     pub fn from_env() -> Result<Self> {
-        let mut o = ContextOptions::default();
+        let mut o = ContextOptions { tuning: Tuning::from_env()?, ..ContextOptions::default() };
         if let Ok(v) = std::env::var("WGKERNELS_VARIANT") {
             if !v.is_empty() && v != "auto" {
                 let var = Variant::parse(&v).ok_or_else(|| Error::Argument(format!("WGKERNELS_VARIANT={v}: expected portable, subgroup, native, matrix or auto")))?;
@@ -80,11 +92,18 @@ impl ContextOptions {
         self
     }
 
+    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
     pub fn with_bounds_checks(mut self, on: bool) -> Self {
         self.bounds_checks = on;
         self
     }
 
+    /// Testing aid: see [`ContextOptions::native_spirv_twins`].
+    #[cfg(feature = "testkit")]
     pub fn with_native_spirv_twins(mut self, on: bool) -> Self {
         self.native_spirv_twins = on;
         self
@@ -180,7 +199,8 @@ impl Context {
 
     fn assemble(device: wgpu::Device, queue: wgpu::Queue, coop: &[wgpu::CooperativeMatrixProperties], options: ContextOptions) -> Context {
         let mut caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), coop);
-        caps.native_twins = options.native_spirv_twins;
+        caps.native_twins = Self::twins(&options);
+        caps.tuning = options.tuning.clone();
         Context {
             id: ContextId::fresh(),
             device,
@@ -201,13 +221,20 @@ impl Context {
             id: self.id,
             device: self.device.clone(),
             queue: self.queue.clone(),
-            caps: Caps { native_twins: options.native_spirv_twins, ..self.caps.clone() },
+            caps: Caps { native_twins: Self::twins(&options), tuning: options.tuning.clone(), ..self.caps.clone() },
             options,
             pipelines: PipelineCache::default(),
             param_pool: Mutex::new(Vec::new()),
             dummy: OnceLock::new(),
             scratch: Mutex::new(Default::default()),
         }
+    }
+
+    fn twins(_options: &ContextOptions) -> bool {
+        #[cfg(feature = "testkit")]
+        return _options.native_spirv_twins;
+        #[cfg(not(feature = "testkit"))]
+        false
     }
 
     /// Label and description of every pipeline this context has built.

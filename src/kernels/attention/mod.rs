@@ -36,12 +36,38 @@
 //! attn_prefill_stage.wgsl, attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl
 //! (Portable), attn_decode_subgroup.wgsl (Subgroup), attn_decode_matrix.wgsl (Matrix),
 //! attn_merge.wgsl; msl/attn_decode.metal (Native decode).
+//!
+//! ```no_run
+//! use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
+//! use wgkernels::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
+//! use wgkernels::{Context, ContextOptions, GpuBuffer};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (shape, tokens, capacity) = (AttnShape::new(8, 2, 64), 32, 64);
+//! let table = RopeTable::build(&ctx, RopeConfig::new(64, 10000.0, RopeScaling::Default), capacity)?;
+//! let layout = PairLayout::HalfSplit;
+//! let q = ctx.upload(&vec![0.1f32; tokens * 8 * 64])?;
+//! let (k_cache, v_cache): (GpuBuffer<f32>, GpuBuffer<f32>) = (ctx.alloc(capacity * 2 * 64)?, ctx.alloc(capacity * 2 * 64)?);
+//! let out = ctx.alloc::<f32>(tokens * 8 * 64)?;
+//! let mut b = ctx.batch();
+//! let p = Prefill { shape, tokens, offset: 0, kv_len: tokens, causal: true, k_rotated: false, layout, scale: None, q: &q, k: &k_cache, v: &v_cache, table: &table, out: &out };
+//! attention::prefill(&mut b, &p)?;
+//! // One decode step: rotate the new q/k, append k/v at `pos`, attend over 0..=pos.
+//! let (q1, k1, v1) = (ctx.upload(&vec![0.1f32; 8 * 64])?, ctx.upload(&vec![0.1f32; 2 * 64])?, ctx.upload(&vec![0.1f32; 2 * 64])?);
+//! let (scratch, o1) = (DecodeScratch::new(&ctx, shape)?, ctx.alloc::<f32>(8 * 64)?);
+//! let d = Decode { shape, pos: tokens, layout, scale: None, q: &q1, k_new: &k1, v_new: &v1, k_cache: &k_cache, v_cache: &v_cache, capacity, table: &table, scratch: &scratch, out: &o1 };
+//! attention::decode(&mut b, &d)?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
+#[cfg(feature = "testkit")]
 pub mod cases;
 mod decode;
 pub mod decode_matrix;
 pub mod prefill_matrix;
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 pub use decode::*;
 
@@ -60,7 +86,7 @@ use bytemuck::{Pod, Zeroable};
 /// The Matrix kernels name their per-column-block matrices this way (o0, o1, ..): as a
 /// function-scope array indexed in a loop, NVIDIA's driver keeps them in local memory
 /// (`examples/shader_stats.rs`, 2026-11-25).
-pub fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
+pub(crate) fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
     let (begin, end, line_prefix) = (format!("//@{marker} begin"), format!("//@{marker} end"), format!("//@{marker} "));
     let mut out = String::with_capacity(text.len() + 4096);
     let mut block: Option<Vec<&str>> = None;
@@ -100,7 +126,7 @@ pub fn expand(text: &str, marker: &str, key: &str, count: usize) -> String {
 /// A kernel text with its templates expanded ([`expand`]), in the order given: each entry is
 /// (marker, placeholder, count). A template inside another's block is expanded first when its
 /// marker comes first.
-pub fn expand_templates(text: &str, templates: &[(&str, &str, usize)]) -> String {
+pub(crate) fn expand_templates(text: &str, templates: &[(&str, &str, usize)]) -> String {
     templates.iter().fold(text.to_string(), |t, &(marker, key, count)| expand(&t, marker, key, count))
 }
 
@@ -117,12 +143,12 @@ pub(crate) fn unrolled(text: &'static str, templates: &[(&'static str, &'static 
 
 /// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
 /// which measured 3-4% slower on the H200 (the serial per-row softmax of one warp overlaps the
-/// other warps' V loads; see BENCHMARKS.md).
+/// other warps' V loads; see docs/PERFORMANCE.md).
 pub const PREFILL: KernelInfo = KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
 /// Decode variants, least preferred first. Native and Matrix replace the split-K partial pass
 /// only; Matrix takes f16 caches (see [`decode_matrix`]), other decodes fall back. Matrix ranks
 /// below Subgroup: on the H100 (2026-11-22) it measured 2.3-2.8x slower than the teams kernel at
-/// kv 4k-32k (BENCHMARKS.md), so it runs only when asked for (`Prefer` / `Require`).
+/// kv 4k-32k (docs/PERFORMANCE.md), so it runs only when asked for (`Prefer` / `Require`).
 pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Matrix, Variant::Subgroup, Variant::Native], extra: Some(decode_extra) };
 
 /// `KernelInfo::extra` of the decode: the Matrix variant's adapter-level needs (one subgroup per
@@ -602,6 +628,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
 }
 
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
+#[cfg(feature = "testkit")]
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
     let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
     v.extend(prefill_matrix::sample_matrix_pipelines());

@@ -20,7 +20,7 @@
 //! the probabilities P = exp2(s - m) <= 2^TAU fed to the P V product (m the row's reference
 //! max); every sum is f32. The error bound the tests use is derived in `cases.rs` (`MATRIX_TOL`).
 //!
-//! `WGKERNELS_PREFILL_TAU` (0..=14, default 8; read when the pipeline is chosen) sets TAU: 0
+//! [`crate::Tuning::prefill_tau`] (0..=14, default 8) sets TAU: 0
 //! rescales O whenever a row's max grows, which exercises the rescale path in tests.
 
 use super::{AttnPipeline, Prefill, PrefillParams};
@@ -66,9 +66,9 @@ fn bytes(d: usize, bk: usize, nsg: usize, sg: usize) -> usize {
 /// Default log2 headroom of the online softmax (P <= 2^TAU).
 const TAU: f32 = 8.0;
 
-/// TAU: `WGKERNELS_PREFILL_TAU` when set to a value in 0..=14, else [`TAU`].
-fn tau() -> f32 {
-    std::env::var("WGKERNELS_PREFILL_TAU").ok().and_then(|s| s.parse::<f32>().ok()).filter(|t| (0.0..=14.0).contains(t)).unwrap_or(TAU)
+/// TAU: [`crate::Tuning::prefill_tau`] when set to a value in 0..=14, else [`TAU`].
+fn tau(caps: &Caps) -> f32 {
+    crate::tuning::accepted(caps.tuning.prefill_tau, |t| (0.0..=14.0).contains(&t)).unwrap_or(TAU)
 }
 
 /// Chunks of 16 elements each of `wg` invocations loads per tile of `bk` keys at head_dim `d`.
@@ -124,7 +124,7 @@ pub(super) fn matrix_key(caps: &Caps, d: usize, neox: bool) -> Result<AttnPipeli
     let sg = matrix_support(caps)?;
     let l = &caps.limits;
     let (bk, nsg) = matrix_tiles(d, sg as usize, l.max_compute_invocations_per_workgroup as usize, l.max_compute_workgroup_storage_size as usize)?;
-    Ok(AttnPipeline::PrefillMatrix { d: d as u32, bk: bk as u32, sg, nsg, neox, tau: tau().to_bits() })
+    Ok(AttnPipeline::PrefillMatrix { d: d as u32, bk: bk as u32, sg, nsg, neox, tau: tau(caps).to_bits() })
 }
 
 pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> PipelineDesc {
@@ -249,6 +249,7 @@ fn stage<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: P
 }
 
 /// Matrix pipelines for the shader checks (nominal adapter: subgroup 32, 48 KiB).
+#[cfg(feature = "testkit")]
 pub(super) fn sample_matrix_pipelines() -> Vec<AttnPipeline> {
     let caps = Caps::nominal();
     let mut v = Vec::new();

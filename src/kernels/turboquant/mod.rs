@@ -14,7 +14,27 @@
 //! (split-K pass), each after wgsl/tq_portable.wgsl or wgsl/tq_subgroup.wgsl; the Native tier
 //! (Metal passthrough) is msl/tq_transform.metal and msl/tq_attention.metal, whose WGSL twins are
 //! the Subgroup pipelines.
+//!
+//! ```no_run
+//! use wgkernels::kernels::turboquant::{self as tq, CacheKind, DecodeAttention, TqAttnWorkspace, TqCache, TqConfig};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (heads, kv_len) = (8, 256);
+//! let cfg = TqConfig { kv_heads: 2, head_dim: 128, capacity: kv_len, kind: CacheKind::Global, sign_seed: Some(1) };
+//! let (kc, vc) = (TqCache::new(&ctx, cfg)?, TqCache::new(&ctx, TqConfig { sign_seed: Some(2), ..cfg })?);
+//! let (k, v) = (ctx.upload(&vec![0.1f32; kv_len * 2 * 128])?, ctx.upload(&vec![0.2f32; kv_len * 2 * 128])?);
+//! let (q, out) = (ctx.upload(&vec![0.1f32; heads * 128])?, ctx.alloc::<f32>(heads * 128)?);
+//! let ws = TqAttnWorkspace::new(&ctx, heads, &cfg)?;
+//! let mut b = ctx.batch();
+//! tq::quantize(&mut b, &k, kv_len, 0, &kc)?;
+//! tq::quantize(&mut b, &v, kv_len, 0, &vc)?;
+//! tq::decode_attention(&mut b, &ws, &q, &kc, &vc, &out, &DecodeAttention { heads, kv_len, window: None, scale: 1.0 / 128f32.sqrt() })?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
+#[cfg(feature = "testkit")]
 pub mod cases;
 pub mod codebook;
 
@@ -26,6 +46,7 @@ use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
 /// Variants are listed least preferred first.
