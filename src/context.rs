@@ -17,11 +17,19 @@ pub struct ContextOptions {
     /// Testing aid: on Vulkan with PASSTHROUGH_SHADERS, build Native pipelines from SPIR-V of
     /// their WGSL twins (see `native.rs`). Off by default.
     pub native_spirv_twins: bool,
+    /// Testing hooks of the Native tier (see [`crate::native::NativeTesting`]). Off by default.
+    pub native_testing: crate::native::NativeTesting,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { policy: VariantPolicy::Auto, bounds_checks: false, power_preference: wgpu::PowerPreference::HighPerformance, native_spirv_twins: false }
+        ContextOptions {
+            policy: VariantPolicy::Auto,
+            bounds_checks: false,
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            native_spirv_twins: false,
+            native_testing: Default::default(),
+        }
     }
 }
 
