@@ -227,7 +227,11 @@ impl NativeExecutor for CpuExecutor {
     fn execute(&self, desc: &PipelineDesc, params: &[u8], buffers: &mut [Vec<u8>], workgroups: [u32; 3]) -> Result<(), String> {
         let ShaderSource::Msl { text, .. } = &desc.source else { return Err("not a Native pipeline".into()) };
         let mode = *self.mode.lock().map_err(|e| e.to_string())?;
-        let (_, _, exe) = self.exes.iter().find(|(t, m, _)| t == text && *m == mode).ok_or_else(|| format!("{}: no executable for its MSL in this mode (not one of msl/*.metal, or its build failed)", desc.entry))?;
+        let (_, _, exe) = self
+            .exes
+            .iter()
+            .find(|(t, m, _)| t == text && *m == mode)
+            .ok_or_else(|| format!("{}: no executable for its MSL in this mode (not one of msl/*.metal, or its build failed)", desc.entry))?;
         let mut all = Vec::with_capacity(buffers.len() + 1);
         all.push(params.to_vec());
         all.extend(buffers.iter().cloned());
@@ -462,5 +466,38 @@ fn the_runtime_implements_metal_semantics_and_refuses_mistakes() {
             }
         }
     }
+    cleanup(&root);
+}
+
+/// The execution path has teeth: a subtly wrong kernel (the first lane's partial of the last row of a
+/// row block dropped from the simdgroup sum) built from a mutated msl/int8_gemv.metal, executed
+/// in place of the real one, fails the harness's own check.
+#[test]
+fn a_wrong_msl_kernel_fails_the_check() {
+    let clang = clang();
+    let root = build_dir("mutant");
+    let rt_obj = build_rt(&clang, &root);
+    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("int8_gemv.metal")).expect("msl/int8_gemv.metal");
+    let original = std::fs::read_to_string(&path).expect("read");
+    let (from, to) = ("s.w = simd_sum(v.w);", "s.w = simd_sum(t.first ? 0.0f : v.w);");
+    assert!(original.contains(from), "mutation source `{from}` not in int8_gemv.metal");
+    let mutant_path = root.join("int8_gemv.metal");
+    std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
+    let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
+    let exe = build(&clang, &root.join("build"), &mutant, Mode::Strict, &rt_obj).unwrap_or_else(|e| panic!("{e}"));
+    let exec = Arc::new(CpuExecutor { exes: vec![(original, Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
+    let base = common::context();
+    let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+    let registry = kernels::registry();
+    let kernel = registry.iter().find(|k| k.info().name == "int8_gemv").expect("int8_gemv");
+    let mut rng = Rng::new(Rng::fresh_seed());
+    let mut failed = 0;
+    for case in kernel.test_cases().into_iter().filter(|c| c.name().contains("n=33") || c.name().contains("n=255")) {
+        let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap_or_else(|e| panic!("{e}"));
+        println!("mutant {}: {}", case.name(), c.summary());
+        failed += usize::from(!c.passed());
+    }
+    assert!(exec.take().contains("int8_gemv"), "the mutant never ran");
+    assert!(failed > 0, "a wrong int8_gemv passed every case");
     cleanup(&root);
 }
