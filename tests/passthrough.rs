@@ -230,7 +230,7 @@ fn native_self_check_catches_a_wrong_kernel_and_falls_back() {
     use wgkernels::native::SelfCheck;
     let base = common::context();
     let Some(_) = twin_context(&base, VariantPolicy::Auto) else { return };
-    let kernel = kernels::registry().iter().find(|k| k.info().name == "int8_gemv").expect("int8_gemv registered");
+    let kernel = kernels::registry().into_iter().find(|k| k.info().name == "int8_gemv").expect("int8_gemv registered");
     let info = kernel.info();
     let case = kernel.test_cases().into_iter().find(|c| c.name().contains("n=33")).expect("an n=33 case");
     let seed = Rng::fresh_seed();
