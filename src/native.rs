@@ -14,30 +14,37 @@
 //!   entry point, ...), the dispatch falls back to the best other variant, the failure is recorded
 //!   per kernel, later selections skip Native for that kernel, and the probe report says why. Under
 //!   `VariantPolicy::Require(Native)` the error is returned instead. Never a panic.
-//! * **Twins on Vulkan.** With [`crate::ContextOptions::with_native_spirv_twins`] on a Vulkan adapter
+//! * **Twins on Vulkan.** With `ContextOptions::with_native_spirv_twins` on a Vulkan adapter
 //!   with `PASSTHROUGH_SHADERS`, Native pipelines are built through the very same passthrough code
 //!   (explicit layout, entry point name, workgroup size, binding order, params struct) from SPIR-V
 //!   that naga generates from each kernel's WGSL twin, with the twin's entry point renamed to the
-//!   MSL kernel's. Only the MSL text itself is then left unexecuted. A testing aid (tests/passthrough.rs).
-//! * **Self-check.** Before a kernel runs as Native for the first time under `Auto` or `Prefer`
-//!   (the first [`Context::variant_for`] that would pick Native), the context runs the smallest of
-//!   the kernel's registered test cases that records a Native dispatch and compares it with the
-//!   CPU reference. A build failure or a mismatch records the kernel as failed (it falls back to
-//!   the best other variant, as above) and is reported by [`Context::native_diagnostics`],
-//!   [`Context::explain`] and the probe report. `Require(Native)` skips the check (that policy
-//!   never falls back). Kernels outside [`crate::kernels::registry`] have no case and run unchecked
-//!   (the diagnostics say so).
-//! * **Testing hooks** ([`NativeTesting`]): a host executor that runs Native dispatches instead of
-//!   the GPU (tests/msl_exec.rs executes the MSL itself on the CPU through it), and a deliberate
-//!   fault in one twin, to prove the self-check catches a wrong Native kernel.
+//!   MSL kernel's. Only the MSL text itself is then left unexecuted. A testing aid (tests/passthrough.rs),
+//!   available with the `testkit` feature.
+//! * **Self-check** (`testkit` feature). Before a kernel runs as Native for the first time under
+//!   `Auto` or `Prefer` (the first [`Context::variant_for`] that would pick Native), the context
+//!   runs the smallest of the kernel's registered test cases that records a Native dispatch and
+//!   compares it with the CPU reference. A build failure or a mismatch records the kernel as
+//!   failed (it falls back to the best other variant, as above) and is reported by
+//!   [`Context::native_diagnostics`], [`Context::explain`] and the probe report. `Require(Native)`
+//!   skips the check (that policy never falls back). Kernels outside the kernel registry have no
+//!   case and run unchecked. Without `testkit` the cases and CPU references are not built, so
+//!   Native runs unchecked; the diagnostics and [`Context::explain`] say so.
+//! * **Testing hooks** (`NativeTesting`, `testkit` feature): a host executor that runs Native
+//!   dispatches instead of the GPU (tests/msl_exec.rs executes the MSL itself on the CPU through
+//!   it), and a deliberate fault in one twin, to prove the self-check catches a wrong Native kernel.
 
 use crate::caps::{KernelInfo, Variant, VariantPolicy};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::pipeline::{Pipeline, PipelineDesc, ShaderSource};
+#[cfg(feature = "testkit")]
+use crate::pipeline::Pipeline;
+use crate::pipeline::{PipelineDesc, ShaderSource};
+#[cfg(feature = "testkit")]
 use std::sync::atomic::Ordering;
+#[cfg(feature = "testkit")]
 use std::sync::Arc;
 
+#[cfg(feature = "testkit")]
 /// Runs Native dispatches somewhere other than the GPU (a testing hook, see [`NativeTesting`]).
 pub trait NativeExecutor: Send + Sync {
     /// Run the Native pipeline `desc` over `workgroups` threadgroups. `params` is the params
@@ -46,8 +53,10 @@ pub trait NativeExecutor: Send + Sync {
     fn execute(&self, desc: &PipelineDesc, params: &[u8], buffers: &mut [Vec<u8>], workgroups: [u32; 3]) -> std::result::Result<(), String>;
 }
 
-/// Testing hooks of the Native tier, in [`crate::ContextOptions::native_testing`]. None is set by
-/// default and nothing but tests should set them.
+#[cfg(feature = "testkit")]
+/// Testing hooks of the Native tier (`testkit` feature), in
+/// [`crate::ContextOptions::native_testing`]. None is set by default and nothing but tests should
+/// set them.
 #[derive(Clone, Default)]
 pub struct NativeTesting {
     /// Execute every Native dispatch with this instead of the GPU: the batch submits what it has
@@ -59,12 +68,14 @@ pub struct NativeTesting {
     pub twin_fault: Option<&'static str>,
 }
 
+#[cfg(feature = "testkit")]
 impl std::fmt::Debug for NativeTesting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NativeTesting").field("executor", &self.executor.is_some()).field("twin_fault", &self.twin_fault).finish()
     }
 }
 
+#[cfg(feature = "testkit")]
 impl crate::ContextOptions {
     /// Testing hook: see [`NativeTesting::executor`].
     pub fn with_native_executor(mut self, executor: Arc<dyn NativeExecutor>) -> Self {
@@ -101,6 +112,7 @@ pub struct NativeDiagnostic {
     pub failure: Option<String>,
 }
 
+#[cfg(feature = "testkit")]
 /// SPIR-V with every OpFAdd turned into OpFSub (same operands): a wrong but valid module.
 fn corrupt_spirv(words: &mut [u32]) {
     const OP_FADD: u32 = 129;
@@ -138,6 +150,7 @@ impl Context {
         let mut d = wgpu::ShaderModuleDescriptorPassthrough { label: Some(label), entry_points: entry_points.into(), ..Default::default() };
         match self.caps().backend {
             wgpu::Backend::Metal if self.caps().passthrough => d.msl = Some((*text).into()),
+            #[cfg(feature = "testkit")]
             wgpu::Backend::Vulkan if self.caps().passthrough && self.caps().native_twins => {
                 let mut words = crate::shaders::twin_spirv(desc).map_err(|e| Error::Pipeline(format!("{label}: twin: {e}")))?;
                 if self.options().native_testing.twin_fault == Some(desc.entry) {
@@ -208,10 +221,13 @@ impl Context {
             }
             checks.insert(kernel.name, SelfCheck::Running);
         }
+        #[cfg(feature = "testkit")]
         let outcome = match crate::kernels::registry().iter().find(|k| k.info().name == kernel.name) {
             None => SelfCheck::Unchecked("not in the kernel registry: no check case".into()),
             Some(k) => self.run_self_check(*k),
         };
+        #[cfg(not(feature = "testkit"))]
+        let outcome = SelfCheck::Unchecked("the check cases and CPU references are in the `testkit` feature, not built here".into());
         if let SelfCheck::Failed(reason) = &outcome {
             self.record_native_failure(kernel.name, format!("self-check failed: {reason}"));
         }
@@ -220,6 +236,7 @@ impl Context {
         }
     }
 
+    #[cfg(feature = "testkit")]
     /// The smallest registered case of `k` that records a Native dispatch, against its reference.
     fn run_self_check(&self, k: &dyn crate::suite::Kernel) -> SelfCheck {
         let mut cases = k.test_cases();
@@ -261,6 +278,7 @@ impl Context {
             .collect()
     }
 
+    #[cfg(feature = "testkit")]
     /// Execute a Native dispatch with the host executor (see [`NativeTesting::executor`]); the
     /// batch has submitted and waited for everything recorded before it.
     pub(crate) fn execute_on_host(&self, exec: &dyn NativeExecutor, pipe: &Pipeline, params: &[u8], buffers: &[&wgpu::Buffer], workgroups: [u32; 3]) -> Result<()> {
@@ -277,6 +295,7 @@ impl Context {
         Ok(())
     }
 
+    #[cfg(feature = "testkit")]
     /// The whole contents of a COPY_SRC buffer.
     fn read_whole(&self, buf: &wgpu::Buffer) -> Result<Vec<u8>> {
         let size = buf.size();
@@ -303,11 +322,18 @@ impl Context {
 
     /// For every kernel selected as Native here, build all its Native pipelines now, recording
     /// failures (so they fall back and show in the probe report). Returns one line per kernel tried.
+    /// (Without this, a Native pipeline that fails to build is found, recorded and falls back at
+    /// its first use.)
+    #[cfg(feature = "testkit")]
     pub fn probe_native(&self) -> Vec<String> {
         let mut lines = Vec::new();
         for k in crate::kernels::registry() {
             let info = k.info();
-            if info.select(self.caps(), self.options().policy).ok() != Some(Variant::Native) || self.native_failure(info.name).is_some() {
+            if info.select(self.caps(), self.options().policy).ok() != Some(Variant::Native) {
+                continue;
+            }
+            if let Some(r) = self.native_failure(info.name) {
+                lines.push(format!("{}: native FAILED, falls back to {}: {r}", info.name, self.variant_for(info).map(|v| v.name()).unwrap_or("none")));
                 continue;
             }
             let mut built = 0;
@@ -336,11 +362,14 @@ impl Context {
         lines
     }
 
-    /// [`KernelInfo::explain`] plus any recorded Native build failure.
+    /// [`KernelInfo::explain`] plus any recorded Native failure (build or self-check) and an
+    /// unchecked Native kernel.
     pub fn explain(&self, kernel: &KernelInfo) -> String {
         let mut s = kernel.explain(self.caps(), self.options().policy);
         if let Some(r) = self.native_failure(kernel.name) {
             s += &format!("; native pipeline failed, falls back to {}: {r}", self.variant_for(kernel).map(|v| v.name()).unwrap_or("none"));
+        } else if let Some(SelfCheck::Unchecked(r)) = self.pipelines.native_checks.lock().ok().and_then(|m| m.get(kernel.name).cloned()) {
+            s += &format!("; native not self-checked: {r}");
         }
         s
     }
