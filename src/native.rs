@@ -365,6 +365,7 @@ impl Context {
     /// [`KernelInfo::explain`] plus any recorded Native failure (build or self-check) and an
     /// unchecked Native kernel.
     pub fn explain(&self, kernel: &KernelInfo) -> String {
+        let _ = self.variant_for(kernel); // runs the Native self-check if Native is selected
         let mut s = kernel.explain(self.caps(), self.options().policy);
         if let Some(r) = self.native_failure(kernel.name) {
             s += &format!("; native pipeline failed, falls back to {}: {r}", self.variant_for(kernel).map(|v| v.name()).unwrap_or("none"));
