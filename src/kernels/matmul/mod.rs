@@ -16,13 +16,15 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::formats::{self, WeightFormat, FORMATS};
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
+use crate::kernels::int4::{plan_grid, team_source, tuned_plan, GemvPlan};
 use crate::kernels::q8::Q8Activations;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 use std::sync::OnceLock;
 
+#[cfg(feature = "testkit")]
 mod cases;
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
 const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
@@ -60,6 +62,17 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
     });
     let i = FORMATS.iter().position(|g| std::ptr::eq(*g, f) || g.ggml_type == f.ggml_type).unwrap_or(0);
     &all[i]
+}
+
+/// The [`KernelInfo`]s of every format's kernels (for the probe report).
+pub fn infos() -> Vec<&'static KernelInfo> {
+    FORMATS
+        .iter()
+        .flat_map(|f| {
+            let k = kernel_infos(f);
+            [&k.gemv, &k.gemv_q8, &k.gemm, &k.dequant]
+        })
+        .collect()
 }
 
 /// One row chunk of a matrix on the GPU.
@@ -271,19 +284,24 @@ impl PipelineKey for MmPipeline {
     }
 }
 
-/// The GEMV plan (defaults as the Q4_K GEMV's, fastest measured there on an H200: 256
-/// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration);
-/// `WGKERNELS_MM_WG`, `_ROWS`, `_UNROLL`, `_TEAM`, `_PLANES` override it for tuning.
-pub fn gemv_plan(variant: Variant) -> GemvPlan {
-    env_plan("WGKERNELS_MM", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } })
+/// The default GEMV plan (as the Q4_K GEMV's, fastest measured there on an H200: 256
+/// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration).
+pub fn default_plan(variant: Variant) -> GemvPlan {
+    GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }
 }
 
-fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: &wgpu::Buffer, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
+/// The GEMV plan on `caps`: [`default_plan`] with the Q4_K GEMV's tuning overrides
+/// ([`crate::Tuning::q4k_gemv`]) applied.
+pub fn gemv_plan(caps: &Caps, variant: Variant) -> GemvPlan {
+    tuned_plan(&caps.tuning.q4k_gemv, variant, default_plan(variant))
+}
+
+fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
     let ctx = b.context();
     y.require("y", w.n)?;
     let infos = kernel_infos(w.format);
     ctx.with_native_fallback(if q8 { &infos.gemv_q8 } else { &infos.gemv }, |variant| {
-        let plan = gemv_plan(variant);
+        let plan = gemv_plan(ctx.caps(), variant);
         let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, q8 };
         for c in &w.chunks {
             let grid = plan_grid(ctx, &plan, c.rows, variant)?;
@@ -322,7 +340,7 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     for c in &w.chunks {
         let tiles_n = c.rows.div_ceil(64);
         let tiles = m.div_ceil(32) * tiles_n;
-        let (sps, splits) = if w.chunks.len() == 1 { super::splitk::plan(tiles, steps) } else { (steps, 1) };
+        let (sps, splits) = if w.chunks.len() == 1 { super::splitk::plan(ctx.caps(), tiles, steps) } else { (steps, 1) };
         let params = Params { m: m as u32, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, ..w.params(c) };
         let grid = ctx.grid((tiles * splits) as u64)?;
         super::splitk::run(b, y, mn, splits, |b, out| b.dispatch(&key, &params, &[c.data.raw(), x.raw(), out], grid))?;
