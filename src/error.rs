@@ -71,6 +71,9 @@ pub enum Error {
     Format(String),
     /// A position past the end of a fixed-capacity (global) KV cache.
     PositionOutOfRange { pos: u64, capacity: u64 },
+    /// A ggml type that is no supported weight format (IQ*, TQ*, MXFP4, ...), with the tensor
+    /// where one is involved.
+    UnsupportedType { ggml_type: crate::formats::gguf::GgmlType, tensor: Option<String> },
     /// A malformed file or block ([`FormatError`], also the error's `source()`).
     FormatError(FormatCause),
     /// A buffer (or a matrix, cache or table holding buffers) made by another context was
@@ -110,6 +113,8 @@ impl fmt::Display for Error {
             Error::Readback(s) => write!(f, "readback failed: {s}"),
             Error::Format(s) => write!(f, "format error: {s}"),
             Error::PositionOutOfRange { pos, capacity } => write!(f, "position {pos} is past the end of a cache of capacity {capacity}"),
+            Error::UnsupportedType { ggml_type, tensor: Some(t) } => write!(f, "tensor {t:?}: ggml type {ggml_type:?} is not a supported weight format"),
+            Error::UnsupportedType { ggml_type, tensor: None } => write!(f, "ggml type {ggml_type:?} is not a supported weight format"),
             Error::FormatError(e) => write!(f, "format error: {}", e.0),
             Error::ForeignBuffer { name } => write!(f, "buffer `{name}` belongs to another context"),
             Error::Aliased { first, second } => write!(f, "bindings `{first}` and `{second}` are the same buffer and one of them is written"),

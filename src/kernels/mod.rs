@@ -9,6 +9,7 @@ pub mod elementwise;
 pub mod int4;
 pub mod int8;
 pub mod interleave;
+pub mod matmul;
 pub mod q4k;
 pub mod q8;
 pub mod rope;
@@ -19,7 +20,7 @@ use crate::caps::KernelInfo;
 
 /// The [`KernelInfo`] of every kernel of every family, in the order the probe reports them.
 pub fn infos() -> Vec<&'static KernelInfo> {
-    vec![
+    let mut v = vec![
         &int4::GEMV,
         &int4::GEMM,
         &int4::QUANTIZE,
@@ -41,7 +42,9 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &elementwise::RMSNORM,
         &elementwise::SILU_GATE,
         &elementwise::ADD,
-    ]
+    ];
+    v.extend(matmul::infos());
+    v
 }
 
 /// Every kernel of every family, with its test and bench cases.
@@ -51,6 +54,7 @@ pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     v.extend(int4::kernels());
     v.extend(int8::kernels());
     v.extend(q4k::kernels());
+    v.extend(matmul::kernels());
     v.extend(q8::kernels());
     v.extend(turboquant::kernels());
     v.extend(rope::kernels());
