@@ -1,0 +1,181 @@
+//! GGML Q2_K: 256 weights in an 84-byte block.
+//!
+//! Layout: `scales[16]` (low nibble: scale, high nibble: min of sub-block `s`, 16 weights
+//! each), `qs[64]`, `d` (f16), `dmin` (f16). Weight `i` (half `h = i / 128`, `r = i % 128`) has
+//! the 2-bit code `(qs[32 * h + r % 32] >> (2 * (r / 32))) & 3`; weight =
+//! `(d * sc) * q - dmin * m` with `sc`, `m` from `scales[i / 16]`.
+//!
+//! `d * sc * q` (11 + 4 + 2 significand bits) and `dmin * m` are exact in f32, so the
+//! subtraction is the only rounding (a fused multiply-add gives the same bits).
+
+use half::f16;
+
+use super::gguf::GgmlType;
+use super::weight::{pack_words, WeightFormat};
+
+/// Weights per block.
+pub const BLOCK_WEIGHTS: usize = 256;
+/// Bytes per block.
+pub const BLOCK_BYTES: usize = 84;
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The 2-bit code of weight `i` of a block.
+#[inline]
+fn code(b: &[u8; BLOCK_BYTES], i: usize) -> u8 {
+    let (h, r) = (i / 128, i % 128);
+    (b[16 + 32 * h + r % 32] >> (2 * (r / 32))) & 3
+}
+
+/// Dequantises one block, bit-exactly as gguf-py.
+pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
+    for s in 0..16 {
+        let dl = d * (b[s] & 15) as f32;
+        let ml = dmin * (b[s] >> 4) as f32;
+        for l in 0..16 {
+            out[16 * s + l] = dl * code(b, 16 * s + l) as f32 - ml;
+        }
+    }
+}
+
+/// Per weight, `|d * sc * q| + |dmin * m|`: the magnitudes of the terms summed into the weight.
+pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let (d, dmin) = (f16_at(b, 80).abs(), f16_at(b, 82).abs());
+    for s in 0..16 {
+        let dl = d * (b[s] & 15) as f32;
+        let ml = dmin * (b[s] >> 4) as f32;
+        for l in 0..16 {
+            out[16 * s + l] = dl * code(b, 16 * s + l) as f32 + ml;
+        }
+    }
+}
+
+/// A random block with finite `d` and `dmin`: mostly realistic positive values, sometimes
+/// zero, negative or an f16 subnormal; random scales and codes.
+pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    rng.fill(&mut b[..80]);
+    b[80..82].copy_from_slice(&random_f16(rng, 2e-2).to_le_bytes());
+    b[82..84].copy_from_slice(&random_f16(rng, 2e-2).to_le_bytes());
+    b
+}
+
+/// Random finite f16 bits: 1 in 16 zero (either sign), subnormal or negative, else in
+/// 1e-5..`max`.
+fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
+    if rng.u32(0..16) == 0 {
+        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)];
+    }
+    f16::from_f32(1e-5 + rng.f32() * max).to_bits()
+}
+
+/// GPU layout (per row, `nb = k / 256` blocks): 5 vec4 per block - the 16 scale bytes, then 4 of
+/// `qs` (vec4 `v` = `qs` words `2v, 8 + 2v, 2v + 1, 9 + 2v`) - then one word per block
+/// (`d | dmin << 16`), padded to a whole vec4. An item is 32 weights: positions `4u .. 4u + 3`
+/// of the eight 32-weight quarters.
+pub const FORMAT: WeightFormat = WeightFormat {
+    name: "q2_k",
+    ggml_type: GgmlType::Q2_K,
+    block_weights: BLOCK_WEIGHTS,
+    block_bytes: BLOCK_BYTES,
+    item_weights: 32,
+    gpu_row_words: |k| 20 * (k / 256) + (k / 256).div_ceil(4) * 4,
+    relayout_row,
+    dequantize,
+    magnitudes,
+    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 80).is_finite() && f16_at(b, 82).is_finite())),
+    random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
+    wgsl: include_str!("../../wgsl/fmt_q2_k.wgsl"),
+};
+
+fn relayout_row(src: &[u8], dst: &mut [u32]) {
+    let nb = src.len() / BLOCK_BYTES;
+    let (blocks, heads) = dst.split_at_mut(20 * nb);
+    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    for (b, (blk, d)) in src.chunks_exact(BLOCK_BYTES).zip(blocks.chunks_exact_mut(20)).enumerate() {
+        pack_words(&blk[..16], &mut d[..4]);
+        // GPU word 4 + 4v + c = qs word 2v + c / 2 + 8 (c % 2).
+        for (gw, w) in d[4..].iter_mut().enumerate() {
+            *w = word(blk, 16 + 4 * (2 * (gw / 4) + (gw % 4) / 2 + 8 * (gw % 2)));
+        }
+        heads[b] = word(blk, 80);
+    }
+}
+
+/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
+fn dequantize(src: &[u8], out: &mut [f32]) {
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
+    }
+}
+
+fn magnitudes(src: &[u8], out: &mut [f64]) {
+    let mut m = [0f32; BLOCK_WEIGHTS];
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        magnitudes_block(b.try_into().expect("whole block"), &mut m);
+        for (o, m) in o.iter_mut().zip(&m) {
+            *o = *m as f64;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)] // indices are layout positions
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_block() {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[80..82].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+        b[82..84].copy_from_slice(&f16::from_f32(0.25).to_bits().to_le_bytes());
+        for s in 0..16 {
+            b[s] = (s as u8) | ((15 - s as u8) << 4);
+        }
+        let codes: [u8; 256] = std::array::from_fn(|i| (i as u8).wrapping_mul(7).wrapping_add(i as u8 >> 5) % 4);
+        for i in 0..256 {
+            let (h, r) = (i / 128, i % 128);
+            b[16 + 32 * h + r % 32] |= codes[i] << (2 * (r / 32));
+        }
+        let mut out = [0f32; BLOCK_WEIGHTS];
+        dequantize_block(&b, &mut out);
+        for i in 0..256 {
+            let s = i / 16;
+            assert_eq!(out[i], 0.5 * s as f32 * codes[i] as f32 - 0.25 * (15 - s) as f32, "{i}");
+        }
+    }
+
+    #[test]
+    fn validation_and_lengths() {
+        use crate::formats::{dequantize as deq, FormatError};
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut bytes = (FORMAT.random_blocks)(&mut rng, 3);
+        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
+        FORMAT.validate(&bytes).unwrap();
+        deq(GgmlType::Q2_K, &bytes, &mut out).unwrap();
+        assert!(matches!(deq(GgmlType::Q2_K, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
+        assert!(matches!(FORMAT.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        for (at, bits) in [(80, 0x7c00u16), (80, 0xfe00), (82, 0x7c00u16), (82, 0xfe00)] {
+            let mut m = bytes.clone();
+            m[BLOCK_BYTES + at..BLOCK_BYTES + at + 2].copy_from_slice(&bits.to_le_bytes());
+            assert!(matches!(FORMAT.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{at} {bits:#x}");
+        }
+        bytes.truncate(0);
+        FORMAT.validate(&bytes).unwrap();
+    }
+
+    #[test]
+    fn magnitudes_bound_values() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for _ in 0..64 {
+            let b = random_block(&mut rng);
+            let (mut w, mut m) = ([0f32; BLOCK_WEIGHTS], [0f32; BLOCK_WEIGHTS]);
+            dequantize_block(&b, &mut w);
+            magnitudes_block(&b, &mut m);
+            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && w.abs() <= *m));
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! GGML Q6_K: 256 weights in a 210-byte block.
+//!
+//! Layout: `ql[128]`, `qh[64]`, `scales[16]` (i8), `d` (f16, last). Weight `i` (half
+//! `h = i / 128`, `r = i % 128`) has low nibble `(ql[64 * h + r % 64] >> (4 * (r / 64))) & 15`
+//! and high bits `(qh[32 * h + r % 32] >> (2 * (r / 32))) & 3`; code `q = (lo | hi << 4) - 32`
+//! and weight = `(d * scales[i / 16]) * q`.
+//!
+//! `d * sc` (11 + 7 significand bits) times `q` (5 bits) is exact in f32: the dequantised value
+//! has no rounding, in any product order.
+
+use half::f16;
+
+use super::gguf::GgmlType;
+use super::weight::{le16, pack_words, WeightFormat};
+
+/// Weights per block.
+pub const BLOCK_WEIGHTS: usize = 256;
+/// Bytes per block.
+pub const BLOCK_BYTES: usize = 210;
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The signed code (-32..=31) of weight `i` of a block.
+#[inline]
+fn code(b: &[u8; BLOCK_BYTES], i: usize) -> i32 {
+    let (h, r) = (i / 128, i % 128);
+    let lo = (b[64 * h + r % 64] >> (4 * (r / 64))) & 15;
+    let hi = (b[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    (lo | hi << 4) as i32 - 32
+}
+
+/// The signed scale of sub-block `s` (16 weights).
+#[inline]
+fn scale(b: &[u8; BLOCK_BYTES], s: usize) -> f32 {
+    b[192 + s] as i8 as f32
+}
+
+/// Dequantises one block, bit-exactly as gguf-py.
+pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = f16_at(b, 208);
+    for s in 0..16 {
+        let ds = d * scale(b, s);
+        for l in 0..16 {
+            out[16 * s + l] = ds * code(b, 16 * s + l) as f32;
+        }
+    }
+}
+
+/// Per weight, `|d * sc * q|` (the value is exact, so this is `|w|`).
+pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = f16_at(b, 208).abs();
+    for s in 0..16 {
+        let ds = d * scale(b, s).abs();
+        for l in 0..16 {
+            out[16 * s + l] = ds * code(b, 16 * s + l).unsigned_abs() as f32;
+        }
+    }
+}
+
+/// A random block with a finite `d`: mostly realistic positive values, sometimes zero,
+/// negative or an f16 subnormal; random scales and codes.
+pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    rng.fill(&mut b[..208]);
+    let d = if rng.u32(0..16) == 0 { [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)] } else { f16::from_f32(1e-5 + rng.f32() * 1e-3).to_bits() };
+    b[208..].copy_from_slice(&d.to_le_bytes());
+    b
+}
+
+/// GPU layout (per row, `nb = k / 256` blocks): 13 vec4 per block - 8 of `ql` (vec4 `u` = `ql`
+/// words `u, 8 + u, 16 + u, 24 + u`), 4 of `qh` (vec4 `v` = `qh` words `2v, 8 + 2v, 2v + 1,
+/// 9 + 2v`), 1 of scales - then the `nb` f16 `d` (block `2i`: low half of word `i`), padded to a
+/// whole vec4. An item is 32 weights: positions `4u .. 4u + 3` of the eight 32-weight quarters.
+pub const FORMAT: WeightFormat = WeightFormat {
+    name: "q6_k",
+    ggml_type: GgmlType::Q6_K,
+    block_weights: BLOCK_WEIGHTS,
+    block_bytes: BLOCK_BYTES,
+    item_weights: 32,
+    gpu_row_words: |k| 52 * (k / 256) + (k / 256).div_ceil(8) * 4,
+    relayout_row,
+    dequantize,
+    magnitudes,
+    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 208).is_finite())),
+    random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
+    wgsl: include_str!("../../wgsl/fmt_q6_k.wgsl"),
+};
+
+fn relayout_row(src: &[u8], dst: &mut [u32]) {
+    let nb = src.len() / BLOCK_BYTES;
+    let (blocks, ds) = dst.split_at_mut(52 * nb);
+    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    for (b, (blk, d)) in src.chunks_exact(BLOCK_BYTES).zip(blocks.chunks_exact_mut(52)).enumerate() {
+        // GPU word 4u + c = ql word 8c + u.
+        for (gw, w) in d[..32].iter_mut().enumerate() {
+            *w = word(blk, 4 * (8 * (gw % 4) + gw / 4));
+        }
+        // GPU word 32 + 4v + c = qh word 2v + c / 2 + 8 (c % 2).
+        for (gw, w) in d[32..48].iter_mut().enumerate() {
+            *w = word(blk, 128 + 4 * (2 * (gw / 4) + (gw % 4) / 2 + 8 * (gw % 2)));
+        }
+        pack_words(&blk[192..208], &mut d[48..]);
+        ds[b / 2] |= (le16(blk, 208) as u32) << (16 * (b % 2));
+    }
+}
+
+/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
+fn dequantize(src: &[u8], out: &mut [f32]) {
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
+    }
+}
+
+fn magnitudes(src: &[u8], out: &mut [f64]) {
+    let mut m = [0f32; BLOCK_WEIGHTS];
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        magnitudes_block(b.try_into().expect("whole block"), &mut m);
+        for (o, m) in o.iter_mut().zip(&m) {
+            *o = *m as f64;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)] // indices are layout positions
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_block() {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[208..].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+        let sc: [i8; 16] = std::array::from_fn(|s| (s as i8 - 8) * 15);
+        for s in 0..16 {
+            b[192 + s] = sc[s] as u8;
+        }
+        let codes: [u8; 256] = std::array::from_fn(|i| (i as u8).wrapping_mul(29).wrapping_add(i as u8 >> 6) % 64);
+        for i in 0..256 {
+            let (h, r) = (i / 128, i % 128);
+            b[64 * h + r % 64] |= (codes[i] & 15) << (4 * (r / 64));
+            b[128 + 32 * h + r % 32] |= (codes[i] >> 4) << (2 * (r / 32));
+        }
+        let mut out = [0f32; BLOCK_WEIGHTS];
+        dequantize_block(&b, &mut out);
+        for i in 0..256 {
+            assert_eq!(out[i], 0.5 * sc[i / 16] as f32 * (codes[i] as f32 - 32.0), "{i}");
+        }
+    }
+
+    #[test]
+    fn validation_and_lengths() {
+        use crate::formats::{dequantize as deq, FormatError};
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut bytes = (FORMAT.random_blocks)(&mut rng, 3);
+        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
+        FORMAT.validate(&bytes).unwrap();
+        deq(GgmlType::Q6_K, &bytes, &mut out).unwrap();
+        assert!(matches!(deq(GgmlType::Q6_K, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
+        assert!(matches!(FORMAT.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        for (at, bits) in [(208, 0x7c00u16), (208, 0xfe00)] {
+            let mut m = bytes.clone();
+            m[BLOCK_BYTES + at..BLOCK_BYTES + at + 2].copy_from_slice(&bits.to_le_bytes());
+            assert!(matches!(FORMAT.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{at} {bits:#x}");
+        }
+        bytes.truncate(0);
+        FORMAT.validate(&bytes).unwrap();
+    }
+
+    #[test]
+    fn magnitudes_bound_values() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for _ in 0..64 {
+            let b = random_block(&mut rng);
+            let (mut w, mut m) = ([0f32; BLOCK_WEIGHTS], [0f32; BLOCK_WEIGHTS]);
+            dequantize_block(&b, &mut w);
+            magnitudes_block(&b, &mut m);
+            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && w.abs() <= *m));
+        }
+    }
+}
