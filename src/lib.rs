@@ -29,6 +29,7 @@ pub mod context;
 pub mod error;
 pub mod formats;
 pub mod kernels;
+pub mod model;
 pub mod native;
 pub mod pipeline;
 pub mod reference;

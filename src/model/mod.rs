@@ -1,0 +1,62 @@
+//! Running a GGUF model: configuration from the file's metadata ([`Config`]), weights streamed
+//! to the GPU ([`Weights`]), a KV cache ([`KvCache`], f16 or TurboQuant), the forward pass
+//! ([`Session`]: a prefill chunk or a decode step recorded into one batch) and sampling
+//! ([`Sampler`], on the CPU).
+//!
+//! Architectures: `llama` (Llama 2/3/3.1, Mistral) and `qwen2`; see [`config`].
+//!
+//! ```no_run
+//! use wgkernels::{Context, ContextOptions};
+//! use wgkernels::model::{Model, Sampler, SamplerConfig, Session, SessionOptions};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
+//! let model = Model::open(&ctx, "model.gguf", &mut |_| {})?;
+//! let mut session = Session::new(&ctx, &model, SessionOptions { context: 512, ..Default::default() })?;
+//! let mut sampler = Sampler::new(SamplerConfig::default())?;
+//! let prompt: Vec<u32> = vec![1, 15043]; // token ids (a tokenizer gives them)
+//! let mut logits = session.prefill(&ctx, &model, &prompt)?;
+//! for _ in 0..16 {
+//!     let next = sampler.sample(&logits)?;
+//!     logits = session.decode(&ctx, &model, next)?;
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod error;
+pub mod forward;
+pub mod kv;
+pub mod ops;
+pub mod sample;
+pub(crate) mod shim;
+pub mod weights;
+
+/// The weight-matrix API the forward pass is written against.
+pub(crate) use shim as mm;
+
+pub use config::{Arch, Config, RopeScalingKind};
+pub use error::{ModelError, Result};
+pub use forward::{Model, Session, SessionOptions};
+pub use kv::{KvCache, KvKind};
+pub use sample::{Sampler, SamplerConfig};
+pub use weights::{Progress, Weights};
+
+/// The kernels a forward pass records (for reporting the variant chosen for each).
+pub fn kernels_used() -> Vec<&'static crate::caps::KernelInfo> {
+    use crate::kernels::{attention, elementwise, rope, turboquant};
+    vec![
+        &elementwise::RMSNORM,
+        &mm::GEMM,
+        &ops::BIAS_ADD,
+        &ops::KV_STORE,
+        &attention::PREFILL,
+        &attention::DECODE,
+        &elementwise::ADD,
+        &elementwise::SILU_GATE,
+        &ops::COPY_ROW,
+        &rope::APPLY,
+        &turboquant::QUANTIZE,
+        &turboquant::DEQUANTIZE,
+        &turboquant::ATTENTION,
+    ]
+}
