@@ -7,7 +7,15 @@
 use std::fmt;
 
 pub mod gguf;
+pub mod q2_k;
+pub mod q3_k;
+pub mod q4_0;
+pub mod q4_1;
 pub mod q4k;
+pub mod q5_0;
+pub mod q5_1;
+pub mod q5_k;
+pub mod q6_k;
 
 /// Errors from the quantisation helpers and the GGUF reader/writer.
 #[derive(Debug)]

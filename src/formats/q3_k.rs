@@ -1,0 +1,157 @@
+//! GGML Q3_K: 256 weights in a 110-byte block.
+//!
+//! Layout: `hmask[32]`, `qs[64]`, 12 bytes of packed 6-bit scales, `d` (f16, last). Weight `i`
+//! (half `h = i / 128`, `r = i % 128`) has low bits `(qs[32 * h + r % 32] >> (2 * (r / 32))) & 3`
+//! and high bit `(hmask[i % 32] >> (i / 32)) & 1`; its code is `low - 4` when the high bit is
+//! clear and `low` when it is set. Sub-block `s = i / 16` has the signed scale
+//! `(lo_s | hi_s << 4) - 32` with `lo_s` = nibble `s / 8` of byte `s % 8` (low nibble first)
+//! and `hi_s = (byte[8 + s % 4] >> (2 * (s / 4))) & 3`; weight = `(d * scale) * code`.
+//!
+//! `d * scale * code` (11 + 6 + 3 significand bits) is exact in f32: no rounding at all.
+
+use half::f16;
+
+use super::FormatError;
+
+/// Weights per block.
+pub const BLOCK_WEIGHTS: usize = 256;
+/// Bytes per block.
+pub const BLOCK_BYTES: usize = 110;
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The signed code (-4..=3) of weight `i` of a block.
+#[inline]
+fn code(b: &[u8; BLOCK_BYTES], i: usize) -> i32 {
+    let (h, r) = (i / 128, i % 128);
+    let low = (b[32 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    let high = (b[i % 32] >> (i / 32)) & 1;
+    low as i32 - if high == 0 { 4 } else { 0 }
+}
+
+/// The signed 6-bit scale (-32..=31) of sub-block `s` (16 weights).
+#[inline]
+fn scale(b: &[u8; BLOCK_BYTES], s: usize) -> i32 {
+    let sb = &b[96..108];
+    let lo = (sb[s % 8] >> (4 * (s / 8))) & 15;
+    let hi = (sb[8 + s % 4] >> (2 * (s / 4))) & 3;
+    (lo | hi << 4) as i32 - 32
+}
+
+/// Dequantises one block, bit-exactly as gguf-py.
+pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = f16_at(b, 108);
+    for s in 0..16 {
+        let dl = d * scale(b, s) as f32;
+        for l in 0..16 {
+            out[16 * s + l] = dl * code(b, 16 * s + l) as f32;
+        }
+    }
+}
+
+/// Per weight, `|d * scale * code|` (the value is exact, so this is `|w|`).
+pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = f16_at(b, 108).abs();
+    for s in 0..16 {
+        let dl = d * scale(b, s).unsigned_abs() as f32;
+        for l in 0..16 {
+            out[16 * s + l] = dl * code(b, 16 * s + l).unsigned_abs() as f32;
+        }
+    }
+}
+
+/// A random block with a finite `d`: mostly realistic positive values, sometimes zero,
+/// negative or an f16 subnormal; random scales and codes.
+pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    rng.fill(&mut b[..108]);
+    let d = if rng.u32(0..16) == 0 { [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)] } else { f16::from_f32(1e-5 + rng.f32() * 5e-3).to_bits() };
+    b[108..].copy_from_slice(&d.to_le_bytes());
+    b
+}
+
+/// Checks that `bytes` is whole blocks with finite `d`. A non-finite one gives
+/// [`FormatError::NonFinite`] with the index of the block's first weight.
+pub fn validate(bytes: &[u8]) -> Result<(), FormatError> {
+    if bytes.len() % BLOCK_BYTES != 0 {
+        return Err(FormatError::NotBlockMultiple { what: "Q3_K data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
+    }
+    for (blk, b) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+        if !f16_at(b, 108).is_finite() {
+            return Err(FormatError::NonFinite { index: blk * BLOCK_WEIGHTS });
+        }
+    }
+    Ok(())
+}
+
+/// Dequantises whole blocks into `out` (`out.len()` = blocks * 256), after [`validate`].
+pub fn dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
+    validate(bytes)?;
+    let n = bytes.len() / BLOCK_BYTES;
+    if out.len() != n * BLOCK_WEIGHTS {
+        return Err(FormatError::NotBlockMultiple { what: "Q3_K output values", len: out.len() as u64, block: BLOCK_WEIGHTS as u64 });
+    }
+    for (b, o) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)] // indices are layout positions
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_block() {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[108..].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+        let sc: [i32; 16] = std::array::from_fn(|s| s as i32 * 4 - 32 + (s as i32 % 3));
+        for s in 0..16 {
+            let u = (sc[s] + 32) as u8;
+            b[96 + s % 8] |= (u & 15) << (4 * (s / 8));
+            b[96 + 8 + s % 4] |= (u >> 4) << (2 * (s / 4));
+        }
+        let codes: [i32; 256] = std::array::from_fn(|i| (i as i32 * 5 + (i as i32 >> 4)) % 8 - 4);
+        for i in 0..256 {
+            let (h, r) = (i / 128, i % 128);
+            let u = (codes[i] + 4) as u8; // 0..7: bit 2 set means "no -4 offset"
+            b[32 + 32 * h + r % 32] |= (u & 3) << (2 * (r / 32));
+            b[i % 32] |= (u >> 2) << (i / 32);
+        }
+        for s in 0..16 {
+            assert_eq!(scale(&b, s), sc[s]);
+        }
+        let mut out = [0f32; BLOCK_WEIGHTS];
+        dequantize_block(&b, &mut out);
+        for i in 0..256 {
+            assert_eq!(out[i], 0.5 * sc[i / 16] as f32 * codes[i] as f32, "{i}");
+        }
+    }
+
+    #[test]
+    fn validation_and_lengths() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut bytes: Vec<u8> = (0..3).flat_map(|_| random_block(&mut rng)).collect();
+        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
+        dequantize(&bytes, &mut out).unwrap();
+        assert!(dequantize(&bytes, &mut out[1..]).is_err());
+        assert!(matches!(validate(&bytes[..7]), Err(FormatError::NotBlockMultiple { .. })));
+        bytes[2 * BLOCK_BYTES + 109] = 0xfc; // block 2: d = -inf
+        assert!(matches!(dequantize(&bytes, &mut out), Err(FormatError::NonFinite { index: 512 })));
+    }
+
+    #[test]
+    fn magnitudes_bound_values() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for _ in 0..64 {
+            let b = random_block(&mut rng);
+            let (mut w, mut m) = ([0f32; BLOCK_WEIGHTS], [0f32; BLOCK_WEIGHTS]);
+            dequantize_block(&b, &mut w);
+            magnitudes_block(&b, &mut m);
+            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && w.abs() <= *m));
+        }
+    }
+}

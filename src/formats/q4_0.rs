@@ -1,0 +1,142 @@
+//! GGML Q4_0: 32 weights in an 18-byte block.
+//!
+//! Layout: `d` (f16), then 16 bytes of 4-bit codes: byte `i` holds weight `i` in its low nibble
+//! and weight `i + 16` in its high nibble. Weight = `d * (code - 8)`.
+//!
+//! `d` has an 11-bit significand and `code - 8` at most 4 bits, so the product is exact in f32:
+//! the dequantised value has no rounding at all.
+
+use half::f16;
+
+use super::FormatError;
+
+/// Weights per block.
+pub const BLOCK_WEIGHTS: usize = 32;
+/// Bytes per block.
+pub const BLOCK_BYTES: usize = 18;
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The signed code (-8..=7) of weight `i` of a block.
+#[inline]
+fn code(b: &[u8; BLOCK_BYTES], i: usize) -> i32 {
+    let byte = b[2 + i % 16];
+    let nib = if i < 16 { byte & 15 } else { byte >> 4 };
+    nib as i32 - 8
+}
+
+/// Dequantises one block, bit-exactly as gguf-py.
+pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = f16_at(b, 0);
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = d * code(b, i) as f32;
+    }
+}
+
+/// Per weight, the sum of the magnitudes of the terms that form it (`|d * q|`): a bound for
+/// rounding analyses (the dequantised value is exact here, so this is just `|w|`).
+pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = f16_at(b, 0).abs();
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = d * code(b, i).unsigned_abs() as f32;
+    }
+}
+
+/// A random block with a finite scale: mostly realistic positive or negative scales, sometimes
+/// zero or an f16 subnormal; random codes.
+pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    b[0..2].copy_from_slice(&random_scale(rng, true).to_le_bytes());
+    rng.fill(&mut b[2..]);
+    b
+}
+
+/// Random finite f16 scale bits: 1 in 16 zero (either sign) or subnormal, else in
+/// 1e-4..5e-2 (negative too when `signed`).
+fn random_scale(rng: &mut fastrand::Rng, signed: bool) -> u16 {
+    if rng.u32(0..16) == 0 {
+        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200][rng.usize(0..5)];
+    }
+    let v = f16::from_f32(1e-4 + rng.f32() * 5e-2).to_bits();
+    if signed && rng.bool() {
+        v | 0x8000
+    } else {
+        v
+    }
+}
+
+/// Checks that `bytes` is whole blocks with finite scales. A non-finite `d` gives
+/// [`FormatError::NonFinite`] with the index of the block's first weight.
+pub fn validate(bytes: &[u8]) -> Result<(), FormatError> {
+    if bytes.len() % BLOCK_BYTES != 0 {
+        return Err(FormatError::NotBlockMultiple { what: "Q4_0 data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
+    }
+    for (blk, b) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+        if !f16_at(b, 0).is_finite() {
+            return Err(FormatError::NonFinite { index: blk * BLOCK_WEIGHTS });
+        }
+    }
+    Ok(())
+}
+
+/// Dequantises whole blocks into `out` (`out.len()` = blocks * 32), after [`validate`].
+pub fn dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
+    validate(bytes)?;
+    let n = bytes.len() / BLOCK_BYTES;
+    if out.len() != n * BLOCK_WEIGHTS {
+        return Err(FormatError::NotBlockMultiple { what: "Q4_0 output values", len: out.len() as u64, block: BLOCK_WEIGHTS as u64 });
+    }
+    for (b, o) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)] // indices are layout positions
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_block() {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[0..2].copy_from_slice(&f16::from_f32(-0.5).to_bits().to_le_bytes());
+        for i in 0..16 {
+            b[2 + i] = (i as u8) | ((15 - i as u8) << 4);
+        }
+        let mut out = [0f32; BLOCK_WEIGHTS];
+        dequantize_block(&b, &mut out);
+        for i in 0..16 {
+            assert_eq!(out[i], -0.5 * (i as f32 - 8.0));
+            assert_eq!(out[i + 16], -0.5 * (7.0 - i as f32));
+        }
+    }
+
+    #[test]
+    fn validation_and_lengths() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut bytes: Vec<u8> = (0..3).flat_map(|_| random_block(&mut rng)).collect();
+        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
+        dequantize(&bytes, &mut out).unwrap();
+        assert!(dequantize(&bytes, &mut out[1..]).is_err());
+        assert!(matches!(validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        bytes[BLOCK_BYTES + 1] = 0x7c; // block 1: d = +inf
+        assert!(matches!(dequantize(&bytes, &mut out), Err(FormatError::NonFinite { index: 32 })));
+        bytes[BLOCK_BYTES] = 0x01; // NaN
+        assert!(matches!(validate(&bytes), Err(FormatError::NonFinite { index: 32 })));
+    }
+
+    #[test]
+    fn magnitudes_bound_values() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for _ in 0..64 {
+            let b = random_block(&mut rng);
+            let (mut w, mut m) = ([0f32; BLOCK_WEIGHTS], [0f32; BLOCK_WEIGHTS]);
+            dequantize_block(&b, &mut w);
+            magnitudes_block(&b, &mut m);
+            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && w.abs() <= *m));
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! GGML Q4_1: 32 weights in a 20-byte block.
+//!
+//! Layout: `d` (f16), `m` (f16), then 16 bytes of 4-bit codes: byte `i` holds weight `i` in its
+//! low nibble and weight `i + 16` in its high nibble. Weight = `d * code + m`.
+//!
+//! `d * code` is exact in f32 (11-bit by 4-bit significands); the addition of `m` is the only
+//! rounding, so a fused multiply-add gives the same bits, but adding `m` to anything else first
+//! would not.
+
+use half::f16;
+
+use super::FormatError;
+
+/// Weights per block.
+pub const BLOCK_WEIGHTS: usize = 32;
+/// Bytes per block.
+pub const BLOCK_BYTES: usize = 20;
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The unsigned code (0..=15) of weight `i` of a block.
+#[inline]
+fn code(b: &[u8; BLOCK_BYTES], i: usize) -> u8 {
+    let byte = b[4 + i % 16];
+    if i < 16 {
+        byte & 15
+    } else {
+        byte >> 4
+    }
+}
+
+/// Dequantises one block, bit-exactly as gguf-py.
+pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = d * code(b, i) as f32 + m;
+    }
+}
+
+/// Per weight, `|d * code| + |m|`: the magnitudes of the terms summed into the weight.
+pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let (d, m) = (f16_at(b, 0).abs(), f16_at(b, 2).abs());
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = d * code(b, i) as f32 + m;
+    }
+}
+
+/// A random block with finite `d` and `m`: mostly realistic (`d` > 0, `m` of either sign),
+/// sometimes zero or f16 subnormals; random codes.
+pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    b[0..2].copy_from_slice(&random_f16(rng, 5e-2, false).to_le_bytes());
+    b[2..4].copy_from_slice(&random_f16(rng, 0.5, true).to_le_bytes());
+    rng.fill(&mut b[4..]);
+    b
+}
+
+/// Random finite f16 bits: 1 in 16 zero (either sign) or subnormal, else in 1e-4..`max`
+/// (negative too when `signed`).
+fn random_f16(rng: &mut fastrand::Rng, max: f32, signed: bool) -> u16 {
+    if rng.u32(0..16) == 0 {
+        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200][rng.usize(0..5)];
+    }
+    let v = f16::from_f32(1e-4 + rng.f32() * max).to_bits();
+    if signed && rng.bool() {
+        v | 0x8000
+    } else {
+        v
+    }
+}
+
+/// Checks that `bytes` is whole blocks with finite `d` and `m`. A non-finite one gives
+/// [`FormatError::NonFinite`] with the index of the block's first weight.
+pub fn validate(bytes: &[u8]) -> Result<(), FormatError> {
+    if bytes.len() % BLOCK_BYTES != 0 {
+        return Err(FormatError::NotBlockMultiple { what: "Q4_1 data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
+    }
+    for (blk, b) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+        if !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite()) {
+            return Err(FormatError::NonFinite { index: blk * BLOCK_WEIGHTS });
+        }
+    }
+    Ok(())
+}
+
+/// Dequantises whole blocks into `out` (`out.len()` = blocks * 32), after [`validate`].
+pub fn dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
+    validate(bytes)?;
+    let n = bytes.len() / BLOCK_BYTES;
+    if out.len() != n * BLOCK_WEIGHTS {
+        return Err(FormatError::NotBlockMultiple { what: "Q4_1 output values", len: out.len() as u64, block: BLOCK_WEIGHTS as u64 });
+    }
+    for (b, o) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)] // indices are layout positions
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_block() {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[0..2].copy_from_slice(&f16::from_f32(0.25).to_bits().to_le_bytes());
+        b[2..4].copy_from_slice(&f16::from_f32(-1.5).to_bits().to_le_bytes());
+        for i in 0..16 {
+            b[4 + i] = (i as u8) | ((15 - i as u8) << 4);
+        }
+        let mut out = [0f32; BLOCK_WEIGHTS];
+        dequantize_block(&b, &mut out);
+        for i in 0..16 {
+            assert_eq!(out[i], 0.25 * i as f32 - 1.5);
+            assert_eq!(out[i + 16], 0.25 * (15 - i) as f32 - 1.5);
+        }
+    }
+
+    #[test]
+    fn validation_and_lengths() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut bytes: Vec<u8> = (0..3).flat_map(|_| random_block(&mut rng)).collect();
+        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
+        dequantize(&bytes, &mut out).unwrap();
+        assert!(dequantize(&bytes, &mut out[1..]).is_err());
+        assert!(matches!(validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        bytes[2 * BLOCK_BYTES + 3] = 0xfc; // block 2: m = -inf
+        assert!(matches!(dequantize(&bytes, &mut out), Err(FormatError::NonFinite { index: 64 })));
+    }
+
+    #[test]
+    fn magnitudes_bound_values() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for _ in 0..64 {
+            let b = random_block(&mut rng);
+            let (mut w, mut m) = ([0f32; BLOCK_WEIGHTS], [0f32; BLOCK_WEIGHTS]);
+            dequantize_block(&b, &mut w);
+            magnitudes_block(&b, &mut m);
+            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && w.abs() <= *m));
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! GGML Q5_K: 256 weights in a 176-byte block.
+//!
+//! Layout: `d` (f16), `dmin` (f16), 12 bytes of packed 6-bit scales and mins (as Q4_K, see
+//! [`super::q4k::get_scale_min`]), `qh[32]`, `qs[128]`. Weight `i` (sub-block `j = i / 32`,
+//! `l = i % 32`) has low nibble `(qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15` and fifth bit
+//! `(qh[l] >> j) & 1`; weight = `(d * sc_j) * q - dmin * m_j`.
+//!
+//! `d * sc_j * q` (11 + 6 + 5 significand bits) and `dmin * m_j` are exact in f32, so the
+//! subtraction is the only rounding: any product order, or a fused multiply-add, gives the same
+//! bits.
+
+use half::f16;
+
+use super::q4k::get_scale_min;
+use super::FormatError;
+
+/// Weights per block.
+pub const BLOCK_WEIGHTS: usize = 256;
+/// Bytes per block.
+pub const BLOCK_BYTES: usize = 176;
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// The 5-bit code (0..=31) of weight `i` of a block.
+#[inline]
+fn code(b: &[u8; BLOCK_BYTES], i: usize) -> u8 {
+    let (j, l) = (i / 32, i % 32);
+    let lo = (b[48 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+    let hi = (b[16 + l] >> j) & 1;
+    lo | hi << 4
+}
+
+/// The scale bytes of a block.
+fn scales(b: &[u8; BLOCK_BYTES]) -> [u8; 12] {
+    b[4..16].try_into().expect("12 bytes")
+}
+
+/// Dequantises one block, bit-exactly as gguf-py.
+pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let (d, dmin, s) = (f16_at(b, 0), f16_at(b, 2), scales(b));
+    for j in 0..8 {
+        let (sc, m) = get_scale_min(j, &s);
+        let (d1, m1) = (d * sc as f32, dmin * m as f32);
+        for l in 0..32 {
+            out[32 * j + l] = d1 * code(b, 32 * j + l) as f32 - m1;
+        }
+    }
+}
+
+/// Per weight, `|d * sc * q| + |dmin * m|`: the magnitudes of the terms summed into the weight.
+pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let (d, dmin, s) = (f16_at(b, 0).abs(), f16_at(b, 2).abs(), scales(b));
+    for j in 0..8 {
+        let (sc, m) = get_scale_min(j, &s);
+        let (d1, m1) = (d * sc as f32, dmin * m as f32);
+        for l in 0..32 {
+            out[32 * j + l] = d1 * code(b, 32 * j + l) as f32 + m1;
+        }
+    }
+}
+
+/// A random block with finite `d` and `dmin`: mostly realistic positive values, sometimes
+/// zero, negative or an f16 subnormal; random scales and codes.
+pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    b[0..2].copy_from_slice(&random_f16(rng, 2e-3).to_le_bytes());
+    b[2..4].copy_from_slice(&random_f16(rng, 2e-3).to_le_bytes());
+    rng.fill(&mut b[4..]);
+    b
+}
+
+/// Random finite f16 bits: 1 in 16 zero (either sign), subnormal or negative, else in
+/// 1e-5..`max`.
+fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
+    if rng.u32(0..16) == 0 {
+        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)];
+    }
+    f16::from_f32(1e-5 + rng.f32() * max).to_bits()
+}
+
+/// Checks that `bytes` is whole blocks with finite `d` and `dmin`. A non-finite one gives
+/// [`FormatError::NonFinite`] with the index of the block's first weight.
+pub fn validate(bytes: &[u8]) -> Result<(), FormatError> {
+    if bytes.len() % BLOCK_BYTES != 0 {
+        return Err(FormatError::NotBlockMultiple { what: "Q5_K data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
+    }
+    for (blk, b) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+        if !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite()) {
+            return Err(FormatError::NonFinite { index: blk * BLOCK_WEIGHTS });
+        }
+    }
+    Ok(())
+}
+
+/// Dequantises whole blocks into `out` (`out.len()` = blocks * 256), after [`validate`].
+pub fn dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
+    validate(bytes)?;
+    let n = bytes.len() / BLOCK_BYTES;
+    if out.len() != n * BLOCK_WEIGHTS {
+        return Err(FormatError::NotBlockMultiple { what: "Q5_K output values", len: out.len() as u64, block: BLOCK_WEIGHTS as u64 });
+    }
+    for (b, o) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)] // indices are layout positions
+mod tests {
+    use super::super::q4k::pack_scale_min;
+    use super::*;
+
+    #[test]
+    fn known_block() {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[0..2].copy_from_slice(&f16::from_f32(0.5).to_bits().to_le_bytes());
+        b[2..4].copy_from_slice(&f16::from_f32(0.25).to_bits().to_le_bytes());
+        let sc = [1, 2, 3, 4, 40, 50, 60, 63];
+        let m = [0, 1, 2, 3, 33, 44, 55, 63];
+        b[4..16].copy_from_slice(&pack_scale_min(&sc, &m));
+        let codes: [u8; 256] = std::array::from_fn(|i| (i as u8).wrapping_mul(13).wrapping_add(i as u8 >> 5) % 32);
+        for i in 0..256 {
+            let (j, l) = (i / 32, i % 32);
+            b[48 + 32 * (j / 2) + l] |= (codes[i] & 15) << (4 * (j % 2));
+            b[16 + l] |= (codes[i] >> 4) << j;
+        }
+        let mut out = [0f32; BLOCK_WEIGHTS];
+        dequantize_block(&b, &mut out);
+        for i in 0..256 {
+            let j = i / 32;
+            assert_eq!(out[i], 0.5 * sc[j] as f32 * codes[i] as f32 - 0.25 * m[j] as f32, "{i}");
+        }
+    }
+
+    #[test]
+    fn validation_and_lengths() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut bytes: Vec<u8> = (0..3).flat_map(|_| random_block(&mut rng)).collect();
+        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
+        dequantize(&bytes, &mut out).unwrap();
+        assert!(dequantize(&bytes, &mut out[1..]).is_err());
+        assert!(matches!(validate(&bytes[..BLOCK_BYTES - 1]), Err(FormatError::NotBlockMultiple { .. })));
+        bytes[2 * BLOCK_BYTES + 3] = 0x7c; // block 2: dmin = +inf
+        assert!(matches!(dequantize(&bytes, &mut out), Err(FormatError::NonFinite { index: 512 })));
+    }
+
+    #[test]
+    fn magnitudes_bound_values() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for _ in 0..64 {
+            let b = random_block(&mut rng);
+            let (mut w, mut m) = ([0f32; BLOCK_WEIGHTS], [0f32; BLOCK_WEIGHTS]);
+            dequantize_block(&b, &mut w);
+            magnitudes_block(&b, &mut m);
+            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && w.abs() <= *m));
+        }
+    }
+}
