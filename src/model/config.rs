@@ -164,7 +164,7 @@ impl Config {
         }
         let context_length = need_u(file, &k("context_length"))?;
         let rms_eps = key_f(file, &k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| ModelError::MissingKey(k("attention.layer_norm_rms_epsilon")))?;
-        if !(rms_eps >= 0.0) {
+        if rms_eps.is_nan() || rms_eps < 0.0 {
             return Err(ModelError::BadKey { key: k("attention.layer_norm_rms_epsilon"), reason: format!("{rms_eps} is negative") });
         }
         let head_dim = match key_u(file, &k("attention.key_length"))? {
@@ -187,14 +187,14 @@ impl Config {
             return Err(ModelError::BadKey { key: k("attention.head_count"), reason: format!("head dim {head_dim} must be even and 2..=256") });
         }
         let rope_theta = key_f(file, &k("rope.freq_base"))?.unwrap_or(10_000.0);
-        if !(rope_theta > 1.0) {
+        if rope_theta.is_nan() || rope_theta <= 1.0 {
             return Err(ModelError::BadKey { key: k("rope.freq_base"), reason: format!("{rope_theta} must be > 1") });
         }
         let factor = key_f(file, &k("rope.scaling.factor"))?.filter(|&f| f != 0.0);
         let rope_scaling = match key_str(file, &k("rope.scaling.type"))? {
             None | Some("linear") => match factor {
                 Some(f) if f != 1.0 => {
-                    if !(f > 0.0) {
+                    if f.is_nan() || f <= 0.0 {
                         return Err(ModelError::BadKey { key: k("rope.scaling.factor"), reason: format!("{f} must be > 0") });
                     }
                     RopeScalingKind::Linear { factor: f }

@@ -46,7 +46,7 @@ impl KvKind {
 /// One layer's K and V.
 pub enum LayerKv {
     F16 { k: GpuBuffer<f16>, v: GpuBuffer<f16> },
-    Tq { k: TqCache, v: TqCache },
+    Tq { k: Box<TqCache>, v: Box<TqCache> },
 }
 
 /// The TurboQuant cache's work buffers, shared by all layers.
@@ -95,7 +95,7 @@ impl KvCache {
                         let workspace = TqAttnWorkspace::new(ctx, cfg.heads, &kc)?;
                         tq_scratch = Some(TqScratch { workspace, k: ctx.alloc(n)?, v: ctx.alloc(n)? });
                     }
-                    layers.push(LayerKv::Tq { k: TqCache::new(ctx, kc)?, v: TqCache::new(ctx, vc)? });
+                    layers.push(LayerKv::Tq { k: Box::new(TqCache::new(ctx, kc)?), v: Box::new(TqCache::new(ctx, vc)?) });
                 }
             }
         }

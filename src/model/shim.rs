@@ -62,6 +62,14 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> std::result::R
             let blocks: Vec<BlockQ4K> = bytes.chunks_exact(BLOCK_BYTES).map(|c| BlockQ4K::from_le_bytes(c.try_into().expect("block"))).collect();
             out.copy_from_slice(&dequantize_row(&blocks));
         }
+        GgmlType::Q4_0 => crate::formats::q4_0::dequantize(bytes, out)?,
+        GgmlType::Q4_1 => crate::formats::q4_1::dequantize(bytes, out)?,
+        GgmlType::Q5_0 => crate::formats::q5_0::dequantize(bytes, out)?,
+        GgmlType::Q5_1 => crate::formats::q5_1::dequantize(bytes, out)?,
+        GgmlType::Q2_K => crate::formats::q2_k::dequantize(bytes, out)?,
+        GgmlType::Q3_K => crate::formats::q3_k::dequantize(bytes, out)?,
+        GgmlType::Q5_K => crate::formats::q5_k::dequantize(bytes, out)?,
+        GgmlType::Q6_K => crate::formats::q6_k::dequantize(bytes, out)?,
         other => return Err(FormatError::UnknownTensorType { name: format!("{other:?} (shim)"), id: other.id() }),
     }
     Ok(())

@@ -119,7 +119,7 @@ impl Weights {
         macro_rules! load {
             ($e:expr, $name:expr) => {{
                 let v = $e;
-                step(&$name)?;
+                step($name.as_ref())?;
                 v
             }};
         }
@@ -145,9 +145,9 @@ impl Weights {
             let w_down = load!(matrix(ctx, file, &p("ffn_down.weight"), h, f)?, p("ffn_down.weight"));
             layers.push(Layer { attn_norm, wq, wk, wv, bias, wo, ffn_norm, w_gate, w_up, w_down });
         }
-        let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight".to_string());
+        let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight");
         let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
-        let lm_head = load!(matrix(ctx, file, head, cfg.vocab, h)?, head.to_string());
+        let lm_head = load!(matrix(ctx, file, head, cfg.vocab, h)?, head);
         Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: total })
     }
 

@@ -115,7 +115,7 @@ pub fn build(spec: &Spec, seed: u64) -> (GgufWriter, RefModel) {
         .metadata(format!("{a}.rope.freq_base"), MetaValue::F32(spec.theta as f32))
         .metadata(format!("{a}.rope.dimension_count"), MetaValue::U32(d as u32));
     let f16_store = spec.f16;
-    let mut mat = |w: &mut GgufWriter, name: &str, n: usize, k: usize, scale: f64, rng: &mut fastrand::Rng| -> Mat {
+    let mat = |w: &mut GgufWriter, name: &str, n: usize, k: usize, scale: f64, rng: &mut fastrand::Rng| -> Mat {
         let vals: Vec<f64> = (0..n * k).map(|_| (2.0 * rng.f64() - 1.0) * scale).collect();
         let (vals, bytes, ty) = if f16_store {
             let hv: Vec<f16> = vals.iter().map(|&v| f16::from_f64(v)).collect();
