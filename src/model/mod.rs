@@ -1,4 +1,4 @@
-//! Running a GGUF model: configuration from the file's metadata ([`Config`]), weights streamed
+//! Running a GGUF model: tokenizer ([`tokenizer::Tokenizer`], from the file's own vocabulary), configuration from the file's metadata ([`Config`]), weights streamed
 //! to the GPU ([`Weights`]), a KV cache ([`KvCache`], f16 or TurboQuant), the forward pass
 //! ([`Session`]: a prefill chunk or a decode step recorded into one batch) and sampling
 //! ([`Sampler`], on the CPU).
@@ -7,16 +7,22 @@
 //!
 //! ```no_run
 //! use wgkernels::{Context, ContextOptions};
-//! use wgkernels::model::{Model, Sampler, SamplerConfig, Session, SessionOptions};
+//! use wgkernels::model::{tokenizer::Tokenizer, Model, Sampler, SamplerConfig, Session, SessionOptions};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
 //! let model = Model::open(&ctx, "model.gguf", &mut |_| {})?;
 //! let mut session = Session::new(&ctx, &model, SessionOptions { context: 512, ..Default::default() })?;
 //! let mut sampler = Sampler::new(SamplerConfig::default())?;
-//! let prompt: Vec<u32> = vec![1, 15043]; // token ids (a tokenizer gives them)
+//! let tok = Tokenizer::from_gguf(&model.file)?;
+//! let prompt = tok.encode("Once upon a time", true)?;
 //! let mut logits = session.prefill(&ctx, &model, &prompt)?;
+//! let mut text = tok.decoder(false);
 //! for _ in 0..16 {
 //!     let next = sampler.sample(&logits)?;
+//!     print!("{}", text.push(next)?);
+//!     if tok.is_eog(next) {
+//!         break;
+//!     }
 //!     logits = session.decode(&ctx, &model, next)?;
 //! }
 //! # Ok(()) }
@@ -29,6 +35,7 @@ pub mod kv;
 pub mod ops;
 pub mod sample;
 pub(crate) mod shim;
+pub mod tokenizer;
 pub mod weights;
 
 /// The weight-matrix API the forward pass is written against.
