@@ -271,3 +271,89 @@ fn glue_kernels_match_cpu() {
     assert!(ops::copy_row(&mut ctx.batch(), &sb, 3, n, &db).is_err(), "row past the source");
     assert!(ops::bias_add(&mut ctx.batch(), &yb, &bb, rows + 1, n).is_err(), "rows past y");
 }
+
+/// The llama.cpp fixtures (tests/data/models/manifest.txt, made by tools/make_model_fixtures.py
+/// with llama.cpp's converter, quantiser and CPU backend): for every model file, our prompt
+/// tokenisation equals llama.cpp's, our logits match llama.cpp's at every prompt position, and
+/// llama.cpp's 32-token greedy continuation is ours (see the comment in the loop for quantised
+/// files).
+///
+/// Tolerance, as a fraction of each row's logit spread (max - min): llama.cpp's CPU backend
+/// rounds the activations of every quantised matrix product to 8 bits (Q8_0 / Q8_K blocks) and
+/// of F16 products to f16, while our kernels multiply f32 activations; both caches hold f16 K/V.
+/// Measured on lavapipe (llama-tiny): F16 1.6e-3, Q8_0 2.7e-2, Q4_K_M 4.4e-2 (8-bit activation
+/// rounding is 2^-8 of a block's maximum against f16's 2^-11 of each value). Tolerances: F16
+/// 5e-3, Q8_0 4e-2, Q4_K_M 6e-2. A wrong layout, scaling, bias or tensor shows up as 30% and more.
+#[test]
+fn llama_cpp_fixtures_match() {
+    use model_ref::fixtures::{dir, manifest_models, read_keys, read_npy_f32, u32s, unhex};
+    use wgkernels::model::tokenizer::Tokenizer;
+    let ctx = common::context();
+    let models = manifest_models();
+    let mut failures = Vec::new();
+    for (arch, ftype) in [("llama", "F16"), ("llama", "Q8_0"), ("llama", "Q4_K_M"), ("qwen2", "F16"), ("qwen2", "Q8_0"), ("qwen2", "Q4_K_M")] {
+        if !models.iter().any(|m| m.arch == arch && m.ftype == ftype) {
+            failures.push(format!("no {arch} {ftype} fixture in manifest.txt"));
+        }
+    }
+    for m in &models {
+        let name = &m.name;
+        let r = read_keys(&dir().join(&m.reference));
+        let key = |k: &str| r.get(k).unwrap_or_else(|| panic!("{}: key {k} missing", m.reference));
+        let (shape, want) = read_npy_f32(&std::fs::read(dir().join(&key("logits")[0])).unwrap());
+        let file = GgufFile::open(dir().join(&m.file)).unwrap();
+        let tok = Tokenizer::from_gguf(&file).unwrap();
+        let prompt = u32s(key("prompt_tokens"));
+        let text = String::from_utf8(unhex(&key("prompt_hex")[0])).unwrap();
+        let ours = tok.encode(&text, true).unwrap();
+        if ours != prompt {
+            failures.push(format!("{name}: tokenisation {ours:?} != llama.cpp {prompt:?}"));
+        }
+        let model = Model::load(&ctx, file, &mut |_| {}).unwrap();
+        let vocab = model.config.vocab;
+        assert_eq!(shape, vec![prompt.len(), vocab], "{name}: logits shape");
+        let tol = match m.ftype.as_str() {
+            "F16" => 5e-3,
+            "Q8_0" => 4e-2,
+            _ => 6e-2,
+        };
+        let greedy = u32s(key("greedy_tokens"));
+        let top2: Vec<f64> = key("greedy_top2").iter().map(|s| s.parse().unwrap()).collect();
+        let opts = SessionOptions { context: prompt.len() + greedy.len(), kv: KvKind::F16, chunk: 16, all_logits: true };
+        let mut s = Session::new(&ctx, &model, opts).unwrap();
+        let got = s.prefill(&ctx, &model, &prompt).unwrap();
+        let mut worst: f64 = 0.0;
+        for (t, (g, w)) in got.chunks(vocab).zip(want.chunks(vocab)).enumerate() {
+            let wf: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+            let e = row_error(g, &wf);
+            worst = worst.max(e);
+            if e >= tol {
+                failures.push(format!("{name}: position {t}: logit error {e:.3e} of the spread (tol {tol})"));
+            }
+        }
+        // Greedy continuation, teacher-forced with llama.cpp's tokens: at every step llama.cpp's
+        // choice must be our argmax, or (quantised files only) within our logit error bound of it
+        // (2 x tol x the row's spread): llama.cpp rounds activations to 8 bits there, which moves
+        // logits by ~3% of the spread, while random-weight logits have top-2 margins down to 0.1%
+        // (its own greedy_top2), so exact identity is not a property of a correct quantised run.
+        // F16 files must be token-identical at every step.
+        let mut row = got[got.len() - vocab..].to_vec();
+        let mut exact = 0;
+        for (i, &want_tok) in greedy.iter().enumerate() {
+            let am = wgkernels::model::sample::argmax(&row).unwrap();
+            let (lo, hi) = row.iter().fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+            let gap = (row[am as usize] - row[want_tok as usize]) as f64;
+            if am == want_tok {
+                exact += 1;
+            } else if m.ftype == "F16" || gap > 2.0 * tol * (hi - lo) as f64 {
+                let margin = top2.get(2 * i).zip(top2.get(2 * i + 1)).map(|(a, b)| a - b);
+                failures.push(format!("{name}: greedy step {i}: ours {am}, llama.cpp {want_tok} (our gap {gap:.4}, spread {:.3}; llama.cpp's top-2 margin {margin:?})", hi - lo));
+            }
+            if i + 1 < greedy.len() {
+                row = s.decode(&ctx, &model, want_tok).unwrap();
+            }
+        }
+        println!("{name}: max logit error {worst:.3e} of the spread (tol {tol}); greedy: {exact}/{} steps our argmax", greedy.len());
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -48,22 +48,13 @@ pub use kv::{KvCache, KvKind};
 pub use sample::{Sampler, SamplerConfig};
 pub use weights::{Progress, Weights};
 
-/// The kernels a forward pass records (for reporting the variant chosen for each).
-pub fn kernels_used() -> Vec<&'static crate::caps::KernelInfo> {
+/// The kernels a forward pass with a `kv` cache records (for reporting the variant chosen for each).
+pub fn kernels_used(kv: KvKind) -> Vec<&'static crate::caps::KernelInfo> {
     use crate::kernels::{attention, elementwise, rope, turboquant};
-    vec![
-        &elementwise::RMSNORM,
-        &mm::GEMM,
-        &ops::BIAS_ADD,
-        &ops::KV_STORE,
-        &attention::PREFILL,
-        &attention::DECODE,
-        &elementwise::ADD,
-        &elementwise::SILU_GATE,
-        &ops::COPY_ROW,
-        &rope::APPLY,
-        &turboquant::QUANTIZE,
-        &turboquant::DEQUANTIZE,
-        &turboquant::ATTENTION,
-    ]
+    let mut v = vec![&elementwise::RMSNORM, &mm::GEMM, &ops::BIAS_ADD, &attention::PREFILL, &elementwise::ADD, &elementwise::SILU_GATE, &ops::COPY_ROW];
+    match kv {
+        KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),
+        KvKind::TurboQuant => v.extend([&rope::APPLY, &turboquant::QUANTIZE, &turboquant::DEQUANTIZE, &turboquant::ATTENTION]),
+    }
+    v
 }
