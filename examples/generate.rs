@@ -143,6 +143,9 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         if c.rope_freqs.is_some() { ", rope_freqs" } else { "" },
         if c.tied_embeddings { "tied embeddings" } else { "separate LM head" }
     );
+    if !model.weights.f32_fallback.is_empty() {
+        eprintln!("note: {} matrices of a type without a GPU kernel were dequantised to F32 at load (e.g. {})", model.weights.f32_fallback.len(), model.weights.f32_fallback[0]);
+    }
     let mut prompt = tok.encode(&a.prompt, a.bos)?;
     if prompt.is_empty() {
         prompt = tok.bos().into_iter().collect();
@@ -203,7 +206,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("decode: {steps} tokens in {decode_s:.3} s = {:.1} tok/s", steps as f64 / decode_s);
     }
     eprintln!("kernel variants (WGKERNELS_VARIANT / the probe example explain the choice):");
-    for k in wgkernels::model::kernels_used(a.kv) {
+    for k in wgkernels::model::kernels_used(&model, a.kv) {
         let v = ctx.variant_for(k).map(|v| v.name().to_string()).unwrap_or_else(|e| format!("unsupported: {e}"));
         eprintln!("  {:<22} {v}", k.name);
     }

@@ -30,6 +30,9 @@ pub enum Error {
     Format(String),
     /// A position past the end of a fixed-capacity (global) KV cache.
     PositionOutOfRange { pos: u64, capacity: u64 },
+    /// A ggml type that is no supported weight format (IQ*, TQ*, MXFP4, ...), with the tensor
+    /// where one is involved.
+    UnsupportedType { ggml_type: crate::formats::gguf::GgmlType, tensor: Option<String> },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -55,6 +58,8 @@ impl fmt::Display for Error {
             Error::Readback(s) => write!(f, "readback failed: {s}"),
             Error::Format(s) => write!(f, "format error: {s}"),
             Error::PositionOutOfRange { pos, capacity } => write!(f, "position {pos} is past the end of a cache of capacity {capacity}"),
+            Error::UnsupportedType { ggml_type, tensor: Some(t) } => write!(f, "tensor {t:?}: ggml type {ggml_type:?} is not a supported weight format"),
+            Error::UnsupportedType { ggml_type, tensor: None } => write!(f, "ggml type {ggml_type:?} is not a supported weight format"),
         }
     }
 }

@@ -1,21 +1,87 @@
-//! CPU-side weight formats: GGML Q4_K blocks and the GGUF container.
+//! CPU-side weight formats and the format registry of the weight-matrix family
+//! ([`crate::kernels::matmul`]), plus the GGUF container ([`gguf`]).
 //!
-//! This module only depends on `std`, `half` and `bytemuck`. Every parser here returns a
-//! [`FormatError`] on malformed input; none of them panics or allocates more than the input
-//! could justify.
+//! This module only depends on `std`, `half`, `bytemuck` and `fastrand`. Every parser here
+//! returns a [`FormatError`] on malformed input; none of them panics or allocates more than the
+//! input could justify.
+//!
+//! # Weight formats
+//!
+//! A format is one Rust module here (a `pub const FORMAT:` [`WeightFormat`]) plus one WGSL part
+//! `wgsl/fmt_<name>.wgsl`, registered with one line in [`FORMATS`]. Everything else - upload,
+//! GGUF loading, GEMV (Portable and Subgroup, f32 and int8 activations), GEMM, dequantise, the
+//! harness and bench cases - is generic over the descriptor and needs no edit.
+//!
+//! ## GPU layout
+//!
+//! A matrix of `n` rows and `k` columns is uploaded as one `array<vec4<u32>>` (`wq`): row `r`
+//! starts at vec4 `r * row_vec4s` where `row_vec4s = (gpu_row_words)(k) / 4`; what lies inside a
+//! row is the format's choice ([`WeightFormat::relayout_row`] writes it from the row's GGUF
+//! bytes, on a zero-filled row, so padding is zero). Rows are independent, which lets the family
+//! split a matrix larger than the device's storage binding limit into row chunks. An **item** is
+//! [`WeightFormat::item_weights`] weights of one row (a multiple of 4): the unit a GEMV lane
+//! loads and multiplies per step; a row has `items = ceil(k / item_weights)` items.
+//!
+//! ## WGSL part contract (`wgsl/fmt_<name>.wgsl`)
+//!
+//! The part is concatenated with the family's generic parts (wgsl/mm_*.wgsl, and the team file
+//! for GEMVs); declaration order does not matter in WGSL. Every module-scope name the part
+//! declares must start with `fmt_` or `Fmt` (the generic parts use `mm_`, `Mm`, `team_`, `Team`,
+//! `p`, `wq`, `x`, `xq`, `y`, `out`, `main`). The generic parts provide:
+//!
+//! - `wq: array<vec4<u32>>` - the matrix (read only);
+//! - `p.k` (columns), `p.k4` (`ceil(k / 4)`), `p.row_vec4s`, `p.items` (items per row);
+//! - `fn mm_x4(c4: u32) -> vec4<f32>` - activations of columns `4c4 .. 4c4 + 3` (zero for
+//!   `c4 >= p.k4`; in the int8-activation GEMV, the dequantised int8 values). Use it only from
+//!   `fmt_x` (other kernels define it as zeros);
+//! - helpers in wgsl/mm_common.wgsl: `mm_f16x2(w) -> vec2<f32>` (both halves of `w`, exactly:
+//!   subnormals, infinities and NaN included), `mm_bf16x2(w)`, `mm_i8x4(w) -> vec4<f32>` (the
+//!   four bytes as signed integers), `mm_u8x4(w)`, `mm_u4x8(w) -> array<vec4<f32>, 2>`
+//!   (nibbles, byte order, low nibble first).
+//!
+//! The part must define:
+//!
+//! - `struct FmtRow` and `fn fmt_load(base: u32, item: u32) -> FmtRow`: everything one row needs
+//!   at one item (`base` = the row's first vec4 in `wq`, `item < p.items`). Loads only: the
+//!   GEMV issues the loads of several rows and items before any arithmetic. Prefer 16-byte
+//!   loads at vec4 indices that are consecutive for consecutive items (lanes take consecutive
+//!   items, so those loads coalesce);
+//! - `struct FmtX` and `fn fmt_x(item: u32) -> FmtX`: the activations of one item, loaded
+//!   through `mm_x4` (plus any sums the dot wants), shared by the ROWS rows a team computes;
+//! - `fn fmt_dot(w: FmtRow, x: FmtX) -> f32`: the row's partial dot over the item. It may
+//!   factor the block scales out (`d * sum q x - dmin * sum m sx`) instead of dequantising;
+//! - `fn fmt_w4(base: u32, c4: u32) -> vec4<f32>`: the weights of columns `4c4 .. 4c4 + 3` of
+//!   the row at `base` (`c4 < p.k4`), **bit-exact** with [`WeightFormat::dequantize`] (used by the
+//!   dequantise kernel and staged by the GEMM).
+//!
+//! Reading outside the row (`base .. base + row_vec4s`) is a bug: shader bounds checks are off.
 
 use std::fmt;
 
 pub mod gguf;
+// Formats not (yet) in the matmul family: CPU dequantisers only.
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;
 pub mod q4_1;
-pub mod q4k;
 pub mod q5_0;
 pub mod q5_1;
 pub mod q5_k;
 pub mod q6_k;
+
+mod weight;
+pub use weight::*;
+
+/// Declares the format modules and [`FORMATS`], in order: adding a format = its name here.
+macro_rules! weight_formats {
+    ($($m:ident),* $(,)?) => {
+        $(pub mod $m;)*
+        /// Every weight format of the matmul family (one line per format: its module).
+        pub static FORMATS: &[&WeightFormat] = &[$(&$m::FORMAT),*];
+    };
+}
+
+weight_formats![f32, f16, bf16, q8_0, q4k];
 
 /// Errors from the quantisation helpers and the GGUF reader/writer.
 #[derive(Debug)]
@@ -61,6 +127,12 @@ pub enum FormatError {
     TensorOutOfRange { name: String, start: u64, len: u64, available: u64 },
     /// The tensor's ggml type has no known block size, so its bytes cannot be located.
     UnknownTensorType { name: String, id: u32 },
+    /// A tensor or buffer of a ggml type the weight formats do not support (IQ*, TQ*, MXFP4, ...).
+    UnsupportedType { ggml_type: gguf::GgmlType, tensor: Option<String> },
+    /// A block scale is NaN or infinite (block index within the data).
+    NonFiniteScale { block: usize },
+    /// Data of the wrong length for its shape.
+    WrongLength { what: &'static str, len: u64, expected: u64 },
     /// I/O error while reading a file.
     Io(std::io::Error),
 }
@@ -103,6 +175,10 @@ impl fmt::Display for FormatError {
             UnknownTensorType { name, id } => {
                 write!(f, "tensor {name:?}: ggml type {id} has no known size")
             }
+            UnsupportedType { ggml_type, tensor: Some(t) } => write!(f, "tensor {t:?}: ggml type {ggml_type:?} is not a supported weight format"),
+            UnsupportedType { ggml_type, tensor: None } => write!(f, "ggml type {ggml_type:?} is not a supported weight format"),
+            NonFiniteScale { block } => write!(f, "block {block} has a NaN or infinite scale"),
+            WrongLength { what, len, expected } => write!(f, "{what}: {len} bytes, expected {expected}"),
             Io(e) => write!(f, "I/O error: {e}"),
         }
     }

@@ -9,7 +9,80 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::gguf::GgmlType;
+use super::weight::{le16, random_f16_scale, WeightFormat};
 use super::FormatError;
+
+/// The Q4_K weight format of the matmul family.
+///
+/// GPU layout (per block, 9 vec4 = 144 bytes, blocks of a row contiguous): vec4 0 = the head
+/// (bytes 0..16: f16 d | f16 dmin << 16, then the 12 scale bytes); vec4s 1..8 = the 128 nibble
+/// bytes with the 4 x 8 matrix of nibble words transposed: component `pp` of vec4 `1 + wi` is
+/// nibble word `8pp + wi`, positions `4wi .. 4wi + 3` of sub-blocks `2pp` (low nibbles) and
+/// `2pp + 1` (high). An item is a quad (64 weights): quad `u` of a block = its head and vec4s
+/// `1 + u` and `5 + u` (positions `4u..4u+3` and `4u+16..4u+19` of all eight sub-blocks), so
+/// lanes on consecutive quads load consecutive vec4s of weights and of x.
+pub const FORMAT: WeightFormat = WeightFormat {
+    name: "q4_k",
+    ggml_type: GgmlType::Q4_K,
+    block_weights: QK_K,
+    block_bytes: BLOCK_BYTES,
+    item_weights: 64,
+    gpu_row_words: |k| k / QK_K * 36,
+    relayout_row,
+    dequantize: |src, out| {
+        for (c, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+            dequantize_block(&BlockQ4K::from_le_bytes(c.try_into().expect("144 bytes")), o.try_into().expect("256 values"));
+        }
+    },
+    magnitudes,
+    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16::from_bits(le16(b, 0)).is_finite() && f16::from_bits(le16(b, 2)).is_finite())),
+    random_blocks,
+    wgsl: include_str!("../../wgsl/fmt_q4_k.wgsl"),
+};
+
+/// GPU word `gw` (0..32) of a block's nibble area holds GGUF nibble word `8 * (gw % 4) + gw / 4`.
+fn relayout_row(src: &[u8], dst: &mut [u32]) {
+    let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    for (blk, d) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(36)) {
+        for (i, w) in d[..4].iter_mut().enumerate() {
+            *w = word(&blk[4 * i..]);
+        }
+        for (gw, w) in d[4..].iter_mut().enumerate() {
+            *w = word(&blk[16 + 4 * (8 * (gw % 4) + gw / 4)..]);
+        }
+    }
+}
+
+/// `|d*sc*q| + |dmin*m|` per weight: the operands of the final f32 subtraction.
+fn magnitudes(src: &[u8], out: &mut [f64]) {
+    for (c, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(QK_K)) {
+        let b = BlockQ4K::from_le_bytes(c.try_into().expect("144 bytes"));
+        let d = f16::from_bits(b.d).to_f64().abs();
+        let dmin = f16::from_bits(b.dmin).to_f64().abs();
+        for j in 0..8 {
+            let (sc, m) = get_scale_min(j, &b.scales);
+            for i in 0..32 {
+                let q = (b.qs[32 * (j / 2) + i] >> (4 * (j % 2))) & 15;
+                o[32 * j + i] = d * sc as f64 * q as f64 + dmin * m as f64;
+            }
+        }
+    }
+}
+
+/// Random valid blocks: finite f16 d/dmin, random 6-bit scales/mins and nibbles.
+fn random_blocks(rng: &mut fastrand::Rng, count: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(count * BLOCK_BYTES);
+    for _ in 0..count {
+        let sc: [u8; 8] = std::array::from_fn(|_| rng.u8(0..64));
+        let m: [u8; 8] = std::array::from_fn(|_| rng.u8(0..64));
+        v.extend_from_slice(&random_f16_scale(rng).to_le_bytes());
+        v.extend_from_slice(&random_f16_scale(rng).to_le_bytes());
+        v.extend_from_slice(&pack_scale_min(&sc, &m));
+        v.extend((0..128).map(|_| rng.u8(..)));
+    }
+    v
+}
 
 /// Weights per block.
 pub const QK_K: usize = 256;

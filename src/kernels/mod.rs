@@ -7,6 +7,7 @@ pub mod elementwise;
 pub mod int4;
 pub mod int8;
 pub mod interleave;
+pub mod matmul;
 pub mod q4k;
 pub mod q8;
 pub mod rope;
@@ -41,6 +42,7 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     v.extend(int4::kernels());
     v.extend(int8::kernels());
     v.extend(q4k::kernels());
+    v.extend(matmul::kernels());
     v.extend(q8::kernels());
     v.extend(turboquant::kernels());
     v.extend(rope::kernels());

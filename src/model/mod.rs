@@ -32,14 +32,13 @@ pub mod config;
 pub mod error;
 pub mod forward;
 pub mod kv;
+pub mod linear;
 pub mod ops;
 pub mod sample;
-pub(crate) mod shim;
 pub mod tokenizer;
 pub mod weights;
 
-/// The weight-matrix API the forward pass is written against.
-pub(crate) use shim as mm;
+use linear as mm;
 
 pub use config::{Arch, Config, RopeScalingKind};
 pub use error::{ModelError, Result};

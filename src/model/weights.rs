@@ -1,7 +1,7 @@
 //! Loading a model's weights from a (memory-mapped) GGUF file onto the GPU, tensor by tensor.
 //!
 //! Each matrix goes from its slice of the map straight to its GPU buffer
-//! ([`mm::WeightMatrix::from_gguf`]), so host memory while loading stays at the map plus at most
+//! ([`super::linear::load`]), so host memory while loading stays at the map plus at most
 //! one tensor being converted. The embedding table `token_embd.weight` stays in the map: each
 //! step dequantises only its tokens' rows on the CPU ([`Weights::embed`]) and uploads them. It is
 //! uploaded to the GPU only where it is also the LM head (tied embeddings, no `output.weight`).
@@ -36,8 +36,11 @@ pub struct Weights {
     /// `token_embd.weight`'s type and bytes per row (rows are read from the map).
     embd_type: GgmlType,
     embd_row_bytes: usize,
-    /// Bytes uploaded (as stored in the file).
+    /// Bytes of the matrices on the GPU plus the vectors.
     pub bytes: u64,
+    /// Matrices whose type the matmul family has no GPU kernel for, uploaded as F32
+    /// ([`super::linear`]).
+    pub f32_fallback: Vec<String>,
 }
 
 /// Loading progress: tensors and bytes done out of the totals, and the tensor just loaded.
@@ -68,11 +71,12 @@ fn vector(ctx: &Context, file: &GgufFile, name: &str, len: usize) -> Result<GpuB
     Ok(ctx.upload(&v)?)
 }
 
-/// A matrix `[n, k]` (`dims = [k, n]` in the file).
-fn matrix(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<WeightMatrix> {
+/// A matrix `[n, k]` (`dims = [k, n]` in the file); `true` when uploaded as the F32 fallback.
+fn matrix(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<(WeightMatrix, bool)> {
     expect_dims(file, name, &[k, n])?;
-    WeightMatrix::from_gguf(ctx, file, name).map_err(|e| match e {
+    mm::load(ctx, file, name).map_err(|e| match e {
         crate::Error::Format(s) | crate::Error::Shape(s) | crate::Error::Argument(s) => bad(name, s),
+        crate::Error::UnsupportedType { ggml_type, .. } => bad(name, format!("ggml type {ggml_type:?} is not supported")),
         e => ModelError::Gpu(e),
     })
 }
@@ -110,6 +114,8 @@ impl Weights {
         let embd_row_bytes = usize::try_from(embd_row_bytes).map_err(|_| bad("token_embd.weight", "row too large".into()))?;
         let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
         let mut done = (0usize, 0u64);
+        let mut fallback = Vec::new();
+        let mut gpu_bytes = 0u64;
         let mut step = |name: &str| -> Result<()> {
             done.0 += 1;
             done.1 += stored_bytes(file, name)?;
@@ -123,13 +129,25 @@ impl Weights {
                 v
             }};
         }
+        macro_rules! mat {
+            ($name:expr, $n:expr, $k:expr) => {{
+                let name: &str = $name.as_ref();
+                let (m, fb) = matrix(ctx, file, name, $n, $k)?;
+                if fb {
+                    fallback.push(name.to_string());
+                }
+                gpu_bytes += m.bytes();
+                step(name)?;
+                m
+            }};
+        }
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
             let p = |s: &str| format!("blk.{l}.{s}");
             let attn_norm = load!(vector(ctx, file, &p("attn_norm.weight"), h)?, p("attn_norm.weight"));
-            let wq = load!(matrix(ctx, file, &p("attn_q.weight"), q, h)?, p("attn_q.weight"));
-            let wk = load!(matrix(ctx, file, &p("attn_k.weight"), kv, h)?, p("attn_k.weight"));
-            let wv = load!(matrix(ctx, file, &p("attn_v.weight"), kv, h)?, p("attn_v.weight"));
+            let wq = mat!(p("attn_q.weight"), q, h);
+            let wk = mat!(p("attn_k.weight"), kv, h);
+            let wv = mat!(p("attn_v.weight"), kv, h);
             let bias = if cfg.qkv_bias {
                 let bq = load!(vector(ctx, file, &p("attn_q.bias"), q)?, p("attn_q.bias"));
                 let bk = load!(vector(ctx, file, &p("attn_k.bias"), kv)?, p("attn_k.bias"));
@@ -138,17 +156,29 @@ impl Weights {
             } else {
                 None
             };
-            let wo = load!(matrix(ctx, file, &p("attn_output.weight"), h, q)?, p("attn_output.weight"));
+            let wo = mat!(p("attn_output.weight"), h, q);
             let ffn_norm = load!(vector(ctx, file, &p("ffn_norm.weight"), h)?, p("ffn_norm.weight"));
-            let w_gate = load!(matrix(ctx, file, &p("ffn_gate.weight"), f, h)?, p("ffn_gate.weight"));
-            let w_up = load!(matrix(ctx, file, &p("ffn_up.weight"), f, h)?, p("ffn_up.weight"));
-            let w_down = load!(matrix(ctx, file, &p("ffn_down.weight"), h, f)?, p("ffn_down.weight"));
+            let w_gate = mat!(p("ffn_gate.weight"), f, h);
+            let w_up = mat!(p("ffn_up.weight"), f, h);
+            let w_down = mat!(p("ffn_down.weight"), h, f);
             layers.push(Layer { attn_norm, wq, wk, wv, bias, wo, ffn_norm, w_gate, w_up, w_down });
         }
         let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight");
         let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
-        let lm_head = load!(matrix(ctx, file, head, cfg.vocab, h)?, head);
-        Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: total })
+        let lm_head = mat!(head, cfg.vocab, h);
+        let vectors = cfg.layers as u64 * 4 * (2 * h + if cfg.qkv_bias { q + 2 * kv } else { 0 }) as u64 + 4 * h as u64;
+        Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: gpu_bytes + vectors, f32_fallback: fallback })
+    }
+
+    /// The formats of the matrices (each once).
+    pub fn formats(&self) -> Vec<&'static crate::formats::WeightFormat> {
+        let mut v: Vec<&'static crate::formats::WeightFormat> = Vec::new();
+        for w in self.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]).chain([&self.lm_head]) {
+            if !v.iter().any(|f| std::ptr::eq(*f, w.format())) {
+                v.push(w.format());
+            }
+        }
+        v
     }
 
     /// The embedding rows of `tokens`, dequantised on the CPU from the mapped file into `out`

@@ -1,0 +1,153 @@
+//! The weight-format descriptor and the format-generic CPU helpers (see the module docs of
+//! [`crate::formats`] for the GPU layout and the WGSL part contract).
+
+use super::gguf::{GgmlType, GgufFile, TensorInfo};
+use super::{FormatError, FORMATS};
+
+/// One weight format: everything the matmul family needs to upload, multiply, dequantise,
+/// validate and test matrices of it. Formats are `pub const FORMAT: WeightFormat` values listed
+/// in [`FORMATS`].
+#[derive(Debug)]
+pub struct WeightFormat {
+    /// Lower-case name: the WGSL part is `wgsl/fmt_<name>.wgsl`; kernel names end in it.
+    pub name: &'static str,
+    pub ggml_type: GgmlType,
+    /// Weights per block (1 for the float formats).
+    pub block_weights: usize,
+    /// Bytes per block as stored in GGUF.
+    pub block_bytes: usize,
+    /// Weights of one row per GEMV item (a multiple of 4; see the module docs).
+    pub item_weights: usize,
+    /// u32 words of one GPU row of `k` weights (a multiple of 4). `k` is a multiple of
+    /// `block_weights` and of 4.
+    pub gpu_row_words: fn(k: usize) -> usize,
+    /// Re-lays one row: `src` = the row's GGUF bytes (`k / block_weights` blocks), `dst` =
+    /// `gpu_row_words(k)` words, zero on entry.
+    pub relayout_row: fn(src: &[u8], dst: &mut [u32]),
+    /// Dequantises whole blocks (`out.len() == src.len() / block_bytes * block_weights`),
+    /// bit-exactly as gguf-py's `gguf.quants.dequantize`.
+    pub dequantize: fn(src: &[u8], out: &mut [f32]),
+    /// Per weight, a bound on the magnitude of the f32 operands the kernels combine into it
+    /// (e.g. `|d*sc*q| + |dmin*m|`): GEMV/GEMM errors are normalised by `sum |x| * magnitude`.
+    pub magnitudes: fn(src: &[u8], out: &mut [f64]),
+    /// The first block (index within `src`) whose scales are NaN or infinite; `None` when every
+    /// block is valid. Float formats have no scales (non-finite weights are data): always `None`.
+    pub first_invalid_block: fn(src: &[u8]) -> Option<usize>,
+    /// `count` random valid blocks (finite scales, any codes), for tests.
+    pub random_blocks: fn(rng: &mut fastrand::Rng, count: usize) -> Vec<u8>,
+    /// The WGSL part (`include_str!("../../wgsl/fmt_<name>.wgsl")`).
+    pub wgsl: &'static str,
+}
+
+impl WeightFormat {
+    /// GGUF bytes of `weights` weights (a multiple of the block), checked.
+    pub fn bytes_for(&self, weights: usize) -> Option<usize> {
+        (weights % self.block_weights == 0).then(|| (weights / self.block_weights).checked_mul(self.block_bytes)).flatten()
+    }
+
+    /// Validates `bytes` as whole blocks: length and finite scales.
+    pub fn validate(&self, bytes: &[u8]) -> Result<(), FormatError> {
+        if bytes.len() % self.block_bytes != 0 {
+            return Err(FormatError::NotBlockMultiple { what: "weight data bytes", len: bytes.len() as u64, block: self.block_bytes as u64 });
+        }
+        match (self.first_invalid_block)(bytes) {
+            Some(block) => Err(FormatError::NonFiniteScale { block }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The format of a ggml type, or `UnsupportedType`.
+pub fn format_of(ggml_type: GgmlType) -> Result<&'static WeightFormat, FormatError> {
+    FORMATS.iter().copied().find(|f| f.ggml_type == ggml_type).ok_or(FormatError::UnsupportedType { ggml_type, tensor: None })
+}
+
+/// Dequantises `bytes` (whole blocks of `ggml_type`) into `out` (`out.len()` = the weights the
+/// bytes hold), bit-exactly as gguf-py's `gguf.quants.dequantize`.
+pub fn dequantize(ggml_type: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
+    let f = format_of(ggml_type)?;
+    if bytes.len() % f.block_bytes != 0 {
+        return Err(FormatError::NotBlockMultiple { what: "weight data bytes", len: bytes.len() as u64, block: f.block_bytes as u64 });
+    }
+    let weights = (bytes.len() / f.block_bytes) as u64 * f.block_weights as u64;
+    if out.len() as u64 != weights {
+        return Err(FormatError::WrongLength { what: "dequantize output (f32 values)", len: out.len() as u64, expected: weights });
+    }
+    (f.dequantize)(bytes, out);
+    Ok(())
+}
+
+/// (n, k) of a GGUF tensor seen as a matrix: k = ne0, n = the product of the other dims.
+/// Errors name the tensor.
+pub fn matrix_dims(info: &TensorInfo) -> Result<(usize, usize), FormatError> {
+    let k = info.dims.first().copied().unwrap_or(1);
+    let n = info.dims.iter().skip(1).try_fold(1u64, |a, &d| a.checked_mul(d));
+    let big = || FormatError::ShapeOverflow { name: info.name.clone() };
+    let n = n.ok_or_else(big)?;
+    Ok((usize::try_from(n).map_err(|_| big())?, usize::try_from(k).map_err(|_| big())?))
+}
+
+/// Dequantises rows `rows` of the matrix tensor `info` of `file` (row = `ne0` values) into
+/// `out` (`rows.len() * ne0` values, row after row), reading only those rows' bytes: for
+/// embedding lookups without uploading the table. Errors name the tensor.
+pub fn dequantize_rows(file: &GgufFile, info: &TensorInfo, rows: &[usize], out: &mut [f32]) -> Result<(), FormatError> {
+    let f = format_of(info.ggml_type).map_err(|_| FormatError::UnsupportedType { ggml_type: info.ggml_type, tensor: Some(info.name.clone()) })?;
+    let (n, k) = matrix_dims(info)?;
+    let row_bytes = f.bytes_for(k).ok_or_else(|| FormatError::BadTensorShape { name: info.name.clone(), ne0: k as u64, block: f.block_weights as u64 })?;
+    let want = rows.len().checked_mul(k).ok_or_else(|| FormatError::ShapeOverflow { name: info.name.clone() })?;
+    if out.len() != want {
+        return Err(FormatError::WrongLength { what: "dequantize_rows output (f32 values)", len: out.len() as u64, expected: want as u64 });
+    }
+    let data = file.tensor_data(info)?;
+    let total = n.checked_mul(row_bytes).ok_or_else(|| FormatError::ShapeOverflow { name: info.name.clone() })?;
+    if data.len() != total {
+        return Err(FormatError::WrongLength { what: "tensor data", len: data.len() as u64, expected: total as u64 });
+    }
+    for (i, &r) in rows.iter().enumerate() {
+        if r >= n {
+            return Err(FormatError::TensorOutOfRange { name: info.name.clone(), start: r as u64, len: 1, available: n as u64 });
+        }
+        let src = &data[r * row_bytes..(r + 1) * row_bytes];
+        if let Some(b) = (f.first_invalid_block)(src) {
+            return Err(FormatError::NonFiniteScale { block: r * (k / f.block_weights) + b });
+        }
+        (f.dequantize)(src, &mut out[i * k..(i + 1) * k]);
+    }
+    Ok(())
+}
+
+/// A random finite f16 (bits): mostly a realistic positive scale, sometimes any finite value
+/// (negative, subnormal, zero, large). For the formats' random block generators.
+pub fn random_f16_scale(rng: &mut fastrand::Rng) -> u16 {
+    if rng.u32(0..8) != 0 {
+        return half::f16::from_f32(1e-4 + rng.f32() * 5e-2).to_bits();
+    }
+    let b = rng.u16(..);
+    if b & 0x7c00 == 0x7c00 {
+        b & 0x83ff // inf/NaN -> same mantissa, exponent 0 (a subnormal)
+    } else {
+        b
+    }
+}
+
+/// Little-endian u16 at byte `i`.
+#[inline]
+pub(crate) fn le16(b: &[u8], i: usize) -> u16 {
+    u16::from_le_bytes([b[i], b[i + 1]])
+}
+
+/// Packs bytes (length a multiple of 4) into little-endian words.
+pub(crate) fn pack_words(src: &[u8], dst: &mut [u32]) {
+    for (d, c) in dst.iter_mut().zip(src.chunks_exact(4)) {
+        *d = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+
+/// Packs bytes of any length into little-endian words (the last word zero-padded).
+pub(crate) fn pack_bytes(src: &[u8], dst: &mut [u32]) {
+    for (d, c) in dst.iter_mut().zip(src.chunks(4)) {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        *d = u32::from_le_bytes(w);
+    }
+}

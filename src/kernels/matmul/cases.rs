@@ -1,0 +1,265 @@
+//! Test and bench cases of the weight-matrix family (see [`crate::suite`]): for every format of
+//! [`FORMATS`], GEMV (f32 and int8 activations), GEMM and dequantise, on the format's random
+//! valid blocks, odd row counts, a row-chunked matrix, poisoned guard regions and f64
+//! references (dequantise: bit equality with the CPU dequantiser).
+
+use super::*;
+use crate::reference::{self, q8 as r8};
+use crate::suite::{describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_F32};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Gemv,
+    GemvQ8,
+    Gemm,
+    Dequant,
+}
+
+struct MmKernel {
+    format: &'static WeightFormat,
+    op: Op,
+}
+
+/// The kernels of this family, for [`crate::kernels::registry`].
+pub fn kernels() -> Vec<&'static dyn Kernel> {
+    static ALL: OnceLock<Vec<MmKernel>> = OnceLock::new();
+    let all = ALL.get_or_init(|| FORMATS.iter().flat_map(|&format| [Op::Gemv, Op::GemvQ8, Op::Gemm, Op::Dequant].map(|op| MmKernel { format, op })).collect());
+    all.iter().map(|k| k as &dyn Kernel).collect()
+}
+
+/// Columns every k of `f` must be a multiple of (`q8`: also of the 32-column activation blocks).
+fn k_quantum(f: &WeightFormat, q8: bool) -> usize {
+    let lcm = |a: usize, b: usize| a / gcd(a, b) * b;
+    let q = lcm(f.block_weights, 4);
+    if q8 {
+        lcm(q, 32)
+    } else {
+        q
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Test ks: one quantum, three, an odd multiple near 300 and one near 2560 (distinct).
+fn test_ks(f: &WeightFormat, q8: bool) -> Vec<usize> {
+    let q = k_quantum(f, q8);
+    let mut v = vec![q, 3 * q, q * (300usize.div_ceil(q) | 1), q * 2560usize.div_ceil(q)];
+    v.dedup();
+    v.sort();
+    v.dedup();
+    v
+}
+
+const NS: [usize; 4] = [1, 3, 33, 255];
+const LLM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
+
+fn fresh(rng: &mut Rng) -> fastrand::Rng {
+    fastrand::Rng::with_seed(((rng.u32(u32::MAX) as u64) << 32) | rng.u32(u32::MAX) as u64)
+}
+
+/// Random weights of `f`: (GGUF bytes, exact values, operand magnitudes).
+fn random_matrix(f: &WeightFormat, rng: &mut Rng, n: usize, k: usize) -> (Vec<u8>, Vec<f32>, Vec<f64>) {
+    let bytes = (f.random_blocks)(&mut fresh(rng), n * k / f.block_weights);
+    let mut w = vec![0f32; n * k];
+    (f.dequantize)(&bytes, &mut w);
+    let mut mag = vec![0f64; n * k];
+    (f.magnitudes)(&bytes, &mut mag);
+    (bytes, w, mag)
+}
+
+struct MatCase {
+    format: &'static WeightFormat,
+    op: Op,
+    m: usize,
+    n: usize,
+    k: usize,
+    /// Chunks to split the matrix into (1: as uploaded normally).
+    chunks: usize,
+}
+
+impl MatmulWeights for WeightMatrix {
+    fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+        matmul(b, self, x, y, m)
+    }
+}
+
+fn upload_case(ctx: &Context, f: &WeightFormat, n: usize, k: usize, bytes: &[u8], chunks: usize) -> Result<WeightMatrix> {
+    let row_bytes = ((f.gpu_row_words)(k) * 4) as u64;
+    let limit = if chunks > 1 { row_bytes * n.div_ceil(chunks) as u64 } else { u64::MAX };
+    let w = WeightMatrix::upload_limited(ctx, f.ggml_type, n, k, bytes, None, limit)?;
+    ensure(w.chunks() == chunks, || Error::Argument(format!("expected {chunks} chunks, got {}", w.chunks())))?;
+    Ok(w)
+}
+
+/// The q8 GEMV's prepared form: quantised x on the GPU.
+struct Q8Prepared {
+    weights: Vec<WeightMatrix>,
+    xq: Q8Activations,
+    y: GpuBuffer<f32>,
+    reference: (Vec<f64>, Vec<f64>),
+}
+
+impl Prepared for Q8Prepared {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        gemv_q8(b, &self.weights[copy % self.weights.len()], &self.xq, &self.y)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        Ok(crate::suite::compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, TOL))
+    }
+}
+
+/// Dequantise: bit equality with the CPU dequantiser.
+struct DequantPrepared {
+    weights: Vec<WeightMatrix>,
+    out: GpuBuffer<f32>,
+    expect: Vec<f32>,
+}
+
+impl Prepared for DequantPrepared {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        dequantize(b, &self.weights[copy % self.weights.len()], &self.out)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let got = ctx.read(&self.out)?;
+        let n = self.expect.len();
+        let differ = got.iter().zip(&self.expect).filter(|(g, e)| g.to_bits() != e.to_bits()).count();
+        let first = got.iter().zip(&self.expect).position(|(g, e)| g.to_bits() != e.to_bits());
+        let mut note = match first {
+            Some(i) => format!("{differ} values differ in bits from the CPU dequantiser's; first at {i}: {} vs {}", got[i], self.expect[i]),
+            None => String::new(),
+        };
+        if got.len() < n {
+            note += &format!("output has {} of {n} values", got.len());
+        }
+        let nonfinite = got.iter().take(n).filter(|v| !v.is_finite()).count();
+        Ok(Check { err: 0.0, tol: 0.0, nonfinite, guard_damage: guard_damage(&got, n, POISON_F32), note })
+    }
+}
+
+/// Error tolerance, normalised by the operand magnitudes (as the other f32 GEMVs).
+const TOL: f64 = 1e-5;
+
+impl Case for MatCase {
+    fn name(&self) -> String {
+        let mut s = if self.m > 1 { format!("m={} n={} k={}", self.m, self.n, self.k) } else { format!("n={} k={}", self.n, self.k) };
+        if self.chunks > 1 {
+            s += &format!(" chunks={}", self.chunks);
+        }
+        s
+    }
+
+    fn bytes(&self) -> u64 {
+        let w = (self.n * (self.format.gpu_row_words)(self.k) * 4) as u64;
+        match self.op {
+            Op::Dequant => w + 4 * (self.n * self.k) as u64,
+            Op::GemvQ8 => w + 2 * self.k as u64 + 4 * self.n as u64,
+            _ => w + 4 * (self.m * (self.k + self.n)) as u64,
+        }
+    }
+
+    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+        let (f, m, n, k) = (self.format, self.m, self.n, self.k);
+        let (bytes, w, mag) = random_matrix(f, rng, n, k);
+        let mut weights = vec![upload_case(ctx, f, n, k, &bytes, self.chunks)?];
+        for _ in 1..copies {
+            weights.push(upload_case(ctx, f, n, k, &random_matrix(f, rng, n, k).0, self.chunks)?);
+        }
+        let (wv, mv) = (|r: usize, c: usize| w[r * k + c] as f64, |r: usize, c: usize| mag[r * k + c]);
+        match self.op {
+            Op::Dequant => Ok(Box::new(DequantPrepared { weights, out: guarded_f32(ctx, n * k)?, expect: w })),
+            Op::GemvQ8 => {
+                let x = rng.normal_vec(k);
+                let xq = r8::quantize(&x);
+                let xv: Vec<f32> = (0..k).map(|c| xq.value(c) as f32).collect();
+                let reference = reference::gemv(n, k, wv, mv, &xv);
+                Ok(Box::new(Q8Prepared { weights, xq: Q8Activations::upload(ctx, &xq)?, y: guarded_f32(ctx, n)?, reference }))
+            }
+            Op::Gemv | Op::Gemm => {
+                let x = rng.uniform_vec(m * k, -1.0, 1.0);
+                let reference = if m == 1 { reference::gemv(n, k, wv, mv, &x) } else { reference::gemm(m, n, k, wv, mv, &x) };
+                Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference, tol: TOL }))
+            }
+        }
+    }
+}
+
+impl MmKernel {
+    fn case(&self, m: usize, n: usize, k: usize, chunks: usize) -> Box<dyn Case> {
+        Box::new(MatCase { format: self.format, op: self.op, m, n, k, chunks })
+    }
+}
+
+impl Kernel for MmKernel {
+    fn info(&self) -> &'static KernelInfo {
+        let i = kernel_infos(self.format);
+        match self.op {
+            Op::Gemv => &i.gemv,
+            Op::GemvQ8 => &i.gemv_q8,
+            Op::Gemm => &i.gemm,
+            Op::Dequant => &i.dequant,
+        }
+    }
+
+    /// GEMVs: every n of NS x every test k, plus a 3-chunk matrix of 67 rows. GEMM: odd m and
+    /// n over the test ks, plus a chunked one. Dequantise: four shapes and a chunked one.
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        let ks = test_ks(self.format, self.op == Op::GemvQ8);
+        let mut v = Vec::new();
+        match self.op {
+            Op::Gemv | Op::GemvQ8 => {
+                for &n in &NS {
+                    for &k in &ks {
+                        v.push(self.case(1, n, k, 1));
+                    }
+                }
+                v.push(self.case(1, 67, ks[1], 3));
+            }
+            Op::Gemm => {
+                let shapes = [(2, 33), (7, 1), (33, 31), (17, 255), (64, 129)];
+                for (i, &(m, n)) in shapes.iter().enumerate() {
+                    v.push(self.case(m, n, ks[i % ks.len()], 1));
+                }
+                v.push(self.case(5, 67, ks[1], 3));
+            }
+            Op::Dequant => {
+                for (i, n) in [1, 3, 33, 31].into_iter().enumerate() {
+                    v.push(self.case(1, n, ks[i % ks.len()], 1));
+                }
+                v.push(self.case(1, 67, ks[0], 3));
+            }
+        }
+        v
+    }
+
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        match self.op {
+            Op::Gemv | Op::GemvQ8 => LLM_SHAPES.iter().map(|&(n, k)| self.case(1, n, k, 1)).collect(),
+            Op::Gemm => [16, 512].iter().map(|&m| self.case(m, 4096, 4096, 1)).collect(),
+            Op::Dequant => vec![self.case(1, 4096, 4096, 1)],
+        }
+    }
+
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        let format = Fmt(self.format);
+        match self.op {
+            Op::Gemv | Op::GemvQ8 => {
+                let mut keys = Vec::new();
+                for variant in [Variant::Portable, Variant::Subgroup] {
+                    for (rows, unroll) in [(1, 2), (2, 2), (4, 2), (2, 1), (2, 4)] {
+                        let plan = GemvPlan { rows, unroll, ..gemv_plan(variant) };
+                        keys.push(MmPipeline::Gemv { format, variant, plan, q8: self.op == Op::GemvQ8 });
+                    }
+                }
+                describe_all(keys)
+            }
+            Op::Gemm => describe_all([MmPipeline::Gemm { format }]),
+            Op::Dequant => describe_all([MmPipeline::Dequant { format }]),
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! The weight-matrix family: one [`WeightMatrix`] type for every weight format of
+//! [`crate::formats::FORMATS`] (F32, F16, BF16, Q8_0, Q4_K, ...), with GEMV (m = 1; Portable and
+//! Subgroup, f32 or int8 activations), GEMM (m > 1) and a bit-exact dequantiser, all generated
+//! from the format's descriptor and WGSL part (contract: [`crate::formats`]). The format is a
+//! field of the pipeline key, as a dtype.
+//!
+//! Matrices larger than the device's storage binding limit are split into row chunks on upload
+//! (rows are independent in every format's GPU layout); each kernel dispatches once per chunk.
+//! Sources: wgsl/mm_common.wgsl, mm_gemv.wgsl / mm_gemv_q8.wgsl + mm_rows.wgsl (+ team_*.wgsl),
+//! mm_gemm.wgsl (+ splitk_tile.wgsl), mm_dequant.wgsl, and the format's wgsl/fmt_<name>.wgsl.
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::context::Context;
+use crate::error::{ensure, Error, Result};
+use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
+use crate::formats::{self, WeightFormat, FORMATS};
+use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
+use crate::kernels::q8::Q8Activations;
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+use std::sync::OnceLock;
+
+mod cases;
+pub use cases::kernels;
+
+const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
+const GEMV_WGSL: &str = include_str!("../../../wgsl/mm_gemv.wgsl");
+const GEMV_Q8_WGSL: &str = include_str!("../../../wgsl/mm_gemv_q8.wgsl");
+const ROWS_WGSL: &str = include_str!("../../../wgsl/mm_rows.wgsl");
+const GEMM_WGSL: &str = include_str!("../../../wgsl/mm_gemm.wgsl");
+const DEQUANT_WGSL: &str = include_str!("../../../wgsl/mm_dequant.wgsl");
+
+/// The kernels of one format (names `mm_gemv_<format>`, `mm_gemv_q8_<format>`, `mm_gemm_<format>`,
+/// `mm_dequant_<format>`).
+pub struct FormatKernels {
+    pub gemv: KernelInfo,
+    pub gemv_q8: KernelInfo,
+    pub gemm: KernelInfo,
+    pub dequant: KernelInfo,
+}
+
+/// The [`KernelInfo`]s of `f` (built once per process).
+pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
+    static ALL: OnceLock<Vec<FormatKernels>> = OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        let name = |op: &str, f: &WeightFormat| -> &'static str { Box::leak(format!("mm_{op}_{}", f.name).into_boxed_str()) };
+        const GEMV_VARIANTS: &[Variant] = &[Variant::Portable, Variant::Subgroup];
+        const PORTABLE: &[Variant] = &[Variant::Portable];
+        FORMATS
+            .iter()
+            .map(|f| FormatKernels {
+                gemv: KernelInfo { name: name("gemv", f), variants: GEMV_VARIANTS, extra: None },
+                gemv_q8: KernelInfo { name: name("gemv_q8", f), variants: GEMV_VARIANTS, extra: None },
+                gemm: KernelInfo { name: name("gemm", f), variants: PORTABLE, extra: None },
+                dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
+            })
+            .collect()
+    });
+    let i = FORMATS.iter().position(|g| std::ptr::eq(*g, f) || g.ggml_type == f.ggml_type).unwrap_or(0);
+    &all[i]
+}
+
+/// One row chunk of a matrix on the GPU.
+struct Chunk {
+    row0: usize,
+    rows: usize,
+    data: GpuBuffer<u32>,
+}
+
+/// A weight matrix `[n, k]` of any supported format on the GPU (row r = output r).
+pub struct WeightMatrix {
+    format: &'static WeightFormat,
+    n: usize,
+    k: usize,
+    row_words: usize,
+    chunks: Vec<Chunk>,
+}
+
+/// Where an upload's bytes come from, for error messages.
+fn what(tensor: Option<&str>) -> String {
+    tensor.map_or_else(|| "weights".to_string(), |t| format!("tensor {t:?}"))
+}
+
+impl WeightMatrix {
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    pub fn ggml_type(&self) -> GgmlType {
+        self.format.ggml_type
+    }
+    pub fn format(&self) -> &'static WeightFormat {
+        self.format
+    }
+    /// Row chunks the matrix is split into (1 unless it exceeds the storage binding limit).
+    pub fn chunks(&self) -> usize {
+        self.chunks.len()
+    }
+    /// Bytes a full pass over the weights reads in the GPU layout.
+    pub fn bytes(&self) -> u64 {
+        self.n as u64 * self.row_words as u64 * 4
+    }
+
+    /// Upload `n` rows of `k` weights of `ggml_type` from their GGUF bytes (blocks row-major,
+    /// `n * k / block * block_bytes` bytes), validated first: unsupported type, shape, length and
+    /// block scales are checked before anything is uploaded.
+    pub fn upload(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, bytes: &[u8]) -> Result<WeightMatrix> {
+        Self::upload_limited(ctx, ggml_type, n, k, bytes, None, u64::MAX)
+    }
+
+    /// Upload the tensor `name` of a GGUF file (k = ne0, n = the product of the other dims)
+    /// straight from the file's bytes. Errors name the tensor.
+    pub fn from_gguf(ctx: &Context, file: &GgufFile, name: &str) -> Result<WeightMatrix> {
+        let info = file.tensor(name).ok_or_else(|| Error::Argument(format!("no tensor named {name:?}")))?;
+        Self::from_gguf_info(ctx, file, info)
+    }
+
+    /// Upload the tensor `info` (from `file.tensors()`); see [`WeightMatrix::from_gguf`].
+    pub fn from_gguf_info(ctx: &Context, file: &GgufFile, info: &TensorInfo) -> Result<WeightMatrix> {
+        let name = info.name.as_str();
+        formats::format_of(info.ggml_type).map_err(|_| Error::UnsupportedType { ggml_type: info.ggml_type, tensor: Some(name.to_string()) })?;
+        let (n, k) = formats::matrix_dims(info).map_err(|e| Error::Shape(e.to_string()))?;
+        let bytes = file.tensor_data(info).map_err(|e| Error::Format(format!("tensor {name:?}: {e}")))?;
+        Self::upload_limited(ctx, info.ggml_type, n, k, bytes, Some(name), u64::MAX)
+    }
+
+    /// [`WeightMatrix::upload`] with chunks of at most `max_chunk_bytes` (besides the device's
+    /// binding limit): lets tests exercise the row-chunk path on small matrices.
+    pub(crate) fn upload_limited(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, bytes: &[u8], tensor: Option<&str>, max_chunk_bytes: u64) -> Result<WeightMatrix> {
+        let w = what(tensor);
+        let f = formats::format_of(ggml_type).map_err(|_| Error::UnsupportedType { ggml_type, tensor: tensor.map(str::to_string) })?;
+        ensure(n > 0 && k > 0, || Error::Shape(format!("{w}: n = {n}, k = {k}: both must be > 0")))?;
+        ensure(k % f.block_weights == 0 && k % 4 == 0, || Error::Shape(format!("{w}: row length k = {k} is not a multiple of {} ({:?} block) and 4", f.block_weights, ggml_type)))?;
+        ensure(u32::try_from(n).is_ok() && u32::try_from(k).is_ok(), || Error::Shape(format!("{w}: n = {n}, k = {k} exceed u32")))?;
+        let row_bytes = f.bytes_for(k).ok_or_else(|| Error::Shape(format!("{w}: k = {k} too large")))?;
+        let total = n.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("{w}: n = {n} rows of {row_bytes} bytes overflow")))?;
+        ensure(bytes.len() == total, || Error::Format(format!("{w}: {} bytes, expected {total} for {n} x {k} {ggml_type:?}", bytes.len())))?;
+        f.validate(bytes).map_err(|e| Error::Format(format!("{w}: {e}")))?;
+        let row_words = (f.gpu_row_words)(k);
+        let row_gpu_bytes = row_words as u64 * 4;
+        let limits = &ctx.caps().limits;
+        let limit = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let cap = limit.min(max_chunk_bytes);
+        // Per chunk the kernels index vec4s, rows * k4 outputs and rows * row_words words in u32.
+        let idx_cap = (u32::MAX as u64 / (k as u64).div_ceil(4).max(row_words as u64)).max(1);
+        let per_chunk = (cap / row_gpu_bytes).min(idx_cap).min(n as u64) as usize;
+        ensure(per_chunk > 0, || Error::BindingTooLarge { name: "weights row", bytes: row_gpu_bytes, limit: cap })?;
+        let mut chunks = Vec::with_capacity(n.div_ceil(per_chunk));
+        let mut words = Vec::new();
+        for row0 in (0..n).step_by(per_chunk) {
+            let rows = per_chunk.min(n - row0);
+            words.clear();
+            words.resize(rows * row_words, 0u32);
+            for (r, dst) in words.chunks_exact_mut(row_words).enumerate() {
+                let at = (row0 + r) * row_bytes;
+                (f.relayout_row)(&bytes[at..at + row_bytes], dst);
+            }
+            chunks.push(Chunk { row0, rows, data: ctx.upload(&words)? });
+        }
+        Ok(WeightMatrix { format: f, n, k, row_words, chunks })
+    }
+
+    fn params(&self, c: &Chunk) -> Params {
+        Params {
+            n: c.rows as u32,
+            k: self.k as u32,
+            k4: self.k.div_ceil(4) as u32,
+            items: self.k.div_ceil(self.format.item_weights) as u32,
+            row_vec4s: (self.row_words / 4) as u32,
+            y_off: c.row0 as u32,
+            ldy: self.n as u32,
+            ..Params::zeroed()
+        }
+    }
+}
+
+/// The params block of every kernel of the family (wgsl/mm_common.wgsl).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params {
+    n: u32,
+    k: u32,
+    k4: u32,
+    items: u32,
+    row_vec4s: u32,
+    y_off: u32,
+    m: u32,
+    ldy: u32,
+    tiles_n: u32,
+    sps: u32,
+    splits: u32,
+    _p: u32,
+}
+
+const GEMV_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("y", "f32")];
+const GEMV_Q8_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("xq", "vec4<u32>"), StorageBinding::write("y", "f32")];
+const DEQUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::write("out", "vec4<f32>")];
+
+/// A format as a pipeline-key field (compared and hashed by its ggml type).
+#[derive(Clone, Copy)]
+pub struct Fmt(pub &'static WeightFormat);
+
+impl PartialEq for Fmt {
+    fn eq(&self, o: &Fmt) -> bool {
+        self.0.ggml_type == o.0.ggml_type
+    }
+}
+impl Eq for Fmt {}
+impl std::hash::Hash for Fmt {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.ggml_type.hash(h)
+    }
+}
+impl std::fmt::Debug for Fmt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name)
+    }
+}
+
+/// Pipelines of this family.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MmPipeline {
+    /// `q8`: int8 activations ([`Q8Activations`]) instead of f32.
+    Gemv {
+        format: Fmt,
+        variant: Variant,
+        plan: GemvPlan,
+        q8: bool,
+    },
+    Gemm {
+        format: Fmt,
+    },
+    Dequant {
+        format: Fmt,
+    },
+}
+
+impl PipelineKey for MmPipeline {
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        let params_size = std::mem::size_of::<Params>() as u64;
+        match *self {
+            MmPipeline::Gemv { format, variant, plan, q8 } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, if q8 { GEMV_Q8_WGSL } else { GEMV_WGSL }, format.0.wgsl, ROWS_WGSL]),
+                entry: "main",
+                constants: plan.constants(variant, &[]),
+                workgroup_size: [plan.wg, 1, 1],
+                params_size,
+                bindings: if q8 { GEMV_Q8_BINDINGS } else { GEMV_BINDINGS },
+            },
+            MmPipeline::Gemm { format } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, GEMM_WGSL, super::splitk::TILE_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [128, 1, 1],
+                params_size,
+                bindings: GEMV_BINDINGS,
+            },
+            MmPipeline::Dequant { format } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, DEQUANT_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size,
+                bindings: DEQUANT_BINDINGS,
+            },
+        }
+    }
+}
+
+/// The GEMV plan (defaults as the Q4_K GEMV's, fastest measured there on an H200: 256
+/// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration);
+/// `WGKERNELS_MM_WG`, `_ROWS`, `_UNROLL`, `_TEAM`, `_PLANES` override it for tuning.
+pub fn gemv_plan(variant: Variant) -> GemvPlan {
+    env_plan("WGKERNELS_MM", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } })
+}
+
+fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: &wgpu::Buffer, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
+    let ctx = b.context();
+    y.require("y", w.n)?;
+    let infos = kernel_infos(w.format);
+    ctx.with_native_fallback(if q8 { &infos.gemv_q8 } else { &infos.gemv }, |variant| {
+        let plan = gemv_plan(variant);
+        let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, q8 };
+        for c in &w.chunks {
+            let grid = plan_grid(ctx, &plan, c.rows, variant)?;
+            b.dispatch(&key, &w.params(c), &[c.data.raw(), x, y.raw()], grid)?;
+        }
+        Ok(())
+    })
+}
+
+/// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
+pub fn gemv(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
+    x.require("x", w.k)?;
+    gemv_any(b, w, x.raw(), y, false)
+}
+
+/// `y[0..n] = W x_q8` on int8 activations (quantised by [`crate::kernels::q8::quantize_activations`];
+/// `xq.k() == k`): numerics of [`crate::reference::q8`] (x rounded to 8 bits per block of 32).
+pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
+    ensure(xq.k() == w.k, || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k(), w.k)))?;
+    gemv_any(b, w, xq.int4_words().raw(), y, true)
+}
+
+/// `y[m, n] = x[m, k] W^T` (row-major x and y). With a single chunk and few output tiles, K
+/// is split over more workgroups (`kernels::splitk`).
+pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+    let ctx = b.context();
+    ensure(m > 0, || Error::Shape("m = 0".into()))?;
+    let mk = m.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize);
+    let mn = m.checked_mul(w.n).filter(|&v| v <= u32::MAX as usize);
+    let (mk, mn) = mk.zip(mn).ok_or_else(|| Error::Shape(format!("m = {m} too large for n = {}, k = {}", w.n, w.k)))?;
+    x.require("x", mk)?;
+    y.require("y", mn)?;
+    ctx.variant_for(&kernel_infos(w.format).gemm)?;
+    let key = MmPipeline::Gemm { format: Fmt(w.format) };
+    let steps = w.k.div_ceil(32);
+    for c in &w.chunks {
+        let tiles_n = c.rows.div_ceil(64);
+        let tiles = m.div_ceil(32) * tiles_n;
+        let (sps, splits) = if w.chunks.len() == 1 { super::splitk::plan(tiles, steps) } else { (steps, 1) };
+        let params = Params { m: m as u32, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, ..w.params(c) };
+        let grid = ctx.grid((tiles * splits) as u64)?;
+        super::splitk::run(b, y, mn, splits, |b, out| b.dispatch(&key, &params, &[c.data.raw(), x.raw(), out], grid))?;
+    }
+    Ok(())
+}
+
+/// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.
+pub fn matmul(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+    if m == 1 {
+        gemv(b, w, x, y)
+    } else {
+        gemm(b, w, x, y, m)
+    }
+}
+
+/// Dequantise to a row-major f32 `[n, k]` buffer, bit-exactly as [`crate::formats::dequantize`].
+pub fn dequantize(b: &mut Batch, w: &WeightMatrix, out: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    out.require("out", w.n * w.k)?;
+    ctx.variant_for(&kernel_infos(w.format).dequant)?;
+    let key = MmPipeline::Dequant { format: Fmt(w.format) };
+    for c in &w.chunks {
+        let grid = ctx.grid(((c.rows * w.k / 4) as u64).div_ceil(64))?;
+        b.dispatch(&key, &w.params(c), &[c.data.raw(), out.raw()], grid)?;
+    }
+    Ok(())
+}

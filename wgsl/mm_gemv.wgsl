@@ -1,0 +1,11 @@
+// Weight-matrix GEMV (m = 1), f32 activations: y[y_off + r] = sum_c w[r, c] * x[c] for the
+// chunk's rows r < n. Prepended/appended: a team file, mm_common.wgsl, the format part, and the
+// row-block driver mm_rows.wgsl.
+
+@group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// x of columns 4c4 .. 4c4 + 3; zero past the last vec4 (rows padded to whole items).
+fn mm_x4(c4: u32) -> vec4<f32> {
+    return select(vec4<f32>(0.0), x[min(c4, p.k4 - 1u)], c4 < p.k4);
+}
