@@ -47,10 +47,16 @@ pub use kv::{KvCache, KvKind};
 pub use sample::{Sampler, SamplerConfig};
 pub use weights::{Progress, Weights};
 
-/// The kernels a forward pass with a `kv` cache records (for reporting the variant chosen for each).
-pub fn kernels_used(kv: KvKind) -> Vec<&'static crate::caps::KernelInfo> {
-    use crate::kernels::{attention, elementwise, rope, turboquant};
-    let mut v = vec![&elementwise::RMSNORM, &mm::GEMM, &ops::BIAS_ADD, &attention::PREFILL, &elementwise::ADD, &elementwise::SILU_GATE, &ops::COPY_ROW];
+/// The kernels a forward pass of `model` with a `kv` cache records (for reporting the variant
+/// chosen for each).
+pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::KernelInfo> {
+    use crate::kernels::{attention, elementwise, matmul, rope, turboquant};
+    let mut v = vec![&elementwise::RMSNORM];
+    for f in model.weights.formats() {
+        let k = matmul::kernel_infos(f);
+        v.extend([&k.gemv, &k.gemm]);
+    }
+    v.extend([&ops::BIAS_ADD, &attention::PREFILL, &elementwise::ADD, &elementwise::SILU_GATE, &ops::COPY_ROW]);
     match kv {
         KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),
         KvKind::TurboQuant => v.extend([&rope::APPLY, &turboquant::QUANTIZE, &turboquant::DEQUANTIZE, &turboquant::ATTENTION]),

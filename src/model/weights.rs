@@ -131,7 +131,8 @@ impl Weights {
         }
         macro_rules! mat {
             ($name:expr, $n:expr, $k:expr) => {{
-                let name: &str = $name.as_ref();
+                let owned = $name;
+                let name: &str = owned.as_ref();
                 let (m, fb) = matrix(ctx, file, name, $n, $k)?;
                 if fb {
                     fallback.push(name.to_string());
