@@ -131,7 +131,8 @@ fn qs_word_source(gw: usize) -> usize {
     8 * (gw % 4) + gw / 4
 }
 
-/// A GGUF tensor uploaded as a typed GPU matrix.
+/// A GGUF tensor uploaded as a typed GPU matrix (F32, F16 and Q4_K only; for any weight format
+/// use [`crate::kernels::matmul::WeightMatrix::from_gguf`]).
 pub enum GgufTensor {
     Q4K(Q4kMatrix),
     /// Dims as in the file (ne0 first).
@@ -175,13 +176,10 @@ impl GgufTensor {
     }
 }
 
-/// (n, k) of a GGUF tensor seen as a matrix: k = ne0, n = product of the other dims.
+/// (n, k) of a Q4_K GGUF tensor seen as a matrix ([`crate::formats::matrix_dims`], plus the
+/// Q4_K shape check).
 pub fn matrix_dims(info: &TensorInfo) -> Result<(usize, usize)> {
-    let k = info.dims.first().copied().unwrap_or(1);
-    let n = info.dims.iter().skip(1).try_fold(1u64, |a, &d| a.checked_mul(d));
-    let big = || Error::Shape(format!("tensor {:?}: dims {:?} too large", info.name, info.dims));
-    let n = n.ok_or_else(big)?;
-    let (n, k) = (usize::try_from(n).map_err(|_| big())?, usize::try_from(k).map_err(|_| big())?);
+    let (n, k) = crate::formats::matrix_dims(info).map_err(|e| Error::Shape(e.to_string()))?;
     check_shape(n, k)?;
     Ok((n, k))
 }
