@@ -187,18 +187,28 @@ impl Session {
             return Err(ModelError::BadToken { token: t, vocab: c.vocab });
         }
         let mut out = Vec::new();
-        for part in tokens.chunks(self.opts.chunk) {
+        let parts = tokens.len().div_ceil(self.opts.chunk);
+        for (i, part) in tokens.chunks(self.opts.chunk).enumerate() {
             let pos0 = self.kv.pos();
+            // Without all_logits only the last chunk needs the final norm, LM head and readback.
+            let head = self.opts.all_logits || i + 1 == parts;
             self.embed(ctx, model, part)?;
             let mut b = ctx.batch();
-            self.record_chunk(&mut b, model, part.len(), pos0, self.opts.all_logits)?;
+            if head {
+                self.record_chunk(&mut b, model, part.len(), pos0, self.opts.all_logits)?;
+            } else {
+                self.record_layers(&mut b, model, part.len(), pos0)?;
+            }
             b.run()?;
             self.kv.advance(part.len())?;
-            let logits = ctx.read(&self.s.logits)?;
-            if self.opts.all_logits {
-                out.extend_from_slice(&logits[..part.len() * c.vocab]);
-            } else {
-                out = logits;
+            if head {
+                let mut logits = ctx.read(&self.s.logits)?;
+                if self.opts.all_logits {
+                    out.extend_from_slice(&logits[..part.len() * c.vocab]);
+                } else {
+                    logits.truncate(c.vocab);
+                    out = logits;
+                }
             }
         }
         Ok(out)
@@ -227,11 +237,21 @@ impl Session {
         if all && !self.opts.all_logits {
             return Err(ModelError::Argument("all logits asked of a session made without all_logits".into()));
         }
+        self.record_layers(b, model, m, pos0)?;
+        self.record_head(b, model, m, all)
+    }
+
+    /// Record the layers of a prefill chunk (no final norm or LM head): the cache positions
+    /// `pos0..pos0 + m` are written, `x` holds the chunk's last hidden states.
+    pub fn record_layers(&self, b: &mut Batch, model: &Model, m: usize, pos0: usize) -> Result<()> {
+        if m == 0 || m > self.opts.chunk {
+            return Err(ModelError::Argument(format!("chunk of {m} tokens (1..={})", self.opts.chunk)));
+        }
         self.check_span(pos0, m)?;
         for l in 0..model.config.layers {
             self.record_layer(b, model, l, m, pos0, false)?;
         }
-        self.record_head(b, model, m, all)
+        Ok(())
     }
 
     /// Record a decode step for the token at `pos` (its embedding already in `x`).
