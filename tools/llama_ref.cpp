@@ -4,6 +4,8 @@
 //   llama_ref logits   MODEL PROMPT_FILE OUT_F32 N_GEN   -> JSON on stdout; raw f32 logits in OUT_F32
 //   llama_ref tokenize MODEL TEXTS_HEX_FILE              -> one line of ids per text and mode
 //   llama_ref pieces   MODEL                             -> one line per token: id attr hex(special) hex(plain)
+//   llama_ref quantize IN OUT q8_0|q4_k_m                -> llama_model_quantize with default parameters
+//                                                           (what the llama-quantize tool calls)
 //
 // `logits` tokenises the prompt file's bytes (add_special = true, parse_special = false), evaluates
 // the whole prompt in one batch with logits requested at every position, writes them row-major
@@ -22,7 +24,9 @@
 #include <string>
 #include <vector>
 
-static void quiet_log(enum ggml_log_level, const char *, void *) {}
+static void quiet_log(enum ggml_log_level level, const char * text, void *) {
+    if (level >= GGML_LOG_LEVEL_ERROR || getenv("LLAMA_REF_VERBOSE")) fputs(text, stderr);
+}
 
 static std::string read_file(const char * path) {
     std::ifstream f(path, std::ios::binary);
@@ -84,6 +88,21 @@ int main(int argc, char ** argv) {
     const std::string mode = argv[1];
     llama_log_set(quiet_log, nullptr);
     llama_backend_init();
+
+    if (mode == "quantize") {
+        if (argc < 5) return 2;
+        llama_model_quantize_params qp = llama_model_quantize_default_params();
+        const std::string type = argv[4];
+        if (type == "q8_0") {
+            qp.ftype = LLAMA_FTYPE_MOSTLY_Q8_0;
+        } else if (type == "q4_k_m") {
+            qp.ftype = LLAMA_FTYPE_MOSTLY_Q4_K_M;
+        } else {
+            fprintf(stderr, "unknown type %s\n", type.c_str());
+            return 2;
+        }
+        return llama_model_quantize(argv[2], argv[3], &qp) == 0 ? 0 : 1;
+    }
 
     llama_model_params mp = llama_model_default_params();
     mp.vocab_only = mode != "logits";

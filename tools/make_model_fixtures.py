@@ -2,7 +2,7 @@
 """Tiny random-weight GGUF models made and evaluated by llama.cpp itself, for tests/model.rs and
 tests/tokenizer.rs. CI does not run this: its outputs are committed under tests/data/models/.
 
-What it makes (see tests/data/models/manifest.json for the list it wrote):
+What it makes (see tests/data/models/manifest.txt for the list it wrote):
   * llama-tiny: LlamaForCausalLM, hidden 256, intermediate 512, 2 layers, 4 heads / 2 KV heads
     (GQA), head_dim 64, llama3 rope scaling (so the converter writes `rope_freqs.weight`), untied
     output; a SentencePiece BPE tokenizer (byte fallback, digits split) trained on the repository's
@@ -13,10 +13,12 @@ What it makes (see tests/data/models/manifest.json for the list it wrote):
   * bpe-llama3-vocab: vocabulary only (no weights), the byte-level BPE retrained with Llama 3's
     pre-tokenizer regex -> `tokenizer.ggml.pre = llama-bpe`; for the tokenizer tests only.
   Weights are converted with llama.cpp's own convert_hf_to_gguf.py (F16) and quantised with its
-  own llama-quantize (Q8_0, Q4_K_M). For each model file: llama.cpp's logits at every position of
+  own llama-quantize (Q8_0, Q4_K_M); the llama model is also kept in F16, qwen2 only quantised
+  (keeps the committed fixtures near 10 MB). For each model file: llama.cpp's logits at every position of
   a fixed prompt (<name>.logits.npy, float32 [prompt tokens, vocab]) and a 32-token greedy
-  continuation (<name>.json). For each vocabulary: llama.cpp's tokenisation of test texts in all
-  four (add_special, parse_special) modes and every token's piece (<vocab>.tokens.json).
+  continuation and the file's tensor types (<name>.ref.txt). For each vocabulary: llama.cpp's
+  tokenisation of test texts in all four (add_special, parse_special) modes and every token's piece
+  (<vocab>.tokens.txt). Text formats (`key values...` lines) so the Rust tests need no JSON crate.
 
 The trained tokenizers have a custom vocabulary, so the converter's pre-tokenizer detection (a hash
 of a known model's tokenisation) cannot name them: the converter is run with its
@@ -63,6 +65,10 @@ HIDDEN, INTER, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 256, 512, 2, 4, 2, 64
 VOCAB = 1000
 SEED = 1234
 N_GEN = 32
+MODELS = [
+    ("llama-tiny", lambda c: make_llama(c), None, ["F16", "Q8_0", "Q4_K_M"]),
+    ("qwen2-tiny", lambda c: make_qwen2(c), "qwen2", ["Q8_0", "Q4_K_M"]),  # no F16: keeps the fixtures small
+]
 PROMPT = "The quick brown fox jumps over the lazy dog. Kernels run LLM inference on wgpu: 1234 tokens/s!"
 
 QWEN2_PAT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -213,17 +219,23 @@ def convert(hf_dir, out, pre=None, vocab_only=False):
     """llama.cpp's converter; `pre` names the pre-tokenizer of a custom-trained byte-level BPE."""
     args = [str(hf_dir), "--outfile", str(out), "--outtype", "f16"] + (["--vocab-only"] if vocab_only else [])
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[3:]\n"
+        "import sys; sys.path.insert(0, sys.argv[1]); pre = sys.argv[2]\n"
+        "sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[3:]\n"
         "import convert_hf_to_gguf as c\n"
         "from conversion.base import TextModel\n"
-        "pre = sys.argv[2]\n"
         "if pre != '-': TextModel.get_vocab_base_pre = lambda self, tokenizer: pre\n"
         "c.main()\n")
     run([sys.executable, "-c", code, LLAMA_SRC, pre or "-"] + args)
 
 
-def quantize(src, dst, qtype):
-    run([LLAMA_BUILD / "bin" / "llama-quantize", src, dst, qtype], stdout=subprocess.DEVNULL)
+def quantize(exe, src, dst, qtype):
+    """llama.cpp's quantiser: the llama-quantize tool when built, else the same library call
+    (llama_model_quantize, default parameters) through llama_ref."""
+    tool = LLAMA_BUILD / "bin" / "llama-quantize"
+    if tool.exists():
+        run([tool, src, dst, qtype], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    else:
+        run([exe, "quantize", src, dst, qtype.lower()])
 
 
 def tensor_types(path):
@@ -234,6 +246,7 @@ def tensor_types(path):
 
 
 def reference(exe, gguf_path, name):
+    """llama.cpp's logits (.npy) and greedy continuation (<name>.ref.txt, `key values...` lines)."""
     prompt_file = WORK / "prompt.txt"
     prompt_file.write_bytes(PROMPT.encode("utf-8"))
     raw = WORK / f"{name}.logits.f32"
@@ -241,32 +254,43 @@ def reference(exe, gguf_path, name):
     info = json.loads(res.stdout)
     logits = np.fromfile(raw, dtype="<f4").reshape(len(info["prompt_tokens"]), info["n_vocab"])
     np.save(OUT / f"{name}.logits.npy", logits)
-    info.update({"prompt": PROMPT, "file": gguf_path.name, "logits": f"{name}.logits.npy",
-                 "tensor_types": tensor_types(gguf_path),
-                 "reference": "llama.cpp (llama-cpp-python 0.3.36 vendored tree), CPU, f16 KV cache, one batch for the prompt"})
-    (OUT / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
-    return info
+    lines = [
+        "# llama.cpp (llama-cpp-python 0.3.36's vendored tree) on the CPU: f16 KV cache, the prompt in one batch,",
+        "# logits of every prompt position in `logits` (float32 [prompt tokens, n_vocab]), then greedy decoding",
+        "# one token at a time (argmax, lowest id on ties); greedy_top2: the two largest logits at each step.",
+        f"file {gguf_path.name}",
+        f"logits {name}.logits.npy",
+        f"n_vocab {info['n_vocab']}",
+        f"prompt_hex {PROMPT.encode('utf-8').hex()}",
+        "prompt_tokens " + " ".join(map(str, info["prompt_tokens"])),
+        "greedy_tokens " + " ".join(map(str, info["greedy_tokens"])),
+        "greedy_top2 " + " ".join(f"{a!r} {b!r}" for a, b in info["greedy_top2"]),
+    ]
+    types = tensor_types(gguf_path)
+    lines += [f"tensor {k} {v}" for k, v in types.items()]
+    (OUT / f"{name}.ref.txt").write_text("\n".join(lines) + "\n")
+    return types
 
 
 def tokens_reference(exe, gguf_path, vocab_name):
+    """llama.cpp's tokenisation of TEST_TEXTS and every token's piece, as <vocab>.tokens.txt."""
     texts_file = WORK / "texts.hex"
     texts_file.write_text("".join(t.encode("utf-8").hex() + "\n" for t in TEST_TEXTS))
     res = run([exe, "tokenize", gguf_path, texts_file], capture_output=True, text=True)
-    lines = res.stdout.split("\n")
-    cases = []
+    rows = res.stdout.split("\n")
+    lines = [
+        "# llama.cpp's llama_tokenize of each `case` (hex UTF-8) in the four (add_special, parse_special) modes,",
+        "# and every token's llama_token_to_piece: `piece id attr hex(special=true) hex(special=false)` (- = empty).",
+        f"file {gguf_path.name}",
+    ]
+    modes = ["plain", "add_special", "parse_special", "add_and_parse_special"]
     for i, text in enumerate(TEST_TEXTS):
-        rows = [[int(x) for x in lines[4 * i + j].split()] for j in range(4)]
-        cases.append({"text": text, "plain": rows[0], "add_special": rows[1], "parse_special": rows[2], "add_and_parse_special": rows[3]})
+        lines.append(f"case {text.encode('utf-8').hex() or '-'}")
+        for j, mode in enumerate(modes):
+            lines.append(f"{mode} {rows[4 * i + j]}".rstrip())
     res = run([exe, "pieces", gguf_path], capture_output=True, text=True)
-    pieces = []
-    for line in res.stdout.splitlines():
-        tid, attr, special, plain = line.split()
-        assert int(tid) == len(pieces)
-        pieces.append([int(attr), "" if special == "-" else special, "" if plain == "-" else plain])
-    (OUT / f"{vocab_name}.tokens.json").write_text(json.dumps({
-        "file": gguf_path.name,
-        "note": "ids from llama.cpp's llama_tokenize; pieces: [attr, hex of llama_token_to_piece(special=true), hex of (special=false)]",
-        "cases": cases, "pieces": pieces}, ensure_ascii=False, indent=0) + "\n")
+    lines += [f"piece {line}" for line in res.stdout.splitlines()]
+    (OUT / f"{vocab_name}.tokens.txt").write_text("\n".join(lines) + "\n")
 
 
 def main():
@@ -274,12 +298,11 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     exe = build_llama_ref()
     corpus = corpus_file()
-    manifest = {"models": [], "vocabularies": []}
+    # manifest.txt: `model NAME FILE ARCH FTYPE REF VOCAB` and `vocab NAME FILE TOKENS` lines.
+    manifest = ["# fixtures made by tools/make_model_fixtures.py"]
+    report = []
 
-    for kind, maker, pre, quants in [
-        ("llama-tiny", make_llama, None, ["F16", "Q8_0", "Q4_K_M"]),
-        ("qwen2-tiny", make_qwen2, "qwen2", ["F16", "Q8_0", "Q4_K_M"]),
-    ]:
+    for kind, maker, pre, quants in MODELS:
         hf = maker(corpus)
         f16 = WORK / f"{kind}-f16.gguf"
         convert(hf, f16, pre)
@@ -289,25 +312,30 @@ def main():
             if q == "F16":
                 shutil.copy(f16, dst)
             else:
-                quantize(f16, dst, q)
-            info = reference(exe, dst, name)
-            manifest["models"].append({"name": name, "file": dst.name, "arch": kind.split("-")[0], "ftype": q,
-                                       "reference": f"{name}.json", "logits": info["logits"], "vocab": f"{kind}.tokens.json"})
-        tokens_reference(exe, OUT / f"{kind}-q8_0.gguf", kind)
-        manifest["vocabularies"].append({"name": kind, "file": f"{kind}-q8_0.gguf", "tokens": f"{kind}.tokens.json"})
+                quantize(exe, f16, dst, q)
+            types = reference(exe, dst, name)
+            manifest.append(f"model {name} {dst.name} {kind.split('-')[0]} {q} {name}.ref.txt {kind}.tokens.txt")
+            counts = {}
+            for t in types.values():
+                counts[t] = counts.get(t, 0) + 1
+            report.append(f"{dst.name}: " + ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())))
+        vocab_src = OUT / f"{kind}-{quants[0].lower()}.gguf"
+        tokens_reference(exe, vocab_src, kind)
+        manifest.append(f"vocab {kind} {vocab_src.name} {kind}.tokens.txt")
 
     hf = make_llama3_vocab(corpus)
     vocab_file = OUT / "bpe-llama3-vocab.gguf"
     convert(hf, vocab_file, "llama-bpe", vocab_only=True)
     tokens_reference(exe, vocab_file, "bpe-llama3")
-    manifest["vocabularies"].append({"name": "bpe-llama3", "file": vocab_file.name, "tokens": "bpe-llama3.tokens.json"})
+    manifest.append(f"vocab bpe-llama3 {vocab_file.name} bpe-llama3.tokens.txt")
 
-    (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (OUT / "manifest.txt").write_text("\n".join(manifest) + "\n")
     total = 0
     for f in sorted(OUT.iterdir()):
         total += f.stat().st_size
         print(f"{f.stat().st_size:>10}  {f.name}")
     print(f"{total:>10}  total")
+    print("\n".join(report))
 
 
 if __name__ == "__main__":

@@ -81,7 +81,6 @@ impl Merges {
 
     /// Tokenises one text fragment (no special tokens in it) onto `out`.
     pub fn encode(&self, vocab: &Vocab, pre: PreTokenizer, text: &str, out: &mut Vec<u32>) {
-        let byte_map = &byte_chars().0;
         let mut key = (String::new(), String::new());
         for word in pretok::split(pre, text) {
             let word = encode_byte_level(word);
@@ -106,7 +105,7 @@ impl Merges {
                         // Token by byte; a byte with no token is dropped (as llama.cpp does).
                         for b in decode_byte_level(piece) {
                             let mut s = [0u8; 4];
-                            if let Some(id) = vocab.id(byte_map[b as usize].encode_utf8(&mut s)) {
+                            if let Some(id) = vocab.id(byte_char(b).encode_utf8(&mut s)) {
                                 out.push(id);
                             }
                         }
