@@ -143,9 +143,6 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         if c.rope_freqs.is_some() { ", rope_freqs" } else { "" },
         if c.tied_embeddings { "tied embeddings" } else { "separate LM head" }
     );
-    if !model.weights.f32_fallback.is_empty() {
-        eprintln!("note: {} matrices of a type without a GPU kernel were dequantised to F32 at load (e.g. {})", model.weights.f32_fallback.len(), model.weights.f32_fallback[0]);
-    }
     let mut prompt = tok.encode(&a.prompt, a.bos)?;
     if prompt.is_empty() {
         prompt = tok.bos().into_iter().collect();

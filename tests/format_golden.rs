@@ -1,150 +1,205 @@
-//! CPU dequantisers against gguf-py's values, bit for bit (tests/data/formats/*.gguf, made by
+//! Every registered weight format against gguf-py (tests/data/formats/<TYPE>.gguf, made by
 //! tools/make_format_golden.py: every weight tensor `w.x` is followed by `w.x.ref`, the F32
-//! values gguf-py's `gguf.quants.dequantize` gives for it).
+//! values gguf-py's `gguf.quants.dequantize` gives for it): the CPU dequantiser and the GPU
+//! dequantise kernel bit for bit, and the GEMV (every supported variant) and GEMM against an f64
+//! reference on the files' odd row counts.
 
-use wgkernels::formats::gguf::{GgmlType, GgufFile, MetaValue};
-use wgkernels::formats::{q2_k, q3_k, q4_0, q4_1, q4k, q5_0, q5_1, q5_k, q6_k, FormatError};
+mod common;
 
-type Dequantize = fn(&[u8], &mut [f32]) -> Result<(), FormatError>;
+use wgkernels::formats::gguf::{GgmlType, GgufFile, MetaValue, TensorInfo};
+use wgkernels::formats::{self, FormatError, WeightFormat, FORMATS};
+use wgkernels::kernels::matmul::{self, kernel_infos, WeightMatrix};
+use wgkernels::suite::{compare, guarded_f32, Rng, POISON_F32};
+use wgkernels::{reference, ContextOptions, Variant, VariantPolicy};
 
-fn q4k_dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
-    let v = q4k::dequantize_row(&q4k::blocks_from_bytes(bytes)?);
-    if v.len() != out.len() {
-        return Err(FormatError::NotBlockMultiple { what: "Q4_K output values", len: out.len() as u64, block: q4k::QK_K as u64 });
-    }
-    out.copy_from_slice(&v);
-    Ok(())
-}
-
-/// The formats checked here, with their CPU dequantisers.
-const FORMATS: &[(&str, GgmlType, Dequantize)] = &[
-    ("Q4_0", GgmlType::Q4_0, q4_0::dequantize),
-    ("Q4_1", GgmlType::Q4_1, q4_1::dequantize),
-    ("Q5_0", GgmlType::Q5_0, q5_0::dequantize),
-    ("Q5_1", GgmlType::Q5_1, q5_1::dequantize),
-    ("Q2_K", GgmlType::Q2_K, q2_k::dequantize),
-    ("Q3_K", GgmlType::Q3_K, q3_k::dequantize),
-    ("Q4_K", GgmlType::Q4_K, q4k_dequantize),
-    ("Q5_K", GgmlType::Q5_K, q5_k::dequantize),
-    ("Q6_K", GgmlType::Q6_K, q6_k::dequantize),
-];
-
-fn golden(name: &str) -> GgufFile {
-    let path = format!("{}/tests/data/formats/{name}.gguf", env!("CARGO_MANIFEST_DIR"));
-    GgufFile::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+/// The golden file of a format (named after its ggml type).
+fn golden(f: &WeightFormat) -> GgufFile {
+    let path = format!("{}/tests/data/formats/{:?}.gguf", env!("CARGO_MANIFEST_DIR"), f.ggml_type);
+    let file = GgufFile::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(file.get("wgk.golden.type"), Some(&MetaValue::String(format!("{:?}", f.ggml_type))));
+    file
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
-/// A weight tensor of a golden file: name, bytes, gguf-py's values, dims.
-type Case<'a> = (&'a str, &'a [u8], Vec<f32>, Vec<u64>);
+/// A weight tensor of a golden file and gguf-py's values for it.
+struct Case<'a> {
+    info: &'a TensorInfo,
+    bytes: &'a [u8],
+    want: Vec<f32>,
+}
 
-/// Every weight tensor of a file.
-fn cases(f: &GgufFile, ty: GgmlType) -> Vec<Case<'_>> {
+/// Every weight tensor of a golden file.
+fn cases<'a>(file: &'a GgufFile, f: &WeightFormat) -> Vec<Case<'a>> {
     let mut out = Vec::new();
-    for t in f.tensors().iter().filter(|t| !t.name.ends_with(".ref")) {
-        assert_eq!(t.ggml_type, ty, "{}", t.name);
-        let r = f.tensor(&format!("{}.ref", t.name)).unwrap_or_else(|| panic!("{}.ref missing", t.name));
+    for t in file.tensors().iter().filter(|t| !t.name.ends_with(".ref")) {
+        assert_eq!(t.ggml_type, f.ggml_type, "{}", t.name);
+        let r = file.tensor(&format!("{}.ref", t.name)).unwrap_or_else(|| panic!("{}.ref missing", t.name));
         assert_eq!((r.ggml_type, &r.dims), (GgmlType::F32, &t.dims), "{}", t.name);
-        out.push((t.name.as_str(), f.tensor_data(t).unwrap(), f32s(f.tensor_data(r).unwrap()), t.dims.clone()));
+        out.push(Case { info: t, bytes: file.tensor_data(t).unwrap(), want: f32s(file.tensor_data(r).unwrap()) });
     }
+    assert!(out.len() >= 4, "{}: {} weight tensors", f.name, out.len());
+    assert!(out.iter().any(|c| c.info.dims.len() >= 2 && c.info.dims[1] % 2 == 1 && c.info.dims[1] > 1), "{}: an odd row count", f.name);
     out
 }
 
 #[test]
-fn dequantize_matches_gguf_py_bit_exactly() {
-    for &(name, ty, deq) in FORMATS {
-        let f = golden(name);
-        assert_eq!(f.get("wgk.golden.type"), Some(&MetaValue::String(name.into())));
-        let cases = cases(&f, ty);
-        assert!(cases.len() >= 4, "{name}: {} weight tensors", cases.len());
-        assert!(cases.iter().any(|c| c.3.len() >= 2 && c.3[1] % 2 == 1 && c.3[1] > 1), "{name}: an odd row count");
+fn every_format_has_golden_data() {
+    let dir = format!("{}/tests/data/formats", env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    files.sort();
+    let mut want: Vec<String> = FORMATS.iter().map(|f| format!("{:?}.gguf", f.ggml_type)).collect();
+    want.sort();
+    assert_eq!(files, want, "one golden file per registered format");
+}
+
+#[test]
+fn cpu_dequantize_matches_gguf_py_bit_exactly() {
+    for f in FORMATS {
+        let file = golden(f);
+        let cases = cases(&file, f);
         let mut checked = 0;
-        for (tname, bytes, want, _) in &cases {
-            let mut got = vec![f32::NAN; want.len()];
-            deq(bytes, &mut got).unwrap_or_else(|e| panic!("{name} {tname}: {e}"));
-            for (i, (g, w)) in got.iter().zip(want).enumerate() {
-                assert_eq!(g.to_bits(), w.to_bits(), "{name} {tname} value {i}: {g:e} vs gguf-py {w:e}");
+        for c in &cases {
+            let mut got = vec![f32::NAN; c.want.len()];
+            formats::dequantize(f.ggml_type, c.bytes, &mut got).unwrap_or_else(|e| panic!("{} {}: {e}", f.name, c.info.name));
+            for (i, (g, w)) in got.iter().zip(&c.want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{} {} value {i}: {g:e} vs gguf-py {w:e}", f.name, c.info.name);
             }
             checked += got.len();
         }
         // The data must be able to catch a wrong formula: many distinct values, both signs.
-        let all: Vec<f32> = cases.iter().flat_map(|c| c.2.iter().copied()).collect();
+        let all: Vec<f32> = cases.iter().flat_map(|c| c.want.iter().copied()).collect();
         let mut distinct: Vec<u32> = all.iter().map(|v| v.to_bits()).collect();
         distinct.sort_unstable();
         distinct.dedup();
-        assert!(distinct.len() * 16 > all.len(), "{name}: only {} distinct values of {}", distinct.len(), all.len());
-        assert!(all.iter().any(|&v| v > 0.0) && all.iter().any(|&v| v < 0.0), "{name}: one sign only");
-        println!("{name}: {checked} values bit-exact ({} distinct)", distinct.len());
+        assert!(distinct.len() * 16 > all.len(), "{}: only {} distinct values of {}", f.name, distinct.len(), all.len());
+        assert!(all.iter().any(|&v| v > 0.0) && all.iter().any(|&v| v < 0.0), "{}: one sign only", f.name);
+        println!("{}: {checked} values bit-exact ({} distinct)", f.name, distinct.len());
     }
 }
 
-/// Changing any single byte of a block's quant data or scales changes some value: the golden
-/// comparison above sees every part of every format.
+/// Changing any single byte of a block changes some value (in some block of the file): the
+/// golden comparison sees every part of every format.
 #[test]
 fn every_byte_matters() {
-    for &(name, ty, deq) in FORMATS {
-        let (blk_w, blk_b) = ty.block_size().unwrap();
-        let (blk_w, blk_b) = (blk_w as usize, blk_b as usize);
-        let f = golden(name);
-        let cases = cases(&f, ty);
-        let (_, bytes, want, _) = cases.iter().max_by_key(|c| c.1.len()).unwrap();
-        let mut dead = Vec::new();
-        for pos in 0..blk_b {
-            // Find a block where flipping this byte changes a value (a zero scale can hide some).
-            let live = (0..bytes.len() / blk_b).any(|blk| {
-                let mut m = bytes.to_vec();
-                m[blk * blk_b + pos] ^= 0x5a;
-                let mut got = vec![0f32; blk_w];
-                deq(&m[blk * blk_b..(blk + 1) * blk_b], &mut got).is_ok_and(|_| got.iter().zip(&want[blk * blk_w..]).any(|(g, w)| g.to_bits() != w.to_bits()))
-            });
-            if !live {
-                dead.push(pos);
-            }
-        }
-        assert!(dead.is_empty(), "{name}: flipping bytes {dead:?} changes nothing");
+    for f in FORMATS {
+        let file = golden(f);
+        let cases = cases(&file, f);
+        let c = cases.iter().max_by_key(|c| c.bytes.len()).unwrap();
+        let (bw, bb) = (f.block_weights, f.block_bytes);
+        let dead: Vec<usize> = (0..bb)
+            .filter(|&pos| {
+                !(0..c.bytes.len() / bb).any(|blk| {
+                    let mut m = c.bytes[blk * bb..(blk + 1) * bb].to_vec();
+                    m[pos] ^= 0x5a;
+                    let mut got = vec![0f32; bw];
+                    formats::dequantize(f.ggml_type, &m, &mut got).is_ok_and(|_| got.iter().zip(&c.want[blk * bw..]).any(|(g, w)| g.to_bits() != w.to_bits()))
+                })
+            })
+            .collect();
+        assert!(dead.is_empty(), "{}: flipping bytes {dead:?} changes nothing", f.name);
     }
 }
 
 #[test]
 fn bad_lengths_and_scales_are_errors() {
-    for &(name, ty, deq) in FORMATS {
-        let (blk_w, blk_b) = ty.block_size().unwrap();
-        let (blk_w, blk_b) = (blk_w as usize, blk_b as usize);
-        let f = golden(name);
-        let (_, bytes, _, _) = cases(&f, ty).into_iter().max_by_key(|c| c.1.len()).unwrap();
-        let n = bytes.len() / blk_b;
-        let mut out = vec![0f32; n * blk_w];
-        assert!(matches!(deq(&bytes[..bytes.len() - 1], &mut out), Err(FormatError::NotBlockMultiple { .. })), "{name}: truncated");
-        assert!(deq(bytes, &mut out[..n * blk_w - 1]).is_err(), "{name}: short output");
-        assert!(deq(&[], &mut []).is_ok(), "{name}: empty");
+    for f in FORMATS {
+        let file = golden(f);
+        let c = cases(&file, f).into_iter().max_by_key(|c| c.bytes.len()).unwrap();
+        let n = c.bytes.len() / f.block_bytes * f.block_weights;
+        let mut out = vec![0f32; n];
+        if f.block_bytes > 1 {
+            assert!(matches!(formats::dequantize(f.ggml_type, &c.bytes[..c.bytes.len() - 1], &mut out), Err(FormatError::NotBlockMultiple { .. })), "{}", f.name);
+        }
+        assert!(matches!(formats::dequantize(f.ggml_type, c.bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })), "{}", f.name);
+        assert!(formats::dequantize(f.ggml_type, &[], &mut []).is_ok(), "{}", f.name);
+        // Any non-finite f16 at a scale position is caught (found by trying every offset).
+        if f.block_weights > 1 {
+            let mut found = 0;
+            for at in 0..f.block_bytes - 1 {
+                let mut m = c.bytes.to_vec();
+                m[f.block_bytes + at..f.block_bytes + at + 2].copy_from_slice(&0x7c00u16.to_le_bytes());
+                if let Err(e) = f.validate(&m) {
+                    assert!(matches!(e, FormatError::NonFiniteScale { block: 1 }), "{} offset {at}: {e}", f.name);
+                    found += 1;
+                }
+            }
+            assert!(found >= 1, "{}: no scale position", f.name);
+        }
     }
-    // A non-finite f16 scale anywhere it can sit.
-    let scale_offsets: &[(&str, GgmlType, Dequantize, &[usize])] = &[
-        ("Q4_0", GgmlType::Q4_0, q4_0::dequantize, &[0]),
-        ("Q4_1", GgmlType::Q4_1, q4_1::dequantize, &[0, 2]),
-        ("Q5_0", GgmlType::Q5_0, q5_0::dequantize, &[0]),
-        ("Q5_1", GgmlType::Q5_1, q5_1::dequantize, &[0, 2]),
-        ("Q2_K", GgmlType::Q2_K, q2_k::dequantize, &[80, 82]),
-        ("Q3_K", GgmlType::Q3_K, q3_k::dequantize, &[108]),
-        ("Q5_K", GgmlType::Q5_K, q5_k::dequantize, &[0, 2]),
-        ("Q6_K", GgmlType::Q6_K, q6_k::dequantize, &[208]),
-    ];
-    for &(name, ty, deq, offsets) in scale_offsets {
-        let (blk_w, blk_b) = ty.block_size().unwrap();
-        let (blk_w, blk_b) = (blk_w as usize, blk_b as usize);
-        let f = golden(name);
-        let (_, bytes, _, _) = cases(&f, ty).into_iter().max_by_key(|c| c.1.len()).unwrap();
-        let mut out = vec![0f32; bytes.len() / blk_b * blk_w];
-        for &at in offsets {
-            for bits in [0x7c00u16, 0xfc00, 0x7e00, 0x7c01] {
-                let mut m = bytes.to_vec();
-                m[blk_b + at..blk_b + at + 2].copy_from_slice(&bits.to_le_bytes());
-                let r = deq(&m, &mut out);
-                assert!(matches!(r, Err(FormatError::NonFinite { index }) if index == blk_w), "{name} offset {at} bits {bits:#x}: {r:?}");
+}
+
+#[test]
+fn gpu_dequantize_matches_gguf_py_bit_exactly() {
+    let ctx = common::context();
+    for f in FORMATS {
+        let file = golden(f);
+        for c in cases(&file, f) {
+            let w = match WeightMatrix::from_gguf(&ctx, &file, &c.info.name) {
+                Ok(w) => w,
+                Err(e) if c.info.dims[0] % 4 != 0 => {
+                    println!("{} {}: k = {} not uploadable: {e}", f.name, c.info.name, c.info.dims[0]);
+                    continue;
+                }
+                Err(e) => panic!("{} {}: {e}", f.name, c.info.name),
+            };
+            let out = guarded_f32(&ctx, c.want.len()).unwrap();
+            let mut b = ctx.batch();
+            matmul::dequantize(&mut b, &w, &out).unwrap();
+            b.run().unwrap();
+            let got = ctx.read(&out).unwrap();
+            for (i, (g, e)) in got.iter().zip(&c.want).enumerate() {
+                assert_eq!(g.to_bits(), e.to_bits(), "{} {} value {i}: GPU {g:e} vs gguf-py {e:e}", f.name, c.info.name);
+            }
+            assert!(got[c.want.len()..].iter().all(|v| v.to_bits() == POISON_F32), "{} {}: guard overwritten", f.name, c.info.name);
+        }
+        println!("{}: GPU dequantise bit-exact with gguf-py", f.name);
+    }
+}
+
+#[test]
+fn gpu_gemv_and_gemm_against_f64() {
+    let base = common::context();
+    let mut rng = Rng::new(Rng::fresh_seed());
+    let mut ran = 0;
+    for f in FORMATS {
+        let file = golden(f);
+        let infos = kernel_infos(f);
+        for v in [Variant::Portable, Variant::Subgroup] {
+            if let Err(why) = infos.gemv.support(base.caps(), v) {
+                println!("{} {} UNSUPPORTED: {why}", infos.gemv.name, v.name());
+                continue;
+            }
+            let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)));
+            for c in cases(&file, f) {
+                if c.info.dims[0] % 4 != 0 {
+                    continue;
+                }
+                let w = WeightMatrix::from_gguf(&ctx, &file, &c.info.name).unwrap();
+                let (n, k) = (w.n(), w.k());
+                let mut mag = vec![0f64; n * k];
+                (f.magnitudes)(c.bytes, &mut mag);
+                let (wv, mv) = (|r: usize, col: usize| c.want[r * k + col] as f64, |r: usize, col: usize| mag[r * k + col]);
+                for m in [1, 3] {
+                    if m > 1 && v != Variant::Portable {
+                        continue; // the GEMM has one variant
+                    }
+                    let xs = rng.uniform_vec(m * k, -1.0, 1.0);
+                    let (yref, ymag) = if m == 1 { reference::gemv(n, k, wv, mv, &xs) } else { reference::gemm(m, n, k, wv, mv, &xs) };
+                    let x = ctx.upload(&xs).unwrap();
+                    let y = guarded_f32(&ctx, m * n).unwrap();
+                    let mut b = ctx.batch();
+                    matmul::matmul(&mut b, &w, &x, &y, m).unwrap();
+                    b.run().unwrap();
+                    let check = compare(&ctx.read(&y).unwrap(), &yref, &ymag, 1e-5);
+                    println!("{} {} {} m={m} n={n} k={k}: {}", f.name, v.name(), c.info.name, check.summary());
+                    assert!(check.passed(), "{} {} {} m={m}: {}", f.name, v.name(), c.info.name, check.summary());
+                    ran += 1;
+                }
             }
         }
     }
+    assert!(ran >= FORMATS.len() * 6, "the Portable variant always runs: {ran}");
 }

@@ -28,7 +28,7 @@ from gguf import GGMLQuantizationType as T
 SEED = 20261125
 
 # numpy shapes (reversed GGUF dims, ne0 last); row counts are odd where the shape has rows.
-SHAPES_SMALL = [(3, 7), (5, 96), (1, 1), (2, 3, 5)]  # block size 1
+SHAPES_SMALL = [(3, 12), (5, 96), (1, 4), (2, 3, 7)]  # block size 1 (one k not a multiple of 4)
 SHAPES_32 = [(3, 64), (5, 160), (1, 32), (2, 3, 96)]
 SHAPES_256 = [(3, 256), (5, 512), (7, 256), (2, 3, 256)]
 

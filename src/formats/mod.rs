@@ -59,16 +59,6 @@
 use std::fmt;
 
 pub mod gguf;
-// Formats not (yet) in the matmul family: CPU dequantisers only.
-pub mod q2_k;
-pub mod q3_k;
-pub mod q4_0;
-pub mod q4_1;
-pub mod q5_0;
-pub mod q5_1;
-pub mod q5_k;
-pub mod q6_k;
-
 mod weight;
 pub use weight::*;
 
@@ -81,7 +71,7 @@ macro_rules! weight_formats {
     };
 }
 
-weight_formats![f32, f16, bf16, q8_0, q4k];
+weight_formats![f32, f16, bf16, q8_0, q4k, q4_0, q4_1, q5_0, q5_1, q5_k, q6_k, q2_k, q3_k];
 
 /// Errors from the quantisation helpers and the GGUF reader/writer.
 #[derive(Debug)]

@@ -10,7 +10,8 @@
 
 use half::f16;
 
-use super::FormatError;
+use super::gguf::GgmlType;
+use super::weight::{pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
@@ -71,31 +72,54 @@ fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
     f16::from_f32(1e-5 + rng.f32() * max).to_bits()
 }
 
-/// Checks that `bytes` is whole blocks with finite `d` and `dmin`. A non-finite one gives
-/// [`FormatError::NonFinite`] with the index of the block's first weight.
-pub fn validate(bytes: &[u8]) -> Result<(), FormatError> {
-    if bytes.len() % BLOCK_BYTES != 0 {
-        return Err(FormatError::NotBlockMultiple { what: "Q2_K data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
-    }
-    for (blk, b) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
-        if !(f16_at(b, 80).is_finite() && f16_at(b, 82).is_finite()) {
-            return Err(FormatError::NonFinite { index: blk * BLOCK_WEIGHTS });
+/// GPU layout (per row, `nb = k / 256` blocks): 5 vec4 per block - the 16 scale bytes, then 4 of
+/// `qs` (vec4 `v` = `qs` words `2v, 8 + 2v, 2v + 1, 9 + 2v`) - then one word per block
+/// (`d | dmin << 16`), padded to a whole vec4. An item is 32 weights: positions `4u .. 4u + 3`
+/// of the eight 32-weight quarters.
+pub const FORMAT: WeightFormat = WeightFormat {
+    name: "q2_k",
+    ggml_type: GgmlType::Q2_K,
+    block_weights: BLOCK_WEIGHTS,
+    block_bytes: BLOCK_BYTES,
+    item_weights: 32,
+    gpu_row_words: |k| 20 * (k / 256) + (k / 256).div_ceil(4) * 4,
+    relayout_row,
+    dequantize,
+    magnitudes,
+    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 80).is_finite() && f16_at(b, 82).is_finite())),
+    random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
+    wgsl: include_str!("../../wgsl/fmt_q2_k.wgsl"),
+};
+
+fn relayout_row(src: &[u8], dst: &mut [u32]) {
+    let nb = src.len() / BLOCK_BYTES;
+    let (blocks, heads) = dst.split_at_mut(20 * nb);
+    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    for (b, (blk, d)) in src.chunks_exact(BLOCK_BYTES).zip(blocks.chunks_exact_mut(20)).enumerate() {
+        pack_words(&blk[..16], &mut d[..4]);
+        // GPU word 4 + 4v + c = qs word 2v + c / 2 + 8 (c % 2).
+        for (gw, w) in d[4..].iter_mut().enumerate() {
+            *w = word(blk, 16 + 4 * (2 * (gw / 4) + (gw % 4) / 2 + 8 * (gw % 2)));
         }
+        heads[b] = word(blk, 80);
     }
-    Ok(())
 }
 
-/// Dequantises whole blocks into `out` (`out.len()` = blocks * 256), after [`validate`].
-pub fn dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
-    validate(bytes)?;
-    let n = bytes.len() / BLOCK_BYTES;
-    if out.len() != n * BLOCK_WEIGHTS {
-        return Err(FormatError::NotBlockMultiple { what: "Q2_K output values", len: out.len() as u64, block: BLOCK_WEIGHTS as u64 });
-    }
-    for (b, o) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
+fn dequantize(src: &[u8], out: &mut [f32]) {
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
         dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
     }
-    Ok(())
+}
+
+fn magnitudes(src: &[u8], out: &mut [f64]) {
+    let mut m = [0f32; BLOCK_WEIGHTS];
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        magnitudes_block(b.try_into().expect("whole block"), &mut m);
+        for (o, m) in o.iter_mut().zip(&m) {
+            *o = *m as f64;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -126,14 +150,21 @@ mod tests {
 
     #[test]
     fn validation_and_lengths() {
+        use crate::formats::{dequantize as deq, FormatError};
         let mut rng = fastrand::Rng::with_seed(1);
-        let mut bytes: Vec<u8> = (0..3).flat_map(|_| random_block(&mut rng)).collect();
+        let mut bytes = (FORMAT.random_blocks)(&mut rng, 3);
         let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
-        dequantize(&bytes, &mut out).unwrap();
-        assert!(dequantize(&bytes, &mut out[1..]).is_err());
-        assert!(matches!(validate(&bytes[..BLOCK_BYTES * 2 + 1]), Err(FormatError::NotBlockMultiple { .. })));
-        bytes[83] = 0x7c; // block 0: dmin = +inf
-        assert!(matches!(dequantize(&bytes, &mut out), Err(FormatError::NonFinite { index: 0 })));
+        FORMAT.validate(&bytes).unwrap();
+        deq(GgmlType::Q2_K, &bytes, &mut out).unwrap();
+        assert!(matches!(deq(GgmlType::Q2_K, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
+        assert!(matches!(FORMAT.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        for (at, bits) in [(80, 0x7c00u16), (80, 0xfe00), (82, 0x7c00u16), (82, 0xfe00)] {
+            let mut m = bytes.clone();
+            m[BLOCK_BYTES + at..BLOCK_BYTES + at + 2].copy_from_slice(&bits.to_le_bytes());
+            assert!(matches!(FORMAT.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{at} {bits:#x}");
+        }
+        bytes.truncate(0);
+        FORMAT.validate(&bytes).unwrap();
     }
 
     #[test]

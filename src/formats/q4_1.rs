@@ -9,7 +9,8 @@
 
 use half::f16;
 
-use super::FormatError;
+use super::gguf::GgmlType;
+use super::weight::{pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 32;
@@ -71,31 +72,47 @@ fn random_f16(rng: &mut fastrand::Rng, max: f32, signed: bool) -> u16 {
     }
 }
 
-/// Checks that `bytes` is whole blocks with finite `d` and `m`. A non-finite one gives
-/// [`FormatError::NonFinite`] with the index of the block's first weight.
-pub fn validate(bytes: &[u8]) -> Result<(), FormatError> {
-    if bytes.len() % BLOCK_BYTES != 0 {
-        return Err(FormatError::NotBlockMultiple { what: "Q4_1 data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
+/// GPU layout (per row, `nb = k / 32` blocks): `nb` vec4s of code bytes (block `b`: vec4 `b`),
+/// then one head word per block (`d | m << 16`), padded to a whole vec4. An item is one block.
+pub const FORMAT: WeightFormat = WeightFormat {
+    name: "q4_1",
+    ggml_type: GgmlType::Q4_1,
+    block_weights: BLOCK_WEIGHTS,
+    block_bytes: BLOCK_BYTES,
+    item_weights: 32,
+    gpu_row_words: |k| 4 * (k / 32) + (k / 32).div_ceil(4) * 4,
+    relayout_row,
+    dequantize,
+    magnitudes,
+    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite())),
+    random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
+    wgsl: include_str!("../../wgsl/fmt_q4_1.wgsl"),
+};
+
+fn relayout_row(src: &[u8], dst: &mut [u32]) {
+    let nb = src.len() / BLOCK_BYTES;
+    let (codes, heads) = dst.split_at_mut(4 * nb);
+    for (b, blk) in src.chunks_exact(BLOCK_BYTES).enumerate() {
+        pack_words(&blk[4..], &mut codes[4 * b..4 * b + 4]);
+        pack_words(&blk[..4], &mut heads[b..b + 1]);
     }
-    for (blk, b) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
-        if !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite()) {
-            return Err(FormatError::NonFinite { index: blk * BLOCK_WEIGHTS });
-        }
-    }
-    Ok(())
 }
 
-/// Dequantises whole blocks into `out` (`out.len()` = blocks * 32), after [`validate`].
-pub fn dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
-    validate(bytes)?;
-    let n = bytes.len() / BLOCK_BYTES;
-    if out.len() != n * BLOCK_WEIGHTS {
-        return Err(FormatError::NotBlockMultiple { what: "Q4_1 output values", len: out.len() as u64, block: BLOCK_WEIGHTS as u64 });
-    }
-    for (b, o) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
+fn dequantize(src: &[u8], out: &mut [f32]) {
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
         dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
     }
-    Ok(())
+}
+
+fn magnitudes(src: &[u8], out: &mut [f64]) {
+    let mut m = [0f32; BLOCK_WEIGHTS];
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        magnitudes_block(b.try_into().expect("whole block"), &mut m);
+        for (o, m) in o.iter_mut().zip(&m) {
+            *o = *m as f64;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,14 +138,21 @@ mod tests {
 
     #[test]
     fn validation_and_lengths() {
+        use crate::formats::{dequantize as deq, FormatError};
         let mut rng = fastrand::Rng::with_seed(1);
-        let mut bytes: Vec<u8> = (0..3).flat_map(|_| random_block(&mut rng)).collect();
+        let mut bytes = (FORMAT.random_blocks)(&mut rng, 3);
         let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
-        dequantize(&bytes, &mut out).unwrap();
-        assert!(dequantize(&bytes, &mut out[1..]).is_err());
-        assert!(matches!(validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
-        bytes[2 * BLOCK_BYTES + 3] = 0xfc; // block 2: m = -inf
-        assert!(matches!(dequantize(&bytes, &mut out), Err(FormatError::NonFinite { index: 64 })));
+        FORMAT.validate(&bytes).unwrap();
+        deq(GgmlType::Q4_1, &bytes, &mut out).unwrap();
+        assert!(matches!(deq(GgmlType::Q4_1, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
+        assert!(matches!(FORMAT.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        for (at, bits) in [(0, 0x7c00u16), (0, 0xfe00), (2, 0x7c00u16), (2, 0xfe00)] {
+            let mut m = bytes.clone();
+            m[BLOCK_BYTES + at..BLOCK_BYTES + at + 2].copy_from_slice(&bits.to_le_bytes());
+            assert!(matches!(FORMAT.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{at} {bits:#x}");
+        }
+        bytes.truncate(0);
+        FORMAT.validate(&bytes).unwrap();
     }
 
     #[test]

@@ -12,7 +12,8 @@
 use half::f16;
 
 use super::q4k::get_scale_min;
-use super::FormatError;
+use super::gguf::GgmlType;
+use super::weight::WeightFormat;
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
@@ -80,31 +81,59 @@ fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
     f16::from_f32(1e-5 + rng.f32() * max).to_bits()
 }
 
-/// Checks that `bytes` is whole blocks with finite `d` and `dmin`. A non-finite one gives
-/// [`FormatError::NonFinite`] with the index of the block's first weight.
-pub fn validate(bytes: &[u8]) -> Result<(), FormatError> {
-    if bytes.len() % BLOCK_BYTES != 0 {
-        return Err(FormatError::NotBlockMultiple { what: "Q5_K data bytes", len: bytes.len() as u64, block: BLOCK_BYTES as u64 });
-    }
-    for (blk, b) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
-        if !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite()) {
-            return Err(FormatError::NonFinite { index: blk * BLOCK_WEIGHTS });
+/// GPU layout (per block, 11 vec4 = 176 bytes, blocks of a row contiguous): vec4 0 = bytes 0..16
+/// (`d | dmin << 16`, the 12 scale bytes); vec4s 1..8 = the 128 nibble bytes with the 4 x 8
+/// matrix of nibble words transposed (component `pp` of vec4 `1 + wi` = nibble word `8pp + wi`:
+/// positions `4wi .. 4wi + 3` of sub-blocks `2pp`, `2pp + 1`), as Q4_K; vec4s 9, 10 = the `qh`
+/// words in the order 0, 4, 1, 5, 2, 6, 3, 7. An item is a quad (64 weights): positions
+/// `4u .. 4u + 3` and `4u + 16 .. 4u + 19` of all eight sub-blocks.
+pub const FORMAT: WeightFormat = WeightFormat {
+    name: "q5_k",
+    ggml_type: GgmlType::Q5_K,
+    block_weights: BLOCK_WEIGHTS,
+    block_bytes: BLOCK_BYTES,
+    item_weights: 64,
+    gpu_row_words: |k| k / 256 * 44,
+    relayout_row,
+    dequantize,
+    magnitudes,
+    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite())),
+    random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
+    wgsl: include_str!("../../wgsl/fmt_q5_k.wgsl"),
+};
+
+fn relayout_row(src: &[u8], dst: &mut [u32]) {
+    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    for (blk, d) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(44)) {
+        for (i, w) in d[..4].iter_mut().enumerate() {
+            *w = word(blk, 4 * i);
+        }
+        // GPU word 4 + 4wi + pp = GGUF nibble word 8pp + wi.
+        for (gw, w) in d[4..36].iter_mut().enumerate() {
+            *w = word(blk, 48 + 4 * (8 * (gw % 4) + gw / 4));
+        }
+        // GPU words 36.. = qh words 0, 4, 1, 5, 2, 6, 3, 7.
+        for (gw, w) in d[36..].iter_mut().enumerate() {
+            *w = word(blk, 16 + 4 * (gw / 2 + 4 * (gw % 2)));
         }
     }
-    Ok(())
 }
 
-/// Dequantises whole blocks into `out` (`out.len()` = blocks * 256), after [`validate`].
-pub fn dequantize(bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
-    validate(bytes)?;
-    let n = bytes.len() / BLOCK_BYTES;
-    if out.len() != n * BLOCK_WEIGHTS {
-        return Err(FormatError::NotBlockMultiple { what: "Q5_K output values", len: out.len() as u64, block: BLOCK_WEIGHTS as u64 });
-    }
-    for (b, o) in bytes.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
+fn dequantize(src: &[u8], out: &mut [f32]) {
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
         dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
     }
-    Ok(())
+}
+
+fn magnitudes(src: &[u8], out: &mut [f64]) {
+    let mut m = [0f32; BLOCK_WEIGHTS];
+    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
+        magnitudes_block(b.try_into().expect("whole block"), &mut m);
+        for (o, m) in o.iter_mut().zip(&m) {
+            *o = *m as f64;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -137,14 +166,21 @@ mod tests {
 
     #[test]
     fn validation_and_lengths() {
+        use crate::formats::{dequantize as deq, FormatError};
         let mut rng = fastrand::Rng::with_seed(1);
-        let mut bytes: Vec<u8> = (0..3).flat_map(|_| random_block(&mut rng)).collect();
+        let mut bytes = (FORMAT.random_blocks)(&mut rng, 3);
         let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
-        dequantize(&bytes, &mut out).unwrap();
-        assert!(dequantize(&bytes, &mut out[1..]).is_err());
-        assert!(matches!(validate(&bytes[..BLOCK_BYTES - 1]), Err(FormatError::NotBlockMultiple { .. })));
-        bytes[2 * BLOCK_BYTES + 3] = 0x7c; // block 2: dmin = +inf
-        assert!(matches!(dequantize(&bytes, &mut out), Err(FormatError::NonFinite { index: 512 })));
+        FORMAT.validate(&bytes).unwrap();
+        deq(GgmlType::Q5_K, &bytes, &mut out).unwrap();
+        assert!(matches!(deq(GgmlType::Q5_K, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
+        assert!(matches!(FORMAT.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        for (at, bits) in [(0, 0x7c00u16), (0, 0xfe00), (2, 0x7c00u16), (2, 0xfe00)] {
+            let mut m = bytes.clone();
+            m[BLOCK_BYTES + at..BLOCK_BYTES + at + 2].copy_from_slice(&bits.to_le_bytes());
+            assert!(matches!(FORMAT.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{at} {bits:#x}");
+        }
+        bytes.truncate(0);
+        FORMAT.validate(&bytes).unwrap();
     }
 
     #[test]

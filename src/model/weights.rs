@@ -38,9 +38,6 @@ pub struct Weights {
     embd_row_bytes: usize,
     /// Bytes of the matrices on the GPU plus the vectors.
     pub bytes: u64,
-    /// Matrices whose type the matmul family has no GPU kernel for, uploaded as F32
-    /// ([`super::linear`]).
-    pub f32_fallback: Vec<String>,
 }
 
 /// Loading progress: tensors and bytes done out of the totals, and the tensor just loaded.
@@ -71,8 +68,8 @@ fn vector(ctx: &Context, file: &GgufFile, name: &str, len: usize) -> Result<GpuB
     Ok(ctx.upload(&v)?)
 }
 
-/// A matrix `[n, k]` (`dims = [k, n]` in the file); `true` when uploaded as the F32 fallback.
-fn matrix(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<(WeightMatrix, bool)> {
+/// A matrix `[n, k]` (`dims = [k, n]` in the file).
+fn matrix(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<WeightMatrix> {
     expect_dims(file, name, &[k, n])?;
     mm::load(ctx, file, name).map_err(|e| match e {
         crate::Error::Format(s) | crate::Error::Shape(s) | crate::Error::Argument(s) => bad(name, s),
@@ -114,7 +111,6 @@ impl Weights {
         let embd_row_bytes = usize::try_from(embd_row_bytes).map_err(|_| bad("token_embd.weight", "row too large".into()))?;
         let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
         let mut done = (0usize, 0u64);
-        let mut fallback = Vec::new();
         let mut gpu_bytes = 0u64;
         let mut step = |name: &str| -> Result<()> {
             done.0 += 1;
@@ -133,10 +129,7 @@ impl Weights {
             ($name:expr, $n:expr, $k:expr) => {{
                 let owned = $name;
                 let name: &str = owned.as_ref();
-                let (m, fb) = matrix(ctx, file, name, $n, $k)?;
-                if fb {
-                    fallback.push(name.to_string());
-                }
+                let m = matrix(ctx, file, name, $n, $k)?;
                 gpu_bytes += m.bytes();
                 step(name)?;
                 m
@@ -168,7 +161,7 @@ impl Weights {
         let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
         let lm_head = mat!(head, cfg.vocab, h);
         let vectors = cfg.layers as u64 * 4 * (2 * h + if cfg.qkv_bias { q + 2 * kv } else { 0 }) as u64 + 4 * h as u64;
-        Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: gpu_bytes + vectors, f32_fallback: fallback })
+        Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: gpu_bytes + vectors })
     }
 
     /// The formats of the matrices (each once).

@@ -1,0 +1,48 @@
+// Q4_0 format part (contract: src/formats/mod.rs; layout: src/formats/q4_0.rs). Row = k / 32
+// vec4s of code bytes (block b: vec4 b), then the k / 32 f16 scales (block 2i: low half of
+// word i). Item = one block: byte t holds weights t (low nibble) and t + 16 (high nibble).
+// w = d * (q - 8), exact in f32.
+
+struct FmtRow {
+    q: vec4<u32>,
+    sw: u32,  // the scale word holding the block's d
+    hi: u32,  // 1: d is its high half
+}
+
+fn fmt_load(base: u32, item: u32) -> FmtRow {
+    let s = wq[base + p.k4 / 8u + item / 8u];
+    return FmtRow(wq[base + item], s[(item % 8u) / 2u], item & 1u);
+}
+
+struct FmtX {
+    a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>,  // weights 0..15
+    b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>,  // weights 16..31
+}
+
+fn fmt_x(item: u32) -> FmtX {
+    let c = 8u * item;
+    return FmtX(mm_x4(c), mm_x4(c + 1u), mm_x4(c + 2u), mm_x4(c + 3u), mm_x4(c + 4u), mm_x4(c + 5u), mm_x4(c + 6u), mm_x4(c + 7u));
+}
+
+// The low (shift 0) or high (shift 4) nibbles of the four bytes of `w`, minus 8.
+fn fmt_q4(w: u32, shift: u32) -> vec4<f32> {
+    let n = (vec4<u32>(w) >> (vec4<u32>(0u, 8u, 16u, 24u) + vec4<u32>(shift))) & vec4<u32>(15u);
+    return vec4<f32>(n) - vec4<f32>(8.0);
+}
+
+fn fmt_dot(w: FmtRow, x: FmtX) -> f32 {
+    let d = mm_f16x2(w.sw)[w.hi];
+    let lo = (dot(fmt_q4(w.q.x, 0u), x.a0) + dot(fmt_q4(w.q.y, 0u), x.a1)) + (dot(fmt_q4(w.q.z, 0u), x.a2) + dot(fmt_q4(w.q.w, 0u), x.a3));
+    let hi = (dot(fmt_q4(w.q.x, 4u), x.b0) + dot(fmt_q4(w.q.y, 4u), x.b1)) + (dot(fmt_q4(w.q.z, 4u), x.b2) + dot(fmt_q4(w.q.w, 4u), x.b3));
+    return d * (lo + hi);
+}
+
+// Columns 4c4 .. 4c4 + 3: block c4 / 8, weights 4j .. 4j + 3 (j = c4 % 8): word j % 4, low
+// nibbles for j < 4.
+fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
+    let b = c4 / 8u;
+    let j = c4 % 8u;
+    let s = wq[base + p.k4 / 8u + b / 8u];
+    let d = mm_f16x2(s[(b % 8u) / 2u])[b & 1u];
+    return d * fmt_q4(wq[base + b][j % 4u], 4u * (j / 4u));
+}

@@ -1,0 +1,75 @@
+// Q6_K format part (contract: src/formats/mod.rs; layout: src/formats/q6_k.rs). Per block 13
+// vec4: 8 of ql (vec4 u = GGUF ql words u, 8 + u, 16 + u, 24 + u), 4 of qh (vec4 v = qh words
+// 2v, 8 + 2v, 2v + 1, 9 + 2v), 1 of the 16 int8 scales; after the row's blocks, its f16 d
+// (block 2i: low half of word i). Item = u of a block (32 weights): positions 4u .. 4u + 3 of
+// the eight 32-weight quarters (half h, quarter s: weights 128h + 32s + 4u ..). Quarter (h, s)
+// has low nibbles in ql word 16h + 8(s % 2) + u (high nibbles for s >= 2), 2-bit highs at
+// shift 2s of qh word 8h + u, scale byte 8h + 2s + u / 4. w = (d * sc) * (q - 32), exact.
+
+struct FmtRow {
+    ql: vec4<u32>,  // ql words u, 8 + u, 16 + u, 24 + u
+    qh: vec2<u32>,  // qh words u, 8 + u
+    sc: vec4<u32>,  // the block's scales
+    dw: u32,        // the word holding d
+    sel: u32,       // bit 0: d is its high half; bit 1: u >= 4
+}
+
+fn fmt_nb() -> u32 {
+    return p.k4 / 64u;
+}
+
+fn fmt_load(base: u32, item: u32) -> FmtRow {
+    let blk = item / 8u;
+    let u = item % 8u;
+    let bb = base + 13u * blk;
+    let h = wq[bb + 8u + u / 2u];
+    let dw = wq[base + 13u * fmt_nb() + blk / 8u][(blk % 8u) / 2u];
+    return FmtRow(wq[bb + u], select(h.xy, h.zw, (u & 1u) != 0u), wq[bb + 12u], dw, (blk & 1u) | ((u / 4u) << 1u));
+}
+
+struct FmtX {
+    x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>,  // half 0, quarters 0..3
+    x4: vec4<f32>, x5: vec4<f32>, x6: vec4<f32>, x7: vec4<f32>,  // half 1
+}
+
+fn fmt_x(item: u32) -> FmtX {
+    let c = 64u * (item / 8u) + item % 8u;
+    return FmtX(mm_x4(c), mm_x4(c + 8u), mm_x4(c + 16u), mm_x4(c + 24u), mm_x4(c + 32u), mm_x4(c + 40u), mm_x4(c + 48u), mm_x4(c + 56u));
+}
+
+// q - 32 of the four positions of quarter s: `l` = its ql word, `h` = its qh word.
+fn fmt_q6(l: u32, h: u32, s: u32) -> vec4<f32> {
+    let c = ((l >> (4u * (s / 2u))) & 0x0f0f0f0fu) | (((h >> (2u * s)) & 0x03030303u) << 4u);
+    return mm_u8x4(c) - vec4<f32>(32.0);
+}
+
+fn fmt_dot(w: FmtRow, x: FmtX) -> f32 {
+    let d = mm_f16x2(w.dw)[w.sel & 1u];
+    let o = w.sel >> 1u;
+    // Scales of quarters 0..3 of half h: bytes 8h + {0, 2, 4, 6} + o.
+    let s0 = mm_i8x4(w.sc.x);
+    let s1 = mm_i8x4(w.sc.y);
+    let s2 = mm_i8x4(w.sc.z);
+    let s3 = mm_i8x4(w.sc.w);
+    let sc0 = vec4<f32>(s0[o], s0[2u + o], s1[o], s1[2u + o]);
+    let sc1 = vec4<f32>(s2[o], s2[2u + o], s3[o], s3[2u + o]);
+    let d0 = vec4<f32>(dot(fmt_q6(w.ql.x, w.qh.x, 0u), x.x0), dot(fmt_q6(w.ql.y, w.qh.x, 1u), x.x1), dot(fmt_q6(w.ql.x, w.qh.x, 2u), x.x2), dot(fmt_q6(w.ql.y, w.qh.x, 3u), x.x3));
+    let d1 = vec4<f32>(dot(fmt_q6(w.ql.z, w.qh.y, 0u), x.x4), dot(fmt_q6(w.ql.w, w.qh.y, 1u), x.x5), dot(fmt_q6(w.ql.z, w.qh.y, 2u), x.x6), dot(fmt_q6(w.ql.w, w.qh.y, 3u), x.x7));
+    return d * (dot(sc0, d0) + dot(sc1, d1));
+}
+
+// Columns 4c4 .. 4c4 + 3: block c4 / 64, position i = 4 (c4 % 64) = 128h + 32s + 4u.
+fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
+    let blk = c4 / 64u;
+    let i = 4u * (c4 % 64u);
+    let h = i / 128u;
+    let s = (i % 128u) / 32u;
+    let u = (i % 32u) / 4u;
+    let bb = base + 13u * blk;
+    let l = wq[bb + u][2u * h + (s & 1u)];
+    let hw = wq[bb + 8u + u / 2u][2u * (u & 1u) + h];
+    let sb = i / 16u;
+    let sc = mm_i8x4(wq[bb + 12u][sb / 4u])[sb % 4u];
+    let d = mm_f16x2(wq[base + 13u * fmt_nb() + blk / 8u][(blk % 8u) / 2u])[blk & 1u];
+    return vec4<f32>(d * sc) * fmt_q6(l, hw, s);
+}
