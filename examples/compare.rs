@@ -11,6 +11,11 @@
 //! --rotate-mib M  rotate among enough weight copies to touch M MiB per round, so timings are not
 //!                 served from the last-level cache (default 256; Apple Max chips have up to 48 MB SLC)
 //! --max-cases N   at most N bench cases per kernel (default all)
+//! --full          on a CPU adapter, the GPU defaults anyway
+//!
+//! On a CPU adapter (e.g. lavapipe) it shrinks itself unless `--full` is given, and says so: the
+//! first 2 test-grid cases (small, odd shapes) per kernel instead of the LLM-shaped bench cases,
+//! 3 repetitions, no weight copies, a 32 MiB copy kernel.
 
 use wgkernels::suite::{Case, Rng};
 use wgkernels::timing::{copy_bandwidth, measure, Timing};
@@ -21,14 +26,20 @@ struct Args {
     kernel: Option<String>,
     rotate_mib: u64,
     max_cases: usize,
+    /// Test-grid shapes instead of the bench's (set on a CPU adapter).
+    small: bool,
+    full: bool,
+    given: Vec<String>,
 }
 
 fn args() -> std::result::Result<Args, String> {
-    let mut a = Args { reps: 20, kernel: None, rotate_mib: 256, max_cases: usize::MAX };
+    let mut a = Args { reps: 20, kernel: None, rotate_mib: 256, max_cases: usize::MAX, small: false, full: false, given: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        a.given.push(flag.clone());
         match flag.as_str() {
+            "--full" => a.full = true,
             "--reps" => a.reps = value()?.parse().map_err(|e| format!("--reps: {e}"))?,
             "--kernel" => a.kernel = Some(value()?),
             "--rotate-mib" => a.rotate_mib = value()?.parse().map_err(|e| format!("--rotate-mib: {e}"))?,
@@ -101,10 +112,28 @@ fn main() {
         }
     };
     println!("{}\n", base.caps().report());
+    let mut a = a;
+    if base.caps().device_type == wgkernels::wgpu::DeviceType::Cpu && !a.full {
+        let given = |f: &str| a.given.iter().any(|g| g == f);
+        a.small = true;
+        if !given("--reps") {
+            a.reps = 3;
+        }
+        if !given("--rotate-mib") {
+            a.rotate_mib = 0;
+        }
+        if !given("--max-cases") {
+            a.max_cases = 2;
+        }
+        println!(
+            "CPU adapter: shrunk to the first {} test-grid cases per kernel, {} reps, {} MiB of weight copies, a 32 MiB copy kernel (--full for the GPU defaults)\n",
+            a.max_cases, a.reps, a.rotate_mib
+        );
+    }
     if let Err(why) = base.caps().variant_support(Variant::Native) {
         println!("Native (MSL) is unavailable here: {why}. Running the WGSL variants only.\n");
     }
-    match copy_bandwidth(&base, 256 << 20, a.reps.min(10)) {
+    match copy_bandwidth(&base, if a.small { 32 << 20 } else { 256 << 20 }, a.reps.min(10)) {
         Ok((gbs, _)) => println!("copy kernel (read + write): {gbs:.1} GB/s, the in-process ceiling\n"),
         Err(e) => println!("copy kernel failed: {e}\n"),
     }
@@ -121,7 +150,8 @@ fn main() {
         if a.kernel.as_deref().is_some_and(|k| !info.name.contains(k)) {
             continue;
         }
-        for case in kernel.bench_cases().into_iter().take(a.max_cases) {
+        let cases = if a.small { kernel.test_cases() } else { kernel.bench_cases() };
+        for case in cases.into_iter().take(a.max_cases) {
             let mut cells: Vec<(Variant, Cell)> = Vec::new();
             for v in Variant::ALL {
                 if let Err(why) = info.support(base.caps(), v) {

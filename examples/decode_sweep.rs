@@ -14,8 +14,8 @@
 //! seconds since start (to line up with an `nvidia-smi` clock log). The first configuration
 //! also prints the median single time per cache copy.
 //!
-//! Configurations: environment knobs of `decode_plan` and the merge (WGKERNELS_DECODE_PF / _WGS /
-//! _KEYS / _WG / _MERGE_U / _MINCHUNK / _LANES / _GB) with the Subgroup variant (and Portable in the
+//! Configurations: the decode overrides of [`wgkernels::Tuning`] (named as their environment
+//! variables WGKERNELS_DECODE_PF / _WGS / _KEYS / _WG / _MERGE_U / _MINCHUNK / _LANES / _GB) with the Subgroup variant (and Portable in the
 //! first set), or your own list in `DECODE_SWEEP_CONFIGS` (see `custom_configs`).
 //! `DECODE_SWEEP_KV=32768,4096` picks the KV lengths; `DECODE_SWEEP_ATTEND_ONLY=1` times the
 //! attention alone (split pass + merge, no RoPE or cache append), which is what torch's SDPA does.
@@ -25,7 +25,7 @@ use wgkernels::kernels::attention::{decode_plan, AttnShape};
 use wgkernels::kernels::rope::PairLayout;
 use wgkernels::suite::{Case, Rng};
 use wgkernels::timing::measure_all;
-use wgkernels::{Context, ContextOptions, Variant, VariantPolicy};
+use wgkernels::{Context, ContextOptions, Tuning, Variant, VariantPolicy};
 
 const NK: usize = 8;
 const KNOBS: [&str; NK] = [
@@ -50,7 +50,7 @@ fn configs() -> Vec<(String, Variant, [&'static str; NK])> {
         return custom_configs(&spec);
     }
     let list: Vec<(&str, Variant, [&str; NK])> = match std::env::var("DECODE_SWEEP_SET").as_deref() {
-        // The first round (run 1): the old merge (4 loads), no minimum chunk.
+        // The first round of measurements: the old merge (4 loads), no minimum chunk.
         Ok("first") => vec![
             ("sub pf0", Variant::Subgroup, ["0", "", "4", "", "4", "0", "", ""]),
             ("sub pf1", Variant::Subgroup, ["1", "", "4", "", "4", "0", "", ""]),
@@ -101,17 +101,25 @@ fn custom_configs(spec: &str) -> Vec<(String, Variant, [&'static str; NK])> {
     out
 }
 
-fn set_knobs(k: &[&str; NK]) {
-    for (name, v) in KNOBS.iter().zip(k) {
-        // SAFETY: single-threaded example; nothing else reads the environment concurrently.
-        unsafe {
-            if v.is_empty() {
-                std::env::remove_var(name);
-            } else {
-                std::env::set_var(name, v);
-            }
-        }
+/// The tuning of one configuration (values in KNOBS order; "" = default; unparsable = default).
+fn tuning(k: &[&str; NK]) -> Tuning {
+    let n = |i: usize| k[i].parse::<usize>().ok();
+    Tuning {
+        decode_prefetch: n(0).map(|v| v == 1),
+        decode_workgroups: n(1),
+        decode_keys: n(2),
+        decode_wg: n(3),
+        decode_merge_unroll: n(4),
+        decode_min_chunk: n(5),
+        decode_lanes: n(6),
+        decode_gb: n(7),
+        ..Tuning::default()
     }
+}
+
+/// A context on `ctx`'s device that requires `variant` and uses configuration `knobs`.
+fn config_context(ctx: &Context, variant: Variant, knobs: &[&str; NK]) -> Context {
+    ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(variant)).with_tuning(tuning(knobs)))
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -147,8 +155,7 @@ fn main() -> wgkernels::Result<()> {
                 println!("== {} setup {setup} ({copies} copies)", case.name());
                 let cfgs = configs();
                 for (name, variant, knobs) in &cfgs {
-                    set_knobs(knobs);
-                    let vctx = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(*variant)));
+                    let vctx = config_context(&ctx, *variant, knobs);
                     let plan = decode_plan(vctx.caps(), *variant, &shape, kv_f16, kv)?;
                     let mut b = vctx.batch();
                     prepared.encode(&mut b, 0)?;
@@ -172,8 +179,7 @@ fn main() -> wgkernels::Result<()> {
                 }
                 for round in 0..rounds {
                     for (ci, (name, variant, knobs)) in cfgs.iter().enumerate() {
-                        set_knobs(knobs);
-                        let vctx = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(*variant)));
+                        let vctx = config_context(&ctx, *variant, knobs);
                         let at = start.elapsed().as_secs_f64();
                         let (singles, t) = measure_all(&vctx, reps, &|b, i| prepared.encode(b, i))?;
                         let mut sorted = singles.clone();
@@ -200,7 +206,6 @@ fn main() -> wgkernels::Result<()> {
                         }
                     }
                 }
-                set_knobs(&[""; NK]);
             }
         }
     }

@@ -1,5 +1,5 @@
 //! What WGSL cooperative matrices reach on this adapter at all: the ceiling for the Matrix
-//! prefill (issue 7). `cargo run --release --example matrix_peak [iters]`.
+//! prefill. `cargo run --release --example matrix_peak [iters]`.
 //!
 //! Every subgroup runs loops of 16x16x16 `coopMultiplyAdd` (f16 inputs; f32 accumulators, and
 //! f16 ones where the adapter lists that configuration) on 2x4 or 1x4 register accumulators,

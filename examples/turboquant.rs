@@ -3,11 +3,10 @@
 //! attention over the compressed caches, and compare with attention over the uncompressed
 //! data (f64 on the CPU). Prints the error, the memory saved and GPU timings.
 //!
-//! `cargo run --release --example turboquant [kv_len]` (default 4096; 32 heads, 8 kv heads,
+//! `cargo run --release --example turboquant [kv_len]` (default 4096, 1024 on a CPU adapter; 32 heads, 8 kv heads,
 //! head_dim 128). `WGKERNELS_VARIANT=portable|subgroup` picks a variant.
-//! The GPU timing of an uncompressed f16 decode attention on the same shape comes from the
-//! decode-attention family once it is merged (see BENCHMARKS.md); here the uncompressed side
-//! is the CPU reference.
+//! The uncompressed side is the CPU reference here; BENCHMARKS.md has the GPU timing of an
+//! uncompressed f16 decode attention on the same shape.
 
 use wgkernels::kernels::turboquant::{self as tq, CacheKind, DecodeAttention, TqAttnWorkspace, TqCache, TqConfig};
 use wgkernels::reference::turboquant as reference;
@@ -15,9 +14,15 @@ use wgkernels::suite::Rng;
 use wgkernels::{timing, Context, ContextOptions};
 
 fn main() -> wgkernels::Result<()> {
-    let kv_len: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(4096);
-    let (heads, kv_heads, d) = (32usize, 8usize, 128usize);
     let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
+    // On a CPU adapter (lavapipe) the default context shrinks to 1024 positions.
+    let cpu = ctx.caps().device_type == wgkernels::wgpu::DeviceType::Cpu;
+    let given: Option<usize> = std::env::args().nth(1).and_then(|s| s.parse().ok());
+    if cpu && given.is_none() {
+        println!("CPU adapter: default kv_len shrunk from 4096 to 1024 (pass a length for another)");
+    }
+    let kv_len = given.unwrap_or(if cpu { 1024 } else { 4096 });
+    let (heads, kv_heads, d) = (32usize, 8usize, 128usize);
     println!("adapter {} ({:?}); attention variant {}", ctx.caps().adapter_name, ctx.caps().backend, ctx.variant_for(&tq::ATTENTION)?);
 
     let mut rng = Rng::new(2504_19874);

@@ -104,8 +104,11 @@ pub struct Caps {
     /// wrapping an application's device cannot ask the adapter; see [`crate::Context::from_device`]).
     pub cooperative_matrix_configs: Vec<wgpu::CooperativeMatrixProperties>,
     /// Testing aid: Native pipelines on Vulkan are built from SPIR-V of their WGSL twins
-    /// (set from [`crate::ContextOptions::with_native_spirv_twins`]; see `native.rs`).
+    /// (set from `ContextOptions::with_native_spirv_twins`, `testkit` feature; see `native.rs`).
     pub native_twins: bool,
+    /// The context's launch-plan overrides (a copy of [`crate::ContextOptions::tuning`]), so that
+    /// the plan functions, which take `Caps`, see them. Default everywhere but in a context.
+    pub tuning: crate::tuning::Tuning,
     pub limits: KeyLimits,
 }
 
@@ -133,6 +136,7 @@ impl Caps {
             cooperative_matrix: features.contains(F::EXPERIMENTAL_COOPERATIVE_MATRIX),
             cooperative_matrix_configs: coop.to_vec(),
             native_twins: false,
+            tuning: crate::tuning::Tuning::default(),
             limits: KeyLimits {
                 max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
                 max_uniform_buffer_binding_size: limits.max_uniform_buffer_binding_size,

@@ -32,16 +32,22 @@ pub mod kernels;
 pub mod model;
 pub mod native;
 pub mod pipeline;
+#[cfg(feature = "testkit")]
 pub mod reference;
+#[cfg(feature = "testkit")]
 pub mod shaders;
+#[cfg(feature = "testkit")]
 pub mod suite;
+#[cfg(feature = "testkit")]
 pub mod timing;
+pub mod tuning;
 
 pub use batch::{Batch, Submitted};
 pub use buffer::GpuBuffer;
 pub use caps::{Caps, KernelInfo, Variant, VariantPolicy};
 pub use context::{Context, ContextOptions};
 pub use error::{Error, Result};
+pub use tuning::{GemvTuning, Tuning};
 pub use wgpu;
 
 /// The probe report: capabilities plus, per kernel, the chosen variant and why the others
@@ -49,13 +55,14 @@ pub use wgpu;
 pub fn probe_report(ctx: &Context) -> String {
     let mut s = ctx.caps().report();
     s += &format!("\npolicy       {:?}\n", ctx.options().policy);
+    #[cfg(feature = "testkit")]
     for line in ctx.probe_native() {
         s += &format!("native build {line}\n");
     }
     s += "\nkernel variants:\n";
-    for k in kernels::registry() {
+    for info in kernels::infos() {
         s += "  ";
-        s += &ctx.explain(k.info());
+        s += &ctx.explain(info);
         s += "\n";
     }
     s

@@ -14,11 +14,12 @@
 //!   entry point, ...), the dispatch falls back to the best other variant, the failure is recorded
 //!   per kernel, later selections skip Native for that kernel, and the probe report says why. Under
 //!   `VariantPolicy::Require(Native)` the error is returned instead. Never a panic.
-//! * **Twins on Vulkan.** With [`crate::ContextOptions::with_native_spirv_twins`] on a Vulkan adapter
+//! * **Twins on Vulkan.** With `ContextOptions::with_native_spirv_twins` on a Vulkan adapter
 //!   with `PASSTHROUGH_SHADERS`, Native pipelines are built through the very same passthrough code
 //!   (explicit layout, entry point name, workgroup size, binding order, params struct) from SPIR-V
 //!   that naga generates from each kernel's WGSL twin, with the twin's entry point renamed to the
-//!   MSL kernel's. Only the MSL text itself is then left unexecuted. A testing aid (tests/passthrough.rs).
+//!   MSL kernel's. Only the MSL text itself is then left unexecuted. A testing aid (tests/passthrough.rs),
+//!   available with the `testkit` feature.
 
 use crate::caps::{KernelInfo, Variant, VariantPolicy};
 use crate::context::Context;
@@ -48,6 +49,7 @@ impl Context {
         let mut d = wgpu::ShaderModuleDescriptorPassthrough { label: Some(label), entry_points: entry_points.into(), ..Default::default() };
         match self.caps().backend {
             wgpu::Backend::Metal if self.caps().passthrough => d.msl = Some((*text).into()),
+            #[cfg(feature = "testkit")]
             wgpu::Backend::Vulkan if self.caps().passthrough && self.caps().native_twins => {
                 d.spirv = Some(crate::shaders::twin_spirv(desc).map_err(|e| Error::Pipeline(format!("{label}: twin: {e}")))?.into());
             }
@@ -103,6 +105,9 @@ impl Context {
 
     /// For every kernel selected as Native here, build all its Native pipelines now, recording
     /// failures (so they fall back and show in the probe report). Returns one line per kernel tried.
+    /// (Without this, a Native pipeline that fails to build is found, recorded and falls back at
+    /// its first use.)
+    #[cfg(feature = "testkit")]
     pub fn probe_native(&self) -> Vec<String> {
         let mut lines = Vec::new();
         for k in crate::kernels::registry() {

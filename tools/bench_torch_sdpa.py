@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch scaled_dot_product_attention on the shapes of issue 5, for BENCHMARKS.md next to
+"""torch scaled_dot_product_attention on the attention bench shapes, for BENCHMARKS.md next to
 `cargo run --release --example attention -- sweep`.
 
 Usage:  python3 tools/bench_torch_sdpa.py [--csv out.csv]     (needs torch with CUDA)

@@ -8,7 +8,7 @@ WGK_TORCH_BUSY selects the work (measured side by side on the H200, see BENCHMAR
   sleep  (default) one `torch.cuda._sleep` spin kernel: a single launch, no memory traffic, like
          our arithmetic-only busy kernel
   matmul a chain of 512x512 fp32 matmuls (many small launches)
-  none   nothing (the 2026-11-21/22 runs 1-3 measured this way)
+  none   nothing (the first 2026-11-21/22 measurements)
 """
 import os
 

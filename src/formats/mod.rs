@@ -123,6 +123,9 @@ pub enum FormatError {
     NonFiniteScale { block: usize },
     /// Data of the wrong length for its shape.
     WrongLength { what: &'static str, len: u64, expected: u64 },
+    /// Parsing would hold more memory than the file's size allows (see `gguf`'s module docs):
+    /// `bytes` more were needed with `left` left in the budget.
+    MetadataTooLarge { bytes: u64, left: u64 },
     /// I/O error while reading a file.
     Io(std::io::Error),
 }
@@ -169,6 +172,7 @@ impl fmt::Display for FormatError {
             UnsupportedType { ggml_type, tensor: None } => write!(f, "ggml type {ggml_type:?} is not a supported weight format"),
             NonFiniteScale { block } => write!(f, "block {block} has a NaN or infinite scale"),
             WrongLength { what, len, expected } => write!(f, "{what}: {len} bytes, expected {expected}"),
+            MetadataTooLarge { bytes, left } => write!(f, "metadata needs {bytes} more bytes of memory, {left} left of the budget (file size + slack)"),
             Io(e) => write!(f, "I/O error: {e}"),
         }
     }

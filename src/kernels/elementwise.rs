@@ -12,6 +12,21 @@
 //! The CPU references ([`reference_rmsnorm`], [`reference_silu_gate`], [`reference_add`]) are f64.
 //! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
 //! elementwise_ops.wgsl + elementwise_{binary,inplace}.wgsl.
+//!
+//! ```no_run
+//! use wgkernels::kernels::elementwise;
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let n = 4096;
+//! let (x, w, h) = (ctx.upload(&vec![1.0f32; n])?, ctx.upload(&vec![1.0f32; n])?, ctx.alloc::<f32>(n)?);
+//! let mut b = ctx.batch();
+//! elementwise::rmsnorm(&mut b, &x, &w, &h, 1, n, 1e-5)?;
+//! elementwise::silu_gate_inplace(&mut b, &h, &w, n)?; // h = silu(h) * w
+//! elementwise::add_inplace(&mut b, &x, &h, n)?; // x += h
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -76,7 +91,7 @@ pub enum ElementwisePipeline {
         variant: Variant,
     },
     /// `vec`: one vec4 per invocation (lengths that are a multiple of 4; H100, 16 M elements:
-    /// 118 µs -> see BENCHMARKS.md), else one f32.
+    /// 118 µs -> see docs/PERFORMANCE.md), else one f32.
     Binary {
         op: BinaryOp,
         inplace: bool,
@@ -112,8 +127,8 @@ impl PipelineKey for ElementwisePipeline {
     }
 }
 
-fn distinct(what: &str, a: &wgpu::Buffer, b: &wgpu::Buffer) -> Result<()> {
-    ensure(a != b, || Error::Argument(format!("{what}: the same buffer is bound as input and output (use the in-place form)")))
+fn distinct(what: &str, a: crate::buffer::BufRef, b: crate::buffer::BufRef) -> Result<()> {
+    ensure(a.buffer != b.buffer, || Error::Argument(format!("{what}: the same buffer is bound as input and output (use the in-place form)")))
 }
 
 fn check_len(len: usize) -> Result<()> {
@@ -145,9 +160,8 @@ fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb
     check_len(len)?;
     a.require("a", len)?;
     bb.require("b", len)?;
-    // Whole vec4s where the length allows (WGKERNELS_ELEMENTWISE_VEC=0 turns that off, to compare).
-    static VEC_OFF: super::OffSwitch = super::OffSwitch::new("WGKERNELS_ELEMENTWISE_VEC");
-    let vec = len % 4 == 0 && !VEC_OFF.is_off();
+    // Whole vec4s where the length allows (`Tuning::elementwise_vec = false` turns that off, to compare).
+    let vec = len % 4 == 0 && ctx.caps().tuning.elementwise_vec;
     let units = if vec { len / 4 } else { len };
     let params = BinaryParams { len: units as u32, _p: [0; 3] };
     let grid = ctx.grid((units as u64).div_ceil(BINARY_WG))?;
@@ -214,8 +228,10 @@ pub fn reference_add(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
     a.iter().zip(b).map(|(&a, &b)| (a as f64 + b as f64, (a as f64).abs() + (b as f64).abs())).unzip()
 }
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
+#[cfg(feature = "testkit")]
 mod cases {
     use super::*;
     use crate::context::Context;

@@ -1,13 +1,28 @@
 //! INT8 GEMV: `y[r] = sum_c (q[r, c] - zero) * scale * x[c]` with scale/zero per tensor or per
 //! row, signed (-128..127) or unsigned (0..255) codes. GPU layout: codes row-major, 4 per u32,
 //! rows padded to 16 bytes, words in the [`crate::kernels::interleave`] order. Sources: wgsl/int8_gemv.wgsl (+ team_*.wgsl).
+//!
+//! ```no_run
+//! use wgkernels::kernels::int8::{self, HostInt8, Int8Matrix, Int8Scale};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (n, k) = (64, 128);
+//! let host = HostInt8 { n, k, signed: true, codes: vec![3; n * k], scale: Int8Scale::PerTensor { scale: 0.01, zero: 0.0 } };
+//! let w = Int8Matrix::upload(&ctx, &host)?;
+//! let (x, y) = (ctx.upload(&vec![1.0f32; k])?, ctx.alloc::<f32>(n)?);
+//! let mut b = ctx.batch();
+//! int8::gemv(&mut b, &w, &x, &y)?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
+use crate::kernels::int4::{plan_grid, team_source, tuned_plan, GemvPlan};
 use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
@@ -44,7 +59,7 @@ pub struct HostInt8 {
 impl HostInt8 {
     pub fn validate(&self) -> Result<()> {
         ensure(self.n > 0 && self.k > 0, || Error::Shape(format!("n = {}, k = {}: both must be > 0", self.n, self.k)))?;
-        ensure((self.n as u64) * (self.k as u64) < u32::MAX as u64, || Error::Shape("n * k exceeds 2^32".into()))?;
+        ensure(self.n.checked_mul(self.k).is_some_and(|v| v < u32::MAX as usize), || Error::Shape("n * k exceeds 2^32".into()))?;
         ensure(self.codes.len() == self.n * self.k, || Error::Argument(format!("codes: {} bytes, expected n * k = {}", self.codes.len(), self.n * self.k)))?;
         if let Int8Scale::PerRow { scales, zeros } = &self.scale {
             ensure(scales.len() == self.n && zeros.len() == self.n, || {
@@ -172,7 +187,7 @@ fn gemv_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u3
         let (_, _, grid) = crate::native::team_plan(ctx, n)?;
         return Ok((GemvPlan::NATIVE, grid));
     }
-    let plan = env_plan("WGKERNELS_INT8", variant, GemvPlan { wg: 128, rows: 4, unroll: 1, team: if variant == Variant::Portable { 128 } else { 0 } });
+    let plan = tuned_plan(&ctx.caps().tuning.int8_gemv, variant, GemvPlan { wg: 128, rows: 4, unroll: 1, team: if variant == Variant::Portable { 128 } else { 0 } });
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
@@ -197,8 +212,10 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
     })
 }
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
+#[cfg(feature = "testkit")]
 mod cases {
     use super::*;
     use crate::reference;

@@ -1,6 +1,8 @@
 //! Kernel families. Each family is one module (plus its WGSL/MSL sources) exposing its public
-//! API and a `kernels()` list of [`crate::suite::Kernel`]s. Adding a family = adding a module and
-//! one line in [`registry`]; the harness, the bench and the probe pick it up from there.
+//! API and the [`KernelInfo`] of each kernel (listed by [`infos`], which the probe report
+//! walks). With the `testkit` feature a family also has a `cases` module whose `kernels()` list
+//! of `suite::Kernel`s the test harness, the bench and the shader checks iterate over
+//! (`registry`): adding a family = adding a module, its infos and one line in each list.
 
 pub mod attention;
 pub mod elementwise;
@@ -14,30 +16,38 @@ pub mod rope;
 pub(crate) mod splitk;
 pub mod turboquant;
 
-use crate::suite::Kernel;
-use std::sync::OnceLock;
+use crate::caps::KernelInfo;
 
-/// An environment switch that turns an optimisation off when set to `0` (to compare against the
-/// code path it replaced), read once per process at first use: kernels consult it on every
-/// dispatch, so the environment is not read on that path.
-pub(crate) struct OffSwitch {
-    name: &'static str,
-    off: OnceLock<bool>,
+/// The [`KernelInfo`] of every kernel of every family, in the order the probe reports them.
+pub fn infos() -> Vec<&'static KernelInfo> {
+    vec![
+        &int4::GEMV,
+        &int4::GEMM,
+        &int4::QUANTIZE,
+        &int4::DEQUANTIZE,
+        &int8::GEMV,
+        &q4k::GEMV,
+        &q4k::GEMM,
+        &q4k::DEQUANTIZE,
+        &q8::QUANTIZE,
+        &q8::INT4_GEMV,
+        &q8::Q4K_GEMV,
+        &turboquant::QUANTIZE,
+        &turboquant::DEQUANTIZE,
+        &turboquant::ATTENTION,
+        &rope::TABLE,
+        &rope::APPLY,
+        &attention::PREFILL,
+        &attention::DECODE,
+        &elementwise::RMSNORM,
+        &elementwise::SILU_GATE,
+        &elementwise::ADD,
+    ]
 }
 
-impl OffSwitch {
-    pub(crate) const fn new(name: &'static str) -> OffSwitch {
-        OffSwitch { name, off: OnceLock::new() }
-    }
-
-    /// Whether `name` is set to `0`.
-    pub(crate) fn is_off(&self) -> bool {
-        *self.off.get_or_init(|| std::env::var(self.name).is_ok_and(|v| v == "0"))
-    }
-}
-
-/// Every kernel of every family.
-pub fn registry() -> Vec<&'static dyn Kernel> {
+/// Every kernel of every family, with its test and bench cases.
+#[cfg(feature = "testkit")]
+pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     let mut v = Vec::new();
     v.extend(int4::kernels());
     v.extend(int8::kernels());
@@ -52,8 +62,23 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
 }
 
 /// Every pipeline of every kernel, plus the bench's copy, busy and read kernels (for the offline shader checks).
+#[cfg(feature = "testkit")]
 pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
     v.extend(crate::timing::pipeline_descs(&crate::caps::Caps::nominal()));
     v
+}
+
+#[cfg(all(test, feature = "testkit"))]
+mod tests {
+    /// The probe's list and the test kit's registry name the same kernels, so a family added to
+    /// one and not the other fails here.
+    #[test]
+    fn infos_match_the_registry() {
+        let mut infos: Vec<&str> = super::infos().iter().map(|i| i.name).collect();
+        let mut registered: Vec<&str> = super::registry().iter().map(|k| k.info().name).collect();
+        infos.sort_unstable();
+        registered.sort_unstable();
+        assert_eq!(infos, registered);
+    }
 }

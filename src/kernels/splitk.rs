@@ -3,9 +3,9 @@
 //! A GEMM's output tiles are its workgroups. At small m (a few prompt tokens) they are too few to
 //! fill the GPU: 16 x 4096 is 64 tiles of the INT4 GEMM. Then each tile's K range is cut into
 //! `splits` workgroups, which write partial tiles into a scratch buffer; a second dispatch sums
-//! the splits into the output. Measured on an H100 (2026-11-25; BENCHMARKS.md), 4096 x 4096:
-//! INT4 m=16 871.7 -> 145.1 µs, Q4_K m=32 180.0 -> 81.7 µs. `WGKERNELS_GEMM_SPLIT=0` turns it
-//! off, to compare.
+//! the splits into the output. Measured on an H100 (2026-11-25; docs/PERFORMANCE.md), 4096 x 4096:
+//! INT4 m=16 871.7 -> 145.1 µs, Q4_K m=32 180.0 -> 81.7 µs. [`crate::Tuning::gemm_split`] = false
+//! turns it off, to compare.
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -24,10 +24,9 @@ const MIN_STEPS: usize = 8;
 
 /// (steps per split, splits) for `tiles` output tiles over `steps` K steps: one split where the
 /// tiles alone make [`TARGET`] workgroups, else enough splits to reach it, each of at least
-/// [`MIN_STEPS`] steps.
-pub(crate) fn plan(tiles: usize, steps: usize) -> (usize, usize) {
-    static OFF: super::OffSwitch = super::OffSwitch::new("WGKERNELS_GEMM_SPLIT");
-    let want = if OFF.is_off() || tiles >= TARGET { 1 } else { TARGET.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
+/// [`MIN_STEPS`] steps. With [`crate::Tuning::gemm_split`] off, one split.
+pub(crate) fn plan(caps: &Caps, tiles: usize, steps: usize) -> (usize, usize) {
+    let want = if !caps.tuning.gemm_split || tiles >= TARGET { 1 } else { TARGET.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
     let per = steps.max(1).div_ceil(want);
     (per, steps.max(1).div_ceil(per))
 }
@@ -63,13 +62,19 @@ impl PipelineKey for SplitReduce {
 /// straight into `y` for one split, else into the context's scratch buffer
 /// ([`crate::Context::scratch`]: every partial is written before the reduce reads it) and then
 /// summed into `y`.
-pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, gemm: impl FnOnce(&mut Batch, &wgpu::Buffer) -> Result<()>) -> Result<()> {
+pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, gemm: impl FnOnce(&mut Batch, crate::buffer::BufRef) -> Result<()>) -> Result<()> {
     if splits <= 1 {
         return gemm(b, y.raw());
     }
     let ctx = b.context();
-    let part = ctx.scratch(crate::buffer::Scratch::SplitK, (splits * len * 4) as u64)?;
-    gemm(b, &part)?;
+    let bytes = splits.checked_mul(len).and_then(|n| n.checked_mul(4)).ok_or_else(|| crate::Error::Shape(format!("{splits} splits of {len} outputs overflow")))?;
+    let part = ctx.scratch(crate::buffer::Scratch::SplitK, bytes as u64)?;
+    gemm(b, ctx.internal(&part))?;
     let grid = ctx.grid((len as u64).div_ceil(256))?;
-    b.dispatch(&SplitReduce, &ReduceParams { len: len as u32, splits: splits as u32, _p: [0; 2] }, &[&part, y.raw()], grid)
+    b.dispatch(
+        &SplitReduce,
+        &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p: [0; 2] },
+        &[ctx.internal(&part), y.raw()],
+        grid,
+    )
 }

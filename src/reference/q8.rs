@@ -14,7 +14,7 @@ use crate::formats::q4k::{get_scale_min, BlockQ4K, QK_K};
 use crate::kernels::int4::HostInt4;
 
 /// Columns per activation block.
-pub const QB: usize = 32;
+pub use crate::kernels::q8::QB;
 /// fl(1/127).
 pub const INV127: f32 = 1.0 / 127.0;
 

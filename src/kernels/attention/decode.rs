@@ -5,6 +5,7 @@
 //! attn_decode_matrix.wgsl ([`super::decode_matrix`]), attn_merge.wgsl and msl/attn_decode.metal.
 
 use super::*;
+use crate::tuning::accepted;
 
 /// Work buffers of a decode: the rotated query and the per-chunk partial results.
 pub struct DecodeScratch {
@@ -18,7 +19,8 @@ impl DecodeScratch {
     pub fn new(ctx: &Context, shape: AttnShape) -> Result<DecodeScratch> {
         shape.validate()?;
         let (h, d) = (shape.heads, shape.head_dim);
-        Ok(DecodeScratch { shape, q_rot: ctx.alloc(h * d)?, part_o: ctx.alloc(h * MAX_CHUNKS * d)?, part_ml: ctx.alloc(h * MAX_CHUNKS)? })
+        let (q, o, ml) = (shape.q_elems(1)?, dims::prod("heads * chunks * head_dim", &[h, MAX_CHUNKS, d])?, dims::prod("heads * chunks", &[h, MAX_CHUNKS])?);
+        Ok(DecodeScratch { shape, q_rot: ctx.alloc(q)?, part_o: ctx.alloc(o)?, part_ml: ctx.alloc(ml)? })
     }
     /// The rotated query of the last [`decode`].
     pub fn q_rot(&self) -> &GpuBuffer<f32> {
@@ -66,11 +68,6 @@ impl DecodePlan {
     }
 }
 
-/// A tuning override from the environment, if set and accepted by `ok`.
-pub(super) fn knob(name: &str, ok: impl Fn(usize) -> bool) -> Option<usize> {
-    std::env::var(name).ok()?.parse().ok().filter(|&v| ok(v))
-}
-
 /// Chunks of a multiple of `step` keys so that about `target` workgroups run (at most
 /// [`MAX_CHUNKS`] per head block), but at least `min_chunk` keys: (chunk, nchunks).
 pub(super) fn split(kv_len: usize, blocks: usize, target: usize, step: usize, min_chunk: usize) -> (usize, usize) {
@@ -79,7 +76,7 @@ pub(super) fn split(kv_len: usize, blocks: usize, target: usize, step: usize, mi
     (chunk, kv_len.div_ceil(chunk))
 }
 
-/// Fewest keys per chunk of the teams kernel at long contexts (`WGKERNELS_DECODE_MINCHUNK`
+/// Fewest keys per chunk of the teams kernel at long contexts ([`crate::Tuning::decode_min_chunk`]
 /// overrides, and then also applies at short ones). At kv 4k (32/8 heads, d 128) the
 /// 528-workgroup target alone makes 64-key chunks (512 workgroups of two steps); 128-key chunks
 /// (256 workgroups) halve the partial rows to write and merge and the per-workgroup fixed cost
@@ -87,8 +84,8 @@ pub(super) fn split(kv_len: usize, blocks: usize, target: usize, step: usize, mi
 /// 24.5 vs 25.8 µs; f32 27.1 vs 26.5 (with prefetch f32 takes 25.0 at 128-key chunks); 256-key
 /// chunks: 27.9 / 32.9; on the H100 (2026-11-25, attend-only) f16 21.3 µs with 128-key chunks
 /// against 23.6 with 64.
-fn teams_min_chunk() -> Option<usize> {
-    knob("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20)
+fn teams_min_chunk(caps: &Caps) -> Option<usize> {
+    accepted(caps.tuning.decode_min_chunk, |v| v <= 1 << 20)
 }
 
 /// Workgroups a short context is spread over, and the fewest keys per chunk it may take.
@@ -99,12 +96,12 @@ const SHORT_MIN_CHUNK: usize = 16;
 /// keys. Where that leaves fewer than [`SHORT_WORKGROUPS`] (short contexts), smaller chunks
 /// (at least 16 keys) spread the keys over about that many, since there each team's serial key
 /// steps, not the bytes, set the time. Measured on the H100 (2026-11-25, f16 attend-only, 32/8
-/// heads, d 128; benches/peers/results/2026-11-25-s6 run 7), single µs with 128-key chunks ->
+/// heads, d 128; results/2026-11-25-h100-07), single µs with 128-key chunks ->
 /// this rule: kv 256 17.2 -> 14.4, 512 17.4 -> 14.9, 1024 19.0 -> 16.2, 2048 18.8 -> 17.9 (f32
 /// 17.0 -> 12.9, 17.7 -> 13.9, 18.4 -> 15.5, 19.3 -> 18.4); from 4k on nothing changes (twice the
 /// workgroups at 4k measured 23.6 against 21.3).
-fn teams_split(kv_len: usize, blocks: usize, target: usize, step: usize) -> (usize, usize) {
-    if let Some(min_chunk) = teams_min_chunk() {
+fn teams_split(caps: &Caps, kv_len: usize, blocks: usize, target: usize, step: usize) -> (usize, usize) {
+    if let Some(min_chunk) = teams_min_chunk(caps) {
         return split(kv_len, blocks, target, step, min_chunk);
     }
     let long = split(kv_len, blocks, target, step, 128);
@@ -127,25 +124,30 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// at most the adapter's smallest subgroup size and 32, 128 invocations, the next step's loads
 /// issued before this step's math (prefetch), keys per team and step 4 (f32) or 2 (f16), chunks
 /// of at least 128 keys sized for about 4 workgroups per SM of a 132-SM GPU (smaller chunks at
-/// short contexts: `teams_split`). On NVIDIA (H100, session 6) this kernel keeps at most 512
+/// short contexts: `teams_split`). On NVIDIA (H100, 2026-11-25) this kernel keeps at most 512
 /// invocations resident per SM (128 registers each), so 4 x 128 is one full wave and a bigger
 /// grid only adds a partial second one (f16 32k: 512 workgroups 67.0 µs, 656 83.5;
-/// benches/peers/results/2026-11-25-s6). Measured on the H200
+/// results/2026-11-25-h100-01). Measured on the H200
 /// (2026-11-22, 32/8 heads, d 128, single µs at kv 4k / 16k / 32k; examples/decode_sweep):
 /// f16 B=2 with prefetch 23.4 / 41.2 / 59.1, B=4 with prefetch 23.5 / 51.7 / 70.5, B=4 without
 /// 24.1 / 43.2 / 60.1; f32 B=4 with prefetch 25.0 / 50.9 / 81.1, without 26.9 / 52.0 / 82.9,
 /// B=2 with prefetch 26.3 / 51.0 / 83.0. Rows that would need more than
 /// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
-/// keys * pieces per lane to 32. Tuning overrides: `WGKERNELS_DECODE_WG` (64..1024), `_LANES`
-/// (max L), `_KEYS` (1..8), `_WGS` (target workgroups), `_PF` (0: no prefetch of the next step),
-/// `_MINCHUNK` (fewest keys per chunk), `_GB` (most query heads per workgroup, 1..8).
+/// keys * pieces per lane to 32. Overrides (the `decode_*` fields of [`crate::Tuning`], taken from
+/// `caps.tuning`): `decode_wg` (64..1024), `decode_lanes` (max L), `decode_keys` (1..8),
+/// `decode_workgroups` (target workgroups), `decode_prefetch`, `decode_min_chunk` (fewest keys per
+/// chunk), `decode_gb` (most query heads per workgroup, 1..8).
 ///
 /// Native: see [`native_decode_plan`]; head dims without an MSL entry point take the Subgroup plan.
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
+    s.validate()?;
+    ensure(kv_len > 0, || Error::Shape("kv_len = 0".into()))?;
+    dims::u32_of("kv_len", kv_len)?;
     let d = s.head_dim;
     let mem = caps.limits.max_compute_workgroup_storage_size as usize;
     let pow2 = |v: usize| v.is_power_of_two();
+    let t = &caps.tuning;
     if variant == Variant::Matrix {
         if let Ok(plan) = decode_matrix::matrix_plan(caps, s, kv_f16, kv_len) {
             return Ok(plan);
@@ -161,20 +163,20 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
         let words = if kv_f16 { d / 2 } else { d };
         let pieces = if words % 4 == 0 { words / 4 } else { words };
         let sg = 1usize << (caps.subgroup_min_size.max(1).ilog2());
-        let max_lanes = knob("WGKERNELS_DECODE_LANES", |v| pow2(v) && v <= 128).unwrap_or(32);
+        let max_lanes = accepted(t.decode_lanes, |v| pow2(v) && v <= 128).unwrap_or(32);
         let lanes = pieces.next_power_of_two().min(sg).min(max_lanes);
         let max_wg = caps.limits.max_compute_invocations_per_workgroup as usize;
-        let wg = knob("WGKERNELS_DECODE_WG", |v| pow2(v) && (64..=1024).contains(&v)).unwrap_or(128).min(max_wg).max(lanes);
+        let wg = accepted(t.decode_wg, |v| pow2(v) && (64..=1024).contains(&v)).unwrap_or(128).min(max_wg).max(lanes);
         let teams = wg / lanes;
         let ppl = pieces.div_ceil(lanes);
         if ppl <= 8 {
-            let prefetch = knob("WGKERNELS_DECODE_PF", |v| v <= 1) != Some(0);
-            let keys = knob("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v)).unwrap_or(if kv_f16 && prefetch { 2 } else { 4 }).min(32 / ppl);
-            let max_gb = knob("WGKERNELS_DECODE_GB", |v| (1..=8).contains(&v)).unwrap_or(8);
+            let prefetch = t.decode_prefetch != Some(false);
+            let keys = accepted(t.decode_keys, |v| (1..=8).contains(&v)).unwrap_or(if kv_f16 && prefetch { 2 } else { 4 }).min(32 / ppl);
+            let max_gb = accepted(t.decode_gb, |v| (1..=8).contains(&v)).unwrap_or(8);
             let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl).min(max_gb);
             let gblocks = s.group().div_ceil(gb);
-            let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-            let (chunk, nchunks) = teams_split(kv_len, s.kv_heads * gblocks, target, teams * keys);
+            let target = accepted(caps.tuning.decode_workgroups, |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
+            let (chunk, nchunks) = teams_split(caps, kv_len, s.kv_heads * gblocks, target, teams * keys);
             return Ok(DecodePlan { teams: true, native: false, matrix: None, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }
     }
@@ -203,11 +205,13 @@ fn matrix_fallback(caps: &Caps) -> Variant {
 /// GB from the params as ceil(group / gblocks). The plan is checked against the MSL's static
 /// threadgroup arrays (GB * head_dim <= `TO_LEN`, teams * GB cap <= `TML_LEN`); a plan that would
 /// not fit returns `None` (never happens for the entry points' head dims; unit-tested). Chunks as
-/// for Subgroup (`WGKERNELS_DECODE_WGS` applies; the WG / LANES / KEYS knobs do not).
+/// for Subgroup (`decode_workgroups` of [`crate::Tuning`] applies; the wg / lanes / keys overrides do not).
 ///
 /// Off Metal (SPIR-V twin mode on Vulkan, a testing aid) L is further capped by the adapter's
 /// smallest subgroup size, because there the WGSL twin itself runs on the adapter's subgroups.
 pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<Option<DecodePlan>> {
+    s.validate()?;
+    dims::u32_of("kv_len", kv_len)?;
     let d = s.head_dim;
     if native_decode_entry(d, kv_f16).is_none() {
         return Ok(None);
@@ -233,8 +237,8 @@ pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usiz
     if !fits {
         return Ok(None);
     }
-    let target = knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
-    let (chunk, nchunks) = teams_split(kv_len, s.kv_heads * gblocks, target, teams * keys);
+    let target = accepted(caps.tuning.decode_workgroups, |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
+    let (chunk, nchunks) = teams_split(caps, kv_len, s.kv_heads * gblocks, target, teams * keys);
     Ok(Some(DecodePlan { teams: true, native: true, matrix: None, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: false, chunk, nchunks, gblocks }))
 }
 
@@ -266,15 +270,17 @@ fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
     ensure(scratch.shape == shape, || Error::Argument(format!("scratch made for {:?}, decode has {shape:?}", scratch.shape)))?;
     let d = shape.head_dim;
     ensure(kv_len > 0, || Error::Shape("kv_len = 0".into()))?;
-    ensure((kv_len * shape.kv_heads * d) as u64 <= u32::MAX as u64, || Error::Shape("cache over 2^32 elements".into()))?;
-    q_rot.require("q_rot", shape.heads * d)?;
-    k_cache.require("k_cache", kv_len * shape.kv_heads * d)?;
-    v_cache.require("v_cache", kv_len * shape.kv_heads * d)?;
-    out.require("out", shape.heads * d)
+    dims::u32_of("kv_len", kv_len)?;
+    let kv_elems = shape.kv_elems(kv_len)?;
+    q_rot.require("q_rot", shape.q_elems(1)?)?;
+    k_cache.require("k_cache", kv_elems)?;
+    v_cache.require("v_cache", kv_elems)?;
+    out.require("out", shape.q_elems(1)?)?;
+    scale_log2(a.scale, d).map(|_| ())
 }
 
 /// A dispatch recorded ahead of the attention passes (the append pass of [`decode`]).
-type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [&'b wgpu::Buffer], [u32; 3]);
+type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [crate::buffer::BufRef<'b>], [u32; 3]);
 
 /// Record `first` (if any), the split pass for `variant` and the merge pass. Every pipeline is
 /// built before anything is recorded, so a Native pipeline that fails to build leaves no stray
@@ -289,7 +295,7 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         }
     }
     let plan = decode_plan(ctx.caps(), variant, &shape, KV::F16, kv_len)?;
-    let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
+    let scale_log2 = scale_log2(scale, d)?;
     let params = DecodeParams {
         kv_len: kv_len as u32,
         kv_heads: shape.kv_heads as u32,
@@ -298,17 +304,17 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         chunk: plan.chunk as u32,
         nchunks: plan.nchunks as u32,
         gblocks: plan.gblocks as u32,
-        scale_log2: scale * std::f32::consts::LOG2_E,
+        scale_log2,
     };
-    let grid = ctx.grid((plan.nchunks * plan.gblocks * shape.kv_heads) as u64)?;
+    let grid = ctx.grid(dims::prod("chunks * head blocks * kv_heads", &[plan.nchunks, plan.gblocks, shape.kv_heads])? as u64)?;
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
     let key = plan.key(d, KV::F16);
     if let Some((k, _, _, _)) = first {
         ctx.pipeline(k)?;
     }
     ctx.pipeline(&key)?;
-    // Merge loads in flight: 8 (`WGKERNELS_DECODE_MERGE_U` 1..8 overrides; 4 was the old loop).
-    let merge = AttnPipeline::Merge { unroll: knob("WGKERNELS_DECODE_MERGE_U", |v| (1..=8).contains(&v)).unwrap_or(8) as u32 };
+    // Merge loads in flight: 8 (`Tuning::decode_merge_unroll` 1..8 overrides; 4 was the old loop).
+    let merge = AttnPipeline::Merge { unroll: accepted(ctx.caps().tuning.decode_merge_unroll, |v| (1..=8).contains(&v)).unwrap_or(8) as u32 };
     ctx.pipeline(&merge)?;
     if let Some((k, p, bufs, grid)) = first {
         b.dispatch(k, p, bufs, grid)?;
@@ -347,14 +353,17 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     s.check_table(a.table)?;
     let d = s.head_dim;
     ensure(a.pos < a.capacity, || Error::Shape(format!("position {} does not fit a cache of {} tokens", a.pos, a.capacity)))?;
+    let pos = dims::u32_of("pos", a.pos)?;
     a.table.check_positions(a.pos as u64)?;
-    a.q.require("q", s.heads * d)?;
-    a.k_new.require("k_new", s.kv_heads * d)?;
-    a.v_new.require("v_new", s.kv_heads * d)?;
-    a.k_cache.require("k_cache", a.capacity * s.kv_heads * d)?;
-    a.v_cache.require("v_cache", a.capacity * s.kv_heads * d)?;
+    a.q.require("q", s.q_elems(1)?)?;
+    a.k_new.require("k_new", s.kv_elems(1)?)?;
+    a.v_new.require("v_new", s.kv_elems(1)?)?;
+    let cache = s.kv_elems(a.capacity)?;
+    a.k_cache.require("k_cache", cache)?;
+    a.v_cache.require("v_cache", cache)?;
     ensure(a.scratch.shape == s, || Error::Argument(format!("scratch made for {:?}, decode has {s:?}", a.scratch.shape)))?;
-    let params = AppendParams { heads: s.heads as u32, kv_heads: s.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos: a.pos as u32, table_half: (d / 2) as u32, _p: [0; 2] };
+    let params = AppendParams { heads: s.heads as u32, kv_heads: s.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos, table_half: (d / 2) as u32, _p: [0; 2] };
+    // heads + 2 kv_heads <= 3 heads; heads * d fits 32 bits (validate): no overflow in usize.
     let units = (s.heads + 2 * s.kv_heads) * d / 2;
     let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
     let bufs = [a.q.raw(), a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.scratch.q_rot.raw(), a.k_cache.raw(), a.v_cache.raw()];

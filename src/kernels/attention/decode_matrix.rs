@@ -15,10 +15,11 @@
 //! limit. Anything else falls back to the best other decode variant under `Auto` / `Prefer`, and
 //! is an [`crate::Error::Unsupported`] under `Require(Matrix)`.
 
-use super::decode::{knob, split};
-use super::{unrolled, AttnPipeline, AttnShape, DecodeParams, DecodePlan, DECODE_BINDINGS_F16};
+use super::decode::split;
+use super::{unrolled, AttnShape, DecodeParams, DecodePlan, DECODE_BINDINGS_F16};
 use crate::caps::Caps;
 use crate::pipeline::{PipelineDesc, ShaderSource};
+use crate::tuning::accepted;
 
 pub(super) const DECODE_MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_decode_matrix.wgsl");
 
@@ -28,15 +29,15 @@ const GB_MAX: usize = 8;
 /// Largest head_dim (ND = 16 accumulators of O per lane).
 const D_MAX: usize = 256;
 
-/// Subgroups per workgroup: 4 (`WGKERNELS_DECODE_NW` 1..4 overrides).
-fn subgroups() -> usize {
-    knob("WGKERNELS_DECODE_NW", |v| (1..=4).contains(&v)).unwrap_or(4)
+/// Subgroups per workgroup: 4 ([`crate::Tuning::decode_matrix_subgroups`] 1..4 overrides).
+fn subgroups(caps: &Caps) -> usize {
+    accepted(caps.tuning.decode_matrix_subgroups, |v| (1..=4).contains(&v)).unwrap_or(4)
 }
 
-/// Workgroups the split aims for: 528, 4 per SM of a 132-SM GPU (`WGKERNELS_DECODE_WGS` overrides,
-/// as for the teams kernel).
-fn target_workgroups() -> usize {
-    knob("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v)).unwrap_or(528)
+/// Workgroups the split aims for: 528, 4 per SM of a 132-SM GPU
+/// ([`crate::Tuning::decode_workgroups`] overrides, as for the teams kernel).
+fn target_workgroups(caps: &Caps) -> usize {
+    accepted(caps.tuning.decode_workgroups, |v| (1..=1 << 16).contains(&v)).unwrap_or(528)
 }
 
 /// 8-byte loads per invocation and block: 16 NW keys x D / 4 vectors over NW x SG invocations.
@@ -61,6 +62,10 @@ fn bytes(d: usize, gb: usize, maxc: usize, nw: usize) -> usize {
 /// lengths).
 pub fn matrix_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan, String> {
     let sg = super::prefill_matrix::matrix_support_with(caps, 1)?;
+    s.validate().map_err(|e| e.to_string())?;
+    if kv_len == 0 || u32::try_from(kv_len).is_err() {
+        return Err(format!("kv_len = {kv_len} outside 1..2^32"));
+    }
     let d = s.head_dim;
     if !kv_f16 {
         return Err("the Matrix decode reads f16 caches (its products take f16 K and V); an f32 cache takes the Subgroup kernel".into());
@@ -73,8 +78,8 @@ pub fn matrix_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usize) -> R
     }
     let gblocks = s.group().div_ceil(GB_MAX);
     let gb = s.group().div_ceil(gblocks);
-    let nw = subgroups();
-    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target_workgroups(), CM * nw, CM * nw);
+    let nw = subgroups(caps);
+    let (chunk, nchunks) = split(kv_len, s.kv_heads * gblocks, target_workgroups(caps), CM * nw, CM * nw);
     let maxc = chunk.next_power_of_two();
     let mem = caps.limits.max_compute_workgroup_storage_size as usize;
     if bytes(d, gb, maxc, nw) > mem {
@@ -123,7 +128,8 @@ pub(super) fn matrix_desc(d: u32, gb: u32, sg: u32, nw: u32, maxc: u32) -> Pipel
 }
 
 /// Matrix decode pipelines for the shader checks (nominal adapter: subgroup 32).
-pub(super) fn sample_matrix_pipelines() -> Vec<AttnPipeline> {
+#[cfg(feature = "testkit")]
+pub(super) fn sample_matrix_pipelines() -> Vec<super::AttnPipeline> {
     let caps = Caps::nominal();
     let mut v = Vec::new();
     for (h, kvh, d) in [(32, 8, 128), (8, 8, 64), (12, 1, 256), (16, 2, 80)] {

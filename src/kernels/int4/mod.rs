@@ -7,6 +7,21 @@
 //! `vec4<u32>`s, words of a row in the [`crate::kernels::interleave`] order; scales (and zeros)
 //! f32 `[n, ceil(k / group_size)]`.
 //! Sources: wgsl/int4_gemv.wgsl (+ team_*.wgsl), int4_gemm.wgsl, int4_quant.wgsl, int4_dequant.wgsl.
+//!
+//! ```no_run
+//! use wgkernels::{kernels::int4, Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (n, k) = (256, 512);
+//! let w = int4::Int4Matrix::alloc(&ctx, n, k, 32, int4::Int4Mode::Signed)?;
+//! let (src, x, y) = (ctx.upload(&vec![0.5f32; n * k])?, ctx.upload(&vec![1.0f32; k])?, ctx.alloc::<f32>(n)?);
+//! let mut b = ctx.batch();
+//! int4::quantize(&mut b, &src, &w)?; // f32 -> INT4 groups of 32, on the GPU
+//! int4::gemv(&mut b, &w, &x, &y)?;
+//! b.run()?;
+//! assert_eq!(ctx.read(&y)?.len(), n);
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -127,7 +142,7 @@ pub(crate) fn check_shape(n: usize, k: usize, group_size: usize) -> Result<()> {
     ensure(n > 0 && k > 0, || Error::Shape(format!("n = {n}, k = {k}: both must be > 0")))?;
     ensure(group_size > 0, || Error::Argument("group_size = 0".into()))?;
     ensure(n <= u32::MAX as usize / 8 && k <= u32::MAX as usize / 8, || Error::Shape(format!("n = {n}, k = {k} too large")))?;
-    ensure((n as u64) * (k as u64) < u32::MAX as u64, || Error::Shape(format!("n * k = {} exceeds 2^32", n as u64 * k as u64)))
+    ensure(n.checked_mul(k).is_some_and(|v| v < u32::MAX as usize), || Error::Shape(format!("n * k = {n} * {k} exceeds 2^32")))
 }
 
 /// INT4 weights on the GPU.
@@ -237,7 +252,7 @@ impl Int4Matrix {
         })
     }
 
-    fn zeros_raw<'a>(&'a self, ctx: &'a Context) -> &'a wgpu::Buffer {
+    fn zeros_raw<'a>(&'a self, ctx: &'a Context) -> crate::buffer::BufRef<'a> {
         self.zeros.as_ref().map_or_else(|| ctx.dummy(), |z| z.raw())
     }
 }
@@ -457,28 +472,26 @@ impl GemvPlan {
 /// Plan and workgroup grid for an INT4 GEMV over `n` rows. Defaults (fastest measured on an H200,
 /// 2026-11-22): 256 invocations, teams of 32 lanes (Subgroup: one subgroup each, no barrier) of
 /// 2 rows, 2 vec4 steps per lane per iteration; Native: [`GemvPlan::NATIVE`]. The
-/// `WGKERNELS_GEMV_WG` (64/128/256), `_ROWS` (1/2/4), `_UNROLL` (1/2/4), `_TEAM` (Subgroup: 1 =
-/// subgroup teams, 0 = workgroup teams) and `_PLANES` (Portable lanes per team, 8..=256)
-/// environment variables override them, for tuning experiments.
+/// [`crate::Tuning::int4_gemv`] overrides them, for tuning experiments.
 pub(crate) fn team_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
     if variant == Variant::Native {
         let (_, _, grid) = crate::native::team_plan(ctx, n)?;
         return Ok((GemvPlan::NATIVE, grid));
     }
-    let plan = env_plan("WGKERNELS_GEMV", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } });
+    let plan = tuned_plan(&ctx.caps().tuning.int4_gemv, variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } });
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
-/// `default` with the `{prefix}_WG`, `_ROWS`, `_UNROLL`, `_TEAM` (Subgroup) / `_PLANES`
-/// (Portable) environment overrides applied.
-pub(crate) fn env_plan(prefix: &str, variant: Variant, default: GemvPlan) -> GemvPlan {
-    let env = |name: &str, ok: &[u32], default: u32| std::env::var(format!("{prefix}_{name}")).ok().and_then(|v| v.parse().ok()).filter(|v| ok.contains(v)).unwrap_or(default);
-    let wg = env("WG", &[64, 128, 256], default.wg);
+/// `default` with the overrides of `t` applied (`wg`, `rows`, `unroll`, and `team` (Subgroup) or
+/// `planes` (Portable)); out-of-range values are ignored.
+pub(crate) fn tuned_plan(t: &crate::tuning::GemvTuning, variant: Variant, default: GemvPlan) -> GemvPlan {
+    let pick = |v: Option<u32>, ok: &[u32], default: u32| v.filter(|v| ok.contains(v)).unwrap_or(default);
+    let wg = pick(t.wg, &[64, 128, 256], default.wg);
     GemvPlan {
         wg,
-        rows: env("ROWS", &[1, 2, 4], default.rows),
-        unroll: env("UNROLL", &[1, 2, 4], default.unroll),
-        team: if variant == Variant::Portable { env("PLANES", &[8, 16, 32, 64, 128, 256], default.team).min(wg) } else { env("TEAM", &[0, 1], default.team) },
+        rows: pick(t.rows, &[1, 2, 4], default.rows),
+        unroll: pick(t.unroll, &[1, 2, 4], default.unroll),
+        team: if variant == Variant::Portable { pick(t.planes, &[8, 16, 32, 64, 128, 256], default.team).min(wg) } else { pick(t.team, &[0, 1], default.team) },
     }
 }
 
@@ -531,12 +544,13 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
 pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
+    ensure(m.checked_mul(w.k.max(w.n)).is_some_and(|v| v <= u32::MAX as usize), || Error::Shape(format!("m = {m} too large")))?;
     x.require("x", m * w.k)?;
     y.require("y", m * w.n)?;
     ctx.variant_for(&GEMM)?;
     let tiles_n = w.n.div_ceil(64);
     let tiles = m.div_ceil(16) * tiles_n;
-    let (sps, splits) = super::splitk::plan(tiles, w.k.div_ceil(32));
+    let (sps, splits) = super::splitk::plan(ctx.caps(), tiles, w.k.div_ceil(32));
     let params = GemmParams {
         m: m as u32,
         n: w.n as u32,
@@ -608,7 +622,9 @@ pub fn dequantize(b: &mut Batch, w: &Int4Matrix, out: &GpuBuffer<f32>) -> Result
     b.dispatch(&Int4Pipeline::Dequant, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), out.raw()], grid)
 }
 
+#[cfg(feature = "testkit")]
 mod cases;
 /// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
 pub use crate::kernels::q8::int4_gemv as gemv_q8;
+#[cfg(feature = "testkit")]
 pub use cases::{kernels, random_host};

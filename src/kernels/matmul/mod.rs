@@ -16,13 +16,15 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::formats::{self, WeightFormat, FORMATS};
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan};
+use crate::kernels::int4::{plan_grid, team_source, tuned_plan, GemvPlan};
 use crate::kernels::q8::Q8Activations;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 use std::sync::OnceLock;
 
+#[cfg(feature = "testkit")]
 mod cases;
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 
 const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
@@ -273,12 +275,12 @@ impl PipelineKey for MmPipeline {
 
 /// The GEMV plan (defaults as the Q4_K GEMV's, fastest measured there on an H200: 256
 /// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration);
-/// `WGKERNELS_MM_WG`, `_ROWS`, `_UNROLL`, `_TEAM`, `_PLANES` override it for tuning.
+/// (Not yet tunable through [`crate::Tuning`].)
 pub fn gemv_plan(variant: Variant) -> GemvPlan {
-    env_plan("WGKERNELS_MM", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } })
+    tuned_plan(&crate::tuning::GemvTuning::default(), variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } })
 }
 
-fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: &wgpu::Buffer, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
+fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef<'_>, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
     let ctx = b.context();
     y.require("y", w.n)?;
     let infos = kernel_infos(w.format);
@@ -322,7 +324,7 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     for c in &w.chunks {
         let tiles_n = c.rows.div_ceil(64);
         let tiles = m.div_ceil(32) * tiles_n;
-        let (sps, splits) = if w.chunks.len() == 1 { super::splitk::plan(tiles, steps) } else { (steps, 1) };
+        let (sps, splits) = if w.chunks.len() == 1 { super::splitk::plan(ctx.caps(), tiles, steps) } else { (steps, 1) };
         let params = Params { m: m as u32, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, ..w.params(c) };
         let grid = ctx.grid((tiles * splits) as u64)?;
         super::splitk::run(b, y, mn, splits, |b, out| b.dispatch(&key, &params, &[c.data.raw(), x.raw(), out], grid))?;

@@ -11,6 +11,23 @@
 //! of every sub-block, and lanes on consecutive vec4s need consecutive x: weight and x loads
 //! are both coalesced 16-byte loads. A full pass reads exactly 144 bytes per 256 weights.
 //! Sources: wgsl/q4k_common.wgsl + q4k_rows.wgsl + q4k_gemv.wgsl (+ team_*.wgsl, gemv_rows_driver.wgsl), q4k_gemm.wgsl, q4k_dequant.wgsl.
+//!
+//! A Q4_K tensor of a GGUF file, multiplied by a vector:
+//!
+//! ```no_run
+//! use wgkernels::formats::gguf::GgufFile;
+//! use wgkernels::kernels::q4k::{self, Q4kMatrix};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let file = GgufFile::open("model.gguf").map_err(|e| wgkernels::Error::Format(e.to_string()))?;
+//! let w = Q4kMatrix::from_gguf(&ctx, &file, "blk.0.ffn_down.weight")?;
+//! let (x, y) = (ctx.upload(&vec![1.0f32; w.k()])?, ctx.alloc::<f32>(w.n())?);
+//! let mut b = ctx.batch();
+//! q4k::gemv(&mut b, &w, &x, &y)?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -19,7 +36,7 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::formats::q4k::{BlockQ4K, BLOCK_BYTES, QK_K};
-use crate::kernels::int4::{env_plan, plan_grid, team_source, GemvPlan, ROWS_DRIVER_WGSL};
+use crate::kernels::int4::{plan_grid, team_source, tuned_plan, GemvPlan, ROWS_DRIVER_WGSL};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
@@ -44,7 +61,7 @@ pub const QS_WORDS: usize = 32;
 pub fn check_shape(n: usize, k: usize) -> Result<()> {
     ensure(n > 0 && k > 0, || Error::Shape(format!("n = {n}, k = {k}: both must be > 0")))?;
     ensure(k % QK_K == 0, || Error::Shape(format!("Q4_K needs k % 256 == 0, got k = {k}")))?;
-    ensure((n as u64) * (k as u64) <= u32::MAX as u64, || Error::Shape(format!("n * k = {} exceeds 2^32", n as u64 * k as u64)))
+    ensure(n.checked_mul(k).is_some_and(|v| v <= u32::MAX as usize), || Error::Shape(format!("n * k = {n} * {k} exceeds 2^32")))
 }
 
 /// Q4_K weights `[n, k]` on the GPU (row r = blocks `r * k/256 ..`).
@@ -91,7 +108,10 @@ impl Q4kMatrix {
         let mut heads = Vec::with_capacity(blocks * HEAD_WORDS);
         let mut qs = Vec::with_capacity(blocks * QS_WORDS);
         let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        for blk in bytes.chunks_exact(BLOCK_BYTES) {
+        for (i, blk) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+            // Block scales are parameters: finite or a typed error (the crate's non-finite policy).
+            let (d, dmin) = (half::f16::from_le_bytes([blk[0], blk[1]]), half::f16::from_le_bytes([blk[2], blk[3]]));
+            ensure(d.is_finite() && dmin.is_finite(), || Error::Argument(format!("Q4_K block {i}: d = {d}, dmin = {dmin}: scales must be finite")))?;
             heads.extend(blk[..16].chunks_exact(4).map(word));
             qs.extend((0..QS_WORDS).map(|gw| word(&blk[16 + 4 * qs_word_source(gw)..])));
         }
@@ -278,12 +298,11 @@ pub fn native_plan(rows: u32) -> GemvPlan {
 /// invocations per workgroup, teams of 32 lanes (Subgroup: one subgroup each) of 2 rows, 2 quads
 /// per lane per iteration; Native: one team per threadgroup of 128 threads, 4 rows (2 when
 /// n < 2048 so that small matrices still give enough threadgroups).
-/// `WGKERNELS_Q4K_WG` (64/128/256), `_ROWS` (1/2/4), `_UNROLL` (1/2/4), `_TEAM` (Subgroup 0/1)
-/// and `_PLANES` (Portable lanes per team) override them, for tuning experiments.
+/// [`crate::Tuning::q4k_gemv`] overrides them, for tuning experiments.
 pub fn gemv_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
     let plan = match variant {
         Variant::Native => native_plan(if n >= 2048 { 4 } else { 2 }),
-        _ => env_plan("WGKERNELS_Q4K", variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }),
+        _ => tuned_plan(&ctx.caps().tuning.q4k_gemv, variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }),
     };
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
@@ -306,13 +325,13 @@ pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
 pub fn gemm(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
-    ensure((m as u64) * (w.k.max(w.n) as u64) <= u32::MAX as u64, || Error::Shape(format!("m = {m} too large")))?;
+    ensure(m.checked_mul(w.k.max(w.n)).is_some_and(|v| v <= u32::MAX as usize), || Error::Shape(format!("m = {m} too large")))?;
     x.require("x", m * w.k)?;
     y.require("y", m * w.n)?;
     ctx.variant_for(&GEMM)?;
     let tiles_n = w.n.div_ceil(64);
     let tiles = m.div_ceil(32) * tiles_n;
-    let (sps, splits) = super::splitk::plan(tiles, w.blocks_per_row() * 8);
+    let (sps, splits) = super::splitk::plan(ctx.caps(), tiles, w.blocks_per_row() * 8);
     let nb = w.blocks_per_row() as u32;
     let params = GemmParams { m: m as u32, n: w.n as u32, k: w.k as u32, nb, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, _p: 0 };
     let grid = ctx.grid((tiles * splits) as u64)?;
@@ -356,7 +375,9 @@ pub fn operand_magnitudes(blocks: &[BlockQ4K]) -> Vec<f64> {
     out
 }
 
+#[cfg(feature = "testkit")]
 mod cases;
 /// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
 pub use crate::kernels::q8::q4k_gemv as gemv_q8;
+#[cfg(feature = "testkit")]
 pub use cases::{kernels, random_blocks};

@@ -4,7 +4,7 @@
 //! [`q4k_gemv`] = `q4k::gemv_q8`). The weights meet x through `dot4I8Packed` (4 int8 products
 //! summed per instruction), integer sums per 8 (INT4) or 32 (Q4_K) columns and one f32 scaling per
 //! (row, x block). Numerics differ from the f32-activation GEMVs (x is rounded to 8 bits per
-//! block of 32: `|error| <= sum_c |w_c| * d_b(c) / 2`, see [`crate::reference::q8`]), so nothing
+//! block of 32: `|error| <= sum_c |w_c| * d_b(c) / 2`, see `reference::q8` in the test kit), so nothing
 //! selects this path automatically.
 //!
 //! Where it is fast: Vulkan (and DX12) devices with DP4A; naga emits SPIR-V `OpSDot` when the
@@ -13,7 +13,7 @@
 //! There is no MSL (Native) twin for the same reason. Measured on an H200 (Vulkan, 2026-11-22,
 //! single dispatch): INT4 n=4096 k=14336 g=32 16.4 µs against 30.0 µs for the f32-activation
 //! GEMV, Q4_K 19.4 µs against 31.2 µs; the quantisation of x adds one ~3-5 µs dispatch, shared by
-//! every GEMV of the same x (BENCHMARKS.md).
+//! every GEMV of the same x (docs/PERFORMANCE.md).
 //!
 //! GPU layout of [`Q8Activations`] (both written by one dispatch, 4 bytes per column in all):
 //! `x4`, per 8-column word, `[i8x4 cols 0,2,4,6 | i8x4 cols 1,3,5,7 | d | fl(d * sum q)]` (the
@@ -21,6 +21,22 @@
 //! Q4_K order (per 64-column quad: 4 vec4 of codes, the 8 sub-block scales and 8 partial sums).
 //! Sources: wgsl/q8_quantize.wgsl, int4_gemv_q8.wgsl, q4k_gemv_q8.wgsl (+ team_*.wgsl and the
 //! shared row-block driver gemv_rows_driver.wgsl).
+//!
+//! ```no_run
+//! use wgkernels::kernels::{int4, q8};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (n, k) = (256, 512);
+//! let w = int4::Int4Matrix::alloc(&ctx, n, k, 32, int4::Int4Mode::Signed)?; // filled by int4::quantize
+//! let (x, y) = (ctx.upload(&vec![1.0f32; k])?, ctx.alloc::<f32>(n)?);
+//! let xq = q8::Q8Activations::alloc(&ctx, k)?;
+//! let mut b = ctx.batch();
+//! q8::quantize_activations(&mut b, &x, &xq)?; // once per activation vector...
+//! int4::gemv_q8(&mut b, &w, &xq, &y)?; // ...shared by every GEMV that reads it
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -28,13 +44,14 @@ use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::q4k::QK_K;
-use crate::kernels::int4::{env_plan, group_mode, plan_grid, team_source, GemvParams, GemvPlan, Int4Matrix, ROWS_DRIVER_WGSL};
+use crate::kernels::int4::{group_mode, plan_grid, team_source, tuned_plan, GemvParams, GemvPlan, Int4Matrix, ROWS_DRIVER_WGSL};
 use crate::kernels::interleave;
 use crate::kernels::q4k::Q4kMatrix;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use crate::reference::q8::QB;
 use bytemuck::{Pod, Zeroable};
 
+/// Activations per Q8 block (one f32 scale each).
+pub const QB: usize = 32;
 pub const QUANTIZE: KernelInfo = KernelInfo { name: "q8_quantize", variants: &[Variant::Portable], extra: None };
 pub const INT4_GEMV: KernelInfo = KernelInfo { name: "int4_gemv_q8", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
 pub const Q4K_GEMV: KernelInfo = KernelInfo { name: "q4k_gemv_q8", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
@@ -173,7 +190,7 @@ fn plan(ctx: &Context, n: usize, k: usize, int4: bool, variant: Variant) -> Resu
     } else {
         GemvPlan { wg: 256, rows: if n < 8192 { 1 } else { 2 }, unroll: 2, team: if portable { 32 } else { 1 } }
     };
-    let plan = env_plan("WGKERNELS_Q8", variant, default);
+    let plan = tuned_plan(&ctx.caps().tuning.q8_gemv, variant, default);
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
@@ -190,7 +207,7 @@ pub fn quantize_activations(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activation
     b.dispatch(&Q8Pipeline::Quantize, &params, &[x.raw(), xq.x4.raw(), xk], grid)
 }
 
-/// INT4 GEMV on quantised activations: `y[0..n] = W x_q8` (see [`crate::reference::q8::int4_gemv`]).
+/// INT4 GEMV on quantised activations: `y[0..n] = W x_q8` (CPU reference: `reference::q8::int4_gemv` in the test kit).
 /// Needs `k % 32 == 0`, `group_size % 32 == 0` and `xq.k() == w.k()`.
 pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
@@ -208,7 +225,7 @@ pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffe
     b.dispatch(&Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros }, &params, &[w.codes().raw(), w.scales().raw(), zbuf, xq.x4.raw(), y.raw()], grid)
 }
 
-/// Q4_K GEMV on quantised activations: `y[0..n] = W x_q8` (see [`crate::reference::q8::q4k_gemv`]).
+/// Q4_K GEMV on quantised activations: `y[0..n] = W x_q8` (CPU reference: `reference::q8::q4k_gemv` in the test kit).
 /// Needs `xq.k() == w.k()`.
 pub fn q4k_gemv(b: &mut Batch, w: &Q4kMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
@@ -221,5 +238,7 @@ pub fn q4k_gemv(b: &mut Batch, w: &Q4kMatrix, xq: &Q8Activations, y: &GpuBuffer<
     b.dispatch(&Q8Pipeline::Q4kGemv { variant, plan }, &params, &[w.heads().raw(), w.qs().raw(), xk.raw(), y.raw()], grid)
 }
 
+#[cfg(feature = "testkit")]
 mod cases;
+#[cfg(feature = "testkit")]
 pub use cases::kernels;

@@ -17,10 +17,26 @@
 //! words, so the read-modify-writes never race.
 //! Only a Portable variant: these are element-wise kernels with nothing to reduce.
 //! Sources: wgsl/rope_table.wgsl, wgsl/rope_apply.wgsl.
+//!
+//! ```no_run
+//! use wgkernels::kernels::rope::{self, PairLayout, Positions, RopeConfig, RopeScaling, RopeTable};
+//! use wgkernels::{Context, ContextOptions};
+//! # fn main() -> wgkernels::Result<()> {
+//! let ctx = Context::new_blocking(ContextOptions::default())?;
+//! let (tokens, heads, d) = (16, 4, 64);
+//! let table = RopeTable::build(&ctx, RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096)), 1024)?;
+//! let x = ctx.upload(&vec![1.0f32; tokens * heads * d])?;
+//! let mut b = ctx.batch();
+//! rope::apply(&mut b, &x, tokens, heads, PairLayout::HalfSplit, &table, Positions::Start(100))?;
+//! b.run()?;
+//! # Ok(()) }
+//! ```
 
+#[cfg(feature = "testkit")]
 pub mod cases;
 pub mod config;
 
+#[cfg(feature = "testkit")]
 pub use cases::kernels;
 pub use config::{RopeConfig, RopeScaling};
 
@@ -201,17 +217,15 @@ pub enum ApplyMode {
     Row = 2,
     /// 16-byte vectors (wgsl/rope_apply_vec.wgsl), where rows (and, half-split, half-rows) are
     /// whole vectors: 4 (f32) or 8 (f16) elements per load instead of one or two. H100, yarn
-    /// half-split, 2048 tokens x 32 heads x d 128: see BENCHMARKS.md.
+    /// half-split, 2048 tokens x 32 heads x d 128: see docs/PERFORMANCE.md.
     Vector = 3,
 }
 
 impl ApplyMode {
     /// The mode for `f16` (else f32) elements, `layout`, head_dim `d`.
-    /// `WGKERNELS_ROPE_VEC=0` turns the vector mode off (to compare).
-    fn choose(f16: bool, layout: PairLayout, d: usize) -> ApplyMode {
+    /// `vec = false` ([`crate::Tuning::rope_vec`]) turns the vector mode off (to compare).
+    fn choose(f16: bool, layout: PairLayout, d: usize, vec: bool) -> ApplyMode {
         let (half, epv) = (d / 2, if f16 { 8 } else { 4 });
-        static VEC_OFF: crate::kernels::OffSwitch = crate::kernels::OffSwitch::new("WGKERNELS_ROPE_VEC");
-        let vec = !VEC_OFF.is_off();
         match (f16, layout) {
             (_, PairLayout::HalfSplit) if vec && half % epv == 0 => ApplyMode::Vector,
             (_, PairLayout::Interleaved) if vec && d % epv == 0 => ApplyMode::Vector,
@@ -279,6 +293,7 @@ impl PipelineKey for RopePipeline {
 }
 
 /// Every pipeline of the family (for the shader checks).
+#[cfg(feature = "testkit")]
 pub(crate) fn all_apply_keys() -> Vec<RopePipeline> {
     let mut v = Vec::new();
     for layout in [PairLayout::Interleaved, PairLayout::HalfSplit] {
@@ -315,7 +330,10 @@ pub enum Positions<'a> {
 impl Positions<'_> {
     pub(crate) fn validate(&self, table: &RopeTable, tokens: usize) -> Result<()> {
         match *self {
-            Positions::Start(s) => table.check_positions(s as u64 + tokens as u64 - 1),
+            Positions::Start(s) => {
+                let last = (s as u64).checked_add(tokens as u64 - 1).ok_or_else(|| Error::Shape(format!("start {s} + {tokens} tokens overflows")))?;
+                table.check_positions(last)
+            }
             Positions::Buffer { buf, max } => {
                 buf.require("positions", tokens)?;
                 table.check_positions(max as u64)
@@ -324,21 +342,23 @@ impl Positions<'_> {
     }
 }
 
-/// Common checks of a `[tokens, heads, head_dim]` tensor against a table.
-pub(crate) fn check_heads(table: &RopeTable, tokens: usize, heads: usize) -> Result<()> {
+/// Common checks of a `[tokens, heads, head_dim]` tensor against a table: its element count.
+pub(crate) fn check_heads(table: &RopeTable, tokens: usize, heads: usize) -> Result<usize> {
     ensure(tokens > 0 && heads > 0, || Error::Shape(format!("tokens = {tokens}, heads = {heads}: both must be > 0")))?;
-    ensure((tokens as u64) * (heads as u64) * (table.head_dim() as u64) < u32::MAX as u64, || Error::Shape("tensor over 2^32 elements".into()))
+    let n = crate::error::dims::prod("tokens * heads * head_dim", &[tokens, heads, table.head_dim()])?;
+    ensure(n < u32::MAX as usize, || Error::Shape("tensor over 2^32 elements".into()))?;
+    Ok(n)
 }
 
 /// Rotate `x` `[tokens, heads, head_dim]` in place (head_dim from the table).
 pub fn apply<T: Elem>(b: &mut Batch, x: &GpuBuffer<T>, tokens: usize, heads: usize, layout: PairLayout, table: &RopeTable, positions: Positions) -> Result<()> {
     let ctx = b.context();
     ctx.variant_for(&APPLY)?;
-    check_heads(table, tokens, heads)?;
+    let n = check_heads(table, tokens, heads)?;
     let (d, half) = (table.head_dim(), table.cfg.half());
-    x.require("x", tokens * heads * d)?;
+    x.require("x", n)?;
     positions.validate(table, tokens)?;
-    let mode = ApplyMode::choose(T::F16, layout, d);
+    let mode = ApplyMode::choose(T::F16, layout, d, ctx.caps().tuning.rope_vec);
     let units = mode.units(T::F16, layout, d);
     let (pos_start, use_buf, pbuf) = match positions {
         Positions::Start(s) => (s, 0, ctx.dummy()),

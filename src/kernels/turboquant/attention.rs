@@ -41,16 +41,17 @@ impl DecodeAttention {
 /// Smallest positions-per-split the plan uses.
 const SPLIT_MIN: usize = 64;
 
-/// `WGKERNELS_TQ_SPLIT=64..=256`: force the positions per split (for tuning on a new GPU).
-fn forced_split() -> Option<usize> {
-    std::env::var("WGKERNELS_TQ_SPLIT").ok()?.parse().ok().filter(|s| (SPLIT_MIN..=SPLIT_MAX).contains(s))
+/// [`crate::Tuning::tq_split`] (64..=256): force the positions per split (for tuning on a new GPU).
+pub(crate) fn forced_split(caps: &crate::caps::Caps) -> Option<usize> {
+    crate::tuning::accepted(caps.tuning.tq_split, |s| (SPLIT_MIN..=SPLIT_MAX).contains(&s))
 }
 
 /// Split-K plan: (positions per split, splits) for `count` visible positions and `units`
 /// (kv head, query quad) pairs: the smallest of 64 / 128 / 256 positions per split that keeps
 /// the workgroups within [`TARGET_WORKGROUPS`] (most parallelism without tiny splits), else 256.
-pub(crate) fn plan(count: usize, units: usize) -> (usize, usize) {
-    let split_len = forced_split().unwrap_or_else(|| [SPLIT_MIN, 128].into_iter().find(|&s| count.div_ceil(s) * units <= TARGET_WORKGROUPS).unwrap_or(SPLIT_MAX));
+/// `forced` ([`forced_split`]) replaces the choice.
+pub(crate) fn plan(forced: Option<usize>, count: usize, units: usize) -> (usize, usize) {
+    let split_len = forced.unwrap_or_else(|| [SPLIT_MIN, 128].into_iter().find(|&s| count.div_ceil(s) * units <= TARGET_WORKGROUPS).unwrap_or(SPLIT_MAX));
     (split_len, count.div_ceil(split_len))
 }
 
@@ -72,12 +73,14 @@ impl TqAttnWorkspace {
         let cap = cache.capacity.min(u32::MAX as usize);
         // The most splits `plan` gives for any count <= capacity (splits below 256 positions
         // keep splits * units <= TARGET_WORKGROUPS).
-        let max_splits = match forced_split() {
+        let max_splits = match forced_split(ctx.caps()) {
             Some(s) => cap.div_ceil(s),
             None => cap.div_ceil(SPLIT_MIN).min(TARGET_WORKGROUPS / units).max(cap.div_ceil(SPLIT_MAX)),
         };
         let d = cache.head_dim;
-        Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, qrot: ctx.alloc(heads * d)?, partial: ctx.alloc(heads * max_splits * (d + 4))? })
+        let q = crate::error::dims::elems_u32("heads * head_dim", &[heads, d])?;
+        let partial = crate::error::dims::elems_u32("heads * splits * (head_dim + 4)", &[heads, max_splits, d + 4])?;
+        Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, qrot: ctx.alloc(q)?, partial: ctx.alloc(partial)? })
     }
 
     /// Bytes of scratch.
@@ -108,7 +111,7 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
     let (lo, count) = a.visible(kc)?;
     let group = a.heads / kc.kv_heads;
     let quads = group.div_ceil(4);
-    let (split_len, splits) = plan(count, kc.kv_heads * quads);
+    let (split_len, splits) = plan(forced_split(ctx.caps()), count, kc.kv_heads * quads);
     ensure(splits <= ws.max_splits, || Error::Limit(format!("{splits} splits > workspace's {}", ws.max_splits)))?;
     let row = d + 4;
     let inv_sqrt_d = 1.0 / (d as f32).sqrt();
@@ -143,6 +146,7 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         _p: [0; 3],
     };
     let bufs = [ws.qrot.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw()];
+    // kv_heads * quads * splits <= heads * splits, bounded by the workspace size (checked at its creation).
     let attend_grid = ctx.grid((kc.kv_heads * quads * splits) as u64)?;
 
     ctx.with_native_fallback(&ATTENTION, |variant| {

@@ -73,10 +73,10 @@ pub(super) fn get_str<'a>(file: &'a GgufFile, key: &'static str) -> Result<Optio
     }
 }
 
-pub(super) fn get_array<'a>(file: &'a GgufFile, key: &'static str) -> Result<Option<&'a [MetaValue]>, TokenizerError> {
+pub(super) fn get_array(file: &GgufFile, key: &'static str) -> Result<Option<Vec<MetaValue>>, TokenizerError> {
     match file.get(key) {
         None => Ok(None),
-        Some(MetaValue::Array { items, .. }) => Ok(Some(items)),
+        Some(MetaValue::Array(items)) => Ok(Some(items.iter().collect())),
         Some(_) => Err(TokenizerError::BadKey { key, reason: "not an array".into() }),
     }
 }
@@ -119,7 +119,7 @@ impl Vocab {
         }
         let scores = get_array(file, SCORES)?;
         let types = get_array(file, TYPES)?;
-        for (key, arr) in [(SCORES, scores), (TYPES, types)] {
+        for (key, arr) in [(SCORES, &scores), (TYPES, &types)] {
             if let Some(a) = arr {
                 if a.len() != n {
                     return Err(TokenizerError::BadKey { key, reason: format!("{} entries for {n} tokens", a.len()) });
@@ -130,11 +130,11 @@ impl Vocab {
         let mut ids = HashMap::with_capacity(n);
         for (i, t) in texts.iter().enumerate() {
             let text = t.as_str().ok_or_else(|| TokenizerError::BadKey { key: TOKENS, reason: format!("entry {i} is not a string") })?;
-            let score = match scores {
+            let score = match &scores {
                 Some(s) => s[i].as_f64().ok_or_else(|| TokenizerError::BadKey { key: SCORES, reason: format!("entry {i} is not a float") })? as f32,
                 None => 0.0,
             };
-            let ty = match types {
+            let ty = match &types {
                 Some(s) => match s[i] {
                     MetaValue::I32(v) => TokenType::from_id(v.into()),
                     ref other => TokenType::from_id(other.as_u64().and_then(|v| i64::try_from(v).ok()).unwrap_or(0)),

@@ -1,0 +1,198 @@
+//! [`Tuning`]: overrides of the kernels' launch plans, for tuning on a new GPU or comparing an
+//! optimisation with the code path it replaced. Every field defaults to "use the measured
+//! default"; a context reads its tuning once, when it is made ([`crate::ContextOptions::tuning`]),
+//! so no kernel reads the environment while recording.
+//!
+//! [`Tuning::from_env`] (called by [`crate::ContextOptions::from_env`]) fills the fields from
+//! `WGKERNELS_*` environment variables; a value that does not parse or is out of range is an
+//! [`Error::Argument`] naming the variable. Values set in code that are out of range are ignored
+//! where the plan is made (the default is used), so a plan is always one the kernels accept.
+//!
+//! ```
+//! use wgkernels::{ContextOptions, Tuning};
+//! let tuning = Tuning { decode_workgroups: Some(264), rope_vec: false, ..Tuning::default() };
+//! let options = ContextOptions::default().with_tuning(tuning);
+//! assert_eq!(options.tuning.decode_workgroups, Some(264));
+//! ```
+
+use crate::error::{Error, Result};
+
+/// Overrides of one GEMV family's launch plan (each `None` = the family's default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GemvTuning {
+    /// Invocations per workgroup: 64, 128 or 256.
+    pub wg: Option<u32>,
+    /// Rows per team: 1, 2 or 4.
+    pub rows: Option<u32>,
+    /// Vector steps per lane and iteration: 1, 2 or 4.
+    pub unroll: Option<u32>,
+    /// Subgroup variant: 1 = subgroup teams, 0 = workgroup teams.
+    pub team: Option<u32>,
+    /// Portable variant: lanes per team, a power of two in 8..=256 (at most `wg`).
+    pub planes: Option<u32>,
+}
+
+impl GemvTuning {
+    fn from_env(prefix: &str) -> Result<GemvTuning> {
+        let one_of = |name: &str, ok: &'static [u32]| env_u32(&format!("{prefix}_{name}"), move |v| ok.contains(&v));
+        Ok(GemvTuning {
+            wg: one_of("WG", &[64, 128, 256])?,
+            rows: one_of("ROWS", &[1, 2, 4])?,
+            unroll: one_of("UNROLL", &[1, 2, 4])?,
+            team: one_of("TEAM", &[0, 1])?,
+            planes: one_of("PLANES", &[8, 16, 32, 64, 128, 256])?,
+        })
+    }
+}
+
+/// Launch-plan overrides (see the module docs). `Tuning::default()` is what every measurement in
+/// BENCHMARKS.md used.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuning {
+    /// Decode attention (Subgroup teams kernel): invocations per workgroup, a power of two in
+    /// 64..=1024 (`WGKERNELS_DECODE_WG`).
+    pub decode_wg: Option<usize>,
+    /// Decode: most lanes per team, a power of two <= 128 (`WGKERNELS_DECODE_LANES`).
+    pub decode_lanes: Option<usize>,
+    /// Decode: keys per team and step, 1..=8 (`WGKERNELS_DECODE_KEYS`).
+    pub decode_keys: Option<usize>,
+    /// Decode: issue the next step's loads before this step's math (`WGKERNELS_DECODE_PF` 0/1).
+    pub decode_prefetch: Option<bool>,
+    /// Decode: most query heads per workgroup, 1..=8 (`WGKERNELS_DECODE_GB`).
+    pub decode_gb: Option<usize>,
+    /// Decode (teams, Native and Matrix kernels): the workgroups the key split aims for,
+    /// 1..=65536 (`WGKERNELS_DECODE_WGS`; default 528).
+    pub decode_workgroups: Option<usize>,
+    /// Decode (teams kernel): fewest keys per chunk, at every context length, <= 2^20
+    /// (`WGKERNELS_DECODE_MINCHUNK`).
+    pub decode_min_chunk: Option<usize>,
+    /// Decode: partial rows the merge pass keeps in flight, 1..=8 (`WGKERNELS_DECODE_MERGE_U`).
+    pub decode_merge_unroll: Option<usize>,
+    /// Decode (Matrix kernel): subgroups per workgroup, 1..=4 (`WGKERNELS_DECODE_NW`).
+    pub decode_matrix_subgroups: Option<usize>,
+    /// Prefill (Matrix kernel): log2 headroom of the online softmax, 0..=14
+    /// (`WGKERNELS_PREFILL_TAU`; default 8).
+    pub prefill_tau: Option<f32>,
+    /// TurboQuant decode attention: positions per split, 64..=256 (`WGKERNELS_TQ_SPLIT`).
+    pub tq_split: Option<usize>,
+    /// RoPE: whole-vector mode where the layout allows (`WGKERNELS_ROPE_VEC=0` turns it off).
+    pub rope_vec: bool,
+    /// Elementwise ops: whole vec4s where the length allows (`WGKERNELS_ELEMENTWISE_VEC=0`).
+    pub elementwise_vec: bool,
+    /// Small-m GEMM: split-K (`WGKERNELS_GEMM_SPLIT=0` turns it off).
+    pub gemm_split: bool,
+    /// INT4 GEMV plan (`WGKERNELS_GEMV_WG`, `_ROWS`, `_UNROLL`, `_TEAM`, `_PLANES`).
+    pub int4_gemv: GemvTuning,
+    /// INT8 GEMV plan (`WGKERNELS_INT8_*`).
+    pub int8_gemv: GemvTuning,
+    /// Q4_K GEMV plan (`WGKERNELS_Q4K_*`).
+    pub q4k_gemv: GemvTuning,
+    /// GEMV on Q8 activations (`WGKERNELS_Q8_*`).
+    pub q8_gemv: GemvTuning,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            decode_wg: None,
+            decode_lanes: None,
+            decode_keys: None,
+            decode_prefetch: None,
+            decode_gb: None,
+            decode_workgroups: None,
+            decode_min_chunk: None,
+            decode_merge_unroll: None,
+            decode_matrix_subgroups: None,
+            prefill_tau: None,
+            tq_split: None,
+            rope_vec: true,
+            elementwise_vec: true,
+            gemm_split: true,
+            int4_gemv: GemvTuning::default(),
+            int8_gemv: GemvTuning::default(),
+            q4k_gemv: GemvTuning::default(),
+            q8_gemv: GemvTuning::default(),
+        }
+    }
+}
+
+/// `value` if `ok` accepts it (the check made where a plan is built).
+pub(crate) fn accepted<T: Copy>(value: Option<T>, ok: impl Fn(T) -> bool) -> Option<T> {
+    value.filter(|&v| ok(v))
+}
+
+fn env_parsed<T: std::str::FromStr>(name: &str, ok: impl Fn(&T) -> bool, expect: &str) -> Result<Option<T>> {
+    let Ok(text) = std::env::var(name) else { return Ok(None) };
+    if text.is_empty() {
+        return Ok(None);
+    }
+    match text.trim().parse::<T>() {
+        Ok(v) if ok(&v) => Ok(Some(v)),
+        _ => Err(Error::Argument(format!("{name}={text}: expected {expect}"))),
+    }
+}
+
+fn env_usize(name: &str, ok: impl Fn(usize) -> bool) -> Result<Option<usize>> {
+    env_parsed(name, |&v| ok(v), "a value in the documented range (see wgkernels::Tuning)")
+}
+
+fn env_u32(name: &str, ok: impl Fn(u32) -> bool) -> Result<Option<u32>> {
+    env_parsed(name, |&v| ok(v), "a value in the documented range (see wgkernels::Tuning)")
+}
+
+/// An on/off switch: `0` off, `1` on, unset = `default`.
+fn env_switch(name: &str, default: bool) -> Result<bool> {
+    Ok(env_parsed::<u32>(name, |&v| v <= 1, "0 or 1")?.map_or(default, |v| v == 1))
+}
+
+impl Tuning {
+    /// Range checks shared by the environment parser and the plans.
+    pub(crate) fn pow2_in(v: usize, lo: usize, hi: usize) -> bool {
+        v.is_power_of_two() && (lo..=hi).contains(&v)
+    }
+
+    /// The defaults with every `WGKERNELS_*` tuning variable that is set applied.
+    pub fn from_env() -> Result<Tuning> {
+        Ok(Tuning {
+            decode_wg: env_usize("WGKERNELS_DECODE_WG", |v| Self::pow2_in(v, 64, 1024))?,
+            decode_lanes: env_usize("WGKERNELS_DECODE_LANES", |v| Self::pow2_in(v, 1, 128))?,
+            decode_keys: env_usize("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v))?,
+            decode_prefetch: env_parsed::<u32>("WGKERNELS_DECODE_PF", |&v| v <= 1, "0 or 1")?.map(|v| v == 1),
+            decode_gb: env_usize("WGKERNELS_DECODE_GB", |v| (1..=8).contains(&v))?,
+            decode_workgroups: env_usize("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v))?,
+            decode_min_chunk: env_usize("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20)?,
+            decode_merge_unroll: env_usize("WGKERNELS_DECODE_MERGE_U", |v| (1..=8).contains(&v))?,
+            decode_matrix_subgroups: env_usize("WGKERNELS_DECODE_NW", |v| (1..=4).contains(&v))?,
+            prefill_tau: env_parsed::<f32>("WGKERNELS_PREFILL_TAU", |t| (0.0..=14.0).contains(t), "a number in 0..=14")?,
+            tq_split: env_usize("WGKERNELS_TQ_SPLIT", |v| (64..=256).contains(&v))?,
+            rope_vec: env_switch("WGKERNELS_ROPE_VEC", true)?,
+            elementwise_vec: env_switch("WGKERNELS_ELEMENTWISE_VEC", true)?,
+            gemm_split: env_switch("WGKERNELS_GEMM_SPLIT", true)?,
+            int4_gemv: GemvTuning::from_env("WGKERNELS_GEMV")?,
+            int8_gemv: GemvTuning::from_env("WGKERNELS_INT8")?,
+            q4k_gemv: GemvTuning::from_env("WGKERNELS_Q4K")?,
+            q8_gemv: GemvTuning::from_env("WGKERNELS_Q8")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_drops_out_of_range() {
+        assert_eq!(accepted(Some(3usize), |v| v <= 4), Some(3));
+        assert_eq!(accepted(Some(5usize), |v| v <= 4), None);
+        assert_eq!(accepted(None::<usize>, |v| v <= 4), None);
+        assert!(Tuning::pow2_in(128, 64, 1024) && !Tuning::pow2_in(96, 64, 1024) && !Tuning::pow2_in(2048, 64, 1024));
+    }
+
+    #[test]
+    fn defaults_turn_every_optimisation_on() {
+        let t = Tuning::default();
+        assert!(t.rope_vec && t.elementwise_vec && t.gemm_split);
+        assert_eq!(t.decode_workgroups, None);
+        assert_eq!(t.int4_gemv, GemvTuning::default());
+    }
+}
