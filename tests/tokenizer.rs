@@ -32,20 +32,13 @@ struct Reference {
 
 fn read_reference(path: &Path) -> Reference {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut r = Reference {
-        file: String::new(),
-        cases: Vec::new(),
-        pieces: Vec::new(),
-    };
+    let mut r = Reference { file: String::new(), cases: Vec::new(), pieces: Vec::new() };
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
         let ids = || rest.split_whitespace().map(|x| x.parse::<u32>().expect("id")).collect::<Vec<_>>();
         match key {
             "file" => r.file = rest.to_string(),
-            "case" => r.cases.push(Case {
-                text: String::from_utf8(unhex(rest)).expect("utf-8 case"),
-                modes: Vec::new(),
-            }),
+            "case" => r.cases.push(Case { text: String::from_utf8(unhex(rest)).expect("utf-8 case"), modes: Vec::new() }),
             "plain" | "add_special" | "parse_special" | "add_and_parse_special" => {
                 let add = key.starts_with("add");
                 let parse = key.contains("parse");

@@ -1,7 +1,7 @@
 //! Byte-level BPE (`tokenizer.ggml.model = gpt2`): the byte <-> printable-character mapping,
 //! merge ranks from `tokenizer.ggml.merges`, and the per-word merge.
 
-use super::vocab::{get_array, Vocab};
+use super::vocab::{get_strings, Vocab};
 use super::{merge, pretok, PreTokenizer, TokenizerError};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -64,10 +64,9 @@ pub(super) struct Merges {
 impl Merges {
     pub fn from_gguf(file: &crate::formats::gguf::GgufFile) -> Result<Self, TokenizerError> {
         const KEY: &str = "tokenizer.ggml.merges";
-        let items = get_array(file, KEY)?.ok_or(TokenizerError::MissingKey(KEY))?;
+        let items = get_strings(file, KEY)?.ok_or(TokenizerError::MissingKey(KEY))?;
         let mut ranks = HashMap::with_capacity(items.len());
-        for (i, m) in items.iter().enumerate() {
-            let s = m.as_str().ok_or_else(|| TokenizerError::BadKey { key: KEY, reason: format!("entry {i} is not a string") })?;
+        for (i, s) in items.iter().enumerate() {
             // "left right", split at the first space after the first character.
             let first_len = s.chars().next().map_or(0, char::len_utf8);
             let Some(sp) = s[first_len..].find(' ').map(|p| p + first_len) else {

@@ -1,10 +1,14 @@
 //! Unit tests on hand-made vocabularies (the llama.cpp comparisons are in tests/tokenizer.rs).
 
 use super::*;
-use crate::formats::gguf::{GgufWriter, MetaArray, MetaValue, ValueType};
+use crate::formats::gguf::{GgufWriter, MetaValue, ValueType};
+
+fn array(elem_type: ValueType, items: Vec<MetaValue>) -> MetaValue {
+    MetaValue::array(elem_type, &items).expect("typed array")
+}
 
 fn strings(v: &[&str]) -> MetaValue {
-    MetaValue::Array(MetaArray::from_values(ValueType::String, &v.iter().map(|s| MetaValue::String(s.to_string())).collect::<Vec<_>>()).unwrap())
+    array(ValueType::String, v.iter().map(|s| MetaValue::String(s.to_string())).collect())
 }
 
 fn file(meta: Vec<(&str, MetaValue)>) -> GgufFile {
@@ -34,8 +38,8 @@ fn spm() -> Tokenizer {
     Tokenizer::from_gguf(&file(vec![
         ("tokenizer.ggml.model", MetaValue::String("llama".into())),
         ("tokenizer.ggml.tokens", strings(&refs)),
-        ("tokenizer.ggml.scores", MetaValue::Array(MetaArray::from_values(ValueType::F32, &scores.into_iter().map(MetaValue::F32).collect::<Vec<_>>()).unwrap())),
-        ("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::from_values(ValueType::I32, &types.into_iter().map(MetaValue::I32).collect::<Vec<_>>()).unwrap())),
+        ("tokenizer.ggml.scores", array(ValueType::F32, scores.into_iter().map(MetaValue::F32).collect())),
+        ("tokenizer.ggml.token_type", array(ValueType::I32, types.into_iter().map(MetaValue::I32).collect())),
     ]))
     .expect("tokenizer")
 }
@@ -115,7 +119,7 @@ fn byte_level_bpe_merges_by_rank() {
         ("tokenizer.ggml.model", MetaValue::String("gpt2".into())),
         ("tokenizer.ggml.pre", MetaValue::String("qwen2".into())),
         ("tokenizer.ggml.tokens", strings(&refs)),
-        ("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::from_values(ValueType::I32, &types).unwrap())),
+        ("tokenizer.ggml.token_type", array(ValueType::I32, types)),
         ("tokenizer.ggml.merges", strings(&["a b", "Ġ ab"])),
         ("tokenizer.ggml.eos_token_id", MetaValue::U32(258)),
     ]))

@@ -2,7 +2,7 @@
 //! each token's detokenised bytes.
 
 use super::{bpe, TokenizerError, TokenizerKind};
-use crate::formats::gguf::{GgufFile, MetaValue};
+use crate::formats::gguf::{GgufFile, MetaArray, MetaValue, StringList};
 use std::collections::HashMap;
 
 /// A token's type (`tokenizer.ggml.token_type`).
@@ -73,11 +73,18 @@ pub(super) fn get_str<'a>(file: &'a GgufFile, key: &'static str) -> Result<Optio
     }
 }
 
-pub(super) fn get_array(file: &GgufFile, key: &'static str) -> Result<Option<Vec<MetaValue>>, TokenizerError> {
+pub(super) fn get_array<'a>(file: &'a GgufFile, key: &'static str) -> Result<Option<&'a MetaArray>, TokenizerError> {
     match file.get(key) {
         None => Ok(None),
-        Some(MetaValue::Array(items)) => Ok(Some(items.iter().collect())),
-        Some(_) => Err(TokenizerError::BadKey { key, reason: "not an array".into() }),
+        Some(v) => v.as_array().map(Some).ok_or_else(|| TokenizerError::BadKey { key, reason: "not an array".into() }),
+    }
+}
+
+/// An array of strings.
+pub(super) fn get_strings<'a>(file: &'a GgufFile, key: &'static str) -> Result<Option<&'a StringList>, TokenizerError> {
+    match get_array(file, key)? {
+        None => Ok(None),
+        Some(a) => a.strings().map(Some).ok_or_else(|| TokenizerError::BadKey { key, reason: "not an array of strings".into() }),
     }
 }
 
@@ -112,14 +119,14 @@ impl Vocab {
         const TOKENS: &str = "tokenizer.ggml.tokens";
         const SCORES: &str = "tokenizer.ggml.scores";
         const TYPES: &str = "tokenizer.ggml.token_type";
-        let texts = get_array(file, TOKENS)?.ok_or(TokenizerError::MissingKey(TOKENS))?;
+        let texts = get_strings(file, TOKENS)?.ok_or(TokenizerError::MissingKey(TOKENS))?;
         let n = texts.len();
         if n == 0 || u32::try_from(n).is_err() {
             return Err(TokenizerError::BadKey { key: TOKENS, reason: format!("{n} tokens") });
         }
         let scores = get_array(file, SCORES)?;
         let types = get_array(file, TYPES)?;
-        for (key, arr) in [(SCORES, &scores), (TYPES, &types)] {
+        for (key, arr) in [(SCORES, scores), (TYPES, types)] {
             if let Some(a) = arr {
                 if a.len() != n {
                     return Err(TokenizerError::BadKey { key, reason: format!("{} entries for {n} tokens", a.len()) });
@@ -128,17 +135,18 @@ impl Vocab {
         }
         let mut tokens = Vec::with_capacity(n);
         let mut ids = HashMap::with_capacity(n);
-        for (i, t) in texts.iter().enumerate() {
-            let text = t.as_str().ok_or_else(|| TokenizerError::BadKey { key: TOKENS, reason: format!("entry {i} is not a string") })?;
-            let score = match &scores {
-                Some(s) => s[i].as_f64().ok_or_else(|| TokenizerError::BadKey { key: SCORES, reason: format!("entry {i} is not a float") })? as f32,
+        for (i, text) in texts.iter().enumerate() {
+            let score = match scores {
+                Some(MetaArray::F32(v)) => v[i],
+                Some(s) => s.get(i).and_then(|v| v.as_f64()).ok_or_else(|| TokenizerError::BadKey { key: SCORES, reason: format!("entry {i} is not a float") })? as f32,
                 None => 0.0,
             };
-            let ty = match &types {
-                Some(s) => match s[i] {
-                    MetaValue::I32(v) => TokenType::from_id(v.into()),
-                    ref other => TokenType::from_id(other.as_u64().and_then(|v| i64::try_from(v).ok()).unwrap_or(0)),
-                },
+            let ty = match types {
+                Some(MetaArray::I32(v)) => TokenType::from_id(v[i].into()),
+                Some(s) => TokenType::from_id(match s.get(i) {
+                    Some(MetaValue::I64(v)) => v,
+                    other => other.and_then(|v| v.as_u64()).and_then(|v| i64::try_from(v).ok()).unwrap_or(0),
+                }),
                 None => TokenType::Normal,
             };
             let id = i as u32; // n fits in u32 (checked above)
