@@ -80,6 +80,8 @@ fn main() -> Result<()> {
             for info in file.tensors().iter().filter(|t| t.dims.len() >= 2 && format_of(t.ggml_type).is_ok()) {
                 match check_tensor(&ctx, &file, info, &mut rng, false) {
                     Ok(c) => failed += !c.passed() as usize,
+                    // Shapes the family does not take (e.g. k % 4 != 0 for the float formats).
+                    Err(e @ Error::Shape(_)) => println!("{:<40} skipped: {e}", info.name),
                     Err(e) => {
                         println!("{:<40} error: {e}", info.name);
                         failed += 1;

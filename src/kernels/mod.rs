@@ -20,7 +20,7 @@ use crate::caps::KernelInfo;
 
 /// The [`KernelInfo`] of every kernel of every family, in the order the probe reports them.
 pub fn infos() -> Vec<&'static KernelInfo> {
-    vec![
+    let mut v = vec![
         &int4::GEMV,
         &int4::GEMM,
         &int4::QUANTIZE,
@@ -42,7 +42,9 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &elementwise::RMSNORM,
         &elementwise::SILU_GATE,
         &elementwise::ADD,
-    ]
+    ];
+    v.extend(matmul::infos());
+    v
 }
 
 /// Every kernel of every family, with its test and bench cases.

@@ -252,7 +252,7 @@ impl Kernel for MmKernel {
                 let mut keys = Vec::new();
                 for variant in [Variant::Portable, Variant::Subgroup] {
                     for (rows, unroll) in [(1, 2), (2, 2), (4, 2), (2, 1), (2, 4)] {
-                        let plan = GemvPlan { rows, unroll, ..gemv_plan(variant) };
+                        let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
                         keys.push(MmPipeline::Gemv { format, variant, plan, q8: self.op == Op::GemvQ8 });
                     }
                 }

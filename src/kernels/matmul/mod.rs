@@ -64,6 +64,17 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
     &all[i]
 }
 
+/// The [`KernelInfo`]s of every format's kernels (for the probe report).
+pub fn infos() -> Vec<&'static KernelInfo> {
+    FORMATS
+        .iter()
+        .flat_map(|f| {
+            let k = kernel_infos(f);
+            [&k.gemv, &k.gemv_q8, &k.gemm, &k.dequant]
+        })
+        .collect()
+}
+
 /// One row chunk of a matrix on the GPU.
 struct Chunk {
     row0: usize,
@@ -273,19 +284,24 @@ impl PipelineKey for MmPipeline {
     }
 }
 
-/// The GEMV plan (defaults as the Q4_K GEMV's, fastest measured there on an H200: 256
-/// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration);
-/// (Not yet tunable through [`crate::Tuning`].)
-pub fn gemv_plan(variant: Variant) -> GemvPlan {
-    tuned_plan(&crate::tuning::GemvTuning::default(), variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } })
+/// The default GEMV plan (as the Q4_K GEMV's, fastest measured there on an H200: 256
+/// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration).
+pub fn default_plan(variant: Variant) -> GemvPlan {
+    GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }
 }
 
-fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef<'_>, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
+/// The GEMV plan on `caps`: [`default_plan`] with the Q4_K GEMV's tuning overrides
+/// ([`crate::Tuning::q4k_gemv`]) applied.
+pub fn gemv_plan(caps: &Caps, variant: Variant) -> GemvPlan {
+    tuned_plan(&caps.tuning.q4k_gemv, variant, default_plan(variant))
+}
+
+fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
     let ctx = b.context();
     y.require("y", w.n)?;
     let infos = kernel_infos(w.format);
     ctx.with_native_fallback(if q8 { &infos.gemv_q8 } else { &infos.gemv }, |variant| {
-        let plan = gemv_plan(variant);
+        let plan = gemv_plan(ctx.caps(), variant);
         let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, q8 };
         for c in &w.chunks {
             let grid = plan_grid(ctx, &plan, c.rows, variant)?;
