@@ -1,3 +1,65 @@
-//! Running GGUF models: tokenizer, and the pieces that turn a file's tensors into a forward pass.
+//! Running a GGUF model: tokenizer ([`tokenizer::Tokenizer`], from the file's own vocabulary), configuration from the file's metadata ([`Config`]), weights streamed
+//! to the GPU ([`Weights`]), a KV cache ([`KvCache`], f16 or TurboQuant), the forward pass
+//! ([`Session`]: a prefill chunk or a decode step recorded into one batch) and sampling
+//! ([`Sampler`], on the CPU).
+//!
+//! Architectures: `llama` (Llama 2/3/3.1, Mistral) and `qwen2`; see [`config`].
+//!
+//! ```no_run
+//! use wgkernels::{Context, ContextOptions};
+//! use wgkernels::model::{tokenizer::Tokenizer, Model, Sampler, SamplerConfig, Session, SessionOptions};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
+//! let model = Model::open(&ctx, "model.gguf", &mut |_| {})?;
+//! let mut session = Session::new(&ctx, &model, SessionOptions { context: 512, ..Default::default() })?;
+//! let mut sampler = Sampler::new(SamplerConfig::default())?;
+//! let tok = Tokenizer::from_gguf(&model.file)?;
+//! let prompt = tok.encode("Once upon a time", true)?;
+//! let mut logits = session.prefill(&ctx, &model, &prompt)?;
+//! let mut text = tok.decoder(false);
+//! for _ in 0..16 {
+//!     let next = sampler.sample(&logits)?;
+//!     print!("{}", text.push(next)?);
+//!     if tok.is_eog(next) {
+//!         break;
+//!     }
+//!     logits = session.decode(&ctx, &model, next)?;
+//! }
+//! # Ok(()) }
+//! ```
 
+pub mod config;
+pub mod error;
+pub mod forward;
+pub mod kv;
+pub mod linear;
+pub mod ops;
+pub mod sample;
 pub mod tokenizer;
+pub mod weights;
+
+use linear as mm;
+
+pub use config::{Arch, Config, RopeScalingKind};
+pub use error::{ModelError, Result};
+pub use forward::{Model, Session, SessionOptions};
+pub use kv::{KvCache, KvKind};
+pub use sample::{Sampler, SamplerConfig};
+pub use weights::{Progress, Weights};
+
+/// The kernels a forward pass of `model` with a `kv` cache records (for reporting the variant
+/// chosen for each).
+pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::KernelInfo> {
+    use crate::kernels::{attention, elementwise, matmul, rope, turboquant};
+    let mut v = vec![&elementwise::RMSNORM];
+    for f in model.weights.formats() {
+        let k = matmul::kernel_infos(f);
+        v.extend([&k.gemv, &k.gemm]);
+    }
+    v.extend([&ops::BIAS_ADD, &attention::PREFILL, &elementwise::ADD, &elementwise::SILU_GATE, &ops::COPY_ROW]);
+    match kv {
+        KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),
+        KvKind::TurboQuant => v.extend([&rope::APPLY, &turboquant::QUANTIZE, &turboquant::DEQUANTIZE, &turboquant::ATTENTION]),
+    }
+    v
+}

@@ -1,0 +1,225 @@
+//! Generate text from a GGUF model (`llama` or `qwen2` architecture) with the crate's kernels.
+//!
+//! ```text
+//! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
+//!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
+//!     [--dump-logits FILE.npy] [--no-bos]
+//! ```
+//!
+//! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr), prints
+//! the GPU memory it holds (weights, KV cache, work buffers), streams the generated text, then
+//! prompt tokens/s (prefill in chunks: GEMM + prefill attention) and decode tokens/s, and the
+//! kernel variant chosen for each kernel the forward pass uses. `--temp 0` is greedy (the
+//! default). `--print-tokens` prints the prompt's token ids and the generated ids;
+//! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
+//! `[prompt tokens, vocab]`.
+
+use std::io::Write;
+use std::time::Instant;
+use wgkernels::formats::gguf::GgufFile;
+use wgkernels::model::tokenizer::Tokenizer;
+use wgkernels::model::{KvKind, Model, Sampler, SamplerConfig, Session, SessionOptions};
+use wgkernels::{Context, ContextOptions};
+
+struct Args {
+    model: String,
+    prompt: String,
+    n: usize,
+    sampler: SamplerConfig,
+    kv: KvKind,
+    ctx: Option<usize>,
+    chunk: usize,
+    print_tokens: bool,
+    dump_logits: Option<String>,
+    bos: bool,
+}
+
+const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos]";
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        model: String::new(),
+        prompt: String::new(),
+        n: 128,
+        sampler: SamplerConfig { temperature: 0.0, top_k: 40, top_p: 0.95, seed: 0 },
+        kv: KvKind::F16,
+        ctx: None,
+        chunk: 64,
+        print_tokens: false,
+        dump_logits: None,
+        bos: true,
+    };
+    let mut it = std::env::args().skip(1);
+    fn val<T: std::str::FromStr>(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<T, String> {
+        let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        v.parse().map_err(|_| format!("{flag}: cannot parse {v:?}"))
+    }
+    while let Some(s) = it.next() {
+        match s.as_str() {
+            "-p" | "--prompt" => a.prompt = val(&mut it, &s)?,
+            "-n" => a.n = val(&mut it, &s)?,
+            "--temp" => a.sampler.temperature = val(&mut it, &s)?,
+            "--top-k" => a.sampler.top_k = val(&mut it, &s)?,
+            "--top-p" => a.sampler.top_p = val(&mut it, &s)?,
+            "--seed" => a.sampler.seed = val(&mut it, &s)?,
+            "--kv" => {
+                let v: String = val(&mut it, &s)?;
+                a.kv = KvKind::parse(&v).ok_or_else(|| format!("--kv {v}: expected f16 or turboquant"))?;
+            }
+            "--ctx" => a.ctx = Some(val(&mut it, &s)?),
+            "--chunk" => a.chunk = val(&mut it, &s)?,
+            "--print-tokens" => a.print_tokens = true,
+            "--dump-logits" => a.dump_logits = Some(val(&mut it, &s)?),
+            "--no-bos" => a.bos = false,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
+            other if a.model.is_empty() => a.model = other.to_string(),
+            other => return Err(format!("unexpected argument {other:?}\n{USAGE}")),
+        }
+    }
+    if a.model.is_empty() {
+        return Err(USAGE.into());
+    }
+    Ok(a)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1 << 20) as f64
+}
+
+fn size(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", mib(b))
+    } else {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    }
+}
+
+/// float32 .npy, C order, shape [rows, cols].
+fn write_npy(path: &str, data: &[f32], rows: usize, cols: usize) -> std::io::Result<()> {
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + data.len() * 4);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(bytemuck::cast_slice(data));
+    std::fs::write(path, out)
+}
+
+fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
+    let caps = ctx.caps();
+    eprintln!("adapter: {} ({:?}, {:?})", caps.adapter_name, caps.device_type, caps.backend);
+    let file = GgufFile::open(&a.model)?;
+    let tok = Tokenizer::from_gguf(&file)?;
+    let t0 = Instant::now();
+    let mut last_pct = usize::MAX;
+    let model = Model::load(&ctx, file, &mut |p| {
+        let pct = (p.bytes_done * 100 / p.bytes_total.max(1)) as usize;
+        if pct != last_pct || p.tensors_done == p.tensors_total {
+            last_pct = pct;
+            let bar = "#".repeat(pct / 4) + &" ".repeat(25 - pct / 4);
+            eprint!("\rloading [{bar}] {pct:3}% {}/{} tensors {:.0}/{:.0} MiB  ", p.tensors_done, p.tensors_total, mib(p.bytes_done), mib(p.bytes_total));
+        }
+    })?;
+    eprintln!("\nloaded in {:.1} s", t0.elapsed().as_secs_f64());
+    let c = &model.config;
+    eprintln!(
+        "model: {} {} layers, hidden {}, heads {}/{} of {}, FFN {}, vocab {}, rope base {} ({:?}{}), {}",
+        c.arch.name(),
+        c.layers,
+        c.hidden,
+        c.heads,
+        c.kv_heads,
+        c.head_dim,
+        c.ffn,
+        c.vocab,
+        c.rope_theta,
+        c.rope_scaling,
+        if c.rope_freqs.is_some() { ", rope_freqs" } else { "" },
+        if c.tied_embeddings { "tied embeddings" } else { "separate LM head" }
+    );
+    let mut prompt = tok.encode(&a.prompt, a.bos)?;
+    if prompt.is_empty() {
+        prompt = tok.bos().into_iter().collect();
+    }
+    if prompt.is_empty() {
+        return Err("the prompt tokenises to nothing and the vocabulary has no BOS".into());
+    }
+    let context = a.ctx.unwrap_or_else(|| (prompt.len() + a.n).min(c.context_length).max(prompt.len() + 1));
+    let all = a.dump_logits.is_some();
+    let mut session = Session::new(&ctx, &model, SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all })?;
+    eprintln!(
+        "GPU memory: weights {}, KV cache {} ({} positions, {}), work buffers {}",
+        size(model.weights.bytes),
+        size(session.kv().bytes()),
+        context,
+        a.kv.name(),
+        size(session.scratch_bytes())
+    );
+    if a.print_tokens {
+        println!("prompt tokens ({}): {:?}", prompt.len(), prompt);
+    }
+    let mut sampler = Sampler::new(a.sampler)?;
+    let t1 = Instant::now();
+    let logits = session.prefill(&ctx, &model, &prompt)?;
+    let prefill_s = t1.elapsed().as_secs_f64();
+    if let Some(path) = &a.dump_logits {
+        write_npy(path, &logits, prompt.len(), c.vocab)?;
+        eprintln!("wrote {path}: float32 [{}, {}]", prompt.len(), c.vocab);
+    }
+    let mut last = logits[logits.len() - c.vocab..].to_vec();
+    let mut dec = tok.decoder(false);
+    let mut generated = Vec::new();
+    print!("{}", a.prompt);
+    let mut decode_s = 0.0;
+    for i in 0..a.n {
+        let next = sampler.sample(&last)?;
+        generated.push(next);
+        print!("{}", dec.push(next)?);
+        std::io::stdout().flush()?;
+        if tok.is_eog(next) || i + 1 == a.n {
+            break;
+        }
+        if session.kv().remaining() == 0 {
+            eprintln!("\n[context of {context} tokens full]");
+            break;
+        }
+        let t = Instant::now();
+        last = session.decode(&ctx, &model, next)?;
+        decode_s += t.elapsed().as_secs_f64();
+    }
+    println!("{}", dec.finish());
+    if a.print_tokens {
+        println!("generated tokens ({}): {:?}", generated.len(), generated);
+    }
+    let steps = generated.len().saturating_sub(1);
+    eprintln!("prompt: {} tokens in {:.3} s = {:.1} tok/s (chunks of {})", prompt.len(), prefill_s, prompt.len() as f64 / prefill_s, session.options().chunk);
+    if steps > 0 {
+        eprintln!("decode: {steps} tokens in {decode_s:.3} s = {:.1} tok/s", steps as f64 / decode_s);
+    }
+    eprintln!("kernel variants (WGKERNELS_VARIANT / the probe example explain the choice):");
+    for k in wgkernels::model::kernels_used(&model, a.kv) {
+        let v = ctx.variant_for(k).map(|v| v.name().to_string()).unwrap_or_else(|e| format!("unsupported: {e}"));
+        eprintln!("  {:<22} {v}", k.name);
+    }
+    Ok(())
+}
+
+fn main() {
+    let a = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(a) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,287 @@
+//! Model hyper-parameters read from a GGUF file's own metadata and tensor shapes.
+//!
+//! Keys (`{arch}` = `general.architecture`): `{arch}.block_count`, `{arch}.embedding_length`,
+//! `{arch}.feed_forward_length`, `{arch}.attention.head_count`, `{arch}.attention.head_count_kv`
+//! (absent = head_count), `{arch}.attention.layer_norm_rms_epsilon`, `{arch}.context_length`,
+//! `{arch}.attention.key_length` / `value_length` and `{arch}.rope.dimension_count` (absent =
+//! embedding_length / head_count; must equal the head dim: partial rotary is not implemented),
+//! `{arch}.rope.freq_base` (absent = 10000, llama.cpp's default), `{arch}.rope.scaling.type`
+//! (`none`, `linear` with `{arch}.rope.scaling.factor`, `yarn` with the factor and
+//! `{arch}.rope.scaling.original_context_length`; others are rejected by name).
+//! The vocabulary size comes from `token_embd.weight`'s shape.
+//!
+//! Architectures:
+//! * `llama` (Llama 2/3/3.1, Mistral): the converter permutes the q/k rows of each head so that
+//!   RoPE rotates adjacent pairs `(2i, 2i+1)` (llama.cpp's "normal" RoPE,
+//!   [`PairLayout::Interleaved`]). Llama 3.1 files carry `rope_freqs.weight` (head_dim / 2 f32
+//!   divisors of the base frequencies, llama3 scaling precomputed by the converter).
+//! * `qwen2`: q/k/v biases; q/k rows unpermuted, so RoPE rotates `(i, i + d/2)` (NeoX,
+//!   [`PairLayout::HalfSplit`]); `output.weight` is usually absent and the LM head is
+//!   `token_embd.weight` (tied embeddings).
+
+use super::error::{ModelError, Result};
+use crate::formats::gguf::{GgufFile, MetaValue};
+use crate::kernels::rope::{PairLayout, RopeConfig, RopeScaling};
+use std::sync::Arc;
+
+/// The architectures the runner implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    Llama,
+    Qwen2,
+}
+
+impl Arch {
+    /// The `general.architecture` string.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        }
+    }
+}
+
+/// RoPE frequency scaling as the file states it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RopeScalingKind {
+    None,
+    /// Positions divided by `factor`.
+    Linear {
+        factor: f64,
+    },
+    /// YaRN (Hugging Face's definition, see [`RopeScaling::Yarn`]).
+    Yarn {
+        factor: f64,
+        original_context: usize,
+    },
+}
+
+/// Everything the forward pass needs to know about a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub arch: Arch,
+    pub layers: usize,
+    pub hidden: usize,
+    pub ffn: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+    /// The context length the model was trained for (`{arch}.context_length`).
+    pub context_length: usize,
+    pub rms_eps: f32,
+    pub rope_theta: f64,
+    pub rope_scaling: RopeScalingKind,
+    /// Per-pair frequency divisors (`rope_freqs.weight`), if the file has them.
+    pub rope_freqs: Option<Vec<f32>>,
+    pub layout: PairLayout,
+    /// q/k/v projections carry biases (`blk.N.attn_{q,k,v}.bias`).
+    pub qkv_bias: bool,
+    /// No `output.weight`: the LM head is `token_embd.weight`.
+    pub tied_embeddings: bool,
+}
+
+fn key_u(file: &GgufFile, key: &str) -> Result<Option<usize>> {
+    match file.get(key) {
+        None => Ok(None),
+        Some(v) => {
+            let n = v.as_u64().ok_or_else(|| ModelError::BadKey { key: key.into(), reason: format!("expected an unsigned integer, found {:?}", v.value_type()) })?;
+            usize::try_from(n).map(Some).map_err(|_| ModelError::BadKey { key: key.into(), reason: format!("{n} does not fit usize") })
+        }
+    }
+}
+
+fn need_u(file: &GgufFile, key: &str) -> Result<usize> {
+    let v = key_u(file, key)?.ok_or_else(|| ModelError::MissingKey(key.into()))?;
+    if v == 0 {
+        return Err(ModelError::BadKey { key: key.into(), reason: "must be > 0".into() });
+    }
+    Ok(v)
+}
+
+fn key_f(file: &GgufFile, key: &str) -> Result<Option<f64>> {
+    match file.get(key) {
+        None => Ok(None),
+        Some(v) => {
+            let f = v
+                .as_f64()
+                .or_else(|| v.as_u64().map(|u| u as f64))
+                .ok_or_else(|| ModelError::BadKey { key: key.into(), reason: format!("expected a number, found {:?}", v.value_type()) })?;
+            if !f.is_finite() {
+                return Err(ModelError::BadKey { key: key.into(), reason: format!("{f} is not finite") });
+            }
+            Ok(Some(f))
+        }
+    }
+}
+
+fn key_str<'a>(file: &'a GgufFile, key: &str) -> Result<Option<&'a str>> {
+    match file.get(key) {
+        None => Ok(None),
+        Some(MetaValue::String(s)) => Ok(Some(s)),
+        Some(v) => Err(ModelError::BadKey { key: key.into(), reason: format!("expected a string, found {:?}", v.value_type()) }),
+    }
+}
+
+/// The dims of tensor `name` (`ne0` first), or [`ModelError::MissingTensor`].
+pub(crate) fn tensor_dims(file: &GgufFile, name: &str) -> Result<Vec<usize>> {
+    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+    t.dims.iter().map(|&d| usize::try_from(d).map_err(|_| ModelError::BadTensor { name: name.into(), reason: format!("dimension {d} does not fit usize") })).collect()
+}
+
+/// Check that tensor `name` has exactly `dims` (`ne0` first).
+pub(crate) fn expect_dims(file: &GgufFile, name: &str, dims: &[usize]) -> Result<()> {
+    let got = tensor_dims(file, name)?;
+    if got != dims {
+        return Err(ModelError::BadTensor { name: name.into(), reason: format!("shape {got:?}, expected {dims:?}") });
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Read the configuration of `file` (metadata and tensor shapes; no tensor data except
+    /// `rope_freqs.weight`).
+    pub fn from_gguf(file: &GgufFile) -> Result<Config> {
+        let arch_name = key_str(file, "general.architecture")?.ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
+        let arch = match arch_name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            other => return Err(ModelError::UnknownArchitecture(other.into())),
+        };
+        let a = arch.name();
+        let k = |s: &str| format!("{a}.{s}");
+        let layers = need_u(file, &k("block_count"))?;
+        let hidden = need_u(file, &k("embedding_length"))?;
+        let ffn = need_u(file, &k("feed_forward_length"))?;
+        let heads = need_u(file, &k("attention.head_count"))?;
+        let kv_heads = match key_u(file, &k("attention.head_count_kv"))? {
+            None => heads,
+            Some(0) => return Err(ModelError::BadKey { key: k("attention.head_count_kv"), reason: "must be > 0".into() }),
+            Some(v) => v,
+        };
+        if heads % kv_heads != 0 {
+            return Err(ModelError::BadKey { key: k("attention.head_count_kv"), reason: format!("{kv_heads} does not divide head_count {heads}") });
+        }
+        let context_length = need_u(file, &k("context_length"))?;
+        let rms_eps = key_f(file, &k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| ModelError::MissingKey(k("attention.layer_norm_rms_epsilon")))?;
+        if rms_eps.is_nan() || rms_eps < 0.0 {
+            return Err(ModelError::BadKey { key: k("attention.layer_norm_rms_epsilon"), reason: format!("{rms_eps} is negative") });
+        }
+        let head_dim = match key_u(file, &k("attention.key_length"))? {
+            Some(v) => v,
+            None => {
+                if hidden % heads != 0 {
+                    return Err(ModelError::BadKey { key: k("attention.head_count"), reason: format!("{heads} does not divide embedding_length {hidden}") });
+                }
+                hidden / heads
+            }
+        };
+        for key in ["attention.value_length", "rope.dimension_count"] {
+            if let Some(v) = key_u(file, &k(key))? {
+                if v != head_dim {
+                    return Err(ModelError::BadKey { key: k(key), reason: format!("{v} differs from the head dim {head_dim} (not implemented)") });
+                }
+            }
+        }
+        if head_dim < 2 || head_dim % 2 != 0 || head_dim > crate::kernels::rope::MAX_HEAD_DIM {
+            return Err(ModelError::BadKey { key: k("attention.head_count"), reason: format!("head dim {head_dim} must be even and 2..=256") });
+        }
+        let rope_theta = key_f(file, &k("rope.freq_base"))?.unwrap_or(10_000.0);
+        if rope_theta.is_nan() || rope_theta <= 1.0 {
+            return Err(ModelError::BadKey { key: k("rope.freq_base"), reason: format!("{rope_theta} must be > 1") });
+        }
+        let factor = key_f(file, &k("rope.scaling.factor"))?.filter(|&f| f != 0.0);
+        let rope_scaling = match key_str(file, &k("rope.scaling.type"))? {
+            None | Some("linear") => match factor {
+                Some(f) if f != 1.0 => {
+                    if f.is_nan() || f <= 0.0 {
+                        return Err(ModelError::BadKey { key: k("rope.scaling.factor"), reason: format!("{f} must be > 0") });
+                    }
+                    RopeScalingKind::Linear { factor: f }
+                }
+                _ => RopeScalingKind::None,
+            },
+            Some("none") => RopeScalingKind::None,
+            Some("yarn") => {
+                let factor = factor.ok_or_else(|| ModelError::MissingKey(k("rope.scaling.factor")))?;
+                let original_context = need_u(file, &k("rope.scaling.original_context_length"))?;
+                RopeScalingKind::Yarn { factor, original_context }
+            }
+            Some(other) => return Err(ModelError::BadKey { key: k("rope.scaling.type"), reason: format!("scaling {other:?} is not implemented") }),
+        };
+        let embd = tensor_dims(file, "token_embd.weight")?;
+        if embd.len() != 2 || embd[0] != hidden {
+            return Err(ModelError::BadTensor { name: "token_embd.weight".into(), reason: format!("shape {embd:?}, expected [{hidden}, vocab]") });
+        }
+        let vocab = embd[1];
+        let rope_freqs = match file.tensor("rope_freqs.weight") {
+            None => None,
+            Some(t) => {
+                let name = "rope_freqs.weight";
+                expect_dims(file, name, &[head_dim / 2])?;
+                if t.ggml_type != crate::formats::gguf::GgmlType::F32 {
+                    return Err(ModelError::BadTensor { name: name.into(), reason: format!("type {:?}, expected F32", t.ggml_type) });
+                }
+                let v: Vec<f32> = file.tensor_data(t)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                if let Some(bad) = v.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
+                    return Err(ModelError::BadTensor { name: name.into(), reason: format!("divisor {bad} must be finite and > 0") });
+                }
+                if matches!(rope_scaling, RopeScalingKind::Yarn { .. }) {
+                    return Err(ModelError::BadTensor { name: name.into(), reason: "rope_freqs together with YaRN scaling is not implemented".into() });
+                }
+                Some(v)
+            }
+        };
+        let (layout, qkv_bias) = match arch {
+            Arch::Llama => (PairLayout::Interleaved, file.tensor("blk.0.attn_q.bias").is_some()),
+            Arch::Qwen2 => (PairLayout::HalfSplit, true),
+        };
+        let tied_embeddings = file.tensor("output.weight").is_none();
+        Ok(Config {
+            arch,
+            layers,
+            hidden,
+            ffn,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab,
+            context_length,
+            rms_eps: rms_eps as f32,
+            rope_theta,
+            rope_scaling,
+            rope_freqs,
+            layout,
+            qkv_bias,
+            tied_embeddings,
+        })
+    }
+
+    /// Width of the q projection (`heads * head_dim`).
+    pub fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// Width of the k and v projections (`kv_heads * head_dim`).
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// The RoPE frequencies: `inv_freq_i = rope_theta^(-2i/d) / (rope_freqs[i] * linear factor)`.
+    /// Per-pair divisors are expressed as [`RopeScaling::LongRope`] with equal short and long
+    /// factors and attention factor 1, which is exactly that division.
+    pub fn rope_config(&self) -> RopeConfig {
+        let d = self.head_dim;
+        let scaling = match (&self.rope_freqs, &self.rope_scaling) {
+            (Some(f), s) => {
+                let lin = if let RopeScalingKind::Linear { factor } = s { *factor } else { 1.0 };
+                let div: Arc<[f64]> = f.iter().map(|&v| v as f64 * lin).collect();
+                RopeScaling::LongRope { short_factor: div.clone(), long_factor: div, factor: 1.0, original_max_position_embeddings: 1, attention_factor: Some(1.0), seq_len: 0 }
+            }
+            (None, RopeScalingKind::None) => RopeScaling::Default,
+            (None, RopeScalingKind::Linear { factor }) => RopeScaling::Linear { factor: *factor },
+            (None, RopeScalingKind::Yarn { factor, original_context }) => RopeScaling::yarn(*factor, *original_context),
+        };
+        RopeConfig::new(d, self.rope_theta, scaling)
+    }
+}

@@ -1,0 +1,76 @@
+//! The model runner's error type: what went wrong, naming the key, tensor or architecture.
+
+use crate::formats::FormatError;
+use std::fmt;
+
+/// Errors of [`crate::model`]: file contents the runner cannot use, sizes it cannot hold, and the
+/// kernel errors ([`crate::Error`]) and file errors ([`FormatError`]) underneath.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// `general.architecture` names an architecture the runner does not implement.
+    UnknownArchitecture(String),
+    /// A required metadata key is absent.
+    MissingKey(String),
+    /// A metadata key has an unusable type or value.
+    BadKey { key: String, reason: String },
+    /// A required tensor is absent.
+    MissingTensor(String),
+    /// A tensor has the wrong shape (or a type the runner cannot use for it).
+    BadTensor { name: String, reason: String },
+    /// More tokens than the context (or KV cache) holds.
+    ContextFull { needed: usize, capacity: usize },
+    /// A token id outside the vocabulary.
+    BadToken { token: u32, vocab: usize },
+    /// An invalid argument (sampling parameters, chunk size, ...).
+    Argument(String),
+    /// The GGUF container itself is malformed or truncated.
+    Format(FormatError),
+    /// A kernel or device error.
+    Gpu(crate::Error),
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelError::UnknownArchitecture(a) => write!(f, "unsupported model architecture {a:?} (supported: llama, qwen2)"),
+            ModelError::MissingKey(k) => write!(f, "missing metadata key {k:?}"),
+            ModelError::BadKey { key, reason } => write!(f, "metadata key {key:?}: {reason}"),
+            ModelError::MissingTensor(n) => write!(f, "missing tensor {n:?}"),
+            ModelError::BadTensor { name, reason } => write!(f, "tensor {name:?}: {reason}"),
+            ModelError::ContextFull { needed, capacity } => write!(f, "{needed} tokens do not fit a context of {capacity}"),
+            ModelError::BadToken { token, vocab } => write!(f, "token id {token} outside the vocabulary of {vocab}"),
+            ModelError::Argument(s) => write!(f, "invalid argument: {s}"),
+            ModelError::Format(e) => write!(f, "GGUF: {e}"),
+            ModelError::Gpu(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ModelError::Format(e) => Some(e),
+            ModelError::Gpu(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<FormatError> for ModelError {
+    fn from(e: FormatError) -> Self {
+        ModelError::Format(e)
+    }
+}
+
+impl From<crate::Error> for ModelError {
+    fn from(e: crate::Error) -> Self {
+        match e {
+            crate::Error::PositionOutOfRange { pos, capacity } => ModelError::ContextFull { needed: pos as usize + 1, capacity: capacity as usize },
+            e => ModelError::Gpu(e),
+        }
+    }
+}
+
+/// Result of the model runner.
+pub type Result<T> = std::result::Result<T, ModelError>;

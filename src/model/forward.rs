@@ -1,0 +1,387 @@
+//! The forward pass: a loaded [`Model`] and a [`Session`] (KV cache + work buffers) that records
+//! a whole decode step, or a prefill chunk of up to `chunk` tokens, into one [`Batch`].
+//!
+//! Per layer (m tokens at positions `pos0..pos0 + m`; `x` is the residual stream `[m, hidden]`):
+//! RMSNorm; q, k, v projections (GEMM, GEMV when m = 1) plus biases (qwen2); attention:
+//! * prefill chunk: the chunk's keys are rotated and stored with its values into the cache
+//!   ([`super::ops::kv_store`]), then the prefill kernel attends from the chunk's queries (rotated
+//!   on load at `pos0 + t`) over cache positions `0..pos0 + m`, causally;
+//! * decode step (m = 1): [`attention::decode`] rotates q and k, appends k and v to the cache and
+//!   runs the split-K decode over positions `0..=pos`;
+//!
+//! then the output projection and residual add, RMSNorm, gate and up projections, SiLU gate,
+//! down projection and residual add. Then the final RMSNorm and the LM head: for every row
+//! (`all_logits`) or only the last one.
+//!
+//! All buffers are allocated once per session (sized by `chunk` and the context) and reused by
+//! every step. The embedding rows of a step's tokens are dequantised on the CPU from the mapped
+//! file and written into `x` before the batch runs.
+
+use super::config::Config;
+use super::error::{ModelError, Result};
+use super::kv::{check_kind, KvCache, KvKind, LayerKv};
+use super::mm::{self};
+use super::ops;
+use super::weights::{Progress, Weights};
+use crate::batch::{Batch, BindCache};
+use crate::buffer::GpuBuffer;
+use crate::context::Context;
+use crate::formats::gguf::GgufFile;
+use crate::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
+use crate::kernels::rope::{self, Positions, RopeTable};
+use crate::kernels::{elementwise, turboquant as tq};
+use std::path::Path;
+
+/// A model file and its weights on the GPU.
+pub struct Model {
+    pub file: GgufFile,
+    pub config: Config,
+    pub weights: Weights,
+}
+
+impl Model {
+    /// Read the configuration and upload the weights of an opened file.
+    pub fn load(ctx: &Context, file: GgufFile, progress: &mut dyn FnMut(&Progress)) -> Result<Model> {
+        let config = Config::from_gguf(&file)?;
+        let weights = Weights::load(ctx, &file, &config, progress)?;
+        Ok(Model { file, config, weights })
+    }
+
+    /// Memory-map `path` and [`Model::load`] it.
+    pub fn open(ctx: &Context, path: impl AsRef<Path>, progress: &mut dyn FnMut(&Progress)) -> Result<Model> {
+        Self::load(ctx, GgufFile::open(path)?, progress)
+    }
+}
+
+/// What a [`Session`] is sized for.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionOptions {
+    /// Positions the KV cache holds (prompt + generated tokens).
+    pub context: usize,
+    pub kv: KvKind,
+    /// Most tokens per prefill batch.
+    pub chunk: usize,
+    /// Keep the logits of every prompt position (a `[chunk, vocab]` buffer), not only the last.
+    pub all_logits: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 64, all_logits: false }
+    }
+}
+
+/// Activations of one batch of up to `chunk` tokens.
+struct Scratch {
+    x: GpuBuffer<f32>,
+    xn: GpuBuffer<f32>,
+    q: GpuBuffer<f32>,
+    k: GpuBuffer<f32>,
+    v: GpuBuffer<f32>,
+    attn: GpuBuffer<f32>,
+    tmp: GpuBuffer<f32>,
+    gate: GpuBuffer<f32>,
+    up: GpuBuffer<f32>,
+    /// The last row of `x` (when only the last position's logits are wanted).
+    last: GpuBuffer<f32>,
+    logits: GpuBuffer<f32>,
+    decode: DecodeScratch,
+    bytes: u64,
+}
+
+/// A KV cache and the work buffers of the forward pass, for one sequence.
+pub struct Session {
+    opts: SessionOptions,
+    kv: KvCache,
+    table: RopeTable,
+    s: Scratch,
+    bind: BindCache,
+    host_x: Vec<f32>,
+}
+
+fn mul(a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b).ok_or_else(|| ModelError::Argument(format!("{a} x {b} overflows")))
+}
+
+impl Session {
+    /// Allocate the cache (`opts.context` positions), the RoPE table and the work buffers.
+    pub fn new(ctx: &Context, model: &Model, opts: SessionOptions) -> Result<Session> {
+        let c = &model.config;
+        if opts.chunk == 0 {
+            return Err(ModelError::Argument("chunk = 0".into()));
+        }
+        check_kind(c, opts.kv)?;
+        let chunk = opts.chunk.min(opts.context.max(1));
+        let opts = SessionOptions { chunk, ..opts };
+        let kv = KvCache::new(ctx, c, opts.kv, opts.context)?;
+        let table = RopeTable::build(ctx, c.rope_config(), opts.context)?;
+        let logit_rows = if opts.all_logits { chunk } else { 1 };
+        let sizes = [c.hidden, c.hidden, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.hidden, c.ffn, c.ffn];
+        let mut bufs = Vec::with_capacity(sizes.len());
+        let mut bytes = 0u64;
+        for n in sizes {
+            let len = mul(chunk, n)?;
+            bufs.push(ctx.alloc::<f32>(len)?);
+            bytes += 4 * len as u64;
+        }
+        let logits = ctx.alloc::<f32>(mul(logit_rows, c.vocab)?)?;
+        bytes += 4 * (logit_rows * c.vocab + c.hidden) as u64;
+        let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
+        let decode = DecodeScratch::new(ctx, shape)?;
+        bytes += 4 * (c.heads * c.head_dim * (attention::MAX_CHUNKS + 1) + 2 * c.heads * attention::MAX_CHUNKS) as u64;
+        let mut it = bufs.into_iter();
+        let mut next = || it.next().expect("nine buffers");
+        let s = Scratch {
+            x: next(),
+            xn: next(),
+            q: next(),
+            k: next(),
+            v: next(),
+            attn: next(),
+            tmp: next(),
+            gate: next(),
+            up: next(),
+            last: ctx.alloc(c.hidden)?,
+            logits,
+            decode,
+            bytes,
+        };
+        Ok(Session { opts, kv, table, s, bind: BindCache::default(), host_x: Vec::new() })
+    }
+
+    pub fn options(&self) -> &SessionOptions {
+        &self.opts
+    }
+    pub fn kv(&self) -> &KvCache {
+        &self.kv
+    }
+    /// GPU bytes of the work buffers (activations, logits, decode scratch).
+    pub fn scratch_bytes(&self) -> u64 {
+        self.s.bytes
+    }
+    /// Forget the sequence (the cache keeps its buffers).
+    pub fn reset(&mut self) {
+        self.kv.clear();
+    }
+
+    /// Check the tokens and write their embeddings into `x`.
+    fn embed(&mut self, ctx: &Context, model: &Model, tokens: &[u32]) -> Result<()> {
+        let c = &model.config;
+        self.host_x.resize(tokens.len() * c.hidden, 0.0);
+        model.weights.embed(&model.file, c, tokens, &mut self.host_x)?;
+        ctx.write(&self.s.x, &self.host_x)?;
+        Ok(())
+    }
+
+    /// Run `tokens` (a prompt, or its continuation) through the model at the cache's next
+    /// positions, in chunks of at most `chunk` tokens, one batch each. Returns the logits of the
+    /// last token `[vocab]`, or with `all_logits` of every token `[tokens, vocab]`.
+    /// A prompt longer than the room left is [`ModelError::ContextFull`] before anything runs.
+    pub fn prefill(&mut self, ctx: &Context, model: &Model, tokens: &[u32]) -> Result<Vec<f32>> {
+        let c = &model.config;
+        if tokens.is_empty() {
+            return Err(ModelError::Argument("no tokens".into()));
+        }
+        self.kv.check_room(tokens.len())?;
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= c.vocab) {
+            return Err(ModelError::BadToken { token: t, vocab: c.vocab });
+        }
+        let mut out = Vec::new();
+        let parts = tokens.len().div_ceil(self.opts.chunk);
+        for (i, part) in tokens.chunks(self.opts.chunk).enumerate() {
+            let pos0 = self.kv.pos();
+            // Without all_logits only the last chunk needs the final norm, LM head and readback.
+            let head = self.opts.all_logits || i + 1 == parts;
+            self.embed(ctx, model, part)?;
+            let mut b = ctx.batch();
+            if head {
+                self.record_chunk(&mut b, model, part.len(), pos0, self.opts.all_logits)?;
+            } else {
+                self.record_layers(&mut b, model, part.len(), pos0)?;
+            }
+            b.run()?;
+            self.kv.advance(part.len())?;
+            if head {
+                let mut logits = ctx.read(&self.s.logits)?;
+                if self.opts.all_logits {
+                    out.extend_from_slice(&logits[..part.len() * c.vocab]);
+                } else {
+                    logits.truncate(c.vocab);
+                    out = logits;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One decode step: `token` at the cache's next position; returns its logits `[vocab]`.
+    pub fn decode(&mut self, ctx: &Context, model: &Model, token: u32) -> Result<Vec<f32>> {
+        let pos = self.kv.check_room(1)?;
+        self.embed(ctx, model, &[token])?;
+        let mut b = ctx.batch().with_cache(&self.bind);
+        self.record_decode(&mut b, model, pos)?;
+        b.run()?;
+        self.kv.advance(1)?;
+        let mut logits = ctx.read(&self.s.logits)?;
+        logits.truncate(model.config.vocab);
+        Ok(logits)
+    }
+
+    /// Record a prefill chunk of `m` tokens at positions `pos0..pos0 + m` (their embeddings
+    /// already in `x`): every layer, the final norm and the LM head (`all`: every row; else the
+    /// last). The cache position is not advanced (the caller does once the batch ran).
+    pub fn record_chunk(&self, b: &mut Batch, model: &Model, m: usize, pos0: usize, all: bool) -> Result<()> {
+        if m == 0 || m > self.opts.chunk {
+            return Err(ModelError::Argument(format!("chunk of {m} tokens (1..={})", self.opts.chunk)));
+        }
+        if all && !self.opts.all_logits {
+            return Err(ModelError::Argument("all logits asked of a session made without all_logits".into()));
+        }
+        self.record_layers(b, model, m, pos0)?;
+        self.record_head(b, model, m, all)
+    }
+
+    /// Record the layers of a prefill chunk (no final norm or LM head): the cache positions
+    /// `pos0..pos0 + m` are written, `x` holds the chunk's last hidden states.
+    pub fn record_layers(&self, b: &mut Batch, model: &Model, m: usize, pos0: usize) -> Result<()> {
+        if m == 0 || m > self.opts.chunk {
+            return Err(ModelError::Argument(format!("chunk of {m} tokens (1..={})", self.opts.chunk)));
+        }
+        self.check_span(pos0, m)?;
+        for l in 0..model.config.layers {
+            self.record_layer(b, model, l, m, pos0, false)?;
+        }
+        Ok(())
+    }
+
+    /// Record a decode step for the token at `pos` (its embedding already in `x`).
+    pub fn record_decode(&self, b: &mut Batch, model: &Model, pos: usize) -> Result<()> {
+        self.check_span(pos, 1)?;
+        for l in 0..model.config.layers {
+            self.record_layer(b, model, l, 1, pos, true)?;
+        }
+        self.record_head(b, model, 1, false)
+    }
+
+    fn check_span(&self, pos0: usize, m: usize) -> Result<()> {
+        match pos0.checked_add(m) {
+            Some(end) if end <= self.kv.capacity() => Ok(()),
+            _ => Err(ModelError::ContextFull { needed: pos0.saturating_add(m), capacity: self.kv.capacity() }),
+        }
+    }
+
+    fn record_head(&self, b: &mut Batch, model: &Model, m: usize, all: bool) -> Result<()> {
+        let (c, w, s) = (&model.config, &model.weights, &self.s);
+        if all {
+            elementwise::rmsnorm(b, &s.x, &w.output_norm, &s.xn, m, c.hidden, c.rms_eps)?;
+            mm::matmul(b, &w.lm_head, &s.xn, &s.logits, m)?;
+        } else {
+            let src = if m > 1 {
+                ops::copy_row(b, &s.x, m - 1, c.hidden, &s.last)?;
+                &s.last
+            } else {
+                &s.x
+            };
+            elementwise::rmsnorm(b, src, &w.output_norm, &s.xn, 1, c.hidden, c.rms_eps)?;
+            mm::matmul(b, &w.lm_head, &s.xn, &s.logits, 1)?;
+        }
+        Ok(())
+    }
+
+    fn record_layer(&self, b: &mut Batch, model: &Model, l: usize, m: usize, pos0: usize, decode: bool) -> Result<()> {
+        let (c, s) = (&model.config, &self.s);
+        let w = &model.weights.layers[l];
+        let (h, qd, kvd, eps) = (c.hidden, c.q_dim(), c.kv_dim(), c.rms_eps);
+        let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
+        elementwise::rmsnorm(b, &s.x, &w.attn_norm, &s.xn, m, h, eps)?;
+        mm::matmul(b, &w.wq, &s.xn, &s.q, m)?;
+        mm::matmul(b, &w.wk, &s.xn, &s.k, m)?;
+        mm::matmul(b, &w.wv, &s.xn, &s.v, m)?;
+        if let Some([bq, bk, bv]) = &w.bias {
+            ops::bias_add(b, &s.q, bq, m, qd)?;
+            ops::bias_add(b, &s.k, bk, m, kvd)?;
+            ops::bias_add(b, &s.v, bv, m, kvd)?;
+        }
+        let cap = self.kv.capacity();
+        match &self.kv.layers[l] {
+            LayerKv::F16 { k, v } if decode => attention::decode(
+                b,
+                &Decode {
+                    shape,
+                    pos: pos0,
+                    layout: c.layout,
+                    scale: None,
+                    q: &s.q,
+                    k_new: &s.k,
+                    v_new: &s.v,
+                    k_cache: k,
+                    v_cache: v,
+                    capacity: cap,
+                    table: &self.table,
+                    scratch: &s.decode,
+                    out: &s.attn,
+                },
+            )?,
+            LayerKv::F16 { k, v } => {
+                let store =
+                    ops::KvStore { k_new: &s.k, v_new: &s.v, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table: &self.table, k_cache: k, v_cache: v, capacity: cap };
+                ops::kv_store(b, &store)?;
+                let p = Prefill {
+                    shape,
+                    tokens: m,
+                    offset: pos0,
+                    kv_len: pos0 + m,
+                    causal: true,
+                    k_rotated: true,
+                    layout: c.layout,
+                    scale: None,
+                    q: &s.q,
+                    k,
+                    v,
+                    table: &self.table,
+                    out: &s.attn,
+                };
+                attention::prefill(b, &p)?;
+            }
+            LayerKv::Tq { k, v } => {
+                let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
+                rope::apply(b, &s.k, m, c.kv_heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
+                tq::quantize(b, &s.k, m, pos0, k)?;
+                tq::quantize(b, &s.v, m, pos0, v)?;
+                if decode {
+                    rope::apply(b, &s.q, 1, c.heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
+                    let a = tq::DecodeAttention { heads: c.heads, kv_len: pos0 + 1, window: None, scale: 1.0 / (c.head_dim as f32).sqrt() };
+                    tq::decode_attention(b, &scratch.workspace, &s.q, k, v, &s.attn, &a)?;
+                } else {
+                    tq::dequantize(b, k, 0, pos0 + m, &scratch.k)?;
+                    tq::dequantize(b, v, 0, pos0 + m, &scratch.v)?;
+                    let p = Prefill {
+                        shape,
+                        tokens: m,
+                        offset: pos0,
+                        kv_len: pos0 + m,
+                        causal: true,
+                        k_rotated: true,
+                        layout: c.layout,
+                        scale: None,
+                        q: &s.q,
+                        k: &scratch.k,
+                        v: &scratch.v,
+                        table: &self.table,
+                        out: &s.attn,
+                    };
+                    attention::prefill(b, &p)?;
+                }
+            }
+        }
+        mm::matmul(b, &w.wo, &s.attn, &s.tmp, m)?;
+        elementwise::add_inplace(b, &s.x, &s.tmp, m * h)?;
+        elementwise::rmsnorm(b, &s.x, &w.ffn_norm, &s.xn, m, h, eps)?;
+        mm::matmul(b, &w.w_gate, &s.xn, &s.gate, m)?;
+        mm::matmul(b, &w.w_up, &s.xn, &s.up, m)?;
+        elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * c.ffn)?;
+        mm::matmul(b, &w.w_down, &s.gate, &s.tmp, m)?;
+        elementwise::add_inplace(b, &s.x, &s.tmp, m * h)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,160 @@
+//! Glue kernels of the forward pass that no kernel family provides (Portable WGSL only, one
+//! invocation per output unit): a broadcast bias add over rows, the prefill's KV store (rotate a
+//! chunk of new keys at their positions and write them with the values into an f16 cache) and a
+//! row copy. Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl, model_copy_row.wgsl.
+//! CPU references: [`reference_kv_store`] (f64); the other two are exact.
+
+use crate::batch::Batch;
+use crate::buffer::GpuBuffer;
+use crate::caps::{Caps, KernelInfo, Variant};
+use crate::error::{ensure, Error, Result};
+use crate::kernels::rope::{PairLayout, RopeTable};
+use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+pub const BIAS_ADD: KernelInfo = KernelInfo { name: "model_bias_add", variants: &[Variant::Portable], extra: None };
+pub const KV_STORE: KernelInfo = KernelInfo { name: "model_kv_store", variants: &[Variant::Portable], extra: None };
+pub const COPY_ROW: KernelInfo = KernelInfo { name: "model_copy_row", variants: &[Variant::Portable], extra: None };
+
+const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
+const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");
+const COPY_WGSL: &str = include_str!("../../wgsl/model_copy_row.wgsl");
+
+const BIAS_BINDINGS: &[StorageBinding] = &[StorageBinding::write("y", "f32"), StorageBinding::read("bias", "f32")];
+const KV_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("k_new", "f32"),
+    StorageBinding::read("v_new", "f32"),
+    StorageBinding::read("table", "vec2<f32>"),
+    StorageBinding::write("kc", "u32"),
+    StorageBinding::write("vc", "u32"),
+];
+const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Params4 {
+    a: u32,
+    b: u32,
+    _p: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct KvParams {
+    tokens: u32,
+    kv_heads: u32,
+    d: u32,
+    half: u32,
+    pos0: u32,
+    table_half: u32,
+    _p: [u32; 2],
+}
+
+/// Pipelines of the runner's glue kernels.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ModelPipeline {
+    BiasAdd,
+    KvStore { neox: bool },
+    CopyRow,
+}
+
+impl PipelineKey for ModelPipeline {
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        let (text, constants, params_size, bindings) = match *self {
+            ModelPipeline::BiasAdd => (BIAS_WGSL, vec![], std::mem::size_of::<Params4>(), BIAS_BINDINGS),
+            ModelPipeline::KvStore { neox } => (KV_WGSL, vec![("NEOX", neox as u32 as f64)], std::mem::size_of::<KvParams>(), KV_BINDINGS),
+            ModelPipeline::CopyRow => (COPY_WGSL, vec![], std::mem::size_of::<Params4>(), COPY_BINDINGS),
+        };
+        PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [64, 1, 1], params_size: params_size as u64, bindings }
+    }
+}
+
+fn u32_of(v: usize, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::Shape(format!("{what} = {v} exceeds u32")))
+}
+
+/// `y[r * n + c] += bias[c]` for `r < rows`, `c < n`.
+pub fn bias_add(b: &mut Batch, y: &GpuBuffer<f32>, bias: &GpuBuffer<f32>, rows: usize, n: usize) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&BIAS_ADD)?;
+    ensure(rows > 0 && n > 0, || Error::Shape(format!("rows = {rows}, n = {n}: both must be > 0")))?;
+    let total = rows.checked_mul(n).ok_or_else(|| Error::Shape("rows * n overflows".into()))?;
+    y.require("y", total)?;
+    bias.require("bias", n)?;
+    let params = Params4 { a: u32_of(total, "rows * n")?, b: n as u32, _p: [0; 2] };
+    b.dispatch(&ModelPipeline::BiasAdd, &params, &[y.raw(), bias.raw()], ctx.grid((total as u64).div_ceil(64))?)
+}
+
+/// `dst[i] = src[row * n + i]` for `i < n`.
+pub fn copy_row(b: &mut Batch, src: &GpuBuffer<f32>, row: usize, n: usize, dst: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&COPY_ROW)?;
+    ensure(n > 0, || Error::Shape("n = 0".into()))?;
+    let end = row.checked_add(1).and_then(|r| r.checked_mul(n)).ok_or_else(|| Error::Shape("row * n overflows".into()))?;
+    src.require("src", end)?;
+    dst.require("dst", n)?;
+    u32_of(end, "(row + 1) * n")?;
+    let params = Params4 { a: row as u32, b: n as u32, _p: [0; 2] };
+    b.dispatch(&ModelPipeline::CopyRow, &params, &[src.raw(), dst.raw()], ctx.grid((n as u64).div_ceil(64))?)
+}
+
+/// One chunk of new keys and values for [`kv_store`].
+pub struct KvStore<'a> {
+    /// New keys and values `[tokens, kv_heads, head_dim]` f32, keys unrotated.
+    pub k_new: &'a GpuBuffer<f32>,
+    pub v_new: &'a GpuBuffer<f32>,
+    pub tokens: usize,
+    pub kv_heads: usize,
+    /// Position of token 0 (token t goes to cache row `pos0 + t`, rotated at that position).
+    pub pos0: usize,
+    pub layout: PairLayout,
+    pub table: &'a RopeTable,
+    /// Caches `[capacity, kv_heads, head_dim]` f16.
+    pub k_cache: &'a GpuBuffer<f16>,
+    pub v_cache: &'a GpuBuffer<f16>,
+    pub capacity: usize,
+}
+
+/// Rotate the chunk's keys at their positions and store keys and values into the caches.
+/// Rows past `capacity` are [`Error::PositionOutOfRange`].
+pub fn kv_store(b: &mut Batch, a: &KvStore) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&KV_STORE)?;
+    let d = a.table.head_dim();
+    ensure(a.tokens > 0 && a.kv_heads > 0, || Error::Shape(format!("tokens = {}, kv_heads = {}: both must be > 0", a.tokens, a.kv_heads)))?;
+    let end = a.pos0.checked_add(a.tokens).ok_or_else(|| Error::Shape("pos0 + tokens overflows".into()))?;
+    ensure(end <= a.capacity, || Error::PositionOutOfRange { pos: (end - 1) as u64, capacity: a.capacity as u64 })?;
+    a.table.check_positions(end as u64 - 1)?;
+    let row = a.kv_heads.checked_mul(d).ok_or_else(|| Error::Shape("kv_heads * d overflows".into()))?;
+    let new_len = a.tokens.checked_mul(row).ok_or_else(|| Error::Shape("tokens * row overflows".into()))?;
+    let cache_len = a.capacity.checked_mul(row).ok_or_else(|| Error::Shape("capacity * row overflows".into()))?;
+    u32_of(cache_len, "cache elements")?;
+    a.k_new.require("k_new", new_len)?;
+    a.v_new.require("v_new", new_len)?;
+    a.k_cache.require("k_cache", cache_len)?;
+    a.v_cache.require("v_cache", cache_len)?;
+    let params = KvParams { tokens: a.tokens as u32, kv_heads: a.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos0: a.pos0 as u32, table_half: (d / 2) as u32, _p: [0; 2] };
+    let units = (new_len / 2) as u64;
+    let key = ModelPipeline::KvStore { neox: a.layout == PairLayout::HalfSplit };
+    b.dispatch(&key, &params, &[a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.k_cache.raw(), a.v_cache.raw()], ctx.grid(units.div_ceil(64))?)
+}
+
+/// f64 reference of [`kv_store`]'s key rotation: `k` `[tokens, kv_heads, d]` rotated with
+/// `inv_freq` (and attention factor 1) at positions `pos0 + t`.
+pub fn reference_kv_store(k: &[f32], tokens: usize, kv_heads: usize, d: usize, pos0: usize, layout: PairLayout, inv_freq: &[f64]) -> Vec<f64> {
+    let mut out: Vec<f64> = k.iter().map(|&v| v as f64).collect();
+    for t in 0..tokens {
+        for h in 0..kv_heads {
+            let base = (t * kv_heads + h) * d;
+            for (i, f) in inv_freq.iter().enumerate().take(d / 2) {
+                let (ea, eb) = layout.pair(i, d);
+                let ang = (pos0 + t) as f64 * f;
+                let (a, bb) = (k[base + ea] as f64, k[base + eb] as f64);
+                out[base + ea] = a * ang.cos() - bb * ang.sin();
+                out[base + eb] = bb * ang.cos() + a * ang.sin();
+            }
+        }
+    }
+    out
+}

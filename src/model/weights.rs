@@ -1,0 +1,197 @@
+//! Loading a model's weights from a (memory-mapped) GGUF file onto the GPU, tensor by tensor.
+//!
+//! Each matrix goes from its slice of the map straight to its GPU buffer
+//! ([`super::linear::load`]), so host memory while loading stays at the map plus at most
+//! one tensor being converted. The embedding table `token_embd.weight` stays in the map: each
+//! step dequantises only its tokens' rows on the CPU ([`Weights::embed`]) and uploads them. It is
+//! uploaded to the GPU only where it is also the LM head (tied embeddings, no `output.weight`).
+
+use super::config::{expect_dims, tensor_dims, Config};
+use super::error::{ModelError, Result};
+use super::mm::{self, WeightMatrix};
+use crate::buffer::GpuBuffer;
+use crate::context::Context;
+use crate::formats::gguf::{GgmlType, GgufFile};
+
+/// One transformer block.
+pub struct Layer {
+    pub attn_norm: GpuBuffer<f32>,
+    pub wq: WeightMatrix,
+    pub wk: WeightMatrix,
+    pub wv: WeightMatrix,
+    /// q/k/v biases (qwen2).
+    pub bias: Option<[GpuBuffer<f32>; 3]>,
+    pub wo: WeightMatrix,
+    pub ffn_norm: GpuBuffer<f32>,
+    pub w_gate: WeightMatrix,
+    pub w_up: WeightMatrix,
+    pub w_down: WeightMatrix,
+}
+
+/// Every weight of a model, on the GPU except the embedding table.
+pub struct Weights {
+    pub layers: Vec<Layer>,
+    pub output_norm: GpuBuffer<f32>,
+    pub lm_head: WeightMatrix,
+    /// `token_embd.weight`'s type and bytes per row (rows are read from the map).
+    embd_type: GgmlType,
+    embd_row_bytes: usize,
+    /// Bytes of the matrices on the GPU plus the vectors.
+    pub bytes: u64,
+}
+
+/// Loading progress: tensors and bytes done out of the totals, and the tensor just loaded.
+pub struct Progress<'a> {
+    pub tensors_done: usize,
+    pub tensors_total: usize,
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+    pub name: &'a str,
+}
+
+fn bad(name: &str, reason: String) -> ModelError {
+    ModelError::BadTensor { name: name.into(), reason }
+}
+
+/// Bytes of a tensor as stored.
+fn stored_bytes(file: &GgufFile, name: &str) -> Result<u64> {
+    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+    t.n_bytes.ok_or_else(|| bad(name, format!("ggml type {:?} has no known size", t.ggml_type)))
+}
+
+/// A 1-D tensor of `len` values (F32, F16 or BF16) uploaded as f32.
+fn vector(ctx: &Context, file: &GgufFile, name: &str, len: usize) -> Result<GpuBuffer<f32>> {
+    expect_dims(file, name, &[len])?;
+    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+    let mut v = vec![0f32; len];
+    mm::dequantize(t.ggml_type, file.tensor_data(t)?, &mut v).map_err(|e| bad(name, e.to_string()))?;
+    Ok(ctx.upload(&v)?)
+}
+
+/// A matrix `[n, k]` (`dims = [k, n]` in the file).
+fn matrix(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<WeightMatrix> {
+    expect_dims(file, name, &[k, n])?;
+    mm::load(ctx, file, name).map_err(|e| match e {
+        crate::Error::Format(s) | crate::Error::Shape(s) | crate::Error::Argument(s) => bad(name, s),
+        crate::Error::UnsupportedType { ggml_type, .. } => bad(name, format!("ggml type {ggml_type:?} is not supported")),
+        e => ModelError::Gpu(e),
+    })
+}
+
+impl Weights {
+    /// Names of every tensor [`Weights::load`] uploads, in load order.
+    pub fn tensor_names(cfg: &Config) -> Vec<String> {
+        let mut v = Vec::new();
+        for l in 0..cfg.layers {
+            let p = |s: &str| format!("blk.{l}.{s}");
+            v.extend([p("attn_norm.weight"), p("attn_q.weight"), p("attn_k.weight"), p("attn_v.weight")]);
+            if cfg.qkv_bias {
+                v.extend([p("attn_q.bias"), p("attn_k.bias"), p("attn_v.bias")]);
+            }
+            v.extend([p("attn_output.weight"), p("ffn_norm.weight"), p("ffn_gate.weight"), p("ffn_up.weight"), p("ffn_down.weight")]);
+        }
+        v.push("output_norm.weight".into());
+        v.push(if cfg.tied_embeddings { "token_embd.weight".into() } else { "output.weight".into() });
+        v
+    }
+
+    /// Upload every weight, calling `progress` after each tensor. Every tensor's presence and
+    /// shape is checked before anything is uploaded.
+    pub fn load(ctx: &Context, file: &GgufFile, cfg: &Config, progress: &mut dyn FnMut(&Progress)) -> Result<Weights> {
+        let names = Self::tensor_names(cfg);
+        let mut total = 0u64;
+        for n in &names {
+            tensor_dims(file, n)?;
+            total = total.checked_add(stored_bytes(file, n)?).ok_or_else(|| bad(n, "sizes overflow".into()))?;
+        }
+        let embd = file.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+        let embd_type = embd.ggml_type;
+        let embd_row_bytes =
+            embd_type.bytes_for(cfg.hidden as u64).ok_or_else(|| bad("token_embd.weight", format!("type {embd_type:?}: rows of {} values are not whole blocks", cfg.hidden)))?;
+        let embd_row_bytes = usize::try_from(embd_row_bytes).map_err(|_| bad("token_embd.weight", "row too large".into()))?;
+        let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
+        let mut done = (0usize, 0u64);
+        let mut gpu_bytes = 0u64;
+        let mut step = |name: &str| -> Result<()> {
+            done.0 += 1;
+            done.1 += stored_bytes(file, name)?;
+            progress(&Progress { tensors_done: done.0, tensors_total: names.len(), bytes_done: done.1, bytes_total: total, name });
+            Ok(())
+        };
+        macro_rules! load {
+            ($e:expr, $name:expr) => {{
+                let v = $e;
+                step($name.as_ref())?;
+                v
+            }};
+        }
+        macro_rules! mat {
+            ($name:expr, $n:expr, $k:expr) => {{
+                let owned = $name;
+                let name: &str = owned.as_ref();
+                let m = matrix(ctx, file, name, $n, $k)?;
+                gpu_bytes += m.bytes();
+                step(name)?;
+                m
+            }};
+        }
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let p = |s: &str| format!("blk.{l}.{s}");
+            let attn_norm = load!(vector(ctx, file, &p("attn_norm.weight"), h)?, p("attn_norm.weight"));
+            let wq = mat!(p("attn_q.weight"), q, h);
+            let wk = mat!(p("attn_k.weight"), kv, h);
+            let wv = mat!(p("attn_v.weight"), kv, h);
+            let bias = if cfg.qkv_bias {
+                let bq = load!(vector(ctx, file, &p("attn_q.bias"), q)?, p("attn_q.bias"));
+                let bk = load!(vector(ctx, file, &p("attn_k.bias"), kv)?, p("attn_k.bias"));
+                let bv = load!(vector(ctx, file, &p("attn_v.bias"), kv)?, p("attn_v.bias"));
+                Some([bq, bk, bv])
+            } else {
+                None
+            };
+            let wo = mat!(p("attn_output.weight"), h, q);
+            let ffn_norm = load!(vector(ctx, file, &p("ffn_norm.weight"), h)?, p("ffn_norm.weight"));
+            let w_gate = mat!(p("ffn_gate.weight"), f, h);
+            let w_up = mat!(p("ffn_up.weight"), f, h);
+            let w_down = mat!(p("ffn_down.weight"), h, f);
+            layers.push(Layer { attn_norm, wq, wk, wv, bias, wo, ffn_norm, w_gate, w_up, w_down });
+        }
+        let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight");
+        let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
+        let lm_head = mat!(head, cfg.vocab, h);
+        let vectors = cfg.layers as u64 * 4 * (2 * h + if cfg.qkv_bias { q + 2 * kv } else { 0 }) as u64 + 4 * h as u64;
+        Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: gpu_bytes + vectors })
+    }
+
+    /// The formats of the matrices (each once).
+    pub fn formats(&self) -> Vec<&'static crate::formats::WeightFormat> {
+        let mut v: Vec<&'static crate::formats::WeightFormat> = Vec::new();
+        for w in self.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]).chain([&self.lm_head]) {
+            if !v.iter().any(|f| std::ptr::eq(*f, w.format())) {
+                v.push(w.format());
+            }
+        }
+        v
+    }
+
+    /// The embedding rows of `tokens`, dequantised on the CPU from the mapped file into `out`
+    /// (`tokens.len() * hidden` values).
+    pub fn embed(&self, file: &GgufFile, cfg: &Config, tokens: &[u32], out: &mut [f32]) -> Result<()> {
+        let name = "token_embd.weight";
+        let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+        let data = file.tensor_data(t)?;
+        if out.len() != tokens.len() * cfg.hidden {
+            return Err(ModelError::Argument(format!("embedding output of {} values for {} tokens", out.len(), tokens.len())));
+        }
+        for (&tok, row) in tokens.iter().zip(out.chunks_exact_mut(cfg.hidden)) {
+            if tok as usize >= cfg.vocab {
+                return Err(ModelError::BadToken { token: tok, vocab: cfg.vocab });
+            }
+            let start = tok as usize * self.embd_row_bytes;
+            let bytes = data.get(start..start + self.embd_row_bytes).ok_or_else(|| bad(name, format!("row {tok} outside the tensor")))?;
+            mm::dequantize(self.embd_type, bytes, row).map_err(|e| bad(name, e.to_string()))?;
+        }
+        Ok(())
+    }
+}
