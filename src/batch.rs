@@ -10,7 +10,8 @@
 //! combination it has seen. It holds references to the buffers it has bound (they stay alive until
 //! the cache is cleared or dropped) and clears itself when it grows past its capacity.
 
-use crate::context::Context;
+use crate::buffer::BufRef;
+use crate::context::{Context, ContextId};
 use crate::error::{ensure, Error, Result};
 use crate::pipeline::{Pipeline, PipelineKey};
 use bytemuck::Pod;
@@ -84,8 +85,10 @@ impl<'c> Batch<'c> {
         self.ctx
     }
 
-    /// Reuse bind groups and parameter blocks from `cache` (see [`BindCache`]). The cache must be
-    /// used with this batch's context only.
+    /// Reuse bind groups and parameter blocks from `cache` (see [`BindCache`]). A cache belongs
+    /// to the first context that records with it; dispatches of a batch of another context
+    /// through it fail with [`Error::ForeignBuffer`] (wgpu ids of two devices may be equal, so a
+    /// shared cache could hand one context's bind group to the other).
     pub fn with_cache(mut self, cache: &'c BindCache) -> Self {
         self.cache = Some(CacheUse::new(cache));
         self
@@ -125,14 +128,26 @@ impl<'c> Batch<'c> {
 
     /// Record one dispatch of the pipeline `key` with `params` at binding 0 and `buffers` at
     /// bindings 1.. (in the order the key's [`crate::pipeline::PipelineDesc::bindings`] lists).
-    /// Validates binding counts and sizes against the device limits first.
-    pub fn dispatch<K: PipelineKey, P: Pod>(&mut self, key: &K, params: &P, buffers: &[&wgpu::Buffer], workgroups: [u32; 3]) -> Result<()> {
+    /// Validates, before anything is recorded: binding counts and sizes against the device limits;
+    /// that every buffer belongs to this batch's context ([`Error::ForeignBuffer`]); that no
+    /// writable binding shares its buffer with another binding ([`Error::Aliased`]; bindings are
+    /// whole buffers, so any two bindings of one buffer overlap).
+    pub fn dispatch<K: PipelineKey, P: Pod>(&mut self, key: &K, params: &P, buffers: &[BufRef], workgroups: [u32; 3]) -> Result<()> {
         let pipe = self.ctx.pipeline(key)?;
         let desc = &pipe.desc;
         ensure(std::mem::size_of::<P>() as u64 == desc.params_size, || {
             Error::Argument(format!("{}: params are {} bytes, layout says {}", pipe.label, std::mem::size_of::<P>(), desc.params_size))
         })?;
         ensure(buffers.len() == desc.bindings.len(), || Error::Argument(format!("{}: {} buffers for {} bindings", pipe.label, buffers.len(), desc.bindings.len())))?;
+        for (b, spec) in buffers.iter().zip(desc.bindings) {
+            ensure(b.owner == self.ctx.id(), || Error::ForeignBuffer { name: spec.name })?;
+        }
+        for (i, (a, sa)) in buffers.iter().zip(desc.bindings).enumerate() {
+            for (b, sb) in buffers[i + 1..].iter().zip(&desc.bindings[i + 1..]) {
+                let written = !sa.read_only || !sb.read_only;
+                ensure(!(written && a.buffer == b.buffer && !self.ctx.is_dummy(a.buffer)), || Error::Aliased { first: sa.name, second: sb.name })?;
+            }
+        }
         let limits = &self.ctx.caps().limits;
         ensure(buffers.len() as u32 <= limits.max_storage_buffers_per_shader_stage, || {
             Error::Limit(format!("{} storage buffers > {}", buffers.len(), limits.max_storage_buffers_per_shader_stage))
@@ -150,9 +165,10 @@ impl<'c> Batch<'c> {
         if workgroups.contains(&0) {
             return Ok(());
         }
+        let raw: Vec<&wgpu::Buffer> = buffers.iter().map(|b| b.buffer).collect();
         let bg = match &self.cache {
-            Some(c) => c.0.bind_group(self.ctx, &pipe, bytemuck::bytes_of(params), buffers, self.align),
-            None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), buffers)?,
+            Some(c) => c.0.bind_group(self.ctx, &pipe, bytemuck::bytes_of(params), &raw, self.align)?,
+            None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), &raw)?,
         };
         if self.pass.is_none() {
             let tw =
@@ -203,7 +219,7 @@ impl<'c> Batch<'c> {
             self.ctx.queue.write_buffer(buf, 0, data);
         }
         if let Some(c) = &self.cache {
-            c.0.flush(&self.ctx.queue);
+            c.0.flush(self.ctx);
         }
         let index = self.ctx.queue.submit(Some(self.encoder.finish()));
         if let Ok(mut pool) = self.ctx.param_pool.lock() {
@@ -254,6 +270,8 @@ type CacheChunk = (wgpu::Buffer, Vec<u8>, Option<(usize, usize)>);
 
 #[derive(Default)]
 struct CacheInner {
+    /// The context whose bind groups and uniform chunks this cache holds (set at first use).
+    owner: Option<ContextId>,
     /// Uniform chunks: buffer, host mirror, dirty byte range not yet uploaded.
     chunks: Vec<CacheChunk>,
     /// Parameter bytes -> (chunk, offset).
@@ -342,8 +360,13 @@ impl BindCache {
         }
     }
 
-    fn bind_group(&self, ctx: &Context, pipe: &Pipeline, params: &[u8], buffers: &[&wgpu::Buffer], align: u64) -> wgpu::BindGroup {
+    fn bind_group(&self, ctx: &Context, pipe: &Pipeline, params: &[u8], buffers: &[&wgpu::Buffer], align: u64) -> Result<wgpu::BindGroup> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Every key below (layouts, buffers, uniform chunks) is only unique within one device.
+        match g.owner {
+            None => g.owner = Some(ctx.id()),
+            Some(o) => ensure(o == ctx.id(), || Error::ForeignBuffer { name: "BindCache" })?,
+        }
         let slot = match g.slots.get(params) {
             Some(&s) => s,
             None => {
@@ -364,7 +387,7 @@ impl BindCache {
             .get(&key)
             .and_then(|v| v.iter().find(|c| c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a == *b)))
         {
-            return hit.group.clone();
+            return Ok(hit.group.clone());
         }
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
@@ -378,12 +401,18 @@ impl BindCache {
         let cached = CachedGroup { layout: pipe.layout.clone(), slot, buffers: buffers.iter().map(|b| (*b).clone()).collect(), group: group.clone() };
         g.groups.entry(key).or_default().push(cached);
         g.len += 1;
-        group
+        Ok(group)
     }
 
     /// Upload the parameter blocks added since the last flush (queued before the next submit).
-    fn flush(&self, queue: &wgpu::Queue) {
+    fn flush(&self, ctx: &Context) {
         let Ok(mut g) = self.inner.lock() else { return };
+        // Only the owner's queue may write the owner's chunks (another context's batch holding
+        // this cache recorded nothing through it: bind_group refused).
+        if g.owner != Some(ctx.id()) {
+            return;
+        }
+        let queue = &ctx.queue;
         for (buf, data, dirty) in &mut g.chunks {
             if let Some((lo, hi)) = dirty.take() {
                 queue.write_buffer(buf, lo as u64, &data[lo..hi]);

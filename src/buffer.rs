@@ -1,6 +1,6 @@
 //! Typed GPU buffers of plain-old-data, one upload path and one readback path.
 
-use crate::context::Context;
+use crate::context::{Context, ContextId};
 use crate::error::{ensure, Error, Result};
 use bytemuck::Pod;
 use std::marker::PhantomData;
@@ -8,11 +8,34 @@ use std::marker::PhantomData;
 /// Physical buffers are padded to this many bytes, so kernels may load `vec4`s up to the padded end.
 pub const BUFFER_ALIGN: u64 = 16;
 
-/// A storage buffer holding `len` elements of `T` (physically padded to [`BUFFER_ALIGN`]).
+/// A storage buffer holding `len` elements of `T` (physically padded to [`BUFFER_ALIGN`]). It
+/// belongs to the context that made it ([`ContextId`]): batches and readbacks of another context
+/// reject it with [`Error::ForeignBuffer`].
 pub struct GpuBuffer<T: Pod> {
     buffer: wgpu::Buffer,
     len: usize,
+    owner: ContextId,
     _t: PhantomData<T>,
+}
+
+/// A buffer as a dispatch binds it: the wgpu buffer and the context it belongs to. Made by
+/// [`GpuBuffer::raw`] (and inside the crate for a context's own scratch buffers); only
+/// [`crate::Batch::dispatch`] looks inside, after checking the owner.
+#[derive(Clone, Copy, Debug)]
+pub struct BufRef<'a> {
+    pub(crate) buffer: &'a wgpu::Buffer,
+    pub(crate) owner: ContextId,
+}
+
+impl BufRef<'_> {
+    /// The context the buffer belongs to.
+    pub fn owner(&self) -> ContextId {
+        self.owner
+    }
+    /// Size in bytes of the whole wgpu buffer.
+    pub fn size(&self) -> u64 {
+        self.buffer.size()
+    }
 }
 
 impl<T: Pod> std::fmt::Debug for GpuBuffer<T> {
@@ -23,7 +46,7 @@ impl<T: Pod> std::fmt::Debug for GpuBuffer<T> {
 
 fn padded_bytes<T>(len: usize) -> Result<u64> {
     let bytes = (len as u64).checked_mul(std::mem::size_of::<T>() as u64).ok_or_else(|| Error::Argument(format!("buffer of {len} elements overflows")))?;
-    Ok(bytes.div_ceil(BUFFER_ALIGN).max(1) * BUFFER_ALIGN)
+    bytes.div_ceil(BUFFER_ALIGN).max(1).checked_mul(BUFFER_ALIGN).ok_or_else(|| Error::Argument(format!("buffer of {len} elements overflows")))
 }
 
 impl<T: Pod> GpuBuffer<T> {
@@ -36,18 +59,32 @@ impl<T: Pod> GpuBuffer<T> {
         self.len == 0
     }
 
-    /// The underlying wgpu buffer (size = `len * size_of::<T>()` rounded up to 16 bytes).
-    pub fn raw(&self) -> &wgpu::Buffer {
+    /// The handle kernels pass to [`crate::Batch::dispatch`]: the buffer and its owning context.
+    pub fn raw(&self) -> BufRef<'_> {
+        BufRef { buffer: &self.buffer, owner: self.owner }
+    }
+
+    /// The underlying wgpu buffer (size = `len * size_of::<T>()` rounded up to 16 bytes), for
+    /// an application's own wgpu work (copies, its own passes). wgkernels' dispatches take
+    /// [`GpuBuffer::raw`] instead, which carries the owner check.
+    pub fn wgpu_buffer(&self) -> &wgpu::Buffer {
         &self.buffer
     }
 
-    /// Adopt an existing wgpu buffer (usage must include STORAGE; COPY_SRC to read it back).
-    /// Its size must cover `len` elements rounded up to 16 bytes.
-    pub fn from_raw(buffer: wgpu::Buffer, len: usize) -> Result<Self> {
+    /// The context this buffer belongs to.
+    pub fn owner(&self) -> ContextId {
+        self.owner
+    }
+
+    /// Adopt an existing wgpu buffer as a buffer of `ctx` (usage must include STORAGE; COPY_SRC
+    /// to read it back). Its size must cover `len` elements rounded up to 16 bytes. The buffer
+    /// must have been created on `ctx.device()`: wgpu cannot tell, and a buffer of another device
+    /// bound in `ctx`'s dispatches would name an unrelated resource of this one.
+    pub fn from_raw(ctx: &Context, buffer: wgpu::Buffer, len: usize) -> Result<Self> {
         let need = padded_bytes::<T>(len)?;
         ensure(buffer.size() >= need, || Error::BufferTooSmall { name: "raw buffer (bytes)", needed: need, got: buffer.size() })?;
         ensure(buffer.usage().contains(wgpu::BufferUsages::STORAGE), || Error::Argument("buffer lacks STORAGE usage".into()))?;
-        Ok(GpuBuffer { buffer, len, _t: PhantomData })
+        Ok(GpuBuffer { buffer, len, owner: ctx.id(), _t: PhantomData })
     }
 
     /// Check that this buffer holds at least `needed` elements.
@@ -57,7 +94,13 @@ impl<T: Pod> GpuBuffer<T> {
 
     /// Logical size in bytes (`len * size_of::<T>()`, without the padding).
     pub fn bytes_len(&self) -> u64 {
-        (self.len * std::mem::size_of::<T>()) as u64
+        // Cannot overflow: construction checked len * size_of::<T>() (padded_bytes).
+        self.len as u64 * std::mem::size_of::<T>() as u64
+    }
+
+    /// [`Error::ForeignBuffer`] unless this buffer belongs to `ctx`.
+    pub fn check_owner(&self, ctx: &Context, name: &'static str) -> Result<()> {
+        ensure(self.owner == ctx.id(), || Error::ForeignBuffer { name })
     }
 }
 
@@ -97,13 +140,13 @@ impl Context {
             view.slice(..src.len()).copy_from_slice(src);
         }
         buffer.unmap();
-        Ok(GpuBuffer { buffer, len: data.len(), _t: PhantomData })
+        Ok(GpuBuffer { buffer, len: data.len(), owner: self.id(), _t: PhantomData })
     }
 
     /// A new zero-filled storage buffer of `len` elements.
     pub fn alloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
         let buffer = self.create_storage(padded_bytes::<T>(len)?, "wgkernels buffer", false)?;
-        Ok(GpuBuffer { buffer, len, _t: PhantomData })
+        Ok(GpuBuffer { buffer, len, owner: self.id(), _t: PhantomData })
     }
 
     /// Scratch buffer `slot` ([`Scratch`]) of at least `bytes` bytes, for intermediate results that
@@ -128,6 +171,8 @@ impl Context {
 
     /// Overwrite the start of `buf` with `data` (queued; ordered before the next submit).
     pub fn write<T: Pod>(&self, buf: &GpuBuffer<T>, data: &[T]) -> Result<()> {
+        buf.check_owner(self, "write destination")?;
+        ensure(buf.buffer.usage().contains(wgpu::BufferUsages::COPY_DST), || Error::Argument("write destination lacks COPY_DST usage".into()))?;
         buf.require("write destination", data.len())?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
         if bytes.len() % 4 == 0 {
@@ -149,7 +194,13 @@ impl Context {
     /// Read a whole buffer back. The map callback completes a futures-intrusive oneshot channel;
     /// on native backends this polls the device until the copy is done.
     pub async fn read_async<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<Vec<T>> {
-        let size = buf.buffer.size();
+        buf.check_owner(self, "read source")?;
+        ensure(buf.buffer.usage().contains(wgpu::BufferUsages::COPY_SRC), || {
+            Error::Argument("read source lacks COPY_SRC usage (GpuBuffer::from_raw of a buffer made without it)".into())
+        })?;
+        // The padded logical size (a multiple of 16, within the buffer: checked at construction),
+        // not buffer.size(), which a from_raw buffer may leave unaligned for a copy.
+        let size = padded_bytes::<T>(buf.len)?;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgkernels readback"),
             size,

@@ -5,14 +5,47 @@ use crate::caps::{Caps, KernelInfo, Variant, VariantPolicy};
 use crate::error::{Error, Result};
 use crate::pipeline::PipelineCache;
 use crate::tuning::Tuning;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
+
+/// Which device a [`Context`] (and every buffer, matrix, cache and table it made) belongs to:
+/// unique per device request ([`Context::new`], [`Context::from_adapter`], each
+/// [`Context::from_device`] call), shared by the contexts [`Context::with_options`] makes on the
+/// same device. Buffers of one id can only be recorded into batches and read back by contexts of
+/// the same id ([`crate::Error::ForeignBuffer`] otherwise): wgpu resources of two devices (or two
+/// wgpu instances, whose resource ids collide) must never meet in one bind group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ContextId(u64);
+
+impl ContextId {
+    fn fresh() -> ContextId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        ContextId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
 
 /// How a context is configured.
 #[derive(Clone, Debug)]
 pub struct ContextOptions {
     pub policy: VariantPolicy,
-    /// Keep wgpu's shader bounds checks. Off by default: the kernels are audited, every shape is
-    /// validated before dispatch, and the tests run both ways.
+    /// Keep wgpu's shader bounds checks (`WGKERNELS_BOUNDS_CHECKS=1` in [`ContextOptions::from_env`]).
+    ///
+    /// **Decision: off by default, unchanged.** What makes that safe is the host side: every
+    /// size, offset and position is combined with checked arithmetic and compared with the
+    /// buffers a dispatch binds before anything is recorded (see [`crate::error`]), foreign and
+    /// aliased buffers are rejected centrally in [`crate::Batch::dispatch`], and `tests/props.rs`
+    /// drives every public entry point with extreme arguments and checks the guard regions of
+    /// whatever runs. The GPU harness runs every kernel both ways (`tests/harness.rs`), so a
+    /// kernel that only passes with checks on is caught.
+    ///
+    /// **Cost: not yet measured here.** The repository holds no timing of checks on against
+    /// off: the recorded GPU runs (BENCHMARKS.md, results of the H100/H200 sessions) ran the
+    /// correctness harness both ways but timed only the default. The only figure is wgpu's own
+    /// report of about 25% on Metal, which this crate has not reproduced. To measure: time the
+    /// same bench cases with this option on and off on one warm device (the bench's per-variant
+    /// contexts must be derived from [`ContextOptions::from_env`] for the variable to apply), or
+    /// compare instruction counts with `examples/shader_stats --checked`. Turn the checks on by
+    /// default only if that measurement shows a small cost.
     pub bounds_checks: bool,
     pub power_preference: wgpu::PowerPreference,
     /// Launch-plan overrides (default: none; see [`Tuning`]).
@@ -85,6 +118,7 @@ pub fn wanted_features() -> wgpu::Features {
 
 /// Device + queue + capabilities + pipeline cache. Cheap to share by reference; `Send + Sync`.
 pub struct Context {
+    id: ContextId,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     caps: Caps,
@@ -153,7 +187,9 @@ impl Context {
         Ok(Self::assemble(device, queue, &coop, options))
     }
 
-    /// Wrap a device and queue the application already has. Only features and limits the app
+    /// Wrap a device and queue the application already has. Each call makes a new [`ContextId`]
+    /// (buffers of two such contexts are not interchangeable even on the same device: derive the
+    /// second with [`Context::with_options`] instead). Only features and limits the app
     /// enabled are used (e.g. no Subgroup variant unless it requested `SUBGROUP`). The adapter's
     /// cooperative-matrix configurations are not known from a device, so the Matrix variant is
     /// reported unsupported here.
@@ -166,6 +202,7 @@ impl Context {
         caps.native_twins = Self::twins(&options);
         caps.tuning = options.tuning.clone();
         Context {
+            id: ContextId::fresh(),
             device,
             queue,
             caps,
@@ -177,9 +214,11 @@ impl Context {
         }
     }
 
-    /// A second context on the same device with other options (its own pipeline cache).
+    /// A second context on the same device with other options (its own pipeline cache). It has
+    /// the same [`ContextId`]: buffers of either may be used with the other.
     pub fn with_options(&self, options: ContextOptions) -> Context {
         Context {
+            id: self.id,
             device: self.device.clone(),
             queue: self.queue.clone(),
             caps: Caps { native_twins: Self::twins(&options), tuning: options.tuning.clone(), ..self.caps.clone() },
@@ -201,6 +240,11 @@ impl Context {
     /// Label and description of every pipeline this context has built.
     pub fn built_pipelines(&self) -> Vec<(String, crate::pipeline::PipelineDesc)> {
         self.pipelines.built()
+    }
+
+    /// The id buffers made by this context carry (see [`ContextId`]).
+    pub fn id(&self) -> ContextId {
+        self.id
     }
 
     pub fn caps(&self) -> &Caps {
@@ -225,10 +269,23 @@ impl Context {
         self.variant_after_failures(kernel, v)
     }
 
-    pub(crate) fn dummy(&self) -> &wgpu::Buffer {
-        self.dummy.get_or_init(|| {
+    /// A 16-byte placeholder bound where a kernel's optional input is absent (never read or
+    /// written by the kernel; exempt from the aliasing check of [`crate::Batch::dispatch`]).
+    pub(crate) fn dummy(&self) -> crate::buffer::BufRef<'_> {
+        let b = self.dummy.get_or_init(|| {
             self.device.create_buffer(&wgpu::BufferDescriptor { label: Some("wgkernels dummy"), size: 16, usage: wgpu::BufferUsages::STORAGE, mapped_at_creation: false })
-        })
+        });
+        self.internal(b)
+    }
+
+    /// Whether `b` is this context's placeholder buffer.
+    pub(crate) fn is_dummy(&self, b: &wgpu::Buffer) -> bool {
+        self.dummy.get().is_some_and(|d| d == b)
+    }
+
+    /// A binding handle for a buffer this context created itself (scratch, placeholders).
+    pub(crate) fn internal<'a>(&self, buffer: &'a wgpu::Buffer) -> crate::buffer::BufRef<'a> {
+        crate::buffer::BufRef { buffer, owner: self.id }
     }
 
     /// Block until all submitted work is done.

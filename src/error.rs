@@ -1,10 +1,51 @@
 //! One error type for the whole crate. Every public function returns [`Result`].
+//!
+//! # What is checked on the host
+//!
+//! Shaders run without runtime bounds checks by default ([`crate::ContextOptions::bounds_checks`]),
+//! so the host-side checks are the guard: every size, offset and position a kernel receives is
+//! combined with checked arithmetic ([`dims`]) and compared against the buffers it will touch
+//! before anything is recorded. A wrapped or oversized value is an [`Error::Shape`] (or another
+//! typed error), in release builds as in debug builds. [`crate::Batch::dispatch`] further rejects,
+//! for every kernel, a buffer made by another context ([`Error::ForeignBuffer`]) and a writable
+//! binding that is also bound elsewhere in the same dispatch ([`Error::Aliased`]).
+//!
+//! # Non-finite values
+//!
+//! One policy for every kernel and variant:
+//! * **parameters** — softmax `scale` (attention, TurboQuant), RoPE base and scaling factors,
+//!   rmsnorm `eps`, and the scale fields of quantised blocks when they are uploaded — must be
+//!   finite (and in their documented range); anything else is [`Error::Argument`] (or a
+//!   [`crate::formats::FormatError`]) before a dispatch is recorded;
+//! * **data** — activations, K/V, f32/f16 weights — are not inspected: NaN and infinities
+//!   propagate as IEEE arithmetic makes them, as they do in the CPU reference (`crate::reference`).
 
 use crate::caps::Variant;
+use crate::formats::FormatError;
 use std::fmt;
+use std::sync::Arc;
 
-/// Everything that can go wrong, typed so callers can match on it.
+/// A [`FormatError`] shared by clones of the [`Error`] that wraps it (its `source()`).
+#[derive(Debug, Clone)]
+pub struct FormatCause(pub Arc<FormatError>);
+
+impl PartialEq for FormatCause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl std::ops::Deref for FormatCause {
+    type Target = FormatError;
+    fn deref(&self) -> &FormatError {
+        &self.0
+    }
+}
+
+/// Everything that can go wrong, typed so callers can match on it. New variants may be added
+/// (`#[non_exhaustive]`): match with a `_` arm.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Error {
     /// No adapter matched the request (or none exists, e.g. no Vulkan driver installed).
     NoAdapter(String),
@@ -30,6 +71,20 @@ pub enum Error {
     Format(String),
     /// A position past the end of a fixed-capacity (global) KV cache.
     PositionOutOfRange { pos: u64, capacity: u64 },
+    /// A malformed file or block ([`FormatError`], also the error's `source()`).
+    FormatError(FormatCause),
+    /// A buffer (or a matrix, cache or table holding buffers) made by another context was
+    /// passed to this context's batch or readback. Contexts made with
+    /// [`crate::Context::with_options`] share their device and may share buffers.
+    ForeignBuffer { name: &'static str },
+    /// A writable binding of a dispatch is bound to the same buffer as another binding.
+    Aliased { first: &'static str, second: &'static str },
+}
+
+impl From<FormatError> for Error {
+    fn from(e: FormatError) -> Self {
+        Error::FormatError(FormatCause(Arc::new(e)))
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -55,11 +110,58 @@ impl fmt::Display for Error {
             Error::Readback(s) => write!(f, "readback failed: {s}"),
             Error::Format(s) => write!(f, "format error: {s}"),
             Error::PositionOutOfRange { pos, capacity } => write!(f, "position {pos} is past the end of a cache of capacity {capacity}"),
+            Error::FormatError(e) => write!(f, "format error: {}", e.0),
+            Error::ForeignBuffer { name } => write!(f, "buffer `{name}` belongs to another context"),
+            Error::Aliased { first, second } => write!(f, "bindings `{first}` and `{second}` are the same buffer and one of them is written"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::FormatError(e) => Some(&*e.0),
+            _ => None,
+        }
+    }
+}
+
+/// Checked size arithmetic for host code: every product, sum and narrowing of a size, offset or
+/// position goes through these, so no check can be passed by a value that wraps.
+pub mod dims {
+    use super::{Error, Result};
+
+    /// The product of `dims`, or [`Error::Shape`] naming `what` when it overflows `usize`.
+    pub fn prod(what: &str, dims: &[usize]) -> Result<usize> {
+        dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| Error::Shape(format!("{what}: {dims:?} overflows")))
+    }
+
+    /// `a + b`, or [`Error::Shape`] naming `what` when it overflows.
+    pub fn add(what: &str, a: usize, b: usize) -> Result<usize> {
+        a.checked_add(b).ok_or_else(|| Error::Shape(format!("{what}: {a} + {b} overflows")))
+    }
+
+    /// `v` as `u32` (the shaders' index type), or [`Error::Shape`] naming `what`.
+    pub fn u32_of(what: &str, v: usize) -> Result<u32> {
+        u32::try_from(v).map_err(|_| Error::Shape(format!("{what} = {v} does not fit in 32 bits")))
+    }
+
+    /// The product of `dims` when it is at most `u32::MAX` (a tensor the shaders can index).
+    pub fn elems_u32(what: &str, dims: &[usize]) -> Result<usize> {
+        let n = prod(what, dims)?;
+        u32_of(what, n)?;
+        Ok(n)
+    }
+
+    /// `v` must be finite (the parameter policy of the crate docs), else [`Error::Argument`].
+    pub fn finite(what: &str, v: f32) -> Result<f32> {
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(Error::Argument(format!("{what} = {v}: must be finite")))
+        }
+    }
+}
 
 /// Shorthand used by validation code: `ensure(cond, || Error::Shape(..))?`.
 pub(crate) fn ensure(cond: bool, err: impl FnOnce() -> Error) -> Result<()> {

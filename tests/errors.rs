@@ -5,7 +5,7 @@ mod common;
 use wgkernels::kernels::int4::{self, HostInt4, Int4Matrix, Int4Mode};
 use wgkernels::kernels::int8::{self, HostInt8, Int8Matrix, Int8Scale};
 use wgkernels::suite::Rng;
-use wgkernels::{Context, ContextOptions, Error, Variant, VariantPolicy};
+use wgkernels::{Context, ContextOptions, Error, GpuBuffer, Variant, VariantPolicy};
 
 fn host(rng: &mut Rng, n: usize, k: usize, g: usize) -> HostInt4 {
     int4::random_host(rng, n, k, g, Int4Mode::Signed, false)
@@ -149,4 +149,241 @@ fn q8_activation_errors() {
     let x = sub.upload(&vec![1.0f32; 96]).unwrap();
     let mut b = sub.batch();
     assert!(matches!(q8::quantize_activations(&mut b, &x, &xq), Err(Error::Unsupported { .. })));
+}
+
+// ---- Reproducers of the public-API audit: each failed (corruption, panic, wrong result) before
+// the host checks below existed; each must now give a typed error and leave buffers untouched.
+
+/// Finding 1: a buffer of context B recorded into a batch of context A. wgpu resource ids of two
+/// instances collide, so the dispatch used to overwrite A's unrelated `victim` buffer.
+#[test]
+fn foreign_buffer_is_a_typed_error_and_the_victim_is_untouched() {
+    use wgkernels::kernels::elementwise;
+    let ca = common::context();
+    let cb = common::context();
+    assert_ne!(ca.id(), cb.id());
+    let victim = ca.upload(&[5.0f32; 64]).unwrap();
+    let a = ca.upload(&[1.0f32; 64]).unwrap();
+    let b = ca.upload(&[2.0f32; 64]).unwrap();
+    let y = cb.alloc::<f32>(64).unwrap();
+    let mut batch = ca.batch();
+    assert_eq!(elementwise::add(&mut batch, &a, &b, &y, 64), Err(Error::ForeignBuffer { name: "y" }));
+    assert_eq!(elementwise::add(&mut batch, &a, &cb.upload(&[1.0f32; 64]).unwrap(), &victim, 64), Err(Error::ForeignBuffer { name: "b" }));
+    assert_eq!(batch.len(), 0);
+    batch.run().unwrap();
+    assert_eq!(ca.read(&victim).unwrap(), vec![5.0; 64], "victim changed");
+    assert_eq!(ca.read(&y), Err(Error::ForeignBuffer { name: "read source" }));
+    assert_eq!(ca.write(&y, &[1.0; 4]), Err(Error::ForeignBuffer { name: "write destination" }));
+    assert_eq!(cb.read(&y).unwrap(), vec![0.0; 64]);
+    // Contexts derived with with_options share the device and its buffers.
+    let derived = ca.with_options(ContextOptions::default());
+    let out = derived.alloc::<f32>(64).unwrap();
+    let mut batch = derived.batch();
+    elementwise::add(&mut batch, &a, &b, &out, 64).unwrap();
+    batch.run().unwrap();
+    assert_eq!(ca.read(&out).unwrap(), vec![3.0; 64]);
+}
+
+/// A bind cache is keyed by wgpu ids, which are only unique within one device: shared by two
+/// contexts it used to hand one context's bind group to the other. It now belongs to its first
+/// context.
+#[test]
+fn bind_cache_shared_across_contexts_is_rejected() {
+    use wgkernels::batch::BindCache;
+    use wgkernels::kernels::elementwise;
+    let ca = common::context();
+    let cb = common::context();
+    let cache = BindCache::default();
+    let (a, b, y) = (ca.upload(&[1.0f32; 8]).unwrap(), ca.upload(&[2.0f32; 8]).unwrap(), ca.alloc::<f32>(8).unwrap());
+    let mut batch = ca.batch().with_cache(&cache);
+    elementwise::add(&mut batch, &a, &b, &y, 8).unwrap();
+    batch.run().unwrap();
+    assert_eq!(ca.read(&y).unwrap(), vec![3.0; 8]);
+    let victim = cb.upload(&[5.0f32; 8]).unwrap();
+    let (a2, b2, y2) = (cb.upload(&[1.0f32; 8]).unwrap(), cb.upload(&[2.0f32; 8]).unwrap(), cb.alloc::<f32>(8).unwrap());
+    let mut batch = cb.batch().with_cache(&cache);
+    assert_eq!(elementwise::add(&mut batch, &a2, &b2, &y2, 8), Err(Error::ForeignBuffer { name: "BindCache" }));
+    batch.run().unwrap();
+    assert_eq!(cb.read(&victim).unwrap(), vec![5.0; 8]);
+    assert_eq!(cb.read(&y2).unwrap(), vec![0.0; 8]);
+}
+
+/// Finding 4: `int4::gemv` with `x == y` panicked inside wgpu (a buffer bound read-only and
+/// read-write in one dispatch).
+#[test]
+fn int4_gemv_aliased_input_and_output_is_a_typed_error() {
+    let ctx = common::context();
+    let mut rng = Rng::new(11);
+    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 64, 64, 32)).unwrap();
+    let x = ctx.upload(&vec![1.0f32; 64]).unwrap();
+    let mut b = ctx.batch();
+    assert!(matches!(int4::gemv(&mut b, &w, &x, &x), Err(Error::Aliased { .. })));
+    assert_eq!(b.len(), 0);
+}
+
+fn attn_setup(ctx: &Context, kv_heads: usize, d: usize, keys: usize) -> (wgkernels::kernels::rope::RopeTable, GpuBuffer<f32>, GpuBuffer<f32>) {
+    use wgkernels::kernels::rope::{RopeConfig, RopeScaling, RopeTable};
+    let table = RopeTable::build(ctx, RopeConfig::new(d, 10000.0, RopeScaling::Default), 64).unwrap();
+    let k = ctx.upload(&vec![0.25f32; keys * kv_heads * d]).unwrap();
+    let v = ctx.upload(&vec![0.5f32; keys * kv_heads * d]).unwrap();
+    (table, k, v)
+}
+
+/// Finding 4: `attention::prefill` with `q == out` panicked inside wgpu.
+#[test]
+fn prefill_aliased_q_and_out_is_a_typed_error() {
+    use wgkernels::kernels::attention::{self, AttnShape, Prefill};
+    use wgkernels::kernels::rope::PairLayout;
+    let ctx = common::context();
+    let (table, k, v) = attn_setup(&ctx, 2, 8, 4);
+    let q = ctx.upload(&vec![1.0f32; 4 * 2 * 8]).unwrap();
+    let a = Prefill {
+        shape: AttnShape::new(2, 2, 8),
+        tokens: 4,
+        offset: 0,
+        kv_len: 4,
+        causal: true,
+        k_rotated: false,
+        layout: PairLayout::Interleaved,
+        scale: None,
+        q: &q,
+        k: &k,
+        v: &v,
+        table: &table,
+        out: &q,
+    };
+    let mut b = ctx.batch();
+    assert!(matches!(attention::prefill(&mut b, &a), Err(Error::Aliased { .. })));
+    assert_eq!(b.len(), 0);
+}
+
+/// Finding 2: a `kv_len` whose product with kv_heads * head_dim wraps to 25 keys' worth passed
+/// the size checks (release) and the dispatch read far out of bounds; debug builds panicked.
+#[test]
+fn wrapping_kv_len_is_a_typed_error() {
+    use wgkernels::kernels::attention::{self, AttnShape, DecodeAttention, DecodeScratch, Prefill};
+    use wgkernels::kernels::rope::PairLayout;
+    let ctx = common::context();
+    let (kv_heads, d) = (3, 64); // kv_heads * d = 3 * 64: kv_len * 192 wraps to 25 * 64
+    let kv_len = 25usize.wrapping_mul(0xAAAA_AAAA_AAAA_AAAB);
+    assert_eq!(kv_len.wrapping_mul(kv_heads * d), 25 * 64);
+    let (table, k, v) = attn_setup(&ctx, kv_heads, d, 25);
+    let shape = AttnShape::new(3, kv_heads, d);
+    let q = ctx.upload(&vec![1.0f32; 3 * d]).unwrap();
+    let out = ctx.upload(&vec![7.0f32; 3 * d]).unwrap();
+    let a = Prefill {
+        shape,
+        tokens: 1,
+        offset: 0,
+        kv_len,
+        causal: false,
+        k_rotated: true,
+        layout: PairLayout::Interleaved,
+        scale: None,
+        q: &q,
+        k: &k,
+        v: &v,
+        table: &table,
+        out: &out,
+    };
+    let mut b = ctx.batch();
+    assert!(matches!(attention::prefill(&mut b, &a), Err(Error::Shape(_))));
+    let a = Prefill { offset: kv_len - 1, ..a };
+    assert!(matches!(attention::prefill(&mut b, &a), Err(Error::Shape(_))));
+    let a = Prefill { offset: usize::MAX, tokens: 2, kv_len: 25, ..a };
+    assert!(matches!(attention::prefill(&mut b, &a), Err(Error::Shape(_))));
+    let scratch = DecodeScratch::new(&ctx, shape).unwrap();
+    let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len, scale: None, scratch: &scratch, out: &out };
+    assert!(matches!(attention::decode_attention(&mut b, &da), Err(Error::Shape(_))));
+    assert_eq!(b.len(), 0);
+    b.run().unwrap();
+    assert_eq!(ctx.read(&out).unwrap(), vec![7.0; 3 * d]);
+}
+
+/// Finding 5: a NaN softmax scale gave an all-NaN output from attention decode (TurboQuant
+/// already rejected it). Parameters must be finite (see the policy in wgkernels::error).
+#[test]
+fn non_finite_attention_scale_is_a_typed_error() {
+    use wgkernels::kernels::attention::{self, AttnShape, DecodeAttention, DecodeScratch, Prefill};
+    use wgkernels::kernels::rope::PairLayout;
+    let ctx = common::context();
+    let (table, k, v) = attn_setup(&ctx, 1, 8, 4);
+    let shape = AttnShape::new(2, 1, 8);
+    let q = ctx.upload(&[1.0f32; 2 * 8]).unwrap();
+    let out = ctx.alloc::<f32>(2 * 8).unwrap();
+    let scratch = DecodeScratch::new(&ctx, shape).unwrap();
+    let mut b = ctx.batch();
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX] {
+        let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len: 4, scale: Some(bad), scratch: &scratch, out: &out };
+        assert!(matches!(attention::decode_attention(&mut b, &da), Err(Error::Argument(_))), "decode scale {bad}");
+        let a = Prefill {
+            shape,
+            tokens: 1,
+            offset: 0,
+            kv_len: 4,
+            causal: true,
+            k_rotated: false,
+            layout: PairLayout::Interleaved,
+            scale: Some(bad),
+            q: &q,
+            k: &k,
+            v: &v,
+            table: &table,
+            out: &out,
+        };
+        assert!(matches!(attention::prefill(&mut b, &a), Err(Error::Argument(_))), "prefill scale {bad}");
+    }
+    assert_eq!(b.len(), 0);
+    // A finite scale still runs and gives finite output.
+    let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len: 4, scale: Some(0.3), scratch: &scratch, out: &out };
+    attention::decode_attention(&mut b, &da).unwrap();
+    b.run().unwrap();
+    assert!(ctx.read(&out).unwrap().iter().all(|x| (x - 0.5).abs() < 1e-5));
+}
+
+/// Finding 4: reading back an adopted buffer made without COPY_SRC panicked inside wgpu.
+#[test]
+fn reading_a_buffer_without_copy_src_is_a_typed_error() {
+    let ctx = common::context();
+    let raw = ctx.device().create_buffer(&wgkernels::wgpu::BufferDescriptor { label: None, size: 64, usage: wgkernels::wgpu::BufferUsages::STORAGE, mapped_at_creation: false });
+    let buf = GpuBuffer::<f32>::from_raw(&ctx, raw, 16).unwrap();
+    assert!(matches!(ctx.read(&buf), Err(Error::Argument(_))));
+    assert!(matches!(ctx.write(&buf, &[1.0]), Err(Error::Argument(_))));
+    // An odd-sized adopted buffer reads back its logical length.
+    let raw = ctx.device().create_buffer(&wgkernels::wgpu::BufferDescriptor {
+        label: None,
+        size: 20,
+        usage: wgkernels::wgpu::BufferUsages::STORAGE | wgkernels::wgpu::BufferUsages::COPY_SRC | wgkernels::wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let buf = GpuBuffer::<u8>::from_raw(&ctx, raw, 3).unwrap();
+    assert_eq!(ctx.read(&buf).unwrap(), vec![0u8; 3]);
+}
+
+/// `From<FormatError>` and `source()`.
+#[test]
+fn format_errors_convert_with_their_source() {
+    use std::error::Error as _;
+    use wgkernels::formats::FormatError;
+    let e: Error = FormatError::BadMagic(*b"ABCD").into();
+    assert!(matches!(e, Error::FormatError(_)));
+    assert!(e.source().is_some_and(|s| s.to_string().contains("magic")));
+    assert_eq!(e.clone(), e);
+}
+
+/// Finding 5: Q4_K blocks with a non-finite `d` or `dmin` gave finite GPU results where the CPU
+/// dequantiser gives NaN. Block scales are parameters: rejected at upload.
+#[test]
+fn q4k_non_finite_block_scales_are_rejected_at_upload() {
+    use wgkernels::kernels::q4k::Q4kMatrix;
+    let ctx = common::context();
+    let mut rng = Rng::new(5);
+    let blocks = wgkernels::kernels::q4k::random_blocks(&mut rng, 2);
+    let good: Vec<u8> = bytemuck::cast_slice(&blocks).to_vec();
+    assert!(Q4kMatrix::upload_bytes(&ctx, 2, 256, &good).is_ok());
+    for (at, bits) in [(0usize, 0x7c00u16), (0, 0xfc00), (0, 0x7e00), (144 + 2, 0x7c00), (144 + 2, 0x7e01)] {
+        let mut bad = good.clone();
+        bad[at..at + 2].copy_from_slice(&bits.to_le_bytes());
+        assert!(matches!(Q4kMatrix::upload_bytes(&ctx, 2, 256, &bad), Err(Error::Argument(_))), "byte {at} = {bits:#x}");
+    }
 }

@@ -1,7 +1,7 @@
 //! Q4_K dequantisation against gguf-py's values (tests/data, made by
 //! tools/make_q4k_golden.py), the quantiser's error, and GGUF reader robustness.
 
-use wgkernels::formats::gguf::{GgmlType, GgufFile, GgufWriter, MetaValue, TensorInfo, ValueType, MAX_ARRAY_DEPTH};
+use wgkernels::formats::gguf::{GgmlType, GgufFile, GgufWriter, MetaArray, MetaValue, TensorInfo, ValueType, MAX_ARRAY_DEPTH};
 use wgkernels::formats::q4k::{self, BlockQ4K, QK_K};
 use wgkernels::formats::FormatError;
 
@@ -35,11 +35,13 @@ fn golden_metadata_and_tensor_infos() {
     assert_eq!(get("test.i64"), MetaValue::I64(i64::MIN));
     assert_eq!(get("test.f64"), MetaValue::F64(-1.0e300));
     let strs = ["a", "bc", ""].map(|s| MetaValue::String(s.into())).to_vec();
-    assert_eq!(get("test.arr_str"), MetaValue::Array { elem_type: ValueType::String, items: strs });
+    assert_eq!(get("test.arr_str"), MetaValue::array(ValueType::String, &strs).unwrap());
+    assert_eq!(get("test.arr_str").as_array().and_then(|a| a.strings()).map(|s| s.iter().collect::<Vec<_>>()), Some(vec!["a", "bc", ""]));
     let i16s = vec![MetaValue::I16(-1), MetaValue::I16(2), MetaValue::I16(-3)];
-    assert_eq!(get("test.arr_i16"), MetaValue::Array { elem_type: ValueType::I16, items: i16s });
-    let i32s = |v: &[i32]| MetaValue::Array { elem_type: ValueType::I32, items: v.iter().map(|&x| MetaValue::I32(x)).collect() };
-    assert_eq!(get("test.arr_nested"), MetaValue::Array { elem_type: ValueType::Array, items: vec![i32s(&[1, 2]), i32s(&[3])] });
+    assert_eq!(get("test.arr_i16"), MetaValue::array(ValueType::I16, &i16s).unwrap());
+    assert_eq!(get("test.arr_i16"), MetaValue::Array(MetaArray::I16(vec![-1, 2, -3])));
+    let i32s = |v: &[i32]| MetaArray::I32(v.to_vec());
+    assert_eq!(get("test.arr_nested"), MetaValue::Array(MetaArray::Array(vec![i32s(&[1, 2]), i32s(&[3])])));
 
     let shapes: Vec<(&str, Vec<u64>, GgmlType)> = f.tensors().iter().map(|t| (t.name.as_str(), t.dims.clone(), t.ggml_type)).collect();
     assert_eq!(

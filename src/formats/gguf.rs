@@ -5,16 +5,35 @@
 //! type, u64 offset relative to the data section), padding to `general.alignment` (default
 //! 32), then the data section.
 //!
+//! # What parsing costs and promises
+//!
 //! Every length and count is checked against the bytes that remain before anything is
 //! allocated, so corrupt input gives a [`FormatError`], never a panic or a huge allocation.
+//! Arrays are stored compactly ([`MetaArray`]: a typed vector per array, strings in one buffer),
+//! and everything the parser keeps besides the image is charged against a budget of the file's
+//! size plus [`METADATA_SLACK`] bytes ([`FormatError::MetadataTooLarge`] beyond it): parsing an
+//! image of `n` bytes holds at most `n + METADATA_SLACK` bytes of metadata next to the image,
+//! so [`GgufFile::read`] peaks at about twice the file size whatever the file contains.
+//!
+//! # Files that change while open
+//!
+//! [`GgufFile::open`] and [`GgufFile::read`] read the file into memory: nothing another process
+//! does to the file afterwards can fault this one. [`GgufFile::open_mapped`] maps the file
+//! instead (a model's tensor bytes are paged in as they are read rather than copied up front);
+//! it is `unsafe` because a mapped file truncated by another process turns a read of the
+//! missing pages into SIGBUS, which no check here can catch.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use super::FormatError;
 
+mod array;
 mod write;
+pub use array::{MetaArray, StringList};
 pub use write::GgufWriter;
+
+/// Metadata bytes the parser may hold beyond the file's own size (small files' fixed overheads).
+pub const METADATA_SLACK: u64 = 64 * 1024;
 
 /// The file magic.
 pub const MAGIC: [u8; 4] = *b"GGUF";
@@ -77,11 +96,8 @@ pub enum MetaValue {
     F32(f32),
     Bool(bool),
     String(String),
-    /// Items all have type `elem_type` (kept so empty arrays round-trip).
-    Array {
-        elem_type: ValueType,
-        items: Vec<MetaValue>,
-    },
+    /// An array (its element type is kept, so empty arrays round-trip).
+    Array(MetaArray),
     U64(u64),
     I64(i64),
     F64(f64),
@@ -100,7 +116,7 @@ impl MetaValue {
             MetaValue::F32(_) => ValueType::F32,
             MetaValue::Bool(_) => ValueType::Bool,
             MetaValue::String(_) => ValueType::String,
-            MetaValue::Array { .. } => ValueType::Array,
+            MetaValue::Array(_) => ValueType::Array,
             MetaValue::U64(_) => ValueType::U64,
             MetaValue::I64(_) => ValueType::I64,
             MetaValue::F64(_) => ValueType::F64,
@@ -137,6 +153,19 @@ impl MetaValue {
             MetaValue::String(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// The array, if this is one.
+    pub fn as_array(&self) -> Option<&MetaArray> {
+        match self {
+            MetaValue::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// An array value of `elem_type` from values of that type (see [`MetaArray::from_values`]).
+    pub fn array(elem_type: ValueType, items: &[MetaValue]) -> Result<MetaValue, FormatError> {
+        MetaArray::from_values(elem_type, items).map(MetaValue::Array)
     }
 }
 
@@ -268,7 +297,7 @@ impl GgufFile {
     }
 
     fn from_image(bytes: Image) -> Result<Self, FormatError> {
-        let mut r = Reader { buf: &bytes, pos: 0 };
+        let mut r = Reader { buf: &bytes, pos: 0, budget: (bytes.len() as u64).saturating_add(METADATA_SLACK) };
         let magic: [u8; 4] = r.take(4, "magic")?.try_into().expect("4 bytes");
         if magic != MAGIC {
             return Err(FormatError::BadMagic(magic));
@@ -281,16 +310,17 @@ impl GgufFile {
         let n_kv = r.u64("metadata count")?;
         // A key/value needs at least 8 + 4 + 1 bytes, a tensor info at least 8 + 4 + 4 + 8.
         r.check_count(n_kv, 13, "metadata count")?;
+        r.charge_items::<(String, MetaValue)>(n_kv)?;
         let mut metadata = Vec::with_capacity(n_kv as usize);
-        let mut keys = HashSet::new();
         for _ in 0..n_kv {
             let key = r.string("metadata key")?;
             let ty = ValueType::from_id(r.u32("metadata value type")?)?;
             let value = r.value(ty, 0)?;
-            if !keys.insert(key.clone()) {
-                return Err(FormatError::DuplicateKey(key));
-            }
             metadata.push((key, value));
+        }
+        r.charge_items::<&str>(n_kv)?;
+        if let Some(k) = first_duplicate(metadata.iter().map(|(k, _)| k.as_str())) {
+            return Err(FormatError::DuplicateKey(k));
         }
         let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
             None => DEFAULT_ALIGNMENT,
@@ -300,14 +330,14 @@ impl GgufFile {
             return Err(FormatError::BadAlignment(alignment));
         }
         r.check_count(n_tensors, 24, "tensor count")?;
+        r.charge_items::<TensorInfo>(n_tensors)?;
         let mut tensors = Vec::with_capacity(n_tensors as usize);
-        let mut names = HashSet::new();
         for _ in 0..n_tensors {
-            let t = r.tensor_info()?;
-            if !names.insert(t.name.clone()) {
-                return Err(FormatError::DuplicateTensor(t.name));
-            }
-            tensors.push(t);
+            tensors.push(r.tensor_info()?);
+        }
+        r.charge_items::<&str>(n_tensors)?;
+        if let Some(n) = first_duplicate(tensors.iter().map(|t| t.name.as_str())) {
+            return Err(FormatError::DuplicateTensor(n));
         }
         let data_offset = (r.pos as u64).div_ceil(alignment) * alignment;
         let file = GgufFile { version, alignment, data_offset, metadata, tensors, bytes };
@@ -322,20 +352,33 @@ impl GgufFile {
         Ok(file)
     }
 
-    /// Opens and parses a file. The file is memory-mapped (a 7B model's 4 GB are not copied into
-    /// RAM; tensor bytes are paged in as [`GgufFile::tensor_data`] slices are read, e.g. by an
-    /// upload). The file must not be modified or truncated while the `GgufFile` is alive (that is
-    /// the usual contract of a read-only mapping; a truncation can end the process with SIGBUS).
-    /// Use [`GgufFile::read`] to read it into memory instead. On wasm32, `open` reads.
+    /// Opens and parses a file, reading it into memory (the same as [`GgufFile::read`]): the
+    /// result does not depend on the file afterwards, so a file truncated or rewritten later
+    /// cannot fault the process. For large models where the copy matters, see
+    /// [`GgufFile::open_mapped`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        Self::read(path)
+    }
+
+    /// Opens and parses a file by memory-mapping it: a 7B model's 4 GB are not copied into RAM;
+    /// tensor bytes are paged in as [`GgufFile::tensor_data`] slices are read (e.g. by an upload).
+    /// On wasm32 this reads the file.
+    ///
+    /// # Safety
+    ///
+    /// The file must not be truncated or modified while the returned `GgufFile` (or any slice
+    /// borrowed from it) is alive: a read of a page the file no longer has ends the process with
+    /// SIGBUS, and a concurrent write changes bytes that were already validated. This is the
+    /// contract of every read-only mapping; only the caller can know that no other process
+    /// writes the file.
+    pub unsafe fn open_mapped(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let file = std::fs::File::open(path)?;
             if file.metadata()?.len() == 0 {
                 return Self::from_vec(Vec::new());
             }
-            // SAFETY: a read-only private mapping; the contract above (no concurrent writers) is
-            // the caller's, as documented.
+            // SAFETY: a read-only mapping; the caller upholds the no-truncation contract above.
             let map = unsafe { memmap2::Mmap::map(&file)? };
             Self::from_image(Image::Mapped(map))
         }
@@ -399,13 +442,39 @@ impl GgufFile {
     }
 }
 
-/// Bounds-checked little-endian cursor.
+/// The first name that occurs twice, if any (sorts references: no copies of the names).
+fn first_duplicate<'a>(names: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut v: Vec<&str> = names.collect();
+    v.sort_unstable();
+    v.windows(2).find(|w| w[0] == w[1]).map(|w| w[0].to_string())
+}
+
+/// Bounds-checked little-endian cursor with a memory budget for what the parse keeps.
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Bytes the parse may still allocate.
+    budget: u64,
 }
 
 impl<'a> Reader<'a> {
+    /// Take `bytes` from the budget before allocating them.
+    fn charge(&mut self, bytes: u64) -> Result<(), FormatError> {
+        match self.budget.checked_sub(bytes) {
+            Some(left) => {
+                self.budget = left;
+                Ok(())
+            }
+            None => Err(FormatError::MetadataTooLarge { bytes, left: self.budget }),
+        }
+    }
+
+    /// [`Reader::charge`] for `count` values of `T`.
+    fn charge_items<T>(&mut self, count: u64) -> Result<(), FormatError> {
+        let bytes = count.saturating_mul(std::mem::size_of::<T>() as u64);
+        self.charge(bytes)
+    }
+
     fn remaining(&self) -> u64 {
         (self.buf.len() - self.pos) as u64
     }
@@ -439,12 +508,89 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self, what: &'static str) -> Result<String, FormatError> {
+    /// A length-prefixed UTF-8 string, borrowed from the image (not charged: nothing allocated).
+    fn str(&mut self, what: &'static str) -> Result<&'a str, FormatError> {
         let len = self.u64(what)?;
         self.check_count(len, 1, what)?;
         let offset = self.pos as u64;
         let raw = self.take(len as usize, what)?;
-        String::from_utf8(raw.to_vec()).map_err(|_| FormatError::InvalidUtf8 { offset })
+        std::str::from_utf8(raw).map_err(|_| FormatError::InvalidUtf8 { offset })
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<String, FormatError> {
+        let s = self.str(what)?;
+        self.charge(s.len() as u64)?;
+        Ok(s.to_string())
+    }
+
+    /// An array value (element type, count, items) at nesting `depth`.
+    fn array_value(&mut self, depth: usize) -> Result<MetaArray, FormatError> {
+        if depth >= MAX_ARRAY_DEPTH {
+            return Err(FormatError::NestingTooDeep { depth: MAX_ARRAY_DEPTH });
+        }
+        let elem_type = ValueType::from_id(self.u32("array element type")?)?;
+        let count = self.u64("array length")?;
+        self.check_count(count, elem_type.min_size(), "array length")?;
+        self.array_items(elem_type, count, depth)
+    }
+
+    /// An array's items after its type and count (count already checked against the input).
+    fn array_items(&mut self, elem_type: ValueType, count: u64, depth: usize) -> Result<MetaArray, FormatError> {
+        const W: &str = "array item";
+        self.charge_items::<u8>(count.saturating_mul(MetaArray::item_size(elem_type) as u64))?;
+        let mut str_bytes = 0u64;
+        if elem_type == ValueType::String {
+            // First pass: the strings' total length, so the buffer is reserved once, exactly.
+            let start = self.pos;
+            for _ in 0..count {
+                let len = self.u64(W)?;
+                self.check_count(len, 1, W)?;
+                self.take(len as usize, W)?;
+                str_bytes += len;
+            }
+            self.pos = start;
+            self.charge(str_bytes)?;
+        }
+        let mut a = MetaArray::with_capacity(elem_type, count as usize, str_bytes as usize);
+        macro_rules! scalars {
+            ($v:ident, $t:ty) => {
+                for _ in 0..count {
+                    $v.push(<$t>::from_le_bytes(self.array(W)?));
+                }
+            };
+        }
+        match &mut a {
+            MetaArray::U8(v) => scalars!(v, u8),
+            MetaArray::I8(v) => scalars!(v, i8),
+            MetaArray::U16(v) => scalars!(v, u16),
+            MetaArray::I16(v) => scalars!(v, i16),
+            MetaArray::U32(v) => scalars!(v, u32),
+            MetaArray::I32(v) => scalars!(v, i32),
+            MetaArray::F32(v) => scalars!(v, f32),
+            MetaArray::U64(v) => scalars!(v, u64),
+            MetaArray::I64(v) => scalars!(v, i64),
+            MetaArray::F64(v) => scalars!(v, f64),
+            MetaArray::Bool(v) => {
+                for _ in 0..count {
+                    v.push(match self.array::<1>(W)?[0] {
+                        0 => false,
+                        1 => true,
+                        b => return Err(FormatError::InvalidBool(b)),
+                    });
+                }
+            }
+            MetaArray::String(v) => {
+                for _ in 0..count {
+                    v.push(self.str(W)?);
+                }
+            }
+            MetaArray::Array(v) => {
+                for _ in 0..count {
+                    v.push(self.array_value(depth + 1)?);
+                }
+            }
+        }
+        Ok(a)
     }
 
     fn value(&mut self, ty: ValueType, depth: usize) -> Result<MetaValue, FormatError> {
@@ -466,19 +612,7 @@ impl<'a> Reader<'a> {
                 b => return Err(FormatError::InvalidBool(b)),
             },
             ValueType::String => MetaValue::String(self.string("metadata string")?),
-            ValueType::Array => {
-                if depth >= MAX_ARRAY_DEPTH {
-                    return Err(FormatError::NestingTooDeep { depth: MAX_ARRAY_DEPTH });
-                }
-                let elem_type = ValueType::from_id(self.u32("array element type")?)?;
-                let count = self.u64("array length")?;
-                self.check_count(count, elem_type.min_size(), "array length")?;
-                let mut items = Vec::with_capacity(count as usize);
-                for _ in 0..count {
-                    items.push(self.value(elem_type, depth + 1)?);
-                }
-                MetaValue::Array { elem_type, items }
-            }
+            ValueType::Array => MetaValue::Array(self.array_value(depth)?),
         })
     }
 
@@ -488,6 +622,7 @@ impl<'a> Reader<'a> {
         if n_dims > MAX_DIMS {
             return Err(FormatError::TooManyDims { name, n_dims });
         }
+        self.charge_items::<u64>(n_dims as u64)?;
         let mut dims = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
             dims.push(self.u64("tensor dimension")?);

@@ -53,6 +53,9 @@ pub enum FormatError {
     TensorOutOfRange { name: String, start: u64, len: u64, available: u64 },
     /// The tensor's ggml type has no known block size, so its bytes cannot be located.
     UnknownTensorType { name: String, id: u32 },
+    /// Parsing would hold more memory than the file's size allows (see `gguf`'s module docs):
+    /// `bytes` more were needed with `left` left in the budget.
+    MetadataTooLarge { bytes: u64, left: u64 },
     /// I/O error while reading a file.
     Io(std::io::Error),
 }
@@ -95,6 +98,7 @@ impl fmt::Display for FormatError {
             UnknownTensorType { name, id } => {
                 write!(f, "tensor {name:?}: ggml type {id} has no known size")
             }
+            MetadataTooLarge { bytes, left } => write!(f, "metadata needs {bytes} more bytes of memory, {left} left of the budget (file size + slack)"),
             Io(e) => write!(f, "I/O error: {e}"),
         }
     }

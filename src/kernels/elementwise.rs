@@ -127,8 +127,8 @@ impl PipelineKey for ElementwisePipeline {
     }
 }
 
-fn distinct(what: &str, a: &wgpu::Buffer, b: &wgpu::Buffer) -> Result<()> {
-    ensure(a != b, || Error::Argument(format!("{what}: the same buffer is bound as input and output (use the in-place form)")))
+fn distinct(what: &str, a: crate::buffer::BufRef, b: crate::buffer::BufRef) -> Result<()> {
+    ensure(a.buffer != b.buffer, || Error::Argument(format!("{what}: the same buffer is bound as input and output (use the in-place form)")))
 }
 
 fn check_len(len: usize) -> Result<()> {

@@ -59,7 +59,7 @@ pub struct HostInt8 {
 impl HostInt8 {
     pub fn validate(&self) -> Result<()> {
         ensure(self.n > 0 && self.k > 0, || Error::Shape(format!("n = {}, k = {}: both must be > 0", self.n, self.k)))?;
-        ensure((self.n as u64) * (self.k as u64) < u32::MAX as u64, || Error::Shape("n * k exceeds 2^32".into()))?;
+        ensure(self.n.checked_mul(self.k).is_some_and(|v| v < u32::MAX as usize), || Error::Shape("n * k exceeds 2^32".into()))?;
         ensure(self.codes.len() == self.n * self.k, || Error::Argument(format!("codes: {} bytes, expected n * k = {}", self.codes.len(), self.n * self.k)))?;
         if let Int8Scale::PerRow { scales, zeros } = &self.scale {
             ensure(scales.len() == self.n && zeros.len() == self.n, || {

@@ -7,18 +7,26 @@
 
 pub(crate) const WGSL: &str = include_str!("../../wgsl/interleave.wgsl");
 
-/// Physical index of natural word `w` in a row of `vec4s` vec4s.
+/// Physical index of natural word `w` in a row of `vec4s` vec4s (`w` itself when it lies outside
+/// the row, `w >= 4 * vec4s`).
 pub fn phys(w: usize, vec4s: usize) -> usize {
+    if w / 4 >= vec4s {
+        return w;
+    }
     let b = w >> 7;
     let s = 32.min(vec4s - (b << 5));
     let t = w & 127;
     (b << 7) + 4 * (t % s) + t / s
 }
 
-/// Rearrange rows of natural words (`row_words` per row, a multiple of 4) into the layout.
+/// Rearrange rows of natural words (`row_words` per row, a multiple of 4) into the layout. With
+/// any other `row_words`, or for a trailing partial row, the words are returned unchanged.
 pub fn interleave(words: &[u32], row_words: usize) -> Vec<u32> {
-    let mut out = vec![0u32; words.len()];
-    for (r, row) in words.chunks(row_words).enumerate() {
+    if row_words == 0 || row_words % 4 != 0 {
+        return words.to_vec();
+    }
+    let mut out = words.to_vec();
+    for (r, row) in words.chunks_exact(row_words).enumerate() {
         for (w, &v) in row.iter().enumerate() {
             out[r * row_words + phys(w, row_words / 4)] = v;
         }
@@ -28,8 +36,11 @@ pub fn interleave(words: &[u32], row_words: usize) -> Vec<u32> {
 
 /// Inverse of [`interleave`].
 pub fn deinterleave(words: &[u32], row_words: usize) -> Vec<u32> {
-    let mut out = vec![0u32; words.len()];
-    for (r, row) in out.chunks_mut(row_words).enumerate() {
+    if row_words == 0 || row_words % 4 != 0 {
+        return words.to_vec();
+    }
+    let mut out = words.to_vec();
+    for (r, row) in out.chunks_exact_mut(row_words).enumerate() {
         for (w, v) in row.iter_mut().enumerate() {
             *v = words[r * row_words + phys(w, row_words / 4)];
         }
@@ -51,5 +62,10 @@ mod tests {
         }
         let words: Vec<u32> = (0..7 * 36).collect();
         assert_eq!(super::deinterleave(&super::interleave(&words, 36), 36), words);
+        // Degenerate inputs: no panic, words unchanged where there is no whole row.
+        assert_eq!(super::interleave(&words, 0), words);
+        assert_eq!(super::interleave(&words, 6), words);
+        assert_eq!(super::deinterleave(&words[..5], 36), &words[..5]);
+        assert_eq!(super::phys(9, 2), 9);
     }
 }

@@ -62,13 +62,19 @@ impl PipelineKey for SplitReduce {
 /// straight into `y` for one split, else into the context's scratch buffer
 /// ([`crate::Context::scratch`]: every partial is written before the reduce reads it) and then
 /// summed into `y`.
-pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, gemm: impl FnOnce(&mut Batch, &wgpu::Buffer) -> Result<()>) -> Result<()> {
+pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, gemm: impl FnOnce(&mut Batch, crate::buffer::BufRef) -> Result<()>) -> Result<()> {
     if splits <= 1 {
         return gemm(b, y.raw());
     }
     let ctx = b.context();
-    let part = ctx.scratch(crate::buffer::Scratch::SplitK, (splits * len * 4) as u64)?;
-    gemm(b, &part)?;
+    let bytes = splits.checked_mul(len).and_then(|n| n.checked_mul(4)).ok_or_else(|| crate::Error::Shape(format!("{splits} splits of {len} outputs overflow")))?;
+    let part = ctx.scratch(crate::buffer::Scratch::SplitK, bytes as u64)?;
+    gemm(b, ctx.internal(&part))?;
     let grid = ctx.grid((len as u64).div_ceil(256))?;
-    b.dispatch(&SplitReduce, &ReduceParams { len: len as u32, splits: splits as u32, _p: [0; 2] }, &[&part, y.raw()], grid)
+    b.dispatch(
+        &SplitReduce,
+        &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p: [0; 2] },
+        &[ctx.internal(&part), y.raw()],
+        grid,
+    )
 }

@@ -1,7 +1,7 @@
 use super::*;
 
 fn all_values() -> Vec<(String, MetaValue)> {
-    let strs = |v: &[&str]| MetaValue::Array { elem_type: ValueType::String, items: v.iter().map(|s| MetaValue::String(s.to_string())).collect() };
+    let strs = |v: &[&str]| MetaArray::String(v.iter().collect());
     vec![
         ("u8".into(), MetaValue::U8(200)),
         ("i8".into(), MetaValue::I8(-100)),
@@ -15,9 +15,11 @@ fn all_values() -> Vec<(String, MetaValue)> {
         ("u64".into(), MetaValue::U64(u64::MAX)),
         ("i64".into(), MetaValue::I64(i64::MIN)),
         ("f64".into(), MetaValue::F64(-0.25)),
-        ("arr.str".into(), strs(&["a", "", "ccc"])),
-        ("arr.empty".into(), MetaValue::Array { elem_type: ValueType::F64, items: vec![] }),
-        ("arr.nested".into(), MetaValue::Array { elem_type: ValueType::Array, items: vec![strs(&["x"]), strs(&[])] }),
+        ("arr.str".into(), strs(&["a", "", "ccc"]).into()),
+        ("arr.empty".into(), MetaArray::F64(vec![]).into()),
+        ("arr.u8".into(), MetaArray::U8(vec![1, 2, 255]).into()),
+        ("arr.bool".into(), MetaArray::Bool(vec![true, false]).into()),
+        ("arr.nested".into(), MetaArray::Array(vec![strs(&["x"]), strs(&[])]).into()),
     ]
 }
 
@@ -106,16 +108,24 @@ fn open_maps_the_same_image_that_read_reads() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.gguf");
     std::fs::write(&path, &bytes).unwrap();
-    let mapped = GgufFile::open(&path).unwrap();
+    // SAFETY: this test's own file, not written while mapped.
+    let mapped = unsafe { GgufFile::open_mapped(&path) }.unwrap();
     let read = GgufFile::read(&path).unwrap();
     assert_eq!(mapped.metadata(), read.metadata());
     assert_eq!(mapped.tensors(), read.tensors());
     let t = mapped.tensor("q").unwrap();
     assert_eq!(mapped.tensor_data(t).unwrap(), &data[..288]);
     assert_eq!(read.tensor_data(t).unwrap(), &data[..288]);
+    let opened = GgufFile::open(&path).unwrap();
+    assert_eq!(opened.tensor_data(t).unwrap(), &data[..288]);
+    // A file truncated after `open` does not affect it (it was read, not mapped).
+    std::fs::write(&path, &bytes[..40]).unwrap();
+    assert_eq!(opened.tensor_data(opened.tensor("q").unwrap()).unwrap(), &data[..288]);
+    drop(mapped);
     // A truncated or empty file is an error through the mapping too, not a fault.
     std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
     assert!(GgufFile::open(&path).is_err());
+    assert!(unsafe { GgufFile::open_mapped(&path) }.is_err());
     std::fs::write(&path, b"").unwrap();
     assert!(GgufFile::open(&path).is_err());
     assert!(GgufFile::open(dir.join("missing.gguf")).is_err());

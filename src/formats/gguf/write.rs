@@ -1,6 +1,6 @@
 //! Minimal GGUF v3 writer (metadata + tensors), mainly for tests and tools.
 
-use super::{FormatError, GgmlType, MetaValue, DEFAULT_ALIGNMENT};
+use super::{FormatError, GgmlType, MetaArray, MetaValue, DEFAULT_ALIGNMENT};
 
 /// Builds a GGUF v3 file image in memory.
 #[derive(Clone, Debug, Default)]
@@ -87,6 +87,16 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+fn put_array(out: &mut Vec<u8>, a: &MetaArray) {
+    out.extend_from_slice(&(a.elem_type() as u32).to_le_bytes());
+    out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+    match a {
+        MetaArray::String(s) => s.iter().for_each(|s| put_str(out, s)),
+        MetaArray::Array(v) => v.iter().for_each(|a| put_array(out, a)),
+        _ => a.iter().for_each(|v| put_value(out, &v)),
+    }
+}
+
 fn put_value(out: &mut Vec<u8>, v: &MetaValue) {
     match v {
         MetaValue::U8(x) => out.push(*x),
@@ -98,13 +108,7 @@ fn put_value(out: &mut Vec<u8>, v: &MetaValue) {
         MetaValue::F32(x) => out.extend_from_slice(&x.to_le_bytes()),
         MetaValue::Bool(x) => out.push(*x as u8),
         MetaValue::String(s) => put_str(out, s),
-        MetaValue::Array { elem_type, items } => {
-            out.extend_from_slice(&(*elem_type as u32).to_le_bytes());
-            out.extend_from_slice(&(items.len() as u64).to_le_bytes());
-            for it in items {
-                put_value(out, it);
-            }
-        }
+        MetaValue::Array(a) => put_array(out, a),
         MetaValue::U64(x) => out.extend_from_slice(&x.to_le_bytes()),
         MetaValue::I64(x) => out.extend_from_slice(&x.to_le_bytes()),
         MetaValue::F64(x) => out.extend_from_slice(&x.to_le_bytes()),

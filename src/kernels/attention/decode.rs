@@ -19,7 +19,8 @@ impl DecodeScratch {
     pub fn new(ctx: &Context, shape: AttnShape) -> Result<DecodeScratch> {
         shape.validate()?;
         let (h, d) = (shape.heads, shape.head_dim);
-        Ok(DecodeScratch { shape, q_rot: ctx.alloc(h * d)?, part_o: ctx.alloc(h * MAX_CHUNKS * d)?, part_ml: ctx.alloc(h * MAX_CHUNKS)? })
+        let (q, o, ml) = (shape.q_elems(1)?, dims::prod("heads * chunks * head_dim", &[h, MAX_CHUNKS, d])?, dims::prod("heads * chunks", &[h, MAX_CHUNKS])?);
+        Ok(DecodeScratch { shape, q_rot: ctx.alloc(q)?, part_o: ctx.alloc(o)?, part_ml: ctx.alloc(ml)? })
     }
     /// The rotated query of the last [`decode`].
     pub fn q_rot(&self) -> &GpuBuffer<f32> {
@@ -140,6 +141,9 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 ///
 /// Native: see [`native_decode_plan`]; head dims without an MSL entry point take the Subgroup plan.
 pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan> {
+    s.validate()?;
+    ensure(kv_len > 0, || Error::Shape("kv_len = 0".into()))?;
+    dims::u32_of("kv_len", kv_len)?;
     let d = s.head_dim;
     let mem = caps.limits.max_compute_workgroup_storage_size as usize;
     let pow2 = |v: usize| v.is_power_of_two();
@@ -206,6 +210,8 @@ fn matrix_fallback(caps: &Caps) -> Variant {
 /// Off Metal (SPIR-V twin mode on Vulkan, a testing aid) L is further capped by the adapter's
 /// smallest subgroup size, because there the WGSL twin itself runs on the adapter's subgroups.
 pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<Option<DecodePlan>> {
+    s.validate()?;
+    dims::u32_of("kv_len", kv_len)?;
     let d = s.head_dim;
     if native_decode_entry(d, kv_f16).is_none() {
         return Ok(None);
@@ -264,15 +270,17 @@ fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
     ensure(scratch.shape == shape, || Error::Argument(format!("scratch made for {:?}, decode has {shape:?}", scratch.shape)))?;
     let d = shape.head_dim;
     ensure(kv_len > 0, || Error::Shape("kv_len = 0".into()))?;
-    ensure((kv_len * shape.kv_heads * d) as u64 <= u32::MAX as u64, || Error::Shape("cache over 2^32 elements".into()))?;
-    q_rot.require("q_rot", shape.heads * d)?;
-    k_cache.require("k_cache", kv_len * shape.kv_heads * d)?;
-    v_cache.require("v_cache", kv_len * shape.kv_heads * d)?;
-    out.require("out", shape.heads * d)
+    dims::u32_of("kv_len", kv_len)?;
+    let kv_elems = shape.kv_elems(kv_len)?;
+    q_rot.require("q_rot", shape.q_elems(1)?)?;
+    k_cache.require("k_cache", kv_elems)?;
+    v_cache.require("v_cache", kv_elems)?;
+    out.require("out", shape.q_elems(1)?)?;
+    scale_log2(a.scale, d).map(|_| ())
 }
 
 /// A dispatch recorded ahead of the attention passes (the append pass of [`decode`]).
-type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [&'b wgpu::Buffer], [u32; 3]);
+type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [crate::buffer::BufRef<'b>], [u32; 3]);
 
 /// Record `first` (if any), the split pass for `variant` and the merge pass. Every pipeline is
 /// built before anything is recorded, so a Native pipeline that fails to build leaves no stray
@@ -287,7 +295,7 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         }
     }
     let plan = decode_plan(ctx.caps(), variant, &shape, KV::F16, kv_len)?;
-    let scale = scale.unwrap_or(1.0 / (d as f32).sqrt());
+    let scale_log2 = scale_log2(scale, d)?;
     let params = DecodeParams {
         kv_len: kv_len as u32,
         kv_heads: shape.kv_heads as u32,
@@ -296,9 +304,9 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         chunk: plan.chunk as u32,
         nchunks: plan.nchunks as u32,
         gblocks: plan.gblocks as u32,
-        scale_log2: scale * std::f32::consts::LOG2_E,
+        scale_log2,
     };
-    let grid = ctx.grid((plan.nchunks * plan.gblocks * shape.kv_heads) as u64)?;
+    let grid = ctx.grid(dims::prod("chunks * head blocks * kv_heads", &[plan.nchunks, plan.gblocks, shape.kv_heads])? as u64)?;
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
     let key = plan.key(d, KV::F16);
     if let Some((k, _, _, _)) = first {
@@ -345,14 +353,17 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     s.check_table(a.table)?;
     let d = s.head_dim;
     ensure(a.pos < a.capacity, || Error::Shape(format!("position {} does not fit a cache of {} tokens", a.pos, a.capacity)))?;
+    let pos = dims::u32_of("pos", a.pos)?;
     a.table.check_positions(a.pos as u64)?;
-    a.q.require("q", s.heads * d)?;
-    a.k_new.require("k_new", s.kv_heads * d)?;
-    a.v_new.require("v_new", s.kv_heads * d)?;
-    a.k_cache.require("k_cache", a.capacity * s.kv_heads * d)?;
-    a.v_cache.require("v_cache", a.capacity * s.kv_heads * d)?;
+    a.q.require("q", s.q_elems(1)?)?;
+    a.k_new.require("k_new", s.kv_elems(1)?)?;
+    a.v_new.require("v_new", s.kv_elems(1)?)?;
+    let cache = s.kv_elems(a.capacity)?;
+    a.k_cache.require("k_cache", cache)?;
+    a.v_cache.require("v_cache", cache)?;
     ensure(a.scratch.shape == s, || Error::Argument(format!("scratch made for {:?}, decode has {s:?}", a.scratch.shape)))?;
-    let params = AppendParams { heads: s.heads as u32, kv_heads: s.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos: a.pos as u32, table_half: (d / 2) as u32, _p: [0; 2] };
+    let params = AppendParams { heads: s.heads as u32, kv_heads: s.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos, table_half: (d / 2) as u32, _p: [0; 2] };
+    // heads + 2 kv_heads <= 3 heads; heads * d fits 32 bits (validate): no overflow in usize.
     let units = (s.heads + 2 * s.kv_heads) * d / 2;
     let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
     let bufs = [a.q.raw(), a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.scratch.q_rot.raw(), a.k_cache.raw(), a.v_cache.raw()];

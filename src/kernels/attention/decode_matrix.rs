@@ -62,6 +62,10 @@ fn bytes(d: usize, gb: usize, maxc: usize, nw: usize) -> usize {
 /// lengths).
 pub fn matrix_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usize) -> Result<DecodePlan, String> {
     let sg = super::prefill_matrix::matrix_support_with(caps, 1)?;
+    s.validate().map_err(|e| e.to_string())?;
+    if kv_len == 0 || u32::try_from(kv_len).is_err() {
+        return Err(format!("kv_len = {kv_len} outside 1..2^32"));
+    }
     let d = s.head_dim;
     if !kv_f16 {
         return Err("the Matrix decode reads f16 caches (its products take f16 K and V); an f32 cache takes the Subgroup kernel".into());

@@ -75,7 +75,7 @@ use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
-use crate::error::{ensure, Error, Result};
+use crate::error::{dims, ensure, Error, Result};
 use crate::kernels::rope::{Elem, PairLayout, RopeTable, MAX_HEAD_DIM};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
@@ -227,13 +227,25 @@ impl AttnShape {
         self.heads / self.kv_heads.max(1)
     }
 
-    /// heads, kv_heads > 0; heads % kv_heads == 0; head_dim even, 2..=256.
+    /// heads, kv_heads > 0; heads % kv_heads == 0; head_dim even, 2..=256; one token's
+    /// `heads * head_dim` within 32 bits.
     pub fn validate(&self) -> Result<()> {
         let (h, kvh, d) = (self.heads, self.kv_heads, self.head_dim);
         ensure(h > 0 && kvh > 0, || Error::Shape(format!("heads = {h}, kv_heads = {kvh}: both must be > 0")))?;
         ensure(h % kvh == 0, || Error::Shape(format!("heads = {h} is not a multiple of kv_heads = {kvh}")))?;
         ensure(d >= 2 && d % 2 == 0, || Error::Shape(format!("head_dim = {d} must be even and >= 2")))?;
-        ensure(d <= MAX_HEAD_DIM, || Error::Shape(format!("head_dim = {d} over the supported maximum {MAX_HEAD_DIM}")))
+        ensure(d <= MAX_HEAD_DIM, || Error::Shape(format!("head_dim = {d} over the supported maximum {MAX_HEAD_DIM}")))?;
+        dims::elems_u32("heads * head_dim", &[h, d]).map(|_| ())
+    }
+
+    /// Elements of `tokens` rows of `[heads, head_dim]` (queries, outputs), checked to fit 32 bits.
+    pub fn q_elems(&self, tokens: usize) -> Result<usize> {
+        dims::elems_u32("tokens * heads * head_dim", &[tokens, self.heads, self.head_dim])
+    }
+
+    /// Elements of `kv_len` rows of `[kv_heads, head_dim]` (K, V), checked to fit 32 bits.
+    pub fn kv_elems(&self, kv_len: usize) -> Result<usize> {
+        dims::elems_u32("kv_len * kv_heads * head_dim", &[kv_len, self.kv_heads, self.head_dim])
     }
 
     fn check_table(&self, table: &RopeTable) -> Result<()> {
@@ -501,6 +513,13 @@ impl PipelineKey for AttnPipeline {
     }
 }
 
+/// The kernels' `scale * log2(e)` for softmax scale `scale` (`None` = `1 / sqrt(head_dim)`):
+/// [`Error::Argument`] unless finite (the crate's parameter policy, see [`crate::error`]).
+pub(crate) fn scale_log2(scale: Option<f32>, d: usize) -> Result<f32> {
+    let s = dims::finite("scale", scale.unwrap_or(1.0 / (d as f32).sqrt()))?;
+    dims::finite("scale * log2(e)", s * std::f32::consts::LOG2_E)
+}
+
 /// Scores per invocation (rows x keys) for a BQ x BK tile over [`PREFILL_WG`] invocations.
 fn score_block(bq: usize, bk: usize) -> (usize, usize) {
     match (bq * bk / PREFILL_WG).max(1) {
@@ -565,18 +584,21 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     s.check_table(a.table)?;
     let d = s.head_dim;
     ensure(a.tokens > 0, || Error::Shape("tokens = 0".into()))?;
-    ensure(a.kv_len >= a.offset + a.tokens, || Error::Shape(format!("kv_len = {} is shorter than offset + tokens = {}", a.kv_len, a.offset + a.tokens)))?;
-    a.table.check_positions((a.offset + a.tokens - 1) as u64)?;
+    let end = dims::add("offset + tokens", a.offset, a.tokens)?;
+    ensure(a.kv_len >= end, || Error::Shape(format!("kv_len = {} is shorter than offset + tokens = {end}", a.kv_len)))?;
+    dims::u32_of("kv_len", a.kv_len)?;
+    a.table.check_positions((end - 1) as u64)?;
     if !a.k_rotated {
         a.table.check_positions(a.kv_len as u64 - 1)?;
     }
-    let q_len = a.tokens * s.heads * d;
-    ensure((a.kv_len * s.kv_heads * d) as u64 <= u32::MAX as u64 && q_len as u64 <= u32::MAX as u64, || Error::Shape("tensor over 2^32 elements".into()))?;
+    let q_len = s.q_elems(a.tokens)?;
+    let kv_elems = s.kv_elems(a.kv_len)?;
     a.q.require("q", q_len)?;
     a.out.require("out", q_len)?;
-    a.k.require("k", a.kv_len * s.kv_heads * d)?;
-    a.v.require("v", a.kv_len * s.kv_heads * d)?;
-    let rows = a.tokens * s.group();
+    a.k.require("k", kv_elems)?;
+    a.v.require("v", kv_elems)?;
+    let scale_log2 = scale_log2(a.scale, d)?;
+    let rows = dims::elems_u32("tokens * group", &[a.tokens, s.group()])?;
     let (_, key) = prefill_pipeline(ctx, d, KV::F16, a.layout == PairLayout::HalfSplit, rows)?;
     let bq = match key {
         AttnPipeline::Prefill { bq, .. } => bq as usize,
@@ -584,7 +606,6 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
         _ => return Err(Error::Argument("not a prefill pipeline".into())),
     };
     let row_blocks = rows.div_ceil(bq);
-    let scale = a.scale.unwrap_or(1.0 / (d as f32).sqrt());
     let params = PrefillParams {
         tokens: a.tokens as u32,
         heads: s.heads as u32,
@@ -596,10 +617,10 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
         rotate_k: !a.k_rotated as u32,
         row_blocks: row_blocks as u32,
         table_half: (d / 2) as u32,
-        scale_log2: scale * std::f32::consts::LOG2_E,
+        scale_log2,
         _p: 0,
     };
-    let grid = ctx.grid((row_blocks * s.kv_heads) as u64)?;
+    let grid = ctx.grid(dims::prod("row blocks * kv_heads", &[row_blocks, s.kv_heads])? as u64)?;
     if let AttnPipeline::PrefillMatrix { .. } = key {
         return prefill_matrix::encode(b, a, key, params, grid);
     }

@@ -188,7 +188,8 @@ pub(super) fn encode<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, key: AttnPipeline
         return Err(crate::Error::Argument("not a Matrix prefill pipeline".into()));
     };
     let [q, k, v] = stage(b, a, d, neox, params, params.row_blocks as usize * rows_per_workgroup(nsg))?;
-    b.dispatch(&key, &params, &[&q, &k, &v, a.out.raw()], grid)
+    let ctx = b.context();
+    b.dispatch(&key, &params, &[ctx.internal(&q), ctx.internal(&k), ctx.internal(&v), a.out.raw()], grid)
 }
 
 /// The staging dispatch of [`encode`] (attn_prefill_stage.wgsl), into the context's scratch
@@ -207,8 +208,8 @@ fn stage<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: P
     let ctx = b.context();
     let s = a.shape;
     let group = s.heads / s.kv_heads;
-    let q_words = s.kv_heads * rows_pad * d as usize / 2;
-    let kv_words = a.kv_len * s.kv_heads * d as usize / 2;
+    let q_words = crate::error::dims::elems_u32("staged Q words", &[s.kv_heads, rows_pad, d as usize / 2])?;
+    let kv_words = s.kv_elems(a.kv_len)? / 2;
     let stage_k = !(KV::F16 && a.k_rotated);
     let stage_v = !KV::F16;
     let q = ctx.scratch(Scratch::PrefillQ, 4 * q_words as u64)?;
@@ -218,13 +219,13 @@ fn stage<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: P
         let k = ctx.scratch(Scratch::PrefillK, 4 * kv_words as u64)?;
         (k.clone(), k)
     } else {
-        (a.k.raw().clone(), ctx.dummy().clone())
+        (a.k.wgpu_buffer().clone(), ctx.dummy().buffer.clone())
     };
     let (v, v_dst) = if stage_v {
         let v = ctx.scratch(Scratch::PrefillV, 4 * kv_words as u64)?;
         (v.clone(), v)
     } else {
-        (a.v.raw().clone(), ctx.dummy().clone())
+        (a.v.wgpu_buffer().clone(), ctx.dummy().buffer.clone())
     };
     let sp = StageParams {
         q_words: q_words as u32,
@@ -233,7 +234,7 @@ fn stage<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: P
         kv_heads: s.kv_heads as u32,
         table_half: d / 2,
         rotate_k: !a.k_rotated as u32,
-        q_rows: (a.tokens * group) as u32,
+        q_rows: crate::error::dims::u32_of("tokens * group", a.tokens * group)?,
         q_rows_pad: rows_pad as u32,
         group: group as u32,
         heads: s.heads as u32,
@@ -242,7 +243,7 @@ fn stage<KV: Elem>(b: &mut Batch, a: &Prefill<KV>, d: u32, neox: bool, params: P
     };
     let total = q_words + sp.k_words as usize + sp.v_words as usize;
     let grid = ctx.grid(total.div_ceil(256) as u64)?;
-    let bufs = [a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), &q, &k_dst, &v_dst];
+    let bufs = [a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), ctx.internal(&q), ctx.internal(&k_dst), ctx.internal(&v_dst)];
     b.dispatch(&AttnPipeline::PrefillStage { d, in_f16: KV::F16, neox }, &sp, &bufs, grid)?;
     Ok([q, k, v])
 }
@@ -284,7 +285,7 @@ mod tests {
 
     /// The first `n` halves of a staged buffer (two per u32 word), as f32.
     fn halves(ctx: &crate::Context, buf: wgpu::Buffer, n: usize) -> Vec<f32> {
-        let words = ctx.read(&GpuBuffer::<u32>::from_raw(buf, n / 2).unwrap()).unwrap();
+        let words = ctx.read(&GpuBuffer::<u32>::from_raw(ctx, buf, n / 2).unwrap()).unwrap();
         words.iter().flat_map(|&w| [half::f16::from_bits(w as u16).to_f32(), half::f16::from_bits((w >> 16) as u16).to_f32()]).collect()
     }
 

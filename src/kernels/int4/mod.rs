@@ -142,7 +142,7 @@ pub(crate) fn check_shape(n: usize, k: usize, group_size: usize) -> Result<()> {
     ensure(n > 0 && k > 0, || Error::Shape(format!("n = {n}, k = {k}: both must be > 0")))?;
     ensure(group_size > 0, || Error::Argument("group_size = 0".into()))?;
     ensure(n <= u32::MAX as usize / 8 && k <= u32::MAX as usize / 8, || Error::Shape(format!("n = {n}, k = {k} too large")))?;
-    ensure((n as u64) * (k as u64) < u32::MAX as u64, || Error::Shape(format!("n * k = {} exceeds 2^32", n as u64 * k as u64)))
+    ensure(n.checked_mul(k).is_some_and(|v| v < u32::MAX as usize), || Error::Shape(format!("n * k = {n} * {k} exceeds 2^32")))
 }
 
 /// INT4 weights on the GPU.
@@ -252,7 +252,7 @@ impl Int4Matrix {
         })
     }
 
-    fn zeros_raw<'a>(&'a self, ctx: &'a Context) -> &'a wgpu::Buffer {
+    fn zeros_raw<'a>(&'a self, ctx: &'a Context) -> crate::buffer::BufRef<'a> {
         self.zeros.as_ref().map_or_else(|| ctx.dummy(), |z| z.raw())
     }
 }
@@ -544,6 +544,7 @@ pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
 pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
+    ensure(m.checked_mul(w.k.max(w.n)).is_some_and(|v| v <= u32::MAX as usize), || Error::Shape(format!("m = {m} too large")))?;
     x.require("x", m * w.k)?;
     y.require("y", m * w.n)?;
     ctx.variant_for(&GEMM)?;

@@ -61,7 +61,7 @@ pub const QS_WORDS: usize = 32;
 pub fn check_shape(n: usize, k: usize) -> Result<()> {
     ensure(n > 0 && k > 0, || Error::Shape(format!("n = {n}, k = {k}: both must be > 0")))?;
     ensure(k % QK_K == 0, || Error::Shape(format!("Q4_K needs k % 256 == 0, got k = {k}")))?;
-    ensure((n as u64) * (k as u64) <= u32::MAX as u64, || Error::Shape(format!("n * k = {} exceeds 2^32", n as u64 * k as u64)))
+    ensure(n.checked_mul(k).is_some_and(|v| v <= u32::MAX as usize), || Error::Shape(format!("n * k = {n} * {k} exceeds 2^32")))
 }
 
 /// Q4_K weights `[n, k]` on the GPU (row r = blocks `r * k/256 ..`).
@@ -108,7 +108,10 @@ impl Q4kMatrix {
         let mut heads = Vec::with_capacity(blocks * HEAD_WORDS);
         let mut qs = Vec::with_capacity(blocks * QS_WORDS);
         let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        for blk in bytes.chunks_exact(BLOCK_BYTES) {
+        for (i, blk) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+            // Block scales are parameters: finite or a typed error (the crate's non-finite policy).
+            let (d, dmin) = (half::f16::from_le_bytes([blk[0], blk[1]]), half::f16::from_le_bytes([blk[2], blk[3]]));
+            ensure(d.is_finite() && dmin.is_finite(), || Error::Argument(format!("Q4_K block {i}: d = {d}, dmin = {dmin}: scales must be finite")))?;
             heads.extend(blk[..16].chunks_exact(4).map(word));
             qs.extend((0..QS_WORDS).map(|gw| word(&blk[16 + 4 * qs_word_source(gw)..])));
         }
@@ -324,7 +327,7 @@ pub fn gemv(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>
 pub fn gemm(b: &mut Batch, w: &Q4kMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
-    ensure((m as u64) * (w.k.max(w.n) as u64) <= u32::MAX as u64, || Error::Shape(format!("m = {m} too large")))?;
+    ensure(m.checked_mul(w.k.max(w.n)).is_some_and(|v| v <= u32::MAX as usize), || Error::Shape(format!("m = {m} too large")))?;
     x.require("x", m * w.k)?;
     y.require("y", m * w.n)?;
     ctx.variant_for(&GEMM)?;

@@ -330,7 +330,10 @@ pub enum Positions<'a> {
 impl Positions<'_> {
     pub(crate) fn validate(&self, table: &RopeTable, tokens: usize) -> Result<()> {
         match *self {
-            Positions::Start(s) => table.check_positions(s as u64 + tokens as u64 - 1),
+            Positions::Start(s) => {
+                let last = (s as u64).checked_add(tokens as u64 - 1).ok_or_else(|| Error::Shape(format!("start {s} + {tokens} tokens overflows")))?;
+                table.check_positions(last)
+            }
             Positions::Buffer { buf, max } => {
                 buf.require("positions", tokens)?;
                 table.check_positions(max as u64)
@@ -339,19 +342,21 @@ impl Positions<'_> {
     }
 }
 
-/// Common checks of a `[tokens, heads, head_dim]` tensor against a table.
-pub(crate) fn check_heads(table: &RopeTable, tokens: usize, heads: usize) -> Result<()> {
+/// Common checks of a `[tokens, heads, head_dim]` tensor against a table: its element count.
+pub(crate) fn check_heads(table: &RopeTable, tokens: usize, heads: usize) -> Result<usize> {
     ensure(tokens > 0 && heads > 0, || Error::Shape(format!("tokens = {tokens}, heads = {heads}: both must be > 0")))?;
-    ensure((tokens as u64) * (heads as u64) * (table.head_dim() as u64) < u32::MAX as u64, || Error::Shape("tensor over 2^32 elements".into()))
+    let n = crate::error::dims::prod("tokens * heads * head_dim", &[tokens, heads, table.head_dim()])?;
+    ensure(n < u32::MAX as usize, || Error::Shape("tensor over 2^32 elements".into()))?;
+    Ok(n)
 }
 
 /// Rotate `x` `[tokens, heads, head_dim]` in place (head_dim from the table).
 pub fn apply<T: Elem>(b: &mut Batch, x: &GpuBuffer<T>, tokens: usize, heads: usize, layout: PairLayout, table: &RopeTable, positions: Positions) -> Result<()> {
     let ctx = b.context();
     ctx.variant_for(&APPLY)?;
-    check_heads(table, tokens, heads)?;
+    let n = check_heads(table, tokens, heads)?;
     let (d, half) = (table.head_dim(), table.cfg.half());
-    x.require("x", tokens * heads * d)?;
+    x.require("x", n)?;
     positions.validate(table, tokens)?;
     let mode = ApplyMode::choose(T::F16, layout, d, ctx.caps().tuning.rope_vec);
     let units = mode.units(T::F16, layout, d);

@@ -78,7 +78,9 @@ impl TqAttnWorkspace {
             None => cap.div_ceil(SPLIT_MIN).min(TARGET_WORKGROUPS / units).max(cap.div_ceil(SPLIT_MAX)),
         };
         let d = cache.head_dim;
-        Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, qrot: ctx.alloc(heads * d)?, partial: ctx.alloc(heads * max_splits * (d + 4))? })
+        let q = crate::error::dims::elems_u32("heads * head_dim", &[heads, d])?;
+        let partial = crate::error::dims::elems_u32("heads * splits * (head_dim + 4)", &[heads, max_splits, d + 4])?;
+        Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, qrot: ctx.alloc(q)?, partial: ctx.alloc(partial)? })
     }
 
     /// Bytes of scratch.
@@ -144,6 +146,7 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         _p: [0; 3],
     };
     let bufs = [ws.qrot.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw()];
+    // kv_heads * quads * splits <= heads * splits, bounded by the workspace size (checked at its creation).
     let attend_grid = ctx.grid((kc.kv_heads * quads * splits) as u64)?;
 
     ctx.with_native_fallback(&ATTENTION, |variant| {

@@ -95,13 +95,13 @@ impl TqConfig {
     pub fn validate(&self) -> Result<()> {
         check_dim(self.head_dim)?;
         ensure(self.kv_heads > 0 && self.capacity > 0, || Error::Shape(format!("kv_heads = {}, capacity = {}: both must be > 0", self.kv_heads, self.capacity)))?;
-        let words = self.kv_heads as u64 * self.capacity as u64 * (self.head_dim / 8) as u64;
+        let words = crate::error::dims::prod("kv_heads * capacity * head_dim / 8", &[self.kv_heads, self.capacity, self.head_dim / 8])?;
         ensure(words < 1 << 31, || Error::Shape(format!("cache of {words} code words exceeds 2^31")))
     }
 
     /// Bytes the compressed cache holds (codes + norms).
     pub fn bytes(&self) -> u64 {
-        (self.kv_heads * self.capacity * (self.head_dim / 2 + 4)) as u64
+        (self.kv_heads as u64).saturating_mul(self.capacity as u64).saturating_mul((self.head_dim / 2 + 4) as u64)
     }
 
     /// The slot of a position, or [`Error::PositionOutOfRange`] past a global cache.
@@ -333,9 +333,11 @@ impl PipelineKey for TqPipeline {
     }
 }
 
-/// Source/destination element indices are u32 in the shaders.
-fn check_elements(n: usize) -> Result<()> {
-    ensure(n as u64 <= u32::MAX as u64, || Error::Shape(format!("{n} elements in one call exceed 2^32; split the call")))
+/// Elements of `count` rows of `[kv_heads, head_dim]`: indices are u32 in the shaders.
+fn check_elements(count: usize, c: &TqConfig) -> Result<usize> {
+    let n = crate::error::dims::prod("tokens * kv_heads * head_dim", &[count, c.kv_heads, c.head_dim])?;
+    ensure(n as u64 <= u32::MAX as u64, || Error::Shape(format!("{n} elements in one call exceed 2^32; split the call")))?;
+    Ok(n)
 }
 
 fn transform_grid(ctx: &Context, vectors: usize, d: usize) -> Result<[u32; 3]> {
@@ -351,8 +353,8 @@ pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize,
     let ctx = b.context();
     let c = &cache.config;
     ensure(tokens > 0, || Error::Shape("tokens = 0".into()))?;
-    check_elements(tokens * c.kv_heads * c.head_dim)?;
-    src.require("src", tokens * c.kv_heads * c.head_dim)?;
+    let n = check_elements(tokens, c)?;
+    src.require("src", n)?;
     let last = pos0.checked_add(tokens - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {tokens} overflow u32")))?;
     c.slot(last)?;
     let skip = match c.kind {
@@ -381,8 +383,8 @@ pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out
     let ctx = b.context();
     let c = &cache.config;
     ensure(count > 0, || Error::Shape("count = 0".into()))?;
-    check_elements(count * c.kv_heads * c.head_dim)?;
-    out.require("out", count * c.kv_heads * c.head_dim)?;
+    let n = check_elements(count, c)?;
+    out.require("out", n)?;
     ensure(c.kind == CacheKind::Global || count <= c.capacity, || Error::Argument(format!("{count} positions from a window cache of {}", c.capacity)))?;
     let last = pos0.checked_add(count - 1).filter(|&p| p < u32::MAX as usize).ok_or_else(|| Error::Argument(format!("positions {pos0} + {count} overflow u32")))?;
     c.slot(last)?;
