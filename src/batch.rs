@@ -166,6 +166,14 @@ impl<'c> Batch<'c> {
             return Ok(());
         }
         let raw: Vec<&wgpu::Buffer> = buffers.iter().map(|b| b.buffer).collect();
+        #[cfg(feature = "testkit")]
+        if desc.twin().is_some() {
+            self.ctx.pipelines.native_dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(exec) = self.ctx.options().native_testing.executor.clone() {
+                self.flush()?;
+                return self.ctx.execute_on_host(exec.as_ref(), &pipe, bytemuck::bytes_of(params), &raw, workgroups);
+            }
+        }
         let bg = match &self.cache {
             Some(c) => c.0.bind_group(self.ctx, &pipe, bytemuck::bytes_of(params), &raw, self.align)?,
             None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), &raw)?,
@@ -196,6 +204,22 @@ impl<'c> Batch<'c> {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
         }
         Ok(self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries }))
+    }
+
+    /// Submit what is recorded so far and wait for it, then go on recording in a fresh encoder
+    /// (for the host executor of Native dispatches, a testing hook: see `native.rs`).
+    #[cfg(feature = "testkit")]
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        drop(self.pass.take());
+        for (buf, data) in &self.chunks {
+            self.ctx.queue.write_buffer(buf, 0, data);
+        }
+        if let Some(c) = &self.cache {
+            c.0.flush(self.ctx);
+        }
+        let fresh = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
+        let index = self.ctx.queue.submit(Some(std::mem::replace(&mut self.encoder, fresh).finish()));
+        self.ctx.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 
     /// Close the pass, upload the parameters and submit.

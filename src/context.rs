@@ -54,6 +54,10 @@ pub struct ContextOptions {
     /// from SPIR-V of their WGSL twins (see `native.rs`). Off by default.
     #[cfg(feature = "testkit")]
     pub native_spirv_twins: bool,
+    /// Testing hooks of the Native tier (`testkit` feature; see [`crate::native::NativeTesting`]).
+    /// Off by default.
+    #[cfg(feature = "testkit")]
+    pub native_testing: crate::native::NativeTesting,
 }
 
 impl Default for ContextOptions {
@@ -65,6 +69,8 @@ impl Default for ContextOptions {
             tuning: Tuning::default(),
             #[cfg(feature = "testkit")]
             native_spirv_twins: false,
+            #[cfg(feature = "testkit")]
+            native_testing: Default::default(),
         }
     }
 }

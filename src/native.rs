@@ -20,11 +20,112 @@
 //!   that naga generates from each kernel's WGSL twin, with the twin's entry point renamed to the
 //!   MSL kernel's. Only the MSL text itself is then left unexecuted. A testing aid (tests/passthrough.rs),
 //!   available with the `testkit` feature.
+//! * **Self-check** (`testkit` feature). Before a kernel runs as Native for the first time under
+//!   `Auto` or `Prefer` (the first [`Context::variant_for`] that would pick Native), the context
+//!   runs the smallest of the kernel's registered test cases that records a Native dispatch and
+//!   compares it with the CPU reference. A build failure or a mismatch records the kernel as
+//!   failed (it falls back to the best other variant, as above) and is reported by
+//!   [`Context::native_diagnostics`], [`Context::explain`] and the probe report. `Require(Native)`
+//!   skips the check (that policy never falls back). Kernels outside the kernel registry have no
+//!   case and run unchecked. Without `testkit` the cases and CPU references are not built, so
+//!   Native runs unchecked; the diagnostics and [`Context::explain`] say so.
+//! * **Testing hooks** (`NativeTesting`, `testkit` feature): a host executor that runs Native
+//!   dispatches instead of the GPU (tests/msl_exec.rs executes the MSL itself on the CPU through
+//!   it), and a deliberate fault in one twin, to prove the self-check catches a wrong Native kernel.
 
 use crate::caps::{KernelInfo, Variant, VariantPolicy};
 use crate::context::Context;
 use crate::error::{Error, Result};
+#[cfg(feature = "testkit")]
+use crate::pipeline::Pipeline;
 use crate::pipeline::{PipelineDesc, ShaderSource};
+#[cfg(feature = "testkit")]
+use std::sync::atomic::Ordering;
+#[cfg(feature = "testkit")]
+use std::sync::Arc;
+
+#[cfg(feature = "testkit")]
+/// Runs Native dispatches somewhere other than the GPU (a testing hook, see [`NativeTesting`]).
+pub trait NativeExecutor: Send + Sync {
+    /// Run the Native pipeline `desc` over `workgroups` threadgroups. `params` is the params
+    /// uniform (`buffer(0)`); `buffers[i]` holds binding `i + 1`'s whole contents (zeros for a
+    /// buffer that cannot be read back) and is updated in place. `Err` says why it could not run.
+    fn execute(&self, desc: &PipelineDesc, params: &[u8], buffers: &mut [Vec<u8>], workgroups: [u32; 3]) -> std::result::Result<(), String>;
+}
+
+#[cfg(feature = "testkit")]
+/// Testing hooks of the Native tier (`testkit` feature), in
+/// [`crate::ContextOptions::native_testing`]. None is set by default and nothing but tests should
+/// set them.
+#[derive(Clone, Default)]
+pub struct NativeTesting {
+    /// Execute every Native dispatch with this instead of the GPU: the batch submits what it has
+    /// recorded, reads every bound buffer back, calls the executor and writes the read-write
+    /// bindings back.
+    pub executor: Option<Arc<dyn NativeExecutor>>,
+    /// In SPIR-V twin mode, corrupt the twin of the MSL entry point of this name (every
+    /// floating-point addition becomes a subtraction) so its results are wrong.
+    pub twin_fault: Option<&'static str>,
+}
+
+#[cfg(feature = "testkit")]
+impl std::fmt::Debug for NativeTesting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeTesting").field("executor", &self.executor.is_some()).field("twin_fault", &self.twin_fault).finish()
+    }
+}
+
+#[cfg(feature = "testkit")]
+impl crate::ContextOptions {
+    /// Testing hook: see [`NativeTesting::executor`].
+    pub fn with_native_executor(mut self, executor: Arc<dyn NativeExecutor>) -> Self {
+        self.native_testing.executor = Some(executor);
+        self
+    }
+
+    /// Testing hook: see [`NativeTesting::twin_fault`].
+    pub fn with_native_twin_fault(mut self, entry: &'static str) -> Self {
+        self.native_testing.twin_fault = Some(entry);
+        self
+    }
+}
+
+/// The state of one kernel's Native self-check.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SelfCheck {
+    /// Being run (selections made meanwhile, e.g. by the check's own case, get Native).
+    Running,
+    /// Passed: the case and its error summary.
+    Passed(String),
+    /// Failed: why (the kernel falls back).
+    Failed(String),
+    /// Not checked: the kernel has no registered case.
+    Unchecked(String),
+}
+
+/// One line of [`Context::native_diagnostics`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct NativeDiagnostic {
+    pub kernel: &'static str,
+    pub check: SelfCheck,
+    /// Why Native is not used for this kernel on this context (build failure or failed check).
+    pub failure: Option<String>,
+}
+
+#[cfg(feature = "testkit")]
+/// SPIR-V with every OpFAdd turned into OpFSub (same operands): a wrong but valid module.
+fn corrupt_spirv(words: &mut [u32]) {
+    const OP_FADD: u32 = 129;
+    const OP_FSUB: u32 = 131;
+    let mut i = 5;
+    while i < words.len() {
+        let count = (words[i] >> 16) as usize;
+        if words[i] & 0xffff == OP_FADD {
+            words[i] = (words[i] & 0xffff_0000) | OP_FSUB;
+        }
+        i += count.max(1);
+    }
+}
 
 /// Threads per threadgroup of the Native GEMV kernels (one team = one threadgroup).
 pub const NATIVE_TG: u32 = 128;
@@ -51,7 +152,11 @@ impl Context {
             wgpu::Backend::Metal if self.caps().passthrough => d.msl = Some((*text).into()),
             #[cfg(feature = "testkit")]
             wgpu::Backend::Vulkan if self.caps().passthrough && self.caps().native_twins => {
-                d.spirv = Some(crate::shaders::twin_spirv(desc).map_err(|e| Error::Pipeline(format!("{label}: twin: {e}")))?.into());
+                let mut words = crate::shaders::twin_spirv(desc).map_err(|e| Error::Pipeline(format!("{label}: twin: {e}")))?;
+                if self.options().native_testing.twin_fault == Some(desc.entry) {
+                    corrupt_spirv(&mut words);
+                }
+                d.spirv = Some(words.into());
             }
             b => return Err(Error::Pipeline(format!("{label}: Native pipelines need Metal with PASSTHROUGH_SHADERS (this is {b:?})"))),
         }
@@ -73,9 +178,13 @@ impl Context {
         }
     }
 
-    /// The variant `kernel` runs as, after any recorded Native build failure: the best other
-    /// supported variant (or, under `Require(Native)`, [`Error::Unsupported`] with the reason).
+    /// The variant `kernel` runs as, after the Native self-check and any recorded Native failure:
+    /// the best other supported variant (or, under `Require(Native)`, [`Error::Unsupported`] with
+    /// the reason).
     pub(crate) fn variant_after_failures(&self, kernel: &KernelInfo, chosen: Variant) -> Result<Variant> {
+        if chosen == Variant::Native && !matches!(self.options().policy, VariantPolicy::Require(_)) {
+            self.self_check(kernel);
+        }
         let Some(reason) = (chosen == Variant::Native).then(|| self.native_failure(kernel.name)).flatten() else {
             return Ok(chosen);
         };
@@ -103,6 +212,114 @@ impl Context {
         }
     }
 
+    /// Run `kernel`'s Native self-check unless it has run (or is running) on this context.
+    fn self_check(&self, kernel: &KernelInfo) {
+        {
+            let Ok(mut checks) = self.pipelines.native_checks.lock() else { return };
+            if checks.contains_key(kernel.name) {
+                return;
+            }
+            checks.insert(kernel.name, SelfCheck::Running);
+        }
+        #[cfg(feature = "testkit")]
+        let outcome = match crate::kernels::registry().iter().find(|k| k.info().name == kernel.name) {
+            None => SelfCheck::Unchecked("not in the kernel registry: no check case".into()),
+            Some(k) => self.run_self_check(*k),
+        };
+        #[cfg(not(feature = "testkit"))]
+        let outcome = SelfCheck::Unchecked("the check cases and CPU references are in the `testkit` feature, not built here".into());
+        if let SelfCheck::Failed(reason) = &outcome {
+            self.record_native_failure(kernel.name, format!("self-check failed: {reason}"));
+        }
+        if let Ok(mut checks) = self.pipelines.native_checks.lock() {
+            checks.insert(kernel.name, outcome);
+        }
+    }
+
+    #[cfg(feature = "testkit")]
+    /// The smallest registered case of `k` that records a Native dispatch, against its reference.
+    fn run_self_check(&self, k: &dyn crate::suite::Kernel) -> SelfCheck {
+        let mut cases = k.test_cases();
+        cases.sort_by_key(|c| c.bytes());
+        let mut rng = crate::suite::Rng::new(0x5e1f_c4ec);
+        for case in &cases {
+            let before = self.pipelines.native_dispatches.load(Ordering::Relaxed);
+            let result = crate::suite::run_case(self, case.as_ref(), &mut rng);
+            if let Some(reason) = self.native_failure(k.info().name) {
+                return SelfCheck::Failed(format!("{}: {reason}", case.name()));
+            }
+            if self.pipelines.native_dispatches.load(Ordering::Relaxed) == before {
+                continue;
+            }
+            return match result {
+                Ok(c) if c.passed() => SelfCheck::Passed(format!("{}: {}", case.name(), c.summary())),
+                Ok(c) => SelfCheck::Failed(format!("{}: result differs from the CPU reference: {}", case.name(), c.summary())),
+                Err(e) => SelfCheck::Failed(format!("{}: {e}", case.name())),
+            };
+        }
+        SelfCheck::Failed("no registered case records a Native dispatch".into())
+    }
+
+    /// The Native self-check outcome and any Native failure of every kernel checked or failed on
+    /// this context so far, by kernel name.
+    pub fn native_diagnostics(&self) -> Vec<NativeDiagnostic> {
+        let checks = self.pipelines.native_checks.lock().map(|m| m.clone()).unwrap_or_default();
+        let failures = self.pipelines.native_failures.lock().map(|m| m.clone()).unwrap_or_default();
+        let mut names: Vec<&'static str> = checks.keys().chain(failures.keys()).copied().collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|kernel| NativeDiagnostic {
+                kernel,
+                check: checks.get(kernel).cloned().unwrap_or(SelfCheck::Unchecked("never selected as Native".into())),
+                failure: failures.get(kernel).cloned(),
+            })
+            .collect()
+    }
+
+    #[cfg(feature = "testkit")]
+    /// Execute a Native dispatch with the host executor (see [`NativeTesting::executor`]); the
+    /// batch has submitted and waited for everything recorded before it.
+    pub(crate) fn execute_on_host(&self, exec: &dyn NativeExecutor, pipe: &Pipeline, params: &[u8], buffers: &[&wgpu::Buffer], workgroups: [u32; 3]) -> Result<()> {
+        let mut data = Vec::with_capacity(buffers.len());
+        for b in buffers {
+            data.push(if b.usage().contains(wgpu::BufferUsages::COPY_SRC) { self.read_whole(b)? } else { vec![0u8; b.size() as usize] });
+        }
+        exec.execute(&pipe.desc, params, &mut data, workgroups).map_err(|e| Error::Device(format!("{} on the host executor: {e}", pipe.label)))?;
+        for ((b, d), spec) in buffers.iter().zip(&data).zip(pipe.desc.bindings) {
+            if !spec.read_only && b.usage().contains(wgpu::BufferUsages::COPY_DST) {
+                self.queue.write_buffer(b, 0, d);
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "testkit")]
+    /// The whole contents of a COPY_SRC buffer.
+    fn read_whole(&self, buf: &wgpu::Buffer) -> Result<Vec<u8>> {
+        let size = buf.size();
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgkernels host exec"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels host exec") });
+        enc.copy_buffer_to_buffer(buf, 0, &staging, 0, size);
+        let index = self.queue.submit(Some(enc.finish()));
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map_err(|e| Error::Readback(e.to_string()))?;
+        rx.recv().map_err(|e| Error::Readback(e.to_string()))?.map_err(|e| Error::Readback(e.to_string()))?;
+        let v = slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?.to_vec();
+        staging.unmap();
+        Ok(v)
+    }
+
     /// For every kernel selected as Native here, build all its Native pipelines now, recording
     /// failures (so they fall back and show in the probe report). Returns one line per kernel tried.
     /// (Without this, a Native pipeline that fails to build is found, recorded and falls back at
@@ -112,7 +329,11 @@ impl Context {
         let mut lines = Vec::new();
         for k in crate::kernels::registry() {
             let info = k.info();
-            if info.select(self.caps(), self.options().policy).ok() != Some(Variant::Native) || self.native_failure(info.name).is_some() {
+            if info.select(self.caps(), self.options().policy).ok() != Some(Variant::Native) {
+                continue;
+            }
+            if let Some(r) = self.native_failure(info.name) {
+                lines.push(format!("{}: native FAILED, falls back to {}: {r}", info.name, self.variant_for(info).map(|v| v.name()).unwrap_or("none")));
                 continue;
             }
             let mut built = 0;
@@ -125,19 +346,31 @@ impl Context {
                     }
                 }
             }
+            if self.native_failure(info.name).is_none() {
+                let _ = self.variant_for(info); // runs the self-check
+            }
+            let check = match self.pipelines.native_checks.lock().ok().and_then(|m| m.get(info.name).cloned()) {
+                Some(SelfCheck::Passed(s)) => format!(", self-check passed ({s})"),
+                Some(SelfCheck::Unchecked(s)) => format!(", not self-checked ({s})"),
+                _ => String::new(),
+            };
             lines.push(match self.native_failure(info.name) {
-                Some(r) => format!("{}: native FAILED, falls back: {r}", info.name),
-                None => format!("{}: {built} native pipelines built", info.name),
+                Some(r) => format!("{}: native FAILED, falls back to {}: {r}", info.name, self.variant_for(info).map(|v| v.name()).unwrap_or("none")),
+                None => format!("{}: {built} native pipelines built{check}", info.name),
             });
         }
         lines
     }
 
-    /// [`KernelInfo::explain`] plus any recorded Native build failure.
+    /// [`KernelInfo::explain`] plus any recorded Native failure (build or self-check) and an
+    /// unchecked Native kernel.
     pub fn explain(&self, kernel: &KernelInfo) -> String {
+        let _ = self.variant_for(kernel); // runs the Native self-check if Native is selected
         let mut s = kernel.explain(self.caps(), self.options().policy);
         if let Some(r) = self.native_failure(kernel.name) {
             s += &format!("; native pipeline failed, falls back to {}: {r}", self.variant_for(kernel).map(|v| v.name()).unwrap_or("none"));
+        } else if let Some(SelfCheck::Unchecked(r)) = self.pipelines.native_checks.lock().ok().and_then(|m| m.get(kernel.name).cloned()) {
+            s += &format!("; native not self-checked: {r}");
         }
         s
     }

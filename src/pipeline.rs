@@ -156,6 +156,11 @@ pub struct PipelineCache {
     map: Mutex<HashMap<CacheKey, Arc<Pipeline>>>,
     /// Kernels whose Native pipeline failed to build, with the reason (see `native.rs`).
     pub(crate) native_failures: Mutex<HashMap<&'static str, String>>,
+    /// Native self-check outcomes per kernel (see `native.rs`).
+    pub(crate) native_checks: Mutex<HashMap<&'static str, crate::native::SelfCheck>>,
+    /// Native dispatches recorded so far (a self-check case must record at least one).
+    #[cfg(feature = "testkit")]
+    pub(crate) native_dispatches: std::sync::atomic::AtomicU64,
 }
 
 impl PipelineCache {

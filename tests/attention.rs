@@ -368,15 +368,33 @@ fn bad_inputs_are_errors() {
     let q: GpuBuffer<f32> = ctx.alloc(8 * 64).unwrap();
     let kn: GpuBuffer<f32> = ctx.alloc(2 * 64).unwrap();
     let kc: GpuBuffer<f32> = ctx.alloc(100 * 2 * 64).unwrap();
+    let vc: GpuBuffer<f32> = ctx.alloc(100 * 2 * 64).unwrap();
     let out: GpuBuffer<f32> = ctx.alloc(8 * 64).unwrap();
     let dec = |pos: usize, capacity: usize, shape: AttnShape, scratch: &DecodeScratch, q: &GpuBuffer<f32>| {
         let mut b = ctx.batch();
         attention::decode(
             &mut b,
-            &Decode { shape, pos, layout: PairLayout::Interleaved, scale: None, q, k_new: &kn, v_new: &kn, k_cache: &kc, v_cache: &kc, capacity, table: &t64, scratch, out: &out },
+            &Decode { shape, pos, layout: PairLayout::Interleaved, scale: None, q, k_new: &kn, v_new: &kn, k_cache: &kc, v_cache: &vc, capacity, table: &t64, scratch, out: &out },
         )
     };
     assert!(dec(10, 100, shape, &scratch, &q).is_ok());
+    // One buffer as both caches: both are written (the append), so that is an aliasing error.
+    let same = Decode {
+        shape,
+        pos: 10,
+        layout: PairLayout::Interleaved,
+        scale: None,
+        q: &q,
+        k_new: &kn,
+        v_new: &kn,
+        k_cache: &kc,
+        v_cache: &kc,
+        capacity: 100,
+        table: &t64,
+        scratch: &scratch,
+        out: &out,
+    };
+    assert!(matches!(attention::decode(&mut ctx.batch(), &same), Err(Error::Aliased { first: "k_cache", second: "v_cache" })));
     assert!(matches!(dec(100, 100, shape, &scratch, &q), Err(Error::Shape(_))));
     assert!(matches!(dec(70, 100, shape, &scratch, &q), Err(Error::Argument(_))));
     assert!(matches!(dec(10, 101, shape, &scratch, &q), Err(Error::BufferTooSmall { name: "k_cache", .. })));

@@ -220,3 +220,54 @@ fn attn_decode_twin_mode_uses_the_native_plan() {
     }
     assert_eq!(ctx.native_failure("attn_decode"), None);
 }
+
+/// The Native self-check: before Auto first runs a kernel as Native it runs a small registered
+/// case and compares with the CPU reference. A twin corrupted on purpose (every float addition a
+/// subtraction) must be caught, reported (diagnostics, explain, probe report) and fall back, with
+/// correct results; an intact twin passes the check and stays Native.
+#[test]
+fn native_self_check_catches_a_wrong_kernel_and_falls_back() {
+    use wgkernels::native::SelfCheck;
+    let base = common::context();
+    let Some(_) = twin_context(&base, VariantPolicy::Auto) else { return };
+    let kernel = kernels::registry().into_iter().find(|k| k.info().name == "int8_gemv").expect("int8_gemv registered");
+    let info = kernel.info();
+    let case = kernel.test_cases().into_iter().find(|c| c.name().contains("n=33")).expect("an n=33 case");
+    let seed = Rng::fresh_seed();
+    println!("seed {seed}");
+    let mut rng = Rng::new(seed);
+
+    // The fault has teeth: under Require(Native) (no self-check, no fallback) the result is wrong.
+    let opts = |p| ContextOptions::default().with_policy(p).with_native_spirv_twins(true).with_native_twin_fault("int8_gemv");
+    let required = base.with_options(opts(VariantPolicy::Require(Variant::Native)));
+    let c = run_case(&required, case.as_ref(), &mut rng).expect("run");
+    println!("corrupted twin under Require(Native): {}", c.summary());
+    assert!(!c.passed(), "the corrupted twin computed a correct result: the fault tests nothing");
+
+    // Auto: the self-check catches it, the kernel falls back, the result is right.
+    let auto = base.with_options(opts(VariantPolicy::Auto));
+    assert_eq!(auto.variant_for(info), Ok(Variant::Subgroup), "a failed self-check must fall back");
+    let c = run_case(&auto, case.as_ref(), &mut rng).expect("run");
+    assert!(c.passed(), "fallback result: {}", c.summary());
+    let reason = auto.native_failure(info.name).expect("failure recorded");
+    println!("recorded: {reason}");
+    assert!(reason.contains("self-check failed") && reason.contains("differs from the CPU reference"), "{reason}");
+    let diag = auto.native_diagnostics();
+    println!("{diag:?}");
+    let d = diag.iter().find(|d| d.kernel == info.name).expect("diagnostic");
+    assert!(matches!(&d.check, SelfCheck::Failed(_)) && d.failure.is_some(), "{d:?}");
+    assert!(auto.explain(info).contains("native pipeline failed, falls back to subgroup"), "{}", auto.explain(info));
+    let report = wgkernels::probe_report(&auto);
+    assert!(report.contains("int8_gemv: native FAILED, falls back to subgroup: self-check failed"), "{report}");
+    // Other kernels are unaffected.
+    assert!(auto.native_failure("int4_gemv").is_none());
+
+    // Without the fault the check passes and Native is kept.
+    let clean = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Auto).with_native_spirv_twins(true));
+    assert_eq!(clean.variant_for(info), Ok(Variant::Native));
+    let d = clean.native_diagnostics().into_iter().find(|d| d.kernel == info.name).expect("diagnostic");
+    println!("{d:?}");
+    assert!(matches!(&d.check, SelfCheck::Passed(_)) && d.failure.is_none(), "{d:?}");
+    let c = run_case(&clean, case.as_ref(), &mut rng).expect("run");
+    assert!(c.passed(), "{}", c.summary());
+}

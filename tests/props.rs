@@ -10,7 +10,7 @@ mod common;
 
 use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeAttention, DecodeScratch, Prefill};
 use wgkernels::kernels::rope::{self, PairLayout, Positions, RopeConfig, RopeScaling, RopeTable};
-use wgkernels::kernels::{elementwise, int4, int8, q4k, turboquant};
+use wgkernels::kernels::{elementwise, int4, int8, q4k, q8, turboquant};
 use wgkernels::suite::{self, Rng, POISON_F32};
 use wgkernels::{Batch, Context, Error, GpuBuffer};
 
@@ -25,6 +25,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("int4", int4_family),
     ("int8", int8_family),
     ("q4k", q4k_family),
+    ("q8", q8_family),
 ];
 
 /// The wrapping reproducer of the audit: 25 * this wraps to 25 / 3 of a multiple of 3.
@@ -347,6 +348,33 @@ fn q4k_family(env: &mut Env) {
         let (nn, kk) = (env.size(n), env.size(k));
         let bytes: &[u8] = bytemuck::cast_slice(&blocks);
         assert!(q4k::Q4kMatrix::upload_bytes(&env.ctx, nn, kk, bytes).is_ok() == (nn.checked_mul(kk) == Some(n * k) && kk % 256 == 0 && nn > 0));
+    }
+}
+
+fn q8_family(env: &mut Env) {
+    let (n, k) = (5, 256);
+    let h = int4::random_host(&mut env.rng, n, k, 32, int4::Int4Mode::Signed, false);
+    let w4 = int4::Int4Matrix::upload(&env.ctx, &h).unwrap();
+    let wq = q4k::Q4kMatrix::upload(&env.ctx, n, k, &q4k::random_blocks(&mut env.rng, n)).unwrap();
+    let xq = q8::Q8Activations::alloc(&env.ctx, k).unwrap();
+    for _ in 0..ROUNDS / 2 {
+        let kk = env.size(k);
+        if kk < 1 << 16 {
+            let _ = q8::Q8Activations::alloc(&env.ctx, kk);
+        } else if kk > u32::MAX as usize / 8 {
+            assert!(q8::Q8Activations::alloc(&env.ctx, kk).is_err());
+        }
+        let xl = env.size(k);
+        if xl < 1 << 16 {
+            let x = env.ctx.upload(&vec![0.5f32; xl.max(1)]).unwrap();
+            env.call("q8 quantize_activations", &[], |b| q8::quantize_activations(b, &x, &xq));
+        }
+        let yl = env.size(n);
+        if yl < 1 << 16 {
+            let y = env.guarded(yl.max(1));
+            env.call("q8 int4_gemv", &[(&y, n)], |b| q8::int4_gemv(b, &w4, &xq, &y));
+            env.call("q8 q4k_gemv", &[(&y, n)], |b| q8::q4k_gemv(b, &wq, &xq, &y));
+        }
     }
 }
 
