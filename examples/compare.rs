@@ -21,6 +21,10 @@ use wgkernels::suite::{Case, Rng};
 use wgkernels::timing::{copy_bandwidth, measure, Timing};
 use wgkernels::{kernels, Context, ContextOptions, Error, Result, Variant, VariantPolicy};
 
+/// Seconds of cases on a CPU adapter before the rest are skipped (each variant's pipelines are
+/// compiled by the CPU driver, seconds apiece).
+const CPU_BUDGET_S: u64 = 40;
+
 struct Args {
     reps: usize,
     kernel: Option<String>,
@@ -123,10 +127,11 @@ fn main() {
             a.rotate_mib = 0;
         }
         if !given("--max-cases") {
-            a.max_cases = 2;
+            a.max_cases = 1;
         }
         println!(
-            "CPU adapter: shrunk to the first {} test-grid cases per kernel, {} reps, {} MiB of weight copies, a 32 MiB copy kernel (--full for the GPU defaults)\n",
+            "CPU adapter: shrunk to the first {} test-grid case(s) per kernel, {} reps, {} MiB of weight copies, a 32 MiB copy kernel, \
+             and {CPU_BUDGET_S} s of cases (--full for the GPU defaults)\n",
             a.max_cases, a.reps, a.rotate_mib
         );
     }
@@ -145,9 +150,14 @@ fn main() {
     );
     let mut notes = Vec::new();
     let mut wrong = 0;
+    let (start, mut skipped) = (std::time::Instant::now(), Vec::new());
     for kernel in kernels::registry() {
         let info = kernel.info();
         if a.kernel.as_deref().is_some_and(|k| !info.name.contains(k)) {
+            continue;
+        }
+        if a.small && start.elapsed().as_secs() >= CPU_BUDGET_S {
+            skipped.push(info.name);
             continue;
         }
         let cases = if a.small { kernel.test_cases() } else { kernel.bench_cases() };
@@ -189,6 +199,9 @@ fn main() {
         }
     }
     notes.dedup();
+    if !skipped.is_empty() {
+        notes.push(format!("CPU adapter: {CPU_BUDGET_S} s budget spent; not run: {} (--kernel NAME runs one)", skipped.join(", ")));
+    }
     println!("\nµs: per dispatch, {} dispatches recorded back to back in one pass; GB/s: bytes the kernel must move / time.", a.reps);
     println!("ratios: speed-up of the left variant over the right one (e.g. nat/sg 1.30x = Native 30% faster).");
     for n in &notes {

@@ -39,7 +39,7 @@ pub struct ContextOptions {
     /// kernel that only passes with checks on is caught.
     ///
     /// **Cost: not yet measured here.** The repository holds no timing of checks on against
-    /// off: the recorded GPU runs (BENCHMARKS.md, results of the H100/H200 sessions) ran the
+    /// off: the recorded GPU measurements (BENCHMARKS.md, `results/` of the H100 and H200) ran the
     /// correctness harness both ways but timed only the default. The only figure is wgpu's own
     /// report of about 25% on Metal, which this crate has not reproduced. To measure: time the
     /// same bench cases with this option on and off on one warm device (the bench's per-variant

@@ -33,8 +33,8 @@ pub struct GemvTuning {
 }
 
 impl GemvTuning {
-    fn from_env(prefix: &str) -> Result<GemvTuning> {
-        let one_of = |name: &str, ok: &'static [u32]| env_u32(&format!("{prefix}_{name}"), move |v| ok.contains(&v));
+    fn from_vars(var: Var, prefix: &str) -> Result<GemvTuning> {
+        let one_of = |name: &str, ok: &'static [u32]| env_u32(var, &format!("{prefix}_{name}"), move |v| ok.contains(&v));
         Ok(GemvTuning {
             wg: one_of("WG", &[64, 128, 256])?,
             rows: one_of("ROWS", &[1, 2, 4])?,
@@ -121,8 +121,11 @@ pub(crate) fn accepted<T: Copy>(value: Option<T>, ok: impl Fn(T) -> bool) -> Opt
     value.filter(|&v| ok(v))
 }
 
-fn env_parsed<T: std::str::FromStr>(name: &str, ok: impl Fn(&T) -> bool, expect: &str) -> Result<Option<T>> {
-    let Ok(text) = std::env::var(name) else { return Ok(None) };
+/// Where the variables come from: the environment, or a table in the tests.
+type Var<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn env_parsed<T: std::str::FromStr>(var: Var, name: &str, ok: impl Fn(&T) -> bool, expect: &str) -> Result<Option<T>> {
+    let Some(text) = var(name) else { return Ok(None) };
     if text.is_empty() {
         return Ok(None);
     }
@@ -132,17 +135,17 @@ fn env_parsed<T: std::str::FromStr>(name: &str, ok: impl Fn(&T) -> bool, expect:
     }
 }
 
-fn env_usize(name: &str, ok: impl Fn(usize) -> bool) -> Result<Option<usize>> {
-    env_parsed(name, |&v| ok(v), "a value in the documented range (see wgkernels::Tuning)")
+fn env_usize(var: Var, name: &str, ok: impl Fn(usize) -> bool) -> Result<Option<usize>> {
+    env_parsed(var, name, |&v| ok(v), "a value in the documented range (see wgkernels::Tuning)")
 }
 
-fn env_u32(name: &str, ok: impl Fn(u32) -> bool) -> Result<Option<u32>> {
-    env_parsed(name, |&v| ok(v), "a value in the documented range (see wgkernels::Tuning)")
+fn env_u32(var: Var, name: &str, ok: impl Fn(u32) -> bool) -> Result<Option<u32>> {
+    env_parsed(var, name, |&v| ok(v), "a value in the documented range (see wgkernels::Tuning)")
 }
 
 /// An on/off switch: `0` off, `1` on, unset = `default`.
-fn env_switch(name: &str, default: bool) -> Result<bool> {
-    Ok(env_parsed::<u32>(name, |&v| v <= 1, "0 or 1")?.map_or(default, |v| v == 1))
+fn env_switch(var: Var, name: &str, default: bool) -> Result<bool> {
+    Ok(env_parsed::<u32>(var, name, |&v| v <= 1, "0 or 1")?.map_or(default, |v| v == 1))
 }
 
 impl Tuning {
@@ -153,25 +156,30 @@ impl Tuning {
 
     /// The defaults with every `WGKERNELS_*` tuning variable that is set applied.
     pub fn from_env() -> Result<Tuning> {
+        Self::from_vars(&|name| std::env::var(name).ok())
+    }
+
+    /// [`Tuning::from_env`] over any source of variables.
+    fn from_vars(var: Var) -> Result<Tuning> {
         Ok(Tuning {
-            decode_wg: env_usize("WGKERNELS_DECODE_WG", |v| Self::pow2_in(v, 64, 1024))?,
-            decode_lanes: env_usize("WGKERNELS_DECODE_LANES", |v| Self::pow2_in(v, 1, 128))?,
-            decode_keys: env_usize("WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v))?,
-            decode_prefetch: env_parsed::<u32>("WGKERNELS_DECODE_PF", |&v| v <= 1, "0 or 1")?.map(|v| v == 1),
-            decode_gb: env_usize("WGKERNELS_DECODE_GB", |v| (1..=8).contains(&v))?,
-            decode_workgroups: env_usize("WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v))?,
-            decode_min_chunk: env_usize("WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20)?,
-            decode_merge_unroll: env_usize("WGKERNELS_DECODE_MERGE_U", |v| (1..=8).contains(&v))?,
-            decode_matrix_subgroups: env_usize("WGKERNELS_DECODE_NW", |v| (1..=4).contains(&v))?,
-            prefill_tau: env_parsed::<f32>("WGKERNELS_PREFILL_TAU", |t| (0.0..=14.0).contains(t), "a number in 0..=14")?,
-            tq_split: env_usize("WGKERNELS_TQ_SPLIT", |v| (64..=256).contains(&v))?,
-            rope_vec: env_switch("WGKERNELS_ROPE_VEC", true)?,
-            elementwise_vec: env_switch("WGKERNELS_ELEMENTWISE_VEC", true)?,
-            gemm_split: env_switch("WGKERNELS_GEMM_SPLIT", true)?,
-            int4_gemv: GemvTuning::from_env("WGKERNELS_GEMV")?,
-            int8_gemv: GemvTuning::from_env("WGKERNELS_INT8")?,
-            q4k_gemv: GemvTuning::from_env("WGKERNELS_Q4K")?,
-            q8_gemv: GemvTuning::from_env("WGKERNELS_Q8")?,
+            decode_wg: env_usize(var, "WGKERNELS_DECODE_WG", |v| Self::pow2_in(v, 64, 1024))?,
+            decode_lanes: env_usize(var, "WGKERNELS_DECODE_LANES", |v| Self::pow2_in(v, 1, 128))?,
+            decode_keys: env_usize(var, "WGKERNELS_DECODE_KEYS", |v| (1..=8).contains(&v))?,
+            decode_prefetch: env_parsed::<u32>(var, "WGKERNELS_DECODE_PF", |&v| v <= 1, "0 or 1")?.map(|v| v == 1),
+            decode_gb: env_usize(var, "WGKERNELS_DECODE_GB", |v| (1..=8).contains(&v))?,
+            decode_workgroups: env_usize(var, "WGKERNELS_DECODE_WGS", |v| (1..=1 << 16).contains(&v))?,
+            decode_min_chunk: env_usize(var, "WGKERNELS_DECODE_MINCHUNK", |v| v <= 1 << 20)?,
+            decode_merge_unroll: env_usize(var, "WGKERNELS_DECODE_MERGE_U", |v| (1..=8).contains(&v))?,
+            decode_matrix_subgroups: env_usize(var, "WGKERNELS_DECODE_NW", |v| (1..=4).contains(&v))?,
+            prefill_tau: env_parsed::<f32>(var, "WGKERNELS_PREFILL_TAU", |t| (0.0..=14.0).contains(t), "a number in 0..=14")?,
+            tq_split: env_usize(var, "WGKERNELS_TQ_SPLIT", |v| (64..=256).contains(&v))?,
+            rope_vec: env_switch(var, "WGKERNELS_ROPE_VEC", true)?,
+            elementwise_vec: env_switch(var, "WGKERNELS_ELEMENTWISE_VEC", true)?,
+            gemm_split: env_switch(var, "WGKERNELS_GEMM_SPLIT", true)?,
+            int4_gemv: GemvTuning::from_vars(var, "WGKERNELS_GEMV")?,
+            int8_gemv: GemvTuning::from_vars(var, "WGKERNELS_INT8")?,
+            q4k_gemv: GemvTuning::from_vars(var, "WGKERNELS_Q4K")?,
+            q8_gemv: GemvTuning::from_vars(var, "WGKERNELS_Q8")?,
         })
     }
 }
@@ -186,6 +194,27 @@ mod tests {
         assert_eq!(accepted(Some(5usize), |v| v <= 4), None);
         assert_eq!(accepted(None::<usize>, |v| v <= 4), None);
         assert!(Tuning::pow2_in(128, 64, 1024) && !Tuning::pow2_in(96, 64, 1024) && !Tuning::pow2_in(2048, 64, 1024));
+    }
+
+    fn vars(table: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| table.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn variables_parse_and_bad_values_name_the_variable() {
+        let t = Tuning::from_vars(&vars(&[("WGKERNELS_DECODE_WGS", "264"), ("WGKERNELS_ROPE_VEC", "0"), ("WGKERNELS_Q4K_ROWS", "4"), ("WGKERNELS_DECODE_PF", "1")])).unwrap();
+        assert_eq!(t.decode_workgroups, Some(264));
+        assert!(!t.rope_vec && t.elementwise_vec);
+        assert_eq!(t.q4k_gemv.rows, Some(4));
+        assert_eq!(t.decode_prefetch, Some(true));
+        assert_eq!(Tuning::from_vars(&vars(&[])).unwrap(), Tuning::default());
+        for (name, value) in
+            [("WGKERNELS_DECODE_WG", "96"), ("WGKERNELS_DECODE_KEYS", "x"), ("WGKERNELS_GEMM_SPLIT", "2"), ("WGKERNELS_PREFILL_TAU", "15"), ("WGKERNELS_INT8_WG", "512")]
+        {
+            let table: &'static [(&'static str, &'static str)] = Box::leak(vec![(name, value)].into_boxed_slice());
+            let e = Tuning::from_vars(&vars(table)).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains(value), "{e}");
+        }
     }
 
     #[test]
