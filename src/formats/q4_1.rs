@@ -138,32 +138,6 @@ mod tests {
 
     #[test]
     fn validation_and_lengths() {
-        use crate::formats::{dequantize as deq, FormatError};
-        let mut rng = fastrand::Rng::with_seed(1);
-        let mut bytes = (FORMAT.random_blocks)(&mut rng, 3);
-        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
-        FORMAT.validate(&bytes).unwrap();
-        deq(GgmlType::Q4_1, &bytes, &mut out).unwrap();
-        assert!(matches!(deq(GgmlType::Q4_1, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
-        assert!(matches!(FORMAT.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
-        for (at, bits) in [(0, 0x7c00u16), (0, 0xfe00), (2, 0x7c00u16), (2, 0xfe00)] {
-            let mut m = bytes.clone();
-            m[BLOCK_BYTES + at..BLOCK_BYTES + at + 2].copy_from_slice(&bits.to_le_bytes());
-            assert!(matches!(FORMAT.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{at} {bits:#x}");
-        }
-        bytes.truncate(0);
-        FORMAT.validate(&bytes).unwrap();
-    }
-
-    #[test]
-    fn magnitudes_bound_values() {
-        let mut rng = fastrand::Rng::with_seed(2);
-        for _ in 0..64 {
-            let b = random_block(&mut rng);
-            let (mut w, mut m) = ([0f32; BLOCK_WEIGHTS], [0f32; BLOCK_WEIGHTS]);
-            dequantize_block(&b, &mut w);
-            magnitudes_block(&b, &mut m);
-            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && w.abs() <= *m));
-        }
+        crate::formats::weight::check_validation_and_lengths(&FORMAT, &[0, 2]);
     }
 }

@@ -151,3 +151,47 @@ pub(crate) fn pack_bytes(src: &[u8], dst: &mut [u32]) {
         *d = u32::from_le_bytes(w);
     }
 }
+
+/// The validation and length checks every quantised format must pass: random blocks validate and
+/// dequantise; a wrong output length and a partial block are errors; an infinite or NaN f16
+/// scale at any of `scale_offsets` (bytes within a block) of the second block is reported as
+/// that block.
+#[cfg(test)]
+pub(crate) fn check_validation_and_lengths(f: &WeightFormat, scale_offsets: &[usize]) {
+    let mut rng = fastrand::Rng::with_seed(1);
+    let bytes = (f.random_blocks)(&mut rng, 3);
+    let mut out = vec![0f32; 3 * f.block_weights];
+    f.validate(&bytes).unwrap();
+    dequantize(f.ggml_type, &bytes, &mut out).unwrap();
+    assert!(matches!(dequantize(f.ggml_type, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })), "{}", f.name);
+    assert!(matches!(f.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })), "{}", f.name);
+    assert!(!scale_offsets.is_empty());
+    for &at in scale_offsets {
+        for bits in [0x7c00u16, 0xfe00] {
+            let mut m = bytes.clone();
+            m[f.block_bytes + at..f.block_bytes + at + 2].copy_from_slice(&bits.to_le_bytes());
+            assert!(matches!(f.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{} {at} {bits:#x}", f.name);
+        }
+    }
+    f.validate(&[]).unwrap();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every format's magnitudes bound its dequantised values (up to the f32 rounding of the
+    /// dequantiser, relative 1e-6), on random valid blocks.
+    #[test]
+    fn magnitudes_bound_values() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for f in FORMATS {
+            let bytes = (f.random_blocks)(&mut rng, 64);
+            let weights = bytes.len() / f.block_bytes * f.block_weights;
+            let (mut w, mut m) = (vec![0f32; weights], vec![0f64; weights]);
+            (f.dequantize)(&bytes, &mut w);
+            (f.magnitudes)(&bytes, &mut m);
+            assert!(w.iter().zip(&m).all(|(w, m)| w.is_finite() && f64::from(w.abs()) <= *m * (1.0 + 1e-6)), "{}", f.name);
+        }
+    }
+}
