@@ -7,7 +7,7 @@
 //! Matrices larger than the device's storage binding limit are split into row chunks on upload
 //! (rows are independent in every format's GPU layout); each kernel dispatches once per chunk.
 //! Sources: wgsl/mm_common.wgsl, mm_gemv.wgsl / mm_gemv_q8.wgsl + mm_rows.wgsl (+ team_*.wgsl),
-//! mm_gemm.wgsl (+ splitk_tile.wgsl), mm_dequant.wgsl, and the format's wgsl/fmt_<name>.wgsl.
+//! mm_gemm.wgsl (+ splitk_tile.wgsl), mm_dequant.wgsl, and the format's `wgsl/fmt_<name>.wgsl`.
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -318,7 +318,7 @@ pub fn gemv(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
 }
 
 /// `y[0..n] = W x_q8` on int8 activations (quantised by [`crate::kernels::q8::quantize_activations`];
-/// `xq.k() == k`): numerics of [`crate::reference::q8`] (x rounded to 8 bits per block of 32).
+/// `xq.k() == k`): numerics of `reference::q8` (testkit) (x rounded to 8 bits per block of 32).
 pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     ensure(xq.k() == w.k, || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k(), w.k)))?;
     gemv_any(b, w, xq.int4_words().raw(), y, true)
