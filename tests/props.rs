@@ -26,6 +26,7 @@ const FAMILIES: &[(&str, Family)] = &[
     ("int8", int8_family),
     ("q4k", q4k_family),
     ("q8", q8_family),
+    ("matmul", matmul_family),
 ];
 
 /// The wrapping reproducer of the audit: 25 * this wraps to 25 / 3 of a multiple of 3.
@@ -348,6 +349,32 @@ fn q4k_family(env: &mut Env) {
         let (nn, kk) = (env.size(n), env.size(k));
         let bytes: &[u8] = bytemuck::cast_slice(&blocks);
         assert!(q4k::Q4kMatrix::upload_bytes(&env.ctx, nn, kk, bytes).is_ok() == (nn.checked_mul(kk) == Some(n * k) && kk % 256 == 0 && nn > 0));
+    }
+}
+
+fn matmul_family(env: &mut Env) {
+    use wgkernels::formats::FORMATS;
+    use wgkernels::kernels::matmul::{self, WeightMatrix};
+    let (n, k) = (3, 256);
+    let x = env.ctx.upload(&env.rng.uniform_vec(2 * k, -1.0, 1.0)).unwrap();
+    for f in FORMATS {
+        let mut blocks_rng = fastrand::Rng::with_seed(u64::from(env.rng.u32(u32::MAX)));
+        let bytes = (f.random_blocks)(&mut blocks_rng, n * k / f.block_weights);
+        let w = WeightMatrix::upload(&env.ctx, f.ggml_type, n, k, &bytes).unwrap();
+        for _ in 0..ROUNDS / 8 {
+            let m = env.size(2);
+            let y = env.guarded(2 * n);
+            env.call("matmul", &[(&y, m.saturating_mul(n))], |b| matmul::matmul(b, &w, &x, &y, m));
+            let yl = env.size(n);
+            if yl < 1 << 16 {
+                let y = env.guarded(yl.max(1));
+                env.call("matmul gemv", &[(&y, n)], |b| matmul::gemv(b, &w, &x, &y));
+                env.call("matmul dequantize", &[(&y, n * k)], |b| matmul::dequantize(b, &w, &y));
+            }
+            let (nn, kk) = (env.size(n), env.size(k));
+            let uploaded = WeightMatrix::upload(&env.ctx, f.ggml_type, nn, kk, &bytes).is_ok();
+            assert!(!uploaded || nn.checked_mul(kk) == Some(n * k), "{}: upload of {nn} x {kk} from {} bytes", f.name, bytes.len());
+        }
     }
 }
 
