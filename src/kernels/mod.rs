@@ -63,11 +63,13 @@ pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     v
 }
 
-/// Every pipeline of every kernel, plus the bench's copy, busy and read kernels (for the offline shader checks).
+/// Every pipeline of every kernel, plus the bench's copy, busy and read kernels and the model
+/// runner's glue kernels (for the offline shader checks).
 #[cfg(feature = "testkit")]
 pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
     v.extend(crate::timing::pipeline_descs(&crate::caps::Caps::nominal()));
+    v.extend(crate::model::ops::pipelines());
     v
 }
 

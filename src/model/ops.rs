@@ -70,6 +70,16 @@ impl PipelineKey for ModelPipeline {
     }
 }
 
+/// Every pipeline of the glue kernels, labelled (for the offline shader checks).
+#[cfg(feature = "testkit")]
+pub fn pipelines() -> Vec<(String, PipelineDesc)> {
+    let caps = Caps::nominal();
+    [ModelPipeline::BiasAdd, ModelPipeline::KvStore { neox: false }, ModelPipeline::KvStore { neox: true }, ModelPipeline::CopyRow]
+        .into_iter()
+        .map(|k| (format!("{k:?}"), k.describe(&caps)))
+        .collect()
+}
+
 fn u32_of(v: usize, what: &str) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::Shape(format!("{what} = {v} exceeds u32")))
 }
