@@ -97,19 +97,11 @@ fn relayout_row(src: &[u8], dst: &mut [u32]) {
 
 /// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
 fn dequantize(src: &[u8], out: &mut [f32]) {
-    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
-        dequantize_block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
-    }
+    super::weight::dequantize_blocks(src, out, dequantize_block);
 }
 
 fn magnitudes(src: &[u8], out: &mut [f64]) {
-    let mut m = [0f32; BLOCK_WEIGHTS];
-    for (b, o) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(BLOCK_WEIGHTS)) {
-        magnitudes_block(b.try_into().expect("whole block"), &mut m);
-        for (o, m) in o.iter_mut().zip(&m) {
-            *o = *m as f64;
-        }
-    }
+    super::weight::magnitudes_blocks(src, out, magnitudes_block);
 }
 
 #[cfg(test)]

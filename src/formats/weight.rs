@@ -152,6 +152,24 @@ pub(crate) fn pack_bytes(src: &[u8], dst: &mut [u32]) {
     }
 }
 
+/// Runs a format's per-block dequantiser over whole blocks (`out.len()` = blocks * `W`).
+pub(crate) fn dequantize_blocks<const B: usize, const W: usize>(src: &[u8], out: &mut [f32], block: fn(&[u8; B], &mut [f32; W])) {
+    for (b, o) in src.chunks_exact(B).zip(out.chunks_exact_mut(W)) {
+        block(b.try_into().expect("whole block"), o.try_into().expect("whole block"));
+    }
+}
+
+/// Runs a format's per-block magnitudes (f32) over whole blocks, into f64.
+pub(crate) fn magnitudes_blocks<const B: usize, const W: usize>(src: &[u8], out: &mut [f64], block: fn(&[u8; B], &mut [f32; W])) {
+    let mut m = [0f32; W];
+    for (b, o) in src.chunks_exact(B).zip(out.chunks_exact_mut(W)) {
+        block(b.try_into().expect("whole block"), &mut m);
+        for (o, m) in o.iter_mut().zip(&m) {
+            *o = f64::from(*m);
+        }
+    }
+}
+
 /// The validation and length checks every quantised format must pass: random blocks validate and
 /// dequantise; a wrong output length and a partial block are errors; an infinite or NaN f16
 /// scale at any of `scale_offsets` (bytes within a block) of the second block is reported as
