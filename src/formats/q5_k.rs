@@ -13,16 +13,12 @@ use half::f16;
 
 use super::q4k::get_scale_min;
 use super::gguf::GgmlType;
-use super::weight::WeightFormat;
+use super::weight::{f16_at, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 176;
-
-fn f16_at(b: &[u8], at: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
-}
 
 /// The 5-bit code (0..=31) of weight `i` of a block.
 #[inline]

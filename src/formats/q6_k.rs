@@ -11,16 +11,12 @@
 use half::f16;
 
 use super::gguf::GgmlType;
-use super::weight::{le16, pack_words, WeightFormat};
+use super::weight::{le16, pack_words, WeightFormat, f16_at};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 210;
-
-fn f16_at(b: &[u8], at: usize) -> f32 {
-    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
-}
 
 /// The signed code (-32..=31) of weight `i` of a block.
 #[inline]

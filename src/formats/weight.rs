@@ -136,6 +136,12 @@ pub(crate) fn le16(b: &[u8], i: usize) -> u16 {
     u16::from_le_bytes([b[i], b[i + 1]])
 }
 
+/// Little-endian f16 at byte `at`, as f32 (the block scales of the quantised formats).
+#[inline]
+pub(crate) fn f16_at(b: &[u8], at: usize) -> f32 {
+    half::f16::from_bits(le16(b, at)).to_f32()
+}
+
 /// Packs bytes (length a multiple of 4) into little-endian words.
 pub(crate) fn pack_words(src: &[u8], dst: &mut [u32]) {
     for (d, c) in dst.iter_mut().zip(src.chunks_exact(4)) {
