@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
 //!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
-//!     [--dump-logits FILE.npy] [--no-bos]
+//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations]
 //! ```
 //!
 //! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr), prints
@@ -12,7 +12,8 @@
 //! kernel variant chosen for each kernel the forward pass uses. `--temp 0` is greedy (the
 //! default). `--print-tokens` prints the prompt's token ids and the generated ids;
 //! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
-//! `[prompt tokens, vocab]`.
+//! `[prompt tokens, vocab]`. Decode steps multiply Q4_K weights by int8-rounded activations (as
+//! llama.cpp's GPU backends do); `--f32-activations` keeps them in f32.
 
 use std::io::Write;
 use std::time::Instant;
@@ -32,9 +33,10 @@ struct Args {
     print_tokens: bool,
     dump_logits: Option<String>,
     bos: bool,
+    f32_activations: bool,
 }
 
-const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos]";
+const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -48,6 +50,7 @@ fn parse_args() -> Result<Args, String> {
         print_tokens: false,
         dump_logits: None,
         bos: true,
+        f32_activations: false,
     };
     let mut it = std::env::args().skip(1);
     fn val<T: std::str::FromStr>(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<T, String> {
@@ -71,6 +74,7 @@ fn parse_args() -> Result<Args, String> {
             "--print-tokens" => a.print_tokens = true,
             "--dump-logits" => a.dump_logits = Some(val(&mut it, &s)?),
             "--no-bos" => a.bos = false,
+            "--f32-activations" => a.f32_activations = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
             other if a.model.is_empty() => a.model = other.to_string(),
@@ -152,7 +156,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let context = a.ctx.unwrap_or_else(|| (prompt.len() + a.n).min(c.context_length).max(prompt.len() + 1));
     let all = a.dump_logits.is_some();
-    let mut session = Session::new(&ctx, &model, SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all })?;
+    let mut session = Session::new(&ctx, &model, SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all, int8_activations: !a.f32_activations })?;
     eprintln!(
         "GPU memory: weights {}, KV cache {} ({} positions, {}), work buffers {}",
         size(model.weights.bytes),

@@ -40,7 +40,7 @@ fn check_synthetic(spec: &Spec, kv: KvKind, tol: f64) {
     let tokens = prompt(13, spec.vocab, 3);
     let want = reference.forward(&tokens);
     // Prefill 10 tokens in chunks of 4 (4 + 4 + 2), then 3 decode steps.
-    let mut s = Session::new(&ctx, &model, SessionOptions { context: 16, kv, chunk: 4, all_logits: true }).expect("session");
+    let mut s = Session::new(&ctx, &model, SessionOptions { context: 16, kv, chunk: 4, all_logits: true, ..Default::default() }).expect("session");
     let got = s.prefill(&ctx, &model, &tokens[..10]).expect("prefill");
     assert_eq!(got.len(), 10 * spec.vocab);
     let mut worst: f64 = 0.0;
@@ -60,7 +60,7 @@ fn check_synthetic(spec: &Spec, kv: KvKind, tol: f64) {
     // Only the last position's logits (one chunk of 10, or chunks of 3 with no LM head but in
     // the last) agree with the reference.
     for chunk in [16, 3] {
-        let mut s1 = Session::new(&ctx, &model, SessionOptions { context: 16, kv, chunk, all_logits: false }).expect("session");
+        let mut s1 = Session::new(&ctx, &model, SessionOptions { context: 16, kv, chunk, all_logits: false, ..Default::default() }).expect("session");
         let last = s1.prefill(&ctx, &model, &tokens[..10]).expect("prefill");
         assert_eq!(last.len(), spec.vocab);
         assert!(row_error(&last, &want[9]) < tol, "chunk {chunk}: last logits");
@@ -133,7 +133,7 @@ fn context_limits_are_typed_errors() {
     let ctx = common::context();
     let (w, _) = build(&Spec::llama(), 5);
     let model = load(&ctx, &w).unwrap();
-    let mut s = Session::new(&ctx, &model, SessionOptions { context: 8, kv: KvKind::F16, chunk: 4, all_logits: false }).unwrap();
+    let mut s = Session::new(&ctx, &model, SessionOptions { context: 8, kv: KvKind::F16, chunk: 4, all_logits: false, ..Default::default() }).unwrap();
     match s.prefill(&ctx, &model, &prompt(9, 61, 1)) {
         Err(ModelError::ContextFull { needed: 9, capacity: 8 }) => {}
         other => panic!("expected ContextFull, got {other:?}"),
@@ -146,7 +146,10 @@ fn context_limits_are_typed_errors() {
     s.reset();
     assert!(matches!(s.prefill(&ctx, &model, &[61]), Err(ModelError::BadToken { token: 61, vocab: 61 })));
     assert!(
-        matches!(Session::new(&ctx, &model, SessionOptions { context: 8, kv: KvKind::TurboQuant, chunk: 4, all_logits: false }), Err(ModelError::Argument(_))),
+        matches!(
+            Session::new(&ctx, &model, SessionOptions { context: 8, kv: KvKind::TurboQuant, chunk: 4, all_logits: false, ..Default::default() }),
+            Err(ModelError::Argument(_))
+        ),
         "head dim 16 is below TurboQuant's 64"
     );
 }
@@ -328,7 +331,7 @@ fn llama_cpp_fixtures_match() {
         };
         let greedy = u32s(key("greedy_tokens"));
         let top2: Vec<f64> = key("greedy_top2").iter().map(|s| s.parse().unwrap()).collect();
-        let opts = SessionOptions { context: prompt.len() + greedy.len(), kv: KvKind::F16, chunk: 16, all_logits: true };
+        let opts = SessionOptions { context: prompt.len() + greedy.len(), kv: KvKind::F16, chunk: 16, all_logits: true, ..Default::default() };
         let mut s = Session::new(&ctx, &model, opts).unwrap();
         let got = s.prefill(&ctx, &model, &prompt).unwrap();
         let mut worst: f64 = 0.0;

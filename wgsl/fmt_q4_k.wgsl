@@ -121,3 +121,24 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let q = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(15u));
     return fma(q, vec4<f32>(dd.x * sc), vec4<f32>(-(dd.y * m)));
 }
+
+// Integer dot (the quad-order int8 GEMV, MmQx): per sub-block j with activation scale dx_j,
+// sum_i (d sc_j q_i - dmin m_j) dx_j xq_i = d sc_j dx_j D_j - dmin m_j (dx_j S_j), where
+// D_j = sum_i q_i xq_i is exact (dot4I8Packed of the nibbles under 0x0f0f0f0f with the codes)
+// and dx_j S_j comes with the activations.
+fn fmt_qpair(a: u32, b: u32, c: vec4<u32>) -> vec2<i32> {
+    let nib = 0x0f0f0f0fu;
+    let lo = dot4I8Packed(a & nib, c.x) + dot4I8Packed(b & nib, c.y);
+    let hi = dot4I8Packed((a >> 4u) & nib, c.z) + dot4I8Packed((b >> 4u) & nib, c.w);
+    return vec2<i32>(lo, hi);
+}
+
+fn fmt_qdot(w: FmtRow, x: MmQx) -> f32 {
+    let dd = mm_f16x2(w.hd.x);
+    let sm = fmt_scales(w.hd);
+    let d03 = vec4<i32>(fmt_qpair(w.qa.x, w.qb.x, x.c0), fmt_qpair(w.qa.y, w.qb.y, x.c1));
+    let d47 = vec4<i32>(fmt_qpair(w.qa.z, w.qb.z, x.c2), fmt_qpair(w.qa.w, w.qb.w, x.c3));
+    let s = dot(sm.sc03, vec4<f32>(d03) * x.d03) + dot(sm.sc47, vec4<f32>(d47) * x.d47);
+    let m = dot(sm.m03, x.s03) + dot(sm.m47, x.s47);
+    return dd.x * s - dd.y * m;
+}

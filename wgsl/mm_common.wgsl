@@ -56,3 +56,21 @@ fn mm_u4x8(w: u32) -> array<vec4<f32>, 2> {
     let b = (vec4<u32>(w) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u);
     return array<vec4<f32>, 2>(vec4<f32>(a), vec4<f32>(b));
 }
+
+// int8 activations of one quad (64 columns) in the order of the q8 quantiser's Q4_K-order
+// records (src/kernels/q8): quad qd = 4 * blk + u of 256-column block blk covers positions
+// 4u..4u+3 (half h = 0) and 4u+16..4u+19 (h = 1) of the block's eight 32-column sub-blocks j.
+// c[t] = i8x4 codes (byte order = column order) of (sub-block 2t, h 0), (2t, h 1), (2t+1, h 0),
+// (2t+1, h 1); d = the sub-blocks' scales dx_j (j = 0..3 in d03, 4..7 in d47); s = fl(dx_j * the
+// sum of the quad's 8 codes of sub-block j). A format part that defines
+// `fn fmt_qdot(w: FmtRow, x: MmQx) -> f32` (items of 64 columns = quads) gets the integer GEMV.
+struct MmQx {
+    c0: vec4<u32>,
+    c1: vec4<u32>,
+    c2: vec4<u32>,
+    c3: vec4<u32>,
+    d03: vec4<f32>,
+    d47: vec4<f32>,
+    s03: vec4<f32>,
+    s47: vec4<f32>,
+}

@@ -9,3 +9,11 @@
 fn mm_x4(c4: u32) -> vec4<f32> {
     return select(vec4<f32>(0.0), x[min(c4, p.k4 - 1u)], c4 < p.k4);
 }
+
+fn mm_item_x(item: u32) -> FmtX {
+    return fmt_x(item);
+}
+
+fn mm_item_dot(r: FmtRow, xs: FmtX) -> f32 {
+    return fmt_dot(r, xs);
+}

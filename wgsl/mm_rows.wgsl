@@ -1,4 +1,6 @@
-// Row-block driver of the weight-matrix GEMVs (appended after mm_gemv*.wgsl and the format part).
+// Row-block driver of the weight-matrix GEMVs (appended after mm_gemv*.wgsl and the format part;
+// the kernel file supplies mm_item_x(item), the activations of an item, and
+// mm_item_dot(row, x), one row's partial dot over it).
 // A team computes ROWS rows at a time; its lanes stride over the row's items, UNROLL per
 // iteration with all loads of the iteration issued before any arithmetic, the activations of an
 // item loaded once for the ROWS rows; rows past n are clamped to row n - 1 for loading and never
@@ -31,17 +33,17 @@ fn mm_slab_load(rows: vec4<u32>, i: u32) -> MmSlab {
 }
 
 fn mm_slab_math(sl: MmSlab, i: u32) -> vec4<f32> {
-    let xs = fmt_x(i);
+    let xs = mm_item_x(i);
     var a = vec4<f32>(0.0);
-    a.x = fmt_dot(sl.r0, xs);
+    a.x = mm_item_dot(sl.r0, xs);
     if (ROWS > 1u) {
-        a.y = fmt_dot(sl.r1, xs);
+        a.y = mm_item_dot(sl.r1, xs);
     }
     if (ROWS > 2u) {
-        a.z = fmt_dot(sl.r2, xs);
+        a.z = mm_item_dot(sl.r2, xs);
     }
     if (ROWS > 3u) {
-        a.w = fmt_dot(sl.r3, xs);
+        a.w = mm_item_dot(sl.r3, xs);
     }
     return a;
 }

@@ -28,6 +28,8 @@ use crate::buffer::GpuBuffer;
 use crate::context::Context;
 use crate::formats::gguf::GgufFile;
 use crate::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
+use crate::kernels::matmul::has_integer_dot;
+use crate::kernels::q8::{self, Q8Activations};
 use crate::kernels::rope::{self, Positions, RopeTable};
 use crate::kernels::{elementwise, turboquant as tq};
 use std::path::Path;
@@ -63,11 +65,16 @@ pub struct SessionOptions {
     pub chunk: usize,
     /// Keep the logits of every prompt position (a `[chunk, vocab]` buffer), not only the last.
     pub all_logits: bool,
+    /// Decode steps multiply weights of formats with an integer dot (Q4_K) by activations
+    /// rounded to int8 per block of 32 (one quantisation per GEMV input, shared by q/k/v and by
+    /// gate/up), as llama.cpp's GPU backends do; faster, and within the int8 rounding of the f32
+    /// path. Other formats, and prefill, always use f32 activations.
+    pub int8_activations: bool,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 64, all_logits: false }
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 64, all_logits: false, int8_activations: true }
     }
 }
 
@@ -86,6 +93,9 @@ struct Scratch {
     last: GpuBuffer<f32>,
     logits: GpuBuffer<f32>,
     decode: DecodeScratch,
+    /// int8 activations of the decode GEMV inputs of width hidden, q_dim and ffn (where the
+    /// width is a multiple of 256, which the integer dot needs).
+    q8: [Option<Q8Activations>; 3],
     bytes: u64,
 }
 
@@ -97,6 +107,12 @@ pub struct Session {
     s: Scratch,
     bind: BindCache,
     host_x: Vec<f32>,
+}
+
+/// int8 activation storage for a GEMV input of width `k`, when the session uses them and `k`
+/// allows the integer dot.
+fn q8_slot(ctx: &Context, opts: SessionOptions, k: usize) -> Result<Option<Q8Activations>> {
+    Ok(if opts.int8_activations && k % 256 == 0 { Some(Q8Activations::alloc(ctx, k)?) } else { None })
 }
 
 fn mul(a: usize, b: usize) -> Result<usize> {
@@ -131,7 +147,7 @@ impl Session {
         bytes += 4 * (c.heads * c.head_dim * (attention::MAX_CHUNKS + 1) + 2 * c.heads * attention::MAX_CHUNKS) as u64;
         let mut it = bufs.into_iter();
         let mut next = || it.next().expect("nine buffers");
-        let s = Scratch {
+        let mut s = Scratch {
             x: next(),
             xn: next(),
             q: next(),
@@ -144,8 +160,11 @@ impl Session {
             last: ctx.alloc(c.hidden)?,
             logits,
             decode,
+            q8: [q8_slot(ctx, opts, c.hidden)?, q8_slot(ctx, opts, c.q_dim())?, q8_slot(ctx, opts, c.ffn)?],
             bytes,
         };
+        // int8 activations: 2 bytes per column in each of the two orders.
+        s.bytes += s.q8.iter().flatten().map(|q| 4 * q.k() as u64).sum::<u64>();
         Ok(Session { opts, kv, table, s, bind: BindCache::default(), host_x: Vec::new() })
     }
 
@@ -283,7 +302,25 @@ impl Session {
                 &s.x
             };
             elementwise::rmsnorm(b, src, &w.output_norm, &s.xn, 1, c.hidden, c.rms_eps)?;
-            mm::matmul(b, &w.lm_head, &s.xn, &s.logits, 1)?;
+            let xq = if m == 1 { s.q8[0].as_ref() } else { None };
+            self.project(b, &s.xn, xq, 1, &[(&w.lm_head, &s.logits)])?;
+        }
+        Ok(())
+    }
+
+    /// `ys[i] = x W_i^T` for the projections `ws` of one input `x` (`m` rows): in a decode step
+    /// with int8 activations, the input is quantised once into `xq` for the projections whose
+    /// format has an integer dot; everything else runs on f32 `x`.
+    fn project(&self, b: &mut Batch, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, m: usize, ws: &[(&mm::WeightMatrix, &GpuBuffer<f32>)]) -> Result<()> {
+        let xq = xq.filter(|xq| m == 1 && xq.has_q4k() && ws.iter().any(|(w, _)| has_integer_dot(w.format())));
+        if let Some(xq) = xq {
+            q8::quantize_activations(b, x, xq)?;
+        }
+        for &(w, y) in ws {
+            match xq {
+                Some(xq) if has_integer_dot(w.format()) => mm::gemv_q8(b, w, xq, y)?,
+                _ => mm::matmul(b, w, x, y, m)?,
+            }
         }
         Ok(())
     }
@@ -294,9 +331,7 @@ impl Session {
         let (h, qd, kvd, eps) = (c.hidden, c.q_dim(), c.kv_dim(), c.rms_eps);
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
         elementwise::rmsnorm(b, &s.x, &w.attn_norm, &s.xn, m, h, eps)?;
-        mm::matmul(b, &w.wq, &s.xn, &s.q, m)?;
-        mm::matmul(b, &w.wk, &s.xn, &s.k, m)?;
-        mm::matmul(b, &w.wv, &s.xn, &s.v, m)?;
+        self.project(b, &s.xn, s.q8[0].as_ref(), m, &[(&w.wq, &s.q), (&w.wk, &s.k), (&w.wv, &s.v)])?;
         if let Some([bq, bk, bv]) = &w.bias {
             ops::bias_add(b, &s.q, bq, m, qd)?;
             ops::bias_add(b, &s.k, bk, m, kvd)?;
@@ -374,13 +409,12 @@ impl Session {
                 }
             }
         }
-        mm::matmul(b, &w.wo, &s.attn, &s.tmp, m)?;
+        self.project(b, &s.attn, s.q8[1].as_ref(), m, &[(&w.wo, &s.tmp)])?;
         elementwise::add_inplace(b, &s.x, &s.tmp, m * h)?;
         elementwise::rmsnorm(b, &s.x, &w.ffn_norm, &s.xn, m, h, eps)?;
-        mm::matmul(b, &w.w_gate, &s.xn, &s.gate, m)?;
-        mm::matmul(b, &w.w_up, &s.xn, &s.up, m)?;
+        self.project(b, &s.xn, s.q8[0].as_ref(), m, &[(&w.w_gate, &s.gate), (&w.w_up, &s.up)])?;
         elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * c.ffn)?;
-        mm::matmul(b, &w.w_down, &s.gate, &s.tmp, m)?;
+        self.project(b, &s.gate, s.q8[2].as_ref(), m, &[(&w.w_down, &s.tmp)])?;
         elementwise::add_inplace(b, &s.x, &s.tmp, m * h)?;
         Ok(())
     }

@@ -253,7 +253,8 @@ impl Kernel for MmKernel {
                 for variant in [Variant::Portable, Variant::Subgroup] {
                     for (rows, unroll) in [(1, 2), (2, 2), (4, 2), (2, 1), (2, 4)] {
                         let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
-                        keys.push(MmPipeline::Gemv { format, variant, plan, q8: self.op == Op::GemvQ8 });
+                        let act = if self.op == Op::Gemv { Activations::F32 } else { Activations::q8_for(self.format, true) };
+                        keys.push(MmPipeline::Gemv { format, variant, plan, act });
                     }
                 }
                 describe_all(keys)

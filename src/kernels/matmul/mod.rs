@@ -30,6 +30,7 @@ pub use cases::kernels;
 const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/mm_gemv.wgsl");
 const GEMV_Q8_WGSL: &str = include_str!("../../../wgsl/mm_gemv_q8.wgsl");
+const GEMV_QK_WGSL: &str = include_str!("../../../wgsl/mm_gemv_qk.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../wgsl/mm_rows.wgsl");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/mm_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/mm_dequant.wgsl");
@@ -211,6 +212,7 @@ struct Params {
 
 const GEMV_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("y", "f32")];
 const GEMV_Q8_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("xq", "vec4<u32>"), StorageBinding::write("y", "f32")];
+const GEMV_QK_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("xk", "vec4<u32>"), StorageBinding::write("y", "f32")];
 const DEQUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::write("out", "vec4<f32>")];
 
 /// A format as a pipeline-key field (compared and hashed by its ggml type).
@@ -234,35 +236,68 @@ impl std::fmt::Debug for Fmt {
     }
 }
 
+/// The activations a GEMV pipeline reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Activations {
+    /// f32 vectors.
+    F32,
+    /// int8 ([`Q8Activations`]), dequantised and multiplied by the format's f32 dot.
+    Q8,
+    /// int8 in quad order, multiplied by the format's integer dot (`fmt_qdot`).
+    Q8Int,
+}
+
+impl Activations {
+    /// The int8 path `f` takes: its integer dot where its WGSL part defines one (items of 64
+    /// columns) and the activations hold the quad order, else the dequantising path.
+    pub fn q8_for(f: &WeightFormat, xq_has_quads: bool) -> Activations {
+        if has_integer_dot(f) && xq_has_quads {
+            Activations::Q8Int
+        } else {
+            Activations::Q8
+        }
+    }
+}
+
+/// Whether the format's WGSL part defines the integer dot on quad-order int8 activations
+/// (`fn fmt_qdot`, contract in wgsl/mm_common.wgsl); its items must then be quads.
+pub fn has_integer_dot(f: &WeightFormat) -> bool {
+    f.item_weights == 64 && f.wgsl.contains("fn fmt_qdot(")
+}
+
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MmPipeline {
-    /// `q8`: int8 activations ([`Q8Activations`]) instead of f32.
-    Gemv {
-        format: Fmt,
-        variant: Variant,
-        plan: GemvPlan,
-        q8: bool,
-    },
-    Gemm {
-        format: Fmt,
-    },
-    Dequant {
-        format: Fmt,
-    },
+    Gemv { format: Fmt, variant: Variant, plan: GemvPlan, act: Activations },
+    Gemm { format: Fmt },
+    Dequant { format: Fmt },
 }
 
 impl PipelineKey for MmPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let params_size = std::mem::size_of::<Params>() as u64;
         match *self {
-            MmPipeline::Gemv { format, variant, plan, q8 } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, if q8 { GEMV_Q8_WGSL } else { GEMV_WGSL }, format.0.wgsl, ROWS_WGSL]),
+            MmPipeline::Gemv { format, variant, plan, act } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![
+                    team_source(variant),
+                    COMMON_WGSL,
+                    match act {
+                        Activations::F32 => GEMV_WGSL,
+                        Activations::Q8 => GEMV_Q8_WGSL,
+                        Activations::Q8Int => GEMV_QK_WGSL,
+                    },
+                    format.0.wgsl,
+                    ROWS_WGSL,
+                ]),
                 entry: "main",
                 constants: plan.constants(variant, &[]),
                 workgroup_size: [plan.wg, 1, 1],
                 params_size,
-                bindings: if q8 { GEMV_Q8_BINDINGS } else { GEMV_BINDINGS },
+                bindings: match act {
+                    Activations::F32 => GEMV_BINDINGS,
+                    Activations::Q8 => GEMV_Q8_BINDINGS,
+                    Activations::Q8Int => GEMV_QK_BINDINGS,
+                },
             },
             MmPipeline::Gemm { format } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, GEMM_WGSL, super::splitk::TILE_WGSL]),
@@ -296,13 +331,13 @@ pub fn gemv_plan(caps: &Caps, variant: Variant) -> GemvPlan {
     tuned_plan(&caps.tuning.q4k_gemv, variant, default_plan(variant))
 }
 
-fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, q8: bool) -> Result<()> {
+fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, act: Activations) -> Result<()> {
     let ctx = b.context();
     y.require("y", w.n)?;
     let infos = kernel_infos(w.format);
-    ctx.with_native_fallback(if q8 { &infos.gemv_q8 } else { &infos.gemv }, |variant| {
+    ctx.with_native_fallback(if act == Activations::F32 { &infos.gemv } else { &infos.gemv_q8 }, |variant| {
         let plan = gemv_plan(ctx.caps(), variant);
-        let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, q8 };
+        let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, act };
         for c in &w.chunks {
             let grid = plan_grid(ctx, &plan, c.rows, variant)?;
             b.dispatch(&key, &w.params(c), &[c.data.raw(), x, y.raw()], grid)?;
@@ -314,14 +349,19 @@ fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBu
 /// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
 pub fn gemv(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
     x.require("x", w.k)?;
-    gemv_any(b, w, x.raw(), y, false)
+    gemv_any(b, w, x.raw(), y, Activations::F32)
 }
 
 /// `y[0..n] = W x_q8` on int8 activations (quantised by [`crate::kernels::q8::quantize_activations`];
 /// `xq.k() == k`): numerics of `reference::q8` (testkit) (x rounded to 8 bits per block of 32).
+/// Formats with an integer dot ([`has_integer_dot`]: Q4_K) multiply the int8 codes directly
+/// when `k % 256 == 0`; the others dequantise the activations and run their f32 dot.
 pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     ensure(xq.k() == w.k, || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k(), w.k)))?;
-    gemv_any(b, w, xq.int4_words().raw(), y, true)
+    match (Activations::q8_for(w.format, xq.has_q4k()), xq.q4k_words()) {
+        (Activations::Q8Int, Some(xk)) => gemv_any(b, w, xk.raw(), y, Activations::Q8Int),
+        _ => gemv_any(b, w, xq.int4_words().raw(), y, Activations::Q8),
+    }
 }
 
 /// `y[m, n] = x[m, k] W^T` (row-major x and y). With a single chunk and few output tiles, K
