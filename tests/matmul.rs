@@ -126,3 +126,100 @@ fn gemv_rejects_short_buffers_and_mismatched_activations() {
     let xq = wgkernels::kernels::q8::Q8Activations::alloc(&ctx, 96).unwrap();
     assert!(matches!(matmul::gemv_q8(&mut b, &w, &xq, &y), Err(Error::Shape(_))));
 }
+
+/// The GEMV epilogues against the f64 CPU reference, f32 and int8 activations, odd row counts:
+/// `y += W x` over a poisoned-free prior `y`, and SwiGLU over interleaved (gate, up) matrices;
+/// outputs past the last row stay untouched.
+#[test]
+fn gemv_epilogues_match_reference() {
+    use matmul::{Epilogue, GemvInput};
+    use wgkernels::kernels::q8::{quantize_activations, Q8Activations};
+    use wgkernels::reference::q8 as r8;
+    let ctx = common::context();
+    let mut r = rng();
+    for f in FORMATS.iter().filter(|f| ["f32", "f16", "q8_0", "q4_k", "q6_k"].contains(&f.name)) {
+        let k = 512;
+        let n = 19;
+        let blocks = |r: &mut fastrand::Rng| (f.random_blocks)(r, n * k / f.block_weights);
+        let (ga, ub) = (blocks(&mut r), blocks(&mut r));
+        let deq = |bytes: &[u8]| {
+            let mut v = vec![0f32; n * k];
+            formats::dequantize(f.ggml_type, bytes, &mut v).unwrap();
+            let mut m = vec![0f64; n * k];
+            (f.magnitudes)(bytes, &mut m);
+            (v, m)
+        };
+        let ((gw, gm), (uw, um)) = (deq(&ga), deq(&ub));
+        let xs: Vec<f32> = (0..k).map(|_| r.f32() * 2.0 - 1.0).collect();
+        let x = ctx.upload(&xs).unwrap();
+        let xq = Q8Activations::alloc(&ctx, k).unwrap();
+        let host_q = r8::quantize(&xs);
+        for q8 in [false, true] {
+            let xv: Vec<f64> = (0..k).map(|c| if q8 { host_q.value(c) } else { xs[c] as f64 }).collect();
+            let dot = |w: &[f32], m: &[f64], i: usize| -> (f64, f64) { (0..k).fold((0.0, 0.0), |(s, a), c| (s + w[i * k + c] as f64 * xv[c], a + m[i * k + c] * xv[c].abs())) };
+            let input = if q8 { GemvInput::Q8(&xq) } else { GemvInput::F32(&x) };
+            // Accumulate: y = y0 + G x over n rows; y has 3 extra guard values.
+            let gate = WeightMatrix::upload(&ctx, f.ggml_type, n, k, &ga).unwrap();
+            let y0: Vec<f32> = (0..n + 3).map(|_| r.f32() * 4.0 - 2.0).collect();
+            let y = ctx.upload(&y0).unwrap();
+            let mut b = ctx.batch();
+            if q8 {
+                quantize_activations(&mut b, &x, &xq).unwrap();
+            }
+            matmul::gemv_with(&mut b, &gate, input, &y, Epilogue::Accumulate).unwrap();
+            b.run().unwrap();
+            let got = ctx.read(&y).unwrap();
+            let (yref, ymag): (Vec<f64>, Vec<f64>) = (0..n).map(|i| dot(&gw, &gm, i)).map(|(s, a)| (s, a)).unzip();
+            let yref: Vec<f64> = yref.iter().zip(&y0).map(|(s, &v)| s + v as f64).collect();
+            let ymag: Vec<f64> = ymag.iter().zip(&y0).map(|(a, &v)| a + (v as f64).abs()).collect();
+            let check = compare(&got[..n], &yref, &ymag, 1e-5);
+            assert!(check.passed(), "{} accumulate q8={q8}: {}", f.name, check.summary());
+            assert_eq!(&got[n..], &y0[n..], "{} accumulate: guard values changed", f.name);
+            // SwiGLU over the interleaved (gate, up) matrix: n outputs.
+            let gu = WeightMatrix::upload_interleaved(&ctx, f.ggml_type, n, k, &ga, &ub).unwrap();
+            assert_eq!(gu.n(), 2 * n);
+            let poison = vec![f32::NAN; n + 3];
+            let y = ctx.upload(&poison).unwrap();
+            let mut b = ctx.batch();
+            if q8 {
+                quantize_activations(&mut b, &x, &xq).unwrap();
+            }
+            matmul::gemv_with(&mut b, &gu, input, &y, Epilogue::SwiGlu).unwrap();
+            b.run().unwrap();
+            let got = ctx.read(&y).unwrap();
+            let mut yref = Vec::new();
+            let mut ymag = Vec::new();
+            for i in 0..n {
+                let ((g, ga), (u, ua)) = (dot(&gw, &gm, i), dot(&uw, &um, i));
+                let s = g / (1.0 + (-g).exp());
+                yref.push(s * u);
+                // silu' is within [-0.1, 1.1] and |silu(g)| <= |g|: errors of g and u scale by these.
+                ymag.push(1.1 * ga * u.abs() + g.abs() * ua + (s * u).abs());
+            }
+            let check = compare(&got[..n], &yref, &ymag, 1e-5);
+            assert!(check.passed(), "{} swiglu q8={q8}: {}", f.name, check.summary());
+            assert!(got[n..].iter().all(|v| v.is_nan()), "{} swiglu: wrote past n outputs", f.name);
+        }
+    }
+}
+
+#[test]
+fn interleaved_upload_and_swiglu_reject_bad_shapes() {
+    use matmul::{Epilogue, GemvInput};
+    let ctx = common::context();
+    let mut r = rng();
+    let f = format_of(GgmlType::Q8_0).unwrap();
+    let a = (f.random_blocks)(&mut r, 3 * 2);
+    let b = (f.random_blocks)(&mut r, 3 * 2);
+    assert!(matches!(WeightMatrix::upload_interleaved(&ctx, GgmlType::Q8_0, 3, 64, &a, &b[..b.len() - 1]), Err(Error::Format(_))));
+    assert!(matches!(WeightMatrix::upload_interleaved(&ctx, GgmlType::Q8_0, 3, 48, &a, &b), Err(Error::Shape(_))));
+    // An odd row count cannot hold (gate, up) pairs; a short output is refused.
+    let odd = WeightMatrix::upload(&ctx, GgmlType::Q8_0, 3, 64, &a).unwrap();
+    let x = ctx.upload(&[0.5f32; 64]).unwrap();
+    let y = ctx.alloc::<f32>(8).unwrap();
+    let mut bt = ctx.batch();
+    assert!(matches!(matmul::gemv_with(&mut bt, &odd, GemvInput::F32(&x), &y, Epilogue::SwiGlu), Err(Error::Shape(_))));
+    let gu = WeightMatrix::upload_interleaved(&ctx, GgmlType::Q8_0, 3, 64, &a, &b).unwrap();
+    let short = ctx.alloc::<f32>(2).unwrap();
+    assert!(matmul::gemv_with(&mut bt, &gu, GemvInput::F32(&x), &short, Epilogue::SwiGlu).is_err());
+}

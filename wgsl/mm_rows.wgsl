@@ -87,18 +87,45 @@ fn team_main(t: Team) {
         }
         let tot = team_sum(acc);
         if (live && t.lane == 0u) {
-            let r0 = rb * ROWS;
-            let o = p.y_off + r0;
-            y[o] = tot.x;
-            if (ROWS > 1u && r0 + 1u < p.n) {
-                y[o + 1u] = tot.y;
-            }
-            if (ROWS > 2u && r0 + 2u < p.n) {
-                y[o + 2u] = tot.z;
-            }
-            if (ROWS > 3u && r0 + 3u < p.n) {
-                y[o + 3u] = tot.w;
-            }
+            mm_store(rb * ROWS, tot);
         }
+    }
+}
+
+// The epilogue: EPI 0 stores y[y_off + r] = dot; EPI 1 accumulates y[y_off + r] += dot (a
+// residual add); EPI 2 reads rows in (gate, up) pairs (row 2i = gate i, row 2i + 1 = up i; ROWS
+// even, y_off even) and stores y[(y_off + 2i) / 2] = silu(gate) * up with silu(g) = g / (1 + exp(-g)).
+override EPI: u32 = 0u;
+
+fn mm_put(o: u32, v: f32) {
+    if (EPI == 1u) {
+        y[o] += v;
+    } else {
+        y[o] = v;
+    }
+}
+
+fn mm_swiglu(g: f32, u: f32) -> f32 {
+    return g / (1.0 + exp(-g)) * u;
+}
+
+fn mm_store(r0: u32, tot: vec4<f32>) {
+    let o = p.y_off + r0;
+    if (EPI == 2u) {
+        y[o / 2u] = mm_swiglu(tot.x, tot.y);
+        if (ROWS > 3u && r0 + 2u < p.n) {
+            y[o / 2u + 1u] = mm_swiglu(tot.z, tot.w);
+        }
+        return;
+    }
+    mm_put(o, tot.x);
+    if (ROWS > 1u && r0 + 1u < p.n) {
+        mm_put(o + 1u, tot.y);
+    }
+    if (ROWS > 2u && r0 + 2u < p.n) {
+        mm_put(o + 2u, tot.z);
+    }
+    if (ROWS > 3u && r0 + 3u < p.n) {
+        mm_put(o + 3u, tot.w);
     }
 }

@@ -254,7 +254,7 @@ impl Kernel for MmKernel {
                     for (rows, unroll) in [(1, 2), (2, 2), (4, 2), (2, 1), (2, 4)] {
                         let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
                         let act = if self.op == Op::Gemv { Activations::F32 } else { Activations::q8_for(self.format, true) };
-                        keys.push(MmPipeline::Gemv { format, variant, plan, act });
+                        keys.push(MmPipeline::Gemv { format, variant, plan, act, epi: Epilogue::Store });
                     }
                 }
                 describe_all(keys)

@@ -142,6 +142,42 @@ impl WeightMatrix {
         Self::upload_limited(ctx, info.ggml_type, n, k, bytes, Some(name), u64::MAX)
     }
 
+    /// Upload two matrices `a`, `b` of one type and shape `[n, k]` (GGUF bytes as in
+    /// [`WeightMatrix::upload`]) as one `[2n, k]` matrix whose rows alternate: row `2i` = row `i`
+    /// of `a`, row `2i + 1` = row `i` of `b`. The layout [`Epilogue::SwiGlu`] reads (gate, up).
+    pub fn upload_interleaved(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, a: &[u8], b: &[u8]) -> Result<WeightMatrix> {
+        Self::interleaved(ctx, ggml_type, n, k, a, b, None)
+    }
+
+    /// [`WeightMatrix::upload_interleaved`] from two tensors of a GGUF file (same type and
+    /// dims, else an error naming both).
+    pub fn from_gguf_interleaved(ctx: &Context, file: &GgufFile, a: &str, b: &str) -> Result<WeightMatrix> {
+        let ta = file.tensor(a).ok_or_else(|| Error::Argument(format!("no tensor named {a:?}")))?;
+        let tb = file.tensor(b).ok_or_else(|| Error::Argument(format!("no tensor named {b:?}")))?;
+        ensure(ta.ggml_type == tb.ggml_type && ta.dims == tb.dims, || {
+            Error::Shape(format!("tensors {a:?} ({:?} {:?}) and {b:?} ({:?} {:?}) differ in type or shape", ta.ggml_type, ta.dims, tb.ggml_type, tb.dims))
+        })?;
+        formats::format_of(ta.ggml_type).map_err(|_| Error::UnsupportedType { ggml_type: ta.ggml_type, tensor: Some(a.to_string()) })?;
+        let (n, k) = formats::matrix_dims(ta).map_err(|e| Error::Shape(e.to_string()))?;
+        let bytes = |t: &TensorInfo| file.tensor_data(t).map_err(|e| Error::Format(format!("tensor {:?}: {e}", t.name)));
+        Self::interleaved(ctx, ta.ggml_type, n, k, bytes(ta)?, bytes(tb)?, Some(&format!("{a} + {b}")))
+    }
+
+    fn interleaved(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, a: &[u8], b: &[u8], tensor: Option<&str>) -> Result<WeightMatrix> {
+        let w = what(tensor);
+        let f = formats::format_of(ggml_type).map_err(|_| Error::UnsupportedType { ggml_type, tensor: tensor.map(str::to_string) })?;
+        let row_bytes = f.bytes_for(k).filter(|_| k > 0).ok_or_else(|| Error::Shape(format!("{w}: row length k = {k} is not a whole number of {ggml_type:?} blocks")))?;
+        let total = n.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("{w}: n = {n} rows of {row_bytes} bytes overflow")))?;
+        ensure(a.len() == total && b.len() == total, || Error::Format(format!("{w}: {} and {} bytes, expected {total} each for {n} x {k} {ggml_type:?}", a.len(), b.len())))?;
+        let n2 = n.checked_mul(2).ok_or_else(|| Error::Shape(format!("{w}: 2 x {n} rows overflow")))?;
+        let mut both = Vec::with_capacity(2 * total);
+        for (ra, rb) in a.chunks_exact(row_bytes).zip(b.chunks_exact(row_bytes)) {
+            both.extend_from_slice(ra);
+            both.extend_from_slice(rb);
+        }
+        Self::upload_limited(ctx, ggml_type, n2, k, &both, tensor, u64::MAX)
+    }
+
     /// [`WeightMatrix::upload`] with chunks of at most `max_chunk_bytes` (besides the device's
     /// binding limit): lets tests exercise the row-chunk path on small matrices.
     pub(crate) fn upload_limited(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, bytes: &[u8], tensor: Option<&str>, max_chunk_bytes: u64) -> Result<WeightMatrix> {
@@ -162,6 +198,8 @@ impl WeightMatrix {
         // Per chunk the kernels index vec4s, rows * k4 outputs and rows * row_words words in u32.
         let idx_cap = (u32::MAX as u64 / (k as u64).div_ceil(4).max(row_words as u64)).max(1);
         let per_chunk = (cap / row_gpu_bytes).min(idx_cap).min(n as u64) as usize;
+        // Even chunk starts keep (gate, up) row pairs together (Epilogue::SwiGlu).
+        let per_chunk = if per_chunk > 1 && per_chunk < n { per_chunk & !1 } else { per_chunk };
         ensure(per_chunk > 0, || Error::BindingTooLarge { name: "weights row", bytes: row_gpu_bytes, limit: cap })?;
         let mut chunks = Vec::with_capacity(n.div_ceil(per_chunk));
         let mut words = Vec::new();
@@ -265,10 +303,33 @@ pub fn has_integer_dot(f: &WeightFormat) -> bool {
     f.item_weights == 64 && f.wgsl.contains("fn fmt_qdot(")
 }
 
+/// What a GEMV does with each output `dot_r` (the row's dot product).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// `y[r] = dot_r`.
+    #[default]
+    Store = 0,
+    /// `y[r] += dot_r` (a residual add fused into the projection).
+    Accumulate = 1,
+    /// The matrix holds (gate, up) row pairs (rows `2i`, `2i + 1`; see
+    /// [`WeightMatrix::upload_interleaved`]): `y[i] = silu(dot_2i) * dot_2i+1` with
+    /// `silu(g) = g / (1 + exp(-g))`, `n / 2` outputs (SwiGLU fused into the projection).
+    SwiGlu = 2,
+}
+
+/// The input vector of a GEMV.
+#[derive(Clone, Copy)]
+pub enum GemvInput<'a> {
+    /// f32 activations (`len >= k`).
+    F32(&'a GpuBuffer<f32>),
+    /// int8 activations (`k() == k`): see [`gemv_q8`].
+    Q8(&'a Q8Activations),
+}
+
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MmPipeline {
-    Gemv { format: Fmt, variant: Variant, plan: GemvPlan, act: Activations },
+    Gemv { format: Fmt, variant: Variant, plan: GemvPlan, act: Activations, epi: Epilogue },
     Gemm { format: Fmt },
     Dequant { format: Fmt },
 }
@@ -277,7 +338,7 @@ impl PipelineKey for MmPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let params_size = std::mem::size_of::<Params>() as u64;
         match *self {
-            MmPipeline::Gemv { format, variant, plan, act } => PipelineDesc {
+            MmPipeline::Gemv { format, variant, plan, act, epi } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![
                     team_source(variant),
                     COMMON_WGSL,
@@ -290,7 +351,7 @@ impl PipelineKey for MmPipeline {
                     ROWS_WGSL,
                 ]),
                 entry: "main",
-                constants: plan.constants(variant, &[]),
+                constants: plan.constants(variant, &[("EPI", epi as u32 as f64)]),
                 workgroup_size: [plan.wg, 1, 1],
                 params_size,
                 bindings: match act {
@@ -331,13 +392,21 @@ pub fn gemv_plan(caps: &Caps, variant: Variant) -> GemvPlan {
     tuned_plan(&caps.tuning.q4k_gemv, variant, default_plan(variant))
 }
 
-fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, act: Activations) -> Result<()> {
+fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, act: Activations, epi: Epilogue) -> Result<()> {
     let ctx = b.context();
-    y.require("y", w.n)?;
+    if epi == Epilogue::SwiGlu {
+        ensure(w.n % 2 == 0 && w.chunks.iter().all(|c| c.row0 % 2 == 0), || Error::Shape(format!("SwiGLU GEMV needs (gate, up) row pairs: n = {} rows", w.n)))?;
+        y.require("y", w.n / 2)?;
+    } else {
+        y.require("y", w.n)?;
+    }
     let infos = kernel_infos(w.format);
     ctx.with_native_fallback(if act == Activations::F32 { &infos.gemv } else { &infos.gemv_q8 }, |variant| {
-        let plan = gemv_plan(ctx.caps(), variant);
-        let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, act };
+        let mut plan = gemv_plan(ctx.caps(), variant);
+        if epi == Epilogue::SwiGlu && plan.rows % 2 == 1 {
+            plan.rows = 2; // a team must hold whole (gate, up) pairs
+        }
+        let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, act, epi };
         for c in &w.chunks {
             let grid = plan_grid(ctx, &plan, c.rows, variant)?;
             b.dispatch(&key, &w.params(c), &[c.data.raw(), x, y.raw()], grid)?;
@@ -348,8 +417,24 @@ fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBu
 
 /// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
 pub fn gemv(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
-    x.require("x", w.k)?;
-    gemv_any(b, w, x.raw(), y, Activations::F32)
+    gemv_with(b, w, GemvInput::F32(x), y, Epilogue::Store)
+}
+
+/// A GEMV with an [`Epilogue`]: `y = W x`, `y += W x`, or the SwiGLU of (gate, up) row pairs.
+pub fn gemv_with(b: &mut Batch, w: &WeightMatrix, x: GemvInput, y: &GpuBuffer<f32>, epi: Epilogue) -> Result<()> {
+    match x {
+        GemvInput::F32(x) => {
+            x.require("x", w.k)?;
+            gemv_any(b, w, x.raw(), y, Activations::F32, epi)
+        }
+        GemvInput::Q8(xq) => {
+            ensure(xq.k() == w.k, || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k(), w.k)))?;
+            match (Activations::q8_for(w.format, xq.has_q4k()), xq.q4k_words()) {
+                (Activations::Q8Int, Some(xk)) => gemv_any(b, w, xk.raw(), y, Activations::Q8Int, epi),
+                _ => gemv_any(b, w, xq.int4_words().raw(), y, Activations::Q8, epi),
+            }
+        }
+    }
 }
 
 /// `y[0..n] = W x_q8` on int8 activations (quantised by [`crate::kernels::q8::quantize_activations`];
@@ -357,11 +442,7 @@ pub fn gemv(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
 /// Formats with an integer dot ([`has_integer_dot`]: Q4_K) multiply the int8 codes directly
 /// when `k % 256 == 0`; the others dequantise the activations and run their f32 dot.
 pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
-    ensure(xq.k() == w.k, || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k(), w.k)))?;
-    match (Activations::q8_for(w.format, xq.has_q4k()), xq.q4k_words()) {
-        (Activations::Q8Int, Some(xk)) => gemv_any(b, w, xk.raw(), y, Activations::Q8Int),
-        _ => gemv_any(b, w, xq.int4_words().raw(), y, Activations::Q8),
-    }
+    gemv_with(b, w, GemvInput::Q8(xq), y, Epilogue::Store)
 }
 
 /// `y[m, n] = x[m, k] W^T` (row-major x and y). With a single chunk and few output tiles, K
