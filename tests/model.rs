@@ -276,6 +276,21 @@ fn glue_kernels_match_cpu() {
     assert!(gd[n..].iter().all(|&v| v == -1.0), "copy_row wrote past n");
     assert!(ops::copy_row(&mut ctx.batch(), &sb, 3, n, &db).is_err(), "row past the source");
     assert!(ops::bias_add(&mut ctx.batch(), &yb, &bb, rows + 1, n).is_err(), "rows past y");
+    // swiglu_pairs against f64, guards after n untouched; a short input is refused.
+    let n = 37;
+    let gu: Vec<f32> = (0..2 * n).map(|_| rng.f32() * 16.0 - 8.0).collect();
+    let (gb, ob) = (ctx.upload(&gu).unwrap(), ctx.upload(&vec![-1.0f32; n + 3]).unwrap());
+    let mut b = ctx.batch();
+    ops::swiglu_pairs(&mut b, &gb, n, &ob).unwrap();
+    b.run().unwrap();
+    let got = ctx.read(&ob).unwrap();
+    for i in 0..n {
+        let (g, u) = (gu[2 * i] as f64, gu[2 * i + 1] as f64);
+        let want = g / (1.0 + (-g).exp()) * u;
+        assert!((got[i] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()), "swiglu_pairs {i}: {} vs {want}", got[i]);
+    }
+    assert!(got[n..].iter().all(|&v| v == -1.0), "swiglu_pairs wrote past n");
+    assert!(ops::swiglu_pairs(&mut ctx.batch(), &gb, n + 1, &ob).is_err(), "pairs past the input");
 }
 
 /// The llama.cpp fixtures (tests/data/models/manifest.txt, made by tools/make_model_fixtures.py

@@ -22,13 +22,13 @@ use super::error::{ModelError, Result};
 use super::kv::{check_kind, KvCache, KvKind, LayerKv};
 use super::mm::{self};
 use super::ops;
-use super::weights::{Progress, Weights};
+use super::weights::{FfnIn, Progress, Weights};
 use crate::batch::{Batch, BindCache};
 use crate::buffer::GpuBuffer;
 use crate::context::Context;
 use crate::formats::gguf::GgufFile;
 use crate::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
-use crate::kernels::matmul::has_integer_dot;
+use crate::kernels::matmul::{has_integer_dot, Epilogue, GemvInput};
 use crate::kernels::q8::{self, Q8Activations};
 use crate::kernels::rope::{self, Positions, RopeTable};
 use crate::kernels::{elementwise, turboquant as tq};
@@ -132,7 +132,8 @@ impl Session {
         let kv = KvCache::new(ctx, c, opts.kv, opts.context)?;
         let table = RopeTable::build(ctx, c.rope_config(), opts.context)?;
         let logit_rows = if opts.all_logits { chunk } else { 1 };
-        let sizes = [c.hidden, c.hidden, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.hidden, c.ffn, c.ffn];
+        // x, xn, q, k, v, attn, tmp, gate, up (up also holds a chunk's interleaved (gate, up) pairs).
+        let sizes = [c.hidden, c.hidden, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.hidden, c.ffn, mul(2, c.ffn)?];
         let mut bufs = Vec::with_capacity(sizes.len());
         let mut bytes = 0u64;
         for n in sizes {
@@ -302,27 +303,74 @@ impl Session {
                 &s.x
             };
             elementwise::rmsnorm(b, src, &w.output_norm, &s.xn, 1, c.hidden, c.rms_eps)?;
-            let xq = if m == 1 { s.q8[0].as_ref() } else { None };
-            self.project(b, &s.xn, xq, 1, &[(&w.lm_head, &s.logits)])?;
+            self.project(b, &s.xn, 0, 1, &[(&w.lm_head, &s.logits)])?;
         }
         Ok(())
     }
 
-    /// `ys[i] = x W_i^T` for the projections `ws` of one input `x` (`m` rows): in a decode step
-    /// with int8 activations, the input is quantised once into `xq` for the projections whose
-    /// format has an integer dot; everything else runs on f32 `x`.
-    fn project(&self, b: &mut Batch, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, m: usize, ws: &[(&mm::WeightMatrix, &GpuBuffer<f32>)]) -> Result<()> {
-        let xq = xq.filter(|xq| m == 1 && xq.has_q4k() && ws.iter().any(|(w, _)| has_integer_dot(w.format())));
+    /// In a decode step (`m == 1`) with int8 activations: quantise `x` into slot `slot` when
+    /// one of `ws` has an integer dot, and return the slot. `None`: every GEMV reads f32 `x`.
+    fn quantised(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, ws: &[&mm::WeightMatrix]) -> Result<Option<&Q8Activations>> {
+        let xq = self.s.q8[slot].as_ref().filter(|xq| m == 1 && xq.has_q4k() && ws.iter().any(|w| has_integer_dot(w.format())));
         if let Some(xq) = xq {
             q8::quantize_activations(b, x, xq)?;
         }
+        Ok(xq)
+    }
+
+    /// `y (op)= x W^T` for one decode-step projection: int8 activations where `xq` holds them
+    /// and `w` has an integer dot, else f32 `x`.
+    fn gemv(b: &mut Batch, w: &mm::WeightMatrix, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, y: &GpuBuffer<f32>, epi: Epilogue) -> Result<()> {
+        let input = match xq {
+            Some(xq) if has_integer_dot(w.format()) => GemvInput::Q8(xq),
+            _ => GemvInput::F32(x),
+        };
+        Ok(mm::gemv_with(b, w, input, y, epi)?)
+    }
+
+    /// `ys[i] = x W_i^T` for the projections `ws` of one input `x` (`m` rows).
+    fn project(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, ws: &[(&mm::WeightMatrix, &GpuBuffer<f32>)]) -> Result<()> {
+        let mats: Vec<&mm::WeightMatrix> = ws.iter().map(|&(w, _)| w).collect();
+        let xq = self.quantised(b, x, slot, m, &mats)?;
         for &(w, y) in ws {
-            match xq {
-                Some(xq) if has_integer_dot(w.format()) => mm::gemv_q8(b, w, xq, y)?,
-                _ => mm::matmul(b, w, x, y, m)?,
+            if m == 1 {
+                Self::gemv(b, w, x, xq, y, Epilogue::Store)?;
+            } else {
+                mm::matmul(b, w, x, y, m)?;
             }
         }
         Ok(())
+    }
+
+    /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
+    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix) -> Result<()> {
+        let s = &self.s;
+        if m == 1 {
+            let xq = self.quantised(b, a, slot, m, &[w])?;
+            Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
+        } else {
+            mm::matmul(b, w, a, &s.tmp, m)?;
+            Ok(elementwise::add_inplace(b, &s.x, &s.tmp, m * w.n())?)
+        }
+    }
+
+    /// `gate = silu(xn W_gate^T) * (xn W_up^T)`.
+    fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize) -> Result<()> {
+        let s = &self.s;
+        match f {
+            FfnIn::GateUp(w) if m == 1 => {
+                let xq = self.quantised(b, &s.xn, 0, m, &[w])?;
+                Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu)
+            }
+            FfnIn::GateUp(w) => {
+                mm::matmul(b, w, &s.xn, &s.up, m)?;
+                Ok(ops::swiglu_pairs(b, &s.up, m * ffn, &s.gate)?)
+            }
+            FfnIn::Separate { gate, up } => {
+                self.project(b, &s.xn, 0, m, &[(gate, &s.gate), (up, &s.up)])?;
+                Ok(elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * ffn)?)
+            }
+        }
     }
 
     fn record_layer(&self, b: &mut Batch, model: &Model, l: usize, m: usize, pos0: usize, decode: bool) -> Result<()> {
@@ -331,7 +379,7 @@ impl Session {
         let (h, qd, kvd, eps) = (c.hidden, c.q_dim(), c.kv_dim(), c.rms_eps);
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
         elementwise::rmsnorm(b, &s.x, &w.attn_norm, &s.xn, m, h, eps)?;
-        self.project(b, &s.xn, s.q8[0].as_ref(), m, &[(&w.wq, &s.q), (&w.wk, &s.k), (&w.wv, &s.v)])?;
+        self.project(b, &s.xn, 0, m, &[(&w.wq, &s.q), (&w.wk, &s.k), (&w.wv, &s.v)])?;
         if let Some([bq, bk, bv]) = &w.bias {
             ops::bias_add(b, &s.q, bq, m, qd)?;
             ops::bias_add(b, &s.k, bk, m, kvd)?;
@@ -409,13 +457,10 @@ impl Session {
                 }
             }
         }
-        self.project(b, &s.attn, s.q8[1].as_ref(), m, &[(&w.wo, &s.tmp)])?;
-        elementwise::add_inplace(b, &s.x, &s.tmp, m * h)?;
+        self.project_add(b, &s.attn, 1, m, &w.wo)?;
         elementwise::rmsnorm(b, &s.x, &w.ffn_norm, &s.xn, m, h, eps)?;
-        self.project(b, &s.xn, s.q8[0].as_ref(), m, &[(&w.w_gate, &s.gate), (&w.w_up, &s.up)])?;
-        elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * c.ffn)?;
-        self.project(b, &s.gate, s.q8[2].as_ref(), m, &[(&w.w_down, &s.tmp)])?;
-        elementwise::add_inplace(b, &s.x, &s.tmp, m * h)?;
+        self.ffn_in(b, &w.ffn_in, m, c.ffn)?;
+        self.project_add(b, &s.gate, 2, m, &w.w_down)?;
         Ok(())
     }
 }

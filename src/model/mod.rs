@@ -45,7 +45,7 @@ pub use error::{ModelError, Result};
 pub use forward::{Model, Session, SessionOptions};
 pub use kv::{KvCache, KvKind};
 pub use sample::{Sampler, SamplerConfig};
-pub use weights::{Progress, Weights};
+pub use weights::{FfnIn, Progress, Weights};
 
 /// The kernels a forward pass of `model` with a `kv` cache records (for reporting the variant
 /// chosen for each).
@@ -54,9 +54,9 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
     let mut v = vec![&elementwise::RMSNORM];
     for f in model.weights.formats() {
         let k = matmul::kernel_infos(f);
-        v.extend([&k.gemv, &k.gemm]);
+        v.extend([&k.gemv, &k.gemv_q8, &k.gemm]);
     }
-    v.extend([&ops::BIAS_ADD, &attention::PREFILL, &elementwise::ADD, &elementwise::SILU_GATE, &ops::COPY_ROW]);
+    v.extend([&crate::kernels::q8::QUANTIZE, &ops::BIAS_ADD, &attention::PREFILL, &elementwise::ADD, &elementwise::SILU_GATE, &ops::SWIGLU_PAIRS, &ops::COPY_ROW]);
     match kv {
         KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),
         KvKind::TurboQuant => v.extend([&rope::APPLY, &turboquant::QUANTIZE, &turboquant::DEQUANTIZE, &turboquant::ATTENTION]),

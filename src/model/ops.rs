@@ -16,10 +16,12 @@ use half::f16;
 pub const BIAS_ADD: KernelInfo = KernelInfo { name: "model_bias_add", variants: &[Variant::Portable], extra: None };
 pub const KV_STORE: KernelInfo = KernelInfo { name: "model_kv_store", variants: &[Variant::Portable], extra: None };
 pub const COPY_ROW: KernelInfo = KernelInfo { name: "model_copy_row", variants: &[Variant::Portable], extra: None };
+pub const SWIGLU_PAIRS: KernelInfo = KernelInfo { name: "model_swiglu_pairs", variants: &[Variant::Portable], extra: None };
 
 const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
 const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");
 const COPY_WGSL: &str = include_str!("../../wgsl/model_copy_row.wgsl");
+const SWIGLU_WGSL: &str = include_str!("../../wgsl/model_swiglu_pairs.wgsl");
 
 const BIAS_BINDINGS: &[StorageBinding] = &[StorageBinding::write("y", "f32"), StorageBinding::read("bias", "f32")];
 const KV_BINDINGS: &[StorageBinding] = &[
@@ -30,6 +32,7 @@ const KV_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("vc", "u32"),
 ];
 const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
+const SWIGLU_BINDINGS: &[StorageBinding] = &[StorageBinding::read("gu", "vec2<f32>"), StorageBinding::write("out", "f32")];
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -57,6 +60,7 @@ pub enum ModelPipeline {
     BiasAdd,
     KvStore { neox: bool },
     CopyRow,
+    SwigluPairs,
 }
 
 impl PipelineKey for ModelPipeline {
@@ -65,6 +69,7 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::BiasAdd => (BIAS_WGSL, vec![], std::mem::size_of::<Params4>(), BIAS_BINDINGS),
             ModelPipeline::KvStore { neox } => (KV_WGSL, vec![("NEOX", neox as u32 as f64)], std::mem::size_of::<KvParams>(), KV_BINDINGS),
             ModelPipeline::CopyRow => (COPY_WGSL, vec![], std::mem::size_of::<Params4>(), COPY_BINDINGS),
+            ModelPipeline::SwigluPairs => (SWIGLU_WGSL, vec![], std::mem::size_of::<Params4>(), SWIGLU_BINDINGS),
         };
         PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [64, 1, 1], params_size: params_size as u64, bindings }
     }
@@ -74,7 +79,7 @@ impl PipelineKey for ModelPipeline {
 #[cfg(feature = "testkit")]
 pub fn pipelines() -> Vec<(String, PipelineDesc)> {
     let caps = Caps::nominal();
-    [ModelPipeline::BiasAdd, ModelPipeline::KvStore { neox: false }, ModelPipeline::KvStore { neox: true }, ModelPipeline::CopyRow]
+    [ModelPipeline::BiasAdd, ModelPipeline::KvStore { neox: false }, ModelPipeline::KvStore { neox: true }, ModelPipeline::CopyRow, ModelPipeline::SwigluPairs]
         .into_iter()
         .map(|k| (format!("{k:?}"), k.describe(&caps)))
         .collect()
@@ -107,6 +112,20 @@ pub fn copy_row(b: &mut Batch, src: &GpuBuffer<f32>, row: usize, n: usize, dst: 
     u32_of(end, "(row + 1) * n")?;
     let params = Params4 { a: row as u32, b: n as u32, _p: [0; 2] };
     b.dispatch(&ModelPipeline::CopyRow, &params, &[src.raw(), dst.raw()], ctx.grid((n as u64).div_ceil(64))?)
+}
+
+/// `out[i] = silu(gu[2i]) * gu[2i + 1]` for `i < n` (`silu(g) = g / (1 + exp(-g))`): the SwiGLU
+/// of interleaved (gate, up) pairs.
+pub fn swiglu_pairs(b: &mut Batch, gu: &GpuBuffer<f32>, n: usize, out: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&SWIGLU_PAIRS)?;
+    ensure(n > 0, || Error::Shape("n = 0".into()))?;
+    let n2 = n.checked_mul(2).ok_or_else(|| Error::Shape("2 n overflows".into()))?;
+    gu.require("gu", n2)?;
+    out.require("out", n)?;
+    u32_of(n2, "2 n")?;
+    let params = Params4 { a: n as u32, b: 0, _p: [0; 2] };
+    b.dispatch(&ModelPipeline::SwigluPairs, &params, &[gu.raw(), out.raw()], ctx.grid((n as u64).div_ceil(64))?)
 }
 
 /// One chunk of new keys and values for [`kv_store`].

@@ -23,9 +23,25 @@ pub struct Layer {
     pub bias: Option<[GpuBuffer<f32>; 3]>,
     pub wo: WeightMatrix,
     pub ffn_norm: GpuBuffer<f32>,
-    pub w_gate: WeightMatrix,
-    pub w_up: WeightMatrix,
+    /// The gate and up projections.
+    pub ffn_in: FfnIn,
     pub w_down: WeightMatrix,
+}
+
+/// The FFN's gate and up projections: one matrix of interleaved (gate, up) row pairs where both
+/// have one type (a decode step then computes SwiGLU in the GEMV's epilogue), else two.
+pub enum FfnIn {
+    GateUp(WeightMatrix),
+    Separate { gate: WeightMatrix, up: WeightMatrix },
+}
+
+impl FfnIn {
+    fn matrices(&self) -> Vec<&WeightMatrix> {
+        match self {
+            FfnIn::GateUp(w) => vec![w],
+            FfnIn::Separate { gate, up } => vec![gate, up],
+        }
+    }
 }
 
 /// Every weight of a model, on the GPU except the embedding table.
@@ -71,11 +87,27 @@ fn vector(ctx: &Context, file: &GgufFile, name: &str, len: usize) -> Result<GpuB
 /// A matrix `[n, k]` (`dims = [k, n]` in the file).
 fn matrix(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<WeightMatrix> {
     expect_dims(file, name, &[k, n])?;
-    mm::load(ctx, file, name).map_err(|e| match e {
+    mm::load(ctx, file, name).map_err(|e| load_error(name, e))
+}
+
+fn load_error(name: &str, e: crate::Error) -> ModelError {
+    match e {
         crate::Error::Format(s) | crate::Error::Shape(s) | crate::Error::Argument(s) => bad(name, s),
         crate::Error::UnsupportedType { ggml_type, .. } => bad(name, format!("ggml type {ggml_type:?} is not supported")),
         e => ModelError::Gpu(e),
-    })
+    }
+}
+
+/// The gate and up matrices `[n, k]`, interleaved into one where their types match.
+fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usize) -> Result<FfnIn> {
+    expect_dims(file, gate, &[k, n])?;
+    expect_dims(file, up, &[k, n])?;
+    let same = file.tensor(gate).zip(file.tensor(up)).is_some_and(|(g, u)| g.ggml_type == u.ggml_type);
+    if same {
+        Ok(FfnIn::GateUp(WeightMatrix::from_gguf_interleaved(ctx, file, gate, up).map_err(|e| load_error(gate, e))?))
+    } else {
+        Ok(FfnIn::Separate { gate: matrix(ctx, file, gate, n, k)?, up: matrix(ctx, file, up, n, k)? })
+    }
 }
 
 impl Weights {
@@ -152,10 +184,12 @@ impl Weights {
             };
             let wo = mat!(p("attn_output.weight"), h, q);
             let ffn_norm = load!(vector(ctx, file, &p("ffn_norm.weight"), h)?, p("ffn_norm.weight"));
-            let w_gate = mat!(p("ffn_gate.weight"), f, h);
-            let w_up = mat!(p("ffn_up.weight"), f, h);
+            let ffn_in = ffn_in(ctx, file, &p("ffn_gate.weight"), &p("ffn_up.weight"), f, h)?;
+            gpu_bytes += ffn_in.matrices().iter().map(|m| m.bytes()).sum::<u64>();
+            step(&p("ffn_gate.weight"))?;
+            step(&p("ffn_up.weight"))?;
             let w_down = mat!(p("ffn_down.weight"), h, f);
-            layers.push(Layer { attn_norm, wq, wk, wv, bias, wo, ffn_norm, w_gate, w_up, w_down });
+            layers.push(Layer { attn_norm, wq, wk, wv, bias, wo, ffn_norm, ffn_in, w_down });
         }
         let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight");
         let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
@@ -167,7 +201,7 @@ impl Weights {
     /// The formats of the matrices (each once).
     pub fn formats(&self) -> Vec<&'static crate::formats::WeightFormat> {
         let mut v: Vec<&'static crate::formats::WeightFormat> = Vec::new();
-        for w in self.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]).chain([&self.lm_head]) {
+        for w in self.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_down].into_iter().chain(l.ffn_in.matrices())).chain([&self.lm_head]) {
             if !v.iter().any(|f| std::ptr::eq(*f, w.format())) {
                 v.push(w.format());
             }
