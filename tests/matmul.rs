@@ -169,7 +169,7 @@ fn gemv_epilogues_match_reference() {
             matmul::gemv_with(&mut b, &gate, input, &y, Epilogue::Accumulate).unwrap();
             b.run().unwrap();
             let got = ctx.read(&y).unwrap();
-            let (yref, ymag): (Vec<f64>, Vec<f64>) = (0..n).map(|i| dot(&gw, &gm, i)).map(|(s, a)| (s, a)).unzip();
+            let (yref, ymag): (Vec<f64>, Vec<f64>) = (0..n).map(|i| dot(&gw, &gm, i)).unzip();
             let yref: Vec<f64> = yref.iter().zip(&y0).map(|(s, &v)| s + v as f64).collect();
             let ymag: Vec<f64> = ymag.iter().zip(&y0).map(|(a, &v)| a + (v as f64).abs()).collect();
             let check = compare(&got[..n], &yref, &ymag, 1e-5);
