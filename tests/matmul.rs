@@ -1,7 +1,8 @@
 //! The weight-matrix family on GGUF input: every supported format loads from a file and its GEMV
 //! matches the CPU (dequantised weights, f64 dot); embedding rows dequantise on the CPU without an
 //! upload; bad input (unsupported type, non-finite scale, row length not a multiple of the
-//! block, truncated data, wrong byte counts) gives typed errors naming the tensor.
+//! block, truncated data, wrong byte counts) gives typed errors naming the tensor; float formats
+//! take row lengths that are not a multiple of 4.
 
 mod common;
 
@@ -17,11 +18,12 @@ fn rng() -> fastrand::Rng {
     fastrand::Rng::with_seed(seed)
 }
 
-/// A file with one 7-row matrix per format (k = 2 blocks, at least 64 columns), plus bad tensors.
+/// A file with one 7-row matrix per format (k = 2 blocks, at least 64 columns; 67 columns, not a
+/// multiple of 4, for the float formats), plus bad tensors and a last F16 tensor of k = 6.
 fn test_file(r: &mut fastrand::Rng) -> Vec<u8> {
     let mut w = GgufWriter::new();
     for f in FORMATS {
-        let k = (64 / f.block_weights).max(2) * f.block_weights;
+        let k = if f.block_weights == 1 { 67 } else { (64 / f.block_weights).max(2) * f.block_weights };
         w = w.tensor(format!("w.{}", f.name), &[k as u64, 7], f.ggml_type, (f.random_blocks)(r, 7 * k / f.block_weights)).unwrap();
     }
     let q8 = format_of(GgmlType::Q8_0).unwrap();
@@ -29,7 +31,7 @@ fn test_file(r: &mut fastrand::Rng) -> Vec<u8> {
     nan[34..36].copy_from_slice(&half::f16::NAN.to_bits().to_le_bytes()); // block 1's d
     w = w.tensor("bad.nan", &[64, 2], GgmlType::Q8_0, nan).unwrap();
     w = w.tensor("bad.iq", &[256, 2], GgmlType::IQ2_XXS, vec![0; 2 * 66]).unwrap();
-    w = w.tensor("bad.odd", &[6, 2], GgmlType::F16, vec![0; 24]).unwrap();
+    w = w.tensor("odd.f16", &[6, 2], GgmlType::F16, vec![0; 24]).unwrap();
     w.to_bytes()
 }
 
@@ -82,10 +84,8 @@ fn bad_tensors_give_typed_errors_naming_them() {
         Err(Error::Format(m)) => assert!(m.contains("bad.nan") && m.contains("block 1"), "{m}"),
         other => panic!("bad.nan: {:?}", other.err()),
     }
-    match WeightMatrix::from_gguf(&ctx, &file, "bad.odd") {
-        Err(Error::Shape(m)) => assert!(m.contains("bad.odd"), "{m}"),
-        other => panic!("bad.odd: {:?}", other.err()),
-    }
+    // A row length that is not a multiple of 4 is no error for a float format.
+    assert_eq!(WeightMatrix::from_gguf(&ctx, &file, "odd.f16").map(|w| (w.n(), w.k())).ok(), Some((2, 6)));
     assert!(matches!(WeightMatrix::from_gguf(&ctx, &file, "nope"), Err(Error::Argument(_))));
     let iq = file.tensor("bad.iq").unwrap();
     assert!(matches!(formats::dequantize_rows(&file, iq, &[0], &mut [0f32; 256]), Err(FormatError::UnsupportedType { tensor: Some(_), .. })));
@@ -99,11 +99,14 @@ fn bad_tensors_give_typed_errors_naming_them() {
     assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 0, 256, &[]), Err(Error::Shape(_))));
     assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::TQ2_0, 1, 256, &[0; 66]), Err(Error::UnsupportedType { tensor: None, .. })));
 
-    // Truncated file: the last tensor's bytes are cut short.
-    let cut = &bytes[..bytes.len() - 5];
+    // Truncated file: the last tensor's bytes are cut short (5 bytes before their end, whatever
+    // padding follows them).
+    let last = file.tensor("odd.f16").unwrap();
+    let end = (file.data_offset() + last.offset) as usize + 24;
+    let cut = &bytes[..end - 5];
     if let Ok(f) = GgufFile::parse(cut) {
-        match WeightMatrix::from_gguf(&ctx, &f, "bad.odd") {
-            Err(Error::Format(m)) | Err(Error::Shape(m)) => assert!(m.contains("bad.odd"), "{m}"),
+        match WeightMatrix::from_gguf(&ctx, &f, "odd.f16") {
+            Err(Error::Format(m)) | Err(Error::Shape(m)) => assert!(m.contains("odd.f16"), "{m}"),
             other => panic!("truncated: {:?}", other.err()),
         }
     }
@@ -222,4 +225,47 @@ fn interleaved_upload_and_swiglu_reject_bad_shapes() {
     let gu = WeightMatrix::upload_interleaved(&ctx, GgmlType::Q8_0, 3, 64, &a, &b).unwrap();
     let short = ctx.alloc::<f32>(2).unwrap();
     assert!(matmul::gemv_with(&mut bt, &gu, GemvInput::F32(&x), &short, Epilogue::SwiGlu).is_err());
+}
+/// Float formats at row lengths that are not a multiple of 4: GEMV with NaN in x past k (the
+/// last vec4 of x straddles k), GEMM with m rows of x back to back (rows not on vec4 boundaries)
+/// and NaN after them, dequantise into a guarded buffer; against the f64 reference, guards intact.
+#[test]
+fn float_formats_take_any_row_length() {
+    use wgkernels::reference;
+    use wgkernels::suite::{guard_damage, guarded_f32, POISON_F32};
+    let ctx = common::context();
+    let mut r = rng();
+    let mut srng = Rng::new(r.u64(..));
+    for f in FORMATS.iter().filter(|f| f.block_weights == 1) {
+        for (n, k) in [(5, 1), (3, 2), (7, 7), (2, 13), (9, 301)] {
+            let bytes = (f.random_blocks)(&mut r, n * k);
+            let mut wv = vec![0f32; n * k];
+            formats::dequantize(f.ggml_type, &bytes, &mut wv).unwrap();
+            let mut mag = vec![0f64; n * k];
+            (f.magnitudes)(&bytes, &mut mag);
+            let w = WeightMatrix::upload(&ctx, f.ggml_type, n, k, &bytes).unwrap();
+            let (wf, mf) = (|row: usize, c: usize| wv[row * k + c] as f64, |row: usize, c: usize| mag[row * k + c]);
+            for m in [1, 3] {
+                let xs = srng.uniform_vec(m * k, -1.0, 1.0);
+                let mut padded = xs.clone();
+                padded.extend([f32::NAN; 9]);
+                let x = ctx.upload(&padded).unwrap();
+                let y = guarded_f32(&ctx, m * n).unwrap();
+                let mut b = ctx.batch();
+                matmul::matmul(&mut b, &w, &x, &y, m).unwrap();
+                b.run().unwrap();
+                let (yref, ymag) = if m == 1 { reference::gemv(n, k, wf, mf, &xs) } else { reference::gemm(m, n, k, wf, mf, &xs) };
+                let got = ctx.read(&y).unwrap();
+                let check = compare(&got, &yref, &ymag, 1e-5);
+                assert!(check.passed() && guard_damage(&got, m * n, POISON_F32) == 0, "{} m={m} n={n} k={k}: {}", f.name, check.summary());
+            }
+            let out = guarded_f32(&ctx, n * k).unwrap();
+            let mut b = ctx.batch();
+            matmul::dequantize(&mut b, &w, &out).unwrap();
+            b.run().unwrap();
+            let got = ctx.read(&out).unwrap();
+            assert!(got[..n * k].iter().zip(&wv).all(|(g, e)| g.to_bits() == e.to_bits()), "{} n={n} k={k}: dequantise differs", f.name);
+            assert_eq!(guard_damage(&got, n * k, POISON_F32), 0, "{} n={n} k={k}: guard overwritten", f.name);
+        }
+    }
 }

@@ -1,7 +1,7 @@
 // Weight-matrix GEMM for m > 1: y[i, y_off + r] = sum_c x[i, c] * w[r, c] (y row stride ldy).
 // Prepended: mm_common.wgsl and the format part; appended: splitk_tile.wgsl.
 // One workgroup of 128 invocations computes a 32 (x rows) x 64 (weight rows) tile, stepping
-// through K one 32-column slice at a time. Per slice the x slice (4 KiB) and the exactly
+// through K one 32-column slice at a time (any k: see mm_gemm_x4). Per slice the x slice (4 KiB) and the exactly
 // dequantised weight slice (fmt_w4, 8 KiB) are staged in workgroup memory, both transposed to
 // [column][4 rows] vec4s, and each invocation accumulates a 4 x 4 block of outputs from two
 // vec4 loads per column. Columns past k are zero on both sides. Split-K (src/kernels/splitk.rs):
@@ -20,6 +20,23 @@ var<workgroup> ws: array<vec4<f32>, 512>;  // [TK][TN / 4]
 
 fn mm_x4(c4: u32) -> vec4<f32> {
     return vec4<f32>(0.0);
+}
+
+// x[row, 4c4 .. 4c4 + 3], zero at columns >= k. Row `row` of x starts at element row * k: one
+// vec4 load when k % 4 == 0, else the values one by one (k of a float format may be odd).
+fn mm_gemm_x4(row: u32, c4: u32) -> vec4<f32> {
+    if (p.k % 4u == 0u) {
+        return x[row * p.k4 + c4];
+    }
+    var v = vec4<f32>(0.0);
+    for (var c = 0u; c < 4u; c++) {
+        let col = 4u * c4 + c;
+        if (col < p.k) {
+            let e = row * p.k + col;
+            v[c] = x[e / 4u][e % 4u];
+        }
+    }
+    return v;
 }
 
 @compute @workgroup_size(128)
@@ -45,7 +62,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let c4 = e / TM;
             var v = vec4<f32>(0.0);
             if (t.m0 + i < p.m && s * 8u + c4 < p.k4) {
-                v = x[(t.m0 + i) * p.k4 + s * 8u + c4];
+                v = mm_gemm_x4(t.m0 + i, s * 8u + c4);
             }
             for (var c = 0u; c < 4u; c++) {
                 xs[(4u * c4 + c) * 8u + i / 4u][i % 4u] = v[c];

@@ -18,6 +18,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |_| None,
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_bf16.wgsl"),
+    native: None,
 };
 
 /// The f32 of bf16 bits `b`.

@@ -20,6 +20,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |_| None,
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_f16.wgsl"),
+    native: None,
 };
 
 fn dequantize(src: &[u8], out: &mut [f32]) {

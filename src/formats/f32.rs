@@ -1,6 +1,7 @@
 //! F32 weights: one 4-byte IEEE value per weight (ggml type 0).
 //!
-//! GPU layout: the row as is (`k` words; `k % 4 == 0`); an item is one vec4 (4 weights).
+//! GPU layout: the row as is (`k` words, any `k`), zero-padded to a whole vec4; an item is one
+//! vec4 (4 weights).
 
 use super::gguf::GgmlType;
 use super::weight::{pack_words, WeightFormat};
@@ -18,6 +19,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |_| None,
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_f32.wgsl"),
+    native: None,
 };
 
 fn dequantize(src: &[u8], out: &mut [f32]) {

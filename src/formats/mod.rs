@@ -31,9 +31,9 @@
 //!
 //! - `wq: array<vec4<u32>>` - the matrix (read only);
 //! - `p.k` (columns), `p.k4` (`ceil(k / 4)`), `p.row_vec4s`, `p.items` (items per row);
-//! - `fn mm_x4(c4: u32) -> vec4<f32>` - activations of columns `4c4 .. 4c4 + 3` (zero for
-//!   `c4 >= p.k4`; in the int8-activation GEMV, the dequantised int8 values). Use it only from
-//!   `fmt_x` (other kernels define it as zeros);
+//! - `fn mm_x4(c4: u32) -> vec4<f32>` - activations of columns `4c4 .. 4c4 + 3` (zero at
+//!   columns `>= p.k`; in the int8-activation GEMV, the dequantised int8 values). Use it only
+//!   from `fmt_x` (other kernels define it as zeros);
 //! - helpers in wgsl/mm_common.wgsl: `mm_f16x2(w) -> vec2<f32>` (both halves of `w`, exactly:
 //!   subnormals, infinities and NaN included), `mm_bf16x2(w)`, `mm_i8x4(w) -> vec4<f32>` (the
 //!   four bytes as signed integers), `mm_u8x4(w)`, `mm_u4x8(w) -> array<vec4<f32>, 2>`
@@ -52,7 +52,21 @@
 //!   factor the block scales out (`d * sum q x - dmin * sum m sx`) instead of dequantising;
 //! - `fn fmt_w4(base: u32, c4: u32) -> vec4<f32>`: the weights of columns `4c4 .. 4c4 + 3` of
 //!   the row at `base` (`c4 < p.k4`), **bit-exact** with [`WeightFormat::dequantize`] (used by the
-//!   dequantise kernel and staged by the GEMM).
+//!   dequantise kernel and staged by the GEMM). Columns `>= k` of the last vec4 (float formats
+//!   with `k % 4 != 0`) read the row's zero padding; the kernels never use them.
+//!
+//! ## Row length
+//!
+//! `k` must be a multiple of [`WeightFormat::block_weights`], nothing more: the float formats
+//! take any `k >= 1` (the GEMV masks x past `k`, the GEMM reads x rows that do not start on a
+//! vec4 value by value, the dequantiser writes values one by one when `k % 4 != 0`).
+//!
+//! ## Native (MSL) GEMV
+//!
+//! A format may add a hand-written MSL GEMV (`native:` a [`NativeGemv`]): one `msl/*.metal`
+//! file mirroring the family's Subgroup GEMV of the format, which becomes the Native variant of
+//! `mm_gemv_<name>` with no other edit (binding, clang, CPU-execution and SPIR-V twin tests all
+//! find it through the kernel registry).
 //!
 //! Reading outside the row (`base .. base + row_vec4s`) is a bug: shader bounds checks are off.
 

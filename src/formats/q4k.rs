@@ -39,6 +39,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16::from_bits(le16(b, 0)).is_finite() && f16::from_bits(le16(b, 2)).is_finite())),
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q4_k.wgsl"),
+    native: None,
 };
 
 /// GPU word `gw` (0..32) of a block's nibble area holds GGUF nibble word `8 * (gw % 4) + gw / 4`.

@@ -96,6 +96,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite())),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q5_k.wgsl"),
+    native: None,
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {

@@ -82,6 +82,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 208).is_finite())),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q6_k.wgsl"),
+    native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q6_k.metal"), entries: &[(2, "mm_gemv_q6_k_r2"), (4, "mm_gemv_q6_k_r4")] }),
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {

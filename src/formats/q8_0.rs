@@ -28,6 +28,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block,
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q8_0.wgsl"),
+    native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8_0.metal"), entries: &[(2, "mm_gemv_q8_0_r2"), (4, "mm_gemv_q8_0_r4")] }),
 };
 
 fn gpu_row_words(k: usize) -> usize {

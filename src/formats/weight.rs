@@ -19,7 +19,7 @@ pub struct WeightFormat {
     /// Weights of one row per GEMV item (a multiple of 4; see the module docs).
     pub item_weights: usize,
     /// u32 words of one GPU row of `k` weights (a multiple of 4). `k` is a multiple of
-    /// `block_weights` and of 4.
+    /// `block_weights` (any `k >= 1` for the float formats, whose rows are zero-padded).
     pub gpu_row_words: fn(k: usize) -> usize,
     /// Re-lays one row: `src` = the row's GGUF bytes (`k / block_weights` blocks), `dst` =
     /// `gpu_row_words(k)` words, zero on entry.
@@ -37,6 +37,27 @@ pub struct WeightFormat {
     pub random_blocks: fn(rng: &mut fastrand::Rng, count: usize) -> Vec<u8>,
     /// The WGSL part (`include_str!("../../wgsl/fmt_<name>.wgsl")`).
     pub wgsl: &'static str,
+    /// The format's hand-written MSL GEMV, if it has one: the Native variant of `mm_gemv_<name>`.
+    pub native: Option<NativeGemv>,
+}
+
+/// A format's hand-written MSL GEMV (f32 activations), the Native variant of the matmul family's
+/// `mm_gemv_<name>` (see [`crate::kernels::matmul`]).
+///
+/// Its **twin** is implied: the family's Subgroup GEMV of the same format
+/// (team_subgroup.wgsl + mm_common.wgsl + mm_gemv.wgsl + the format part + mm_rows.wgsl) with
+/// the plan `WG = 128, ROWS = rows, UNROLL = 1, TEAM_SG = 0` (a team is the threadgroup), as
+/// [`crate::kernels::matmul::native_plan`] builds it. Each entry point takes the family's
+/// `Params` at `buffer(0)`, `device const uint4* wq [[buffer(1)]]`, `device const float4* x
+/// [[buffer(2)]]` and `device float* y [[buffer(3)]]`, and records its twin's fingerprint
+/// (`twin fnv1a64 ...`; tests/msl_bindings.rs). Nothing else needs an edit: the kernel info,
+/// pipelines, plan, fallback, self-check and every MSL test come from this descriptor.
+#[derive(Debug)]
+pub struct NativeGemv {
+    /// The MSL file (`include_str!("../../msl/<file>.metal")`).
+    pub msl: &'static str,
+    /// Entry points by rows per threadgroup, `(rows, entry)`, rows in 1..=4, ascending.
+    pub entries: &'static [(u32, &'static str)],
 }
 
 impl WeightFormat {

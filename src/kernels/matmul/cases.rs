@@ -27,14 +27,14 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     all.iter().map(|k| k as &dyn Kernel).collect()
 }
 
-/// Columns every k of `f` must be a multiple of (`q8`: also of the 32-column activation blocks).
+/// Columns every k of `f` must be a multiple of: the block (1 for the float formats, so their
+/// test ks are odd); `q8`: also the 32-column activation blocks.
 fn k_quantum(f: &WeightFormat, q8: bool) -> usize {
     let lcm = |a: usize, b: usize| a / gcd(a, b) * b;
-    let q = lcm(f.block_weights, 4);
     if q8 {
-        lcm(q, 32)
+        lcm(f.block_weights, 32)
     } else {
-        q
+        f.block_weights
     }
 }
 
@@ -46,7 +46,8 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-/// Test ks: one quantum, three, an odd multiple near 300 and one near 2560 (distinct).
+/// Test ks: one quantum, three, an odd multiple near 300 and one near 2560 (distinct; for the
+/// float formats 1, 3, 301 and 2560).
 fn test_ks(f: &WeightFormat, q8: bool) -> Vec<usize> {
     let q = k_quantum(f, q8);
     let mut v = vec![q, 3 * q, q * (300usize.div_ceil(q) | 1), q * 2560usize.div_ceil(q)];
@@ -206,7 +207,8 @@ impl Kernel for MmKernel {
         }
     }
 
-    /// GEMVs: every n of NS x every test k, plus a 3-chunk matrix of 67 rows. GEMM: odd m and
+    /// GEMVs: every n of NS x every test k, plus a 3-chunk matrix of 67 rows and 2049 rows of
+    /// the smallest k. GEMM: odd m and
     /// n over the test ks, plus a chunked one. Dequantise: four shapes and a chunked one.
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
         let ks = test_ks(self.format, self.op == Op::GemvQ8);
@@ -219,6 +221,8 @@ impl Kernel for MmKernel {
                     }
                 }
                 v.push(self.case(1, 67, ks[1], 3));
+                // Enough rows for the most rows per threadgroup of a Native plan (n >= 2048).
+                v.push(self.case(1, 2049, ks[0], 1));
             }
             Op::Gemm => {
                 let shapes = [(2, 33), (7, 1), (33, 31), (17, 255), (64, 129)];
@@ -255,6 +259,13 @@ impl Kernel for MmKernel {
                         let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
                         let act = if self.op == Op::Gemv { Activations::F32 } else { Activations::q8_for(self.format, true) };
                         keys.push(MmPipeline::Gemv { format, variant, plan, act, epi: Epilogue::Store });
+                    }
+                }
+                if let (Op::Gemv, Some(native)) = (self.op, &self.format.native) {
+                    for &(rows, _) in native.entries {
+                        // The Native twin (a workgroup team) is one of the Subgroup pipelines.
+                        keys.push(MmPipeline::Gemv { format, variant: Variant::Subgroup, plan: native_plan(rows), act: Activations::F32, epi: Epilogue::Store });
+                        keys.push(MmPipeline::Gemv { format, variant: Variant::Native, plan: native_plan(rows), act: Activations::F32, epi: Epilogue::Store });
                     }
                 }
                 describe_all(keys)

@@ -1,6 +1,7 @@
 //! The weight-matrix family: one [`WeightMatrix`] type for every weight format of
 //! [`crate::formats::FORMATS`] (F32, F16, BF16, Q8_0, Q4_K, ...), with GEMV (m = 1; Portable and
-//! Subgroup, f32 or int8 activations), GEMM (m > 1) and a bit-exact dequantiser, all generated
+//! Subgroup, f32 or int8 activations; Native MSL for the formats that carry a
+//! [`crate::formats::NativeGemv`]), GEMM (m > 1) and a bit-exact dequantiser, all generated
 //! from the format's descriptor and WGSL part (contract: [`crate::formats`]). The format is a
 //! field of the pipeline key, as a dtype.
 //!
@@ -50,11 +51,12 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
     let all = ALL.get_or_init(|| {
         let name = |op: &str, f: &WeightFormat| -> &'static str { Box::leak(format!("mm_{op}_{}", f.name).into_boxed_str()) };
         const GEMV_VARIANTS: &[Variant] = &[Variant::Portable, Variant::Subgroup];
+        const GEMV_NATIVE: &[Variant] = &[Variant::Portable, Variant::Subgroup, Variant::Native];
         const PORTABLE: &[Variant] = &[Variant::Portable];
         FORMATS
             .iter()
             .map(|f| FormatKernels {
-                gemv: KernelInfo { name: name("gemv", f), variants: GEMV_VARIANTS, extra: None },
+                gemv: KernelInfo { name: name("gemv", f), variants: if f.native.is_some() { GEMV_NATIVE } else { GEMV_VARIANTS }, extra: None },
                 gemv_q8: KernelInfo { name: name("gemv_q8", f), variants: GEMV_VARIANTS, extra: None },
                 gemm: KernelInfo { name: name("gemm", f), variants: PORTABLE, extra: None },
                 dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
@@ -175,16 +177,31 @@ impl WeightMatrix {
             both.extend_from_slice(ra);
             both.extend_from_slice(rb);
         }
-        Self::upload_limited(ctx, ggml_type, n2, k, &both, tensor, u64::MAX)
+        Self::upload_chunked(ctx, ggml_type, n2, k, &both, tensor, u64::MAX, 2)
     }
 
     /// [`WeightMatrix::upload`] with chunks of at most `max_chunk_bytes` (besides the device's
     /// binding limit): lets tests exercise the row-chunk path on small matrices.
     pub(crate) fn upload_limited(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, bytes: &[u8], tensor: Option<&str>, max_chunk_bytes: u64) -> Result<WeightMatrix> {
+        Self::upload_chunked(ctx, ggml_type, n, k, bytes, tensor, max_chunk_bytes, 1)
+    }
+
+    /// The upload, with chunks a multiple of `row_multiple` rows where there are several.
+    #[allow(clippy::too_many_arguments)]
+    fn upload_chunked(
+        ctx: &Context,
+        ggml_type: GgmlType,
+        n: usize,
+        k: usize,
+        bytes: &[u8],
+        tensor: Option<&str>,
+        max_chunk_bytes: u64,
+        row_multiple: usize,
+    ) -> Result<WeightMatrix> {
         let w = what(tensor);
         let f = formats::format_of(ggml_type).map_err(|_| Error::UnsupportedType { ggml_type, tensor: tensor.map(str::to_string) })?;
         ensure(n > 0 && k > 0, || Error::Shape(format!("{w}: n = {n}, k = {k}: both must be > 0")))?;
-        ensure(k % f.block_weights == 0 && k % 4 == 0, || Error::Shape(format!("{w}: row length k = {k} is not a multiple of {} ({:?} block) and 4", f.block_weights, ggml_type)))?;
+        ensure(k % f.block_weights == 0, || Error::Shape(format!("{w}: row length k = {k} is not a multiple of {} ({:?} block)", f.block_weights, ggml_type)))?;
         ensure(u32::try_from(n).is_ok() && u32::try_from(k).is_ok(), || Error::Shape(format!("{w}: n = {n}, k = {k} exceed u32")))?;
         let row_bytes = f.bytes_for(k).ok_or_else(|| Error::Shape(format!("{w}: k = {k} too large")))?;
         let total = n.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("{w}: n = {n} rows of {row_bytes} bytes overflow")))?;
@@ -198,8 +215,8 @@ impl WeightMatrix {
         // Per chunk the kernels index vec4s, rows * k4 outputs and rows * row_words words in u32.
         let idx_cap = (u32::MAX as u64 / (k as u64).div_ceil(4).max(row_words as u64)).max(1);
         let per_chunk = (cap / row_gpu_bytes).min(idx_cap).min(n as u64) as usize;
-        // Even chunk starts keep (gate, up) row pairs together (Epilogue::SwiGlu).
-        let per_chunk = if per_chunk > 1 && per_chunk < n { per_chunk & !1 } else { per_chunk };
+        // Interleaved matrices keep their row pairs in one chunk (Epilogue::SwiGlu).
+        let per_chunk = if per_chunk < n && per_chunk >= row_multiple { per_chunk - per_chunk % row_multiple } else { per_chunk };
         ensure(per_chunk > 0, || Error::BindingTooLarge { name: "weights row", bytes: row_gpu_bytes, limit: cap })?;
         let mut chunks = Vec::with_capacity(n.div_ceil(per_chunk));
         let mut words = Vec::new();
@@ -338,6 +355,15 @@ impl PipelineKey for MmPipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let params_size = std::mem::size_of::<Params>() as u64;
         match *self {
+            MmPipeline::Gemv { format, variant: Variant::Native, plan, act, epi } => {
+                let twin = MmPipeline::Gemv { format, variant: Variant::Subgroup, plan, act, epi }.describe(_caps);
+                match (&format.0.native, native_entry(format.0, plan)) {
+                    (Some(n), Some(entry)) if act == Activations::F32 && epi == Epilogue::Store => PipelineDesc::native(n.msl, entry, twin),
+                    // No MSL for this key (int8 activations, an epilogue, or never planned): the
+                    // twin stands in, so such a key still computes the right result.
+                    _ => twin,
+                }
+            }
             MmPipeline::Gemv { format, variant, plan, act, epi } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![
                     team_source(variant),
@@ -380,6 +406,26 @@ impl PipelineKey for MmPipeline {
     }
 }
 
+/// The Native (MSL) GEMV plan for `rows` rows per threadgroup: one team per threadgroup of
+/// 128 threads, one item per lane per step (the twin's `WG`, `ROWS`, `UNROLL`, `TEAM_SG`).
+pub fn native_plan(rows: u32) -> GemvPlan {
+    GemvPlan { wg: 128, rows, unroll: 1, team: 0 }
+}
+
+/// The MSL entry point of `f`'s Native GEMV for `plan`, if it has one.
+fn native_entry(f: &WeightFormat, plan: GemvPlan) -> Option<&'static str> {
+    let n = f.native.as_ref()?;
+    n.entries.iter().find(|&&(rows, _)| native_plan(rows) == plan).map(|&(_, e)| e)
+}
+
+/// The Native plan of `f` for an `n`-row matrix: the most rows per threadgroup from n = 2048 up,
+/// the fewest below (so that small matrices still give enough threadgroups), as the Q4_K GEMV's.
+fn native_plan_for(f: &'static WeightFormat, n: usize) -> Result<GemvPlan> {
+    let entries = f.native.as_ref().map_or(&[][..], |n| n.entries);
+    let pick = if n >= 2048 { entries.iter().map(|e| e.0).max() } else { entries.iter().map(|e| e.0).min() };
+    pick.map(native_plan).ok_or_else(|| Error::Unsupported { kernel: kernel_infos(f).gemv.name, variant: Variant::Native, reason: format!("format {} has no MSL GEMV", f.name) })
+}
+
 /// The default GEMV plan (as the Q4_K GEMV's, fastest measured there on an H200: 256
 /// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration).
 pub fn default_plan(variant: Variant) -> GemvPlan {
@@ -402,7 +448,7 @@ fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBu
     }
     let infos = kernel_infos(w.format);
     ctx.with_native_fallback(if act == Activations::F32 { &infos.gemv } else { &infos.gemv_q8 }, |variant| {
-        let mut plan = gemv_plan(ctx.caps(), variant);
+        let mut plan = if variant == Variant::Native { native_plan_for(w.format, w.n)? } else { gemv_plan(ctx.caps(), variant) };
         if epi == Epilogue::SwiGlu && plan.rows % 2 == 1 {
             plan.rows = 2; // a team must hold whole (gate, up) pairs
         }
@@ -481,11 +527,15 @@ pub fn matmul(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer
 /// Dequantise to a row-major f32 `[n, k]` buffer, bit-exactly as [`crate::formats::dequantize`].
 pub fn dequantize(b: &mut Batch, w: &WeightMatrix, out: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
-    out.require("out", w.n * w.k)?;
+    let total = w.n.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize).ok_or_else(|| Error::Shape(format!("n * k = {} * {} values exceed u32 indices", w.n, w.k)))?;
+    out.require("out", total)?;
     ctx.variant_for(&kernel_infos(w.format).dequant)?;
     let key = MmPipeline::Dequant { format: Fmt(w.format) };
     for c in &w.chunks {
-        let grid = ctx.grid(((c.rows * w.k / 4) as u64).div_ceil(64))?;
+        // Output vec4s the chunk touches (rows start on a vec4 only when k % 4 == 0).
+        let (e0, e1) = (c.row0 * w.k, (c.row0 + c.rows) * w.k);
+        let vec4s = if w.k % 4 == 0 { (e1 - e0) / 4 } else { e1.div_ceil(4) - e0 / 4 };
+        let grid = ctx.grid((vec4s as u64).div_ceil(64))?;
         b.dispatch(&key, &w.params(c), &[c.data.raw(), out.raw()], grid)?;
     }
     Ok(())
