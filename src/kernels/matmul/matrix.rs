@@ -130,7 +130,10 @@ pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps
         return Ok(None);
     }
     let policy = ctx.options().policy;
-    if policy == VariantPolicy::Auto && m < MATRIX_MIN_M {
+    // Only a policy naming Matrix runs it below the crossover (`Prefer` of a variant the GEMM
+    // lacks falls back to `Auto`'s choice, and so to its rule).
+    let named = matches!(policy, VariantPolicy::Prefer(Variant::Matrix) | VariantPolicy::Require(Variant::Matrix));
+    if !named && m < MATRIX_MIN_M {
         return Ok(None);
     }
     match matrix_key(ctx.caps(), format, m) {
