@@ -20,6 +20,12 @@
 //! possible in BF16 / F32 matrices or with extreme quantisation scales) do not survive the
 //! rounding: use [`Variant::Portable`] (`VariantPolicy::Require`) for such matrices.
 //!
+//! **Testing.** lavapipe has no cooperative matrices: there the variant is reported unsupported
+//! and every forced call is an [`crate::Error::Unsupported`]. On a GPU that has them,
+//! `cargo test --release --test matmul -- --nocapture matrix` runs it over every format's GEMM
+//! grid (also part of `WGKERNELS_KERNEL=mm_gemm cargo test --release --test harness`), and
+//! `cargo bench --bench kernels -- --filter mm_gemm_` times it beside the Portable GEMM.
+//!
 //! **Selection.** Under `Auto` the GEMM runs as Matrix from [`MATRIX_MIN_M`] input rows on, where
 //! the adapter supports it and the tile fits its limits; below that, or where it can't, it runs
 //! Portable. `Prefer(Matrix)` runs Matrix at every m it can; `Require(Matrix)` runs it at every m
@@ -74,6 +80,15 @@ impl MatrixTile {
     /// 16x16 f32 block per subgroup.
     pub fn bytes(&self) -> usize {
         2 * (self.tm() + self.tn()) * (TK + 8) + 4 * 256 * self.subgroups() as usize
+    }
+    /// Workgroups the GEMM aims for before it splits K (`kernels::splitk`), fewer than the
+    /// Portable GEMM's 1056 for these larger workgroups: half for 4 subgroups (4 per SM of a
+    /// 132-SM GPU), a quarter for 8. Provisional, until measured on the GPU.
+    pub fn split_target(&self) -> usize {
+        match self.subgroups() {
+            0..=4 => 528,
+            _ => 264,
+        }
     }
     /// vec4 chunks of the (x, weight) slice each of `wg` invocations stages per step.
     fn chunks(&self, wg: usize) -> (usize, usize) {

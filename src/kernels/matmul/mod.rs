@@ -350,15 +350,15 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     x.require("x", mk)?;
     y.require("y", mn)?;
     let matrix_key = gemm_pipeline(ctx, w.format, m)?;
-    let (key, tm, tn) = match matrix_key {
-        Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn()),
-        _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64),
+    let (key, tm, tn, target) = match matrix_key {
+        Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.split_target()),
+        _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, super::splitk::TARGET),
     };
     let steps = w.k.div_ceil(32);
     for c in &w.chunks {
         let tiles_n = c.rows.div_ceil(tn);
         let tiles = m.div_ceil(tm) * tiles_n;
-        let (mut sps, mut splits) = if w.chunks.len() == 1 { super::splitk::plan(ctx.caps(), tiles, steps) } else { (steps, 1) };
+        let (mut sps, mut splits) = if w.chunks.len() == 1 { super::splitk::plan_for(ctx.caps(), tiles, steps, target) } else { (steps, 1) };
         // The kernels index the split partials in u32.
         if splits.checked_mul(mn).is_none_or(|v| v > u32::MAX as usize) {
             (sps, splits) = (steps, 1);
