@@ -2,15 +2,17 @@
 //! matches the CPU (dequantised weights, f64 dot); embedding rows dequantise on the CPU without an
 //! upload; bad input (unsupported type, non-finite scale, row length not a multiple of the
 //! block, truncated data, wrong byte counts) gives typed errors naming the tensor; float formats
-//! take row lengths that are not a multiple of 4.
+//! take row lengths that are not a multiple of 4. The Matrix GEMM runs every format's GEMM grid
+//! where the adapter has cooperative matrices and is refused as unsupported everywhere else;
+//! `Auto` picks it only from `MATRIX_MIN_M` rows on. The GEMV epilogues match the reference.
 
 mod common;
 
 use wgkernels::formats::gguf::{GgmlType, GgufFile, GgufWriter};
 use wgkernels::formats::{self, format_of, FormatError, FORMATS};
 use wgkernels::kernels::matmul::{self, WeightMatrix};
-use wgkernels::suite::{compare, Rng};
-use wgkernels::Error;
+use wgkernels::suite::{compare, run_case, Rng};
+use wgkernels::{kernels, ContextOptions, Error, Variant, VariantPolicy};
 
 fn rng() -> fastrand::Rng {
     let seed = Rng::fresh_seed();
@@ -266,6 +268,64 @@ fn float_formats_take_any_row_length() {
             let got = ctx.read(&out).unwrap();
             assert!(got[..n * k].iter().zip(&wv).all(|(g, e)| g.to_bits() == e.to_bits()), "{} n={n} k={k}: dequantise differs", f.name);
             assert_eq!(guard_damage(&got, n * k, POISON_F32), 0, "{} n={n} k={k}: guard overwritten", f.name);
+        }
+    }
+}
+
+/// The Matrix GEMM, forced, over every format's GEMM test grid (odd m such as 17, 33, 100, 130;
+/// n tails; a row-chunked matrix; guard regions; f64 reference with the f16 error bound). On an
+/// adapter without cooperative matrices every case must be refused as `Unsupported`: none runs,
+/// none counts as passed. (`cargo test --release --test matmul -- --nocapture matrix` on a GPU.)
+#[test]
+fn matrix_gemm_every_format_or_unsupported() {
+    let base = common::context();
+    let seed = Rng::fresh_seed();
+    println!("seed {seed} (WGKERNELS_SEED={seed} reproduces)");
+    let mut rng = Rng::new(seed);
+    let (mut passed, mut refused) = (0, 0);
+    for bounds_checks in [false, true] {
+        let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Matrix)).with_bounds_checks(bounds_checks));
+        for kernel in kernels::registry().into_iter().filter(|k| k.info().name.starts_with("mm_gemm_")) {
+            let name = kernel.info().name;
+            let support = kernel.info().support(base.caps(), Variant::Matrix);
+            for case in kernel.test_cases() {
+                let what = format!("{name} matrix {} (bounds checks {bounds_checks})", case.name());
+                match (&support, run_case(&ctx, case.as_ref(), &mut rng)) {
+                    (Err(_), Err(Error::Unsupported { variant: Variant::Matrix, .. })) => refused += 1,
+                    (Err(why), other) => panic!("{what}: the adapter lacks Matrix ({why}) but the call gave {:?}", other.map(|c| c.summary())),
+                    (Ok(()), Ok(c)) => {
+                        println!("{what}: {}", c.summary());
+                        assert!(c.passed(), "{what}: {}", c.summary());
+                        passed += 1;
+                    }
+                    (Ok(()), Err(e)) => panic!("{what}: {e}"),
+                }
+            }
+        }
+    }
+    println!("matrix GEMM on {}: {passed} cases passed, {refused} refused as unsupported", base.caps().adapter_name);
+    assert!(passed + refused > 0 && (passed == 0 || refused == 0), "passed {passed}, refused {refused}");
+}
+
+/// `Auto` runs the Portable GEMM below `MATRIX_MIN_M` rows and the Matrix one from there on where
+/// the adapter supports it; `Require(Matrix)` is an `Unsupported` error where it does not.
+#[test]
+fn gemm_variant_selection() {
+    let base = common::context();
+    let required = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Matrix)));
+    let portable = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Portable)));
+    let auto = base.with_options(ContextOptions::default());
+    for f in FORMATS {
+        let has = matmul::kernel_infos(f).gemm.support(base.caps(), Variant::Matrix).is_ok();
+        for m in [2, matmul::matrix::MATRIX_MIN_M - 1, matmul::matrix::MATRIX_MIN_M, 2048] {
+            assert!(matmul::gemm_pipeline(&portable, f, m).unwrap().is_none());
+            let chosen = matmul::gemm_pipeline(&auto, f, m).unwrap();
+            assert_eq!(chosen.is_some(), has && m >= matmul::matrix::MATRIX_MIN_M, "{} m = {m}", f.name);
+            match matmul::gemm_pipeline(&required, f, m) {
+                Ok(Some(_)) => assert!(has),
+                Err(Error::Unsupported { variant: Variant::Matrix, .. }) => assert!(!has),
+                other => panic!("{} m = {m}: {:?}", f.name, other.map(|k| k.is_some())),
+            }
         }
     }
 }

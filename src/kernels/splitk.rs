@@ -18,7 +18,7 @@ use bytemuck::{Pod, Zeroable};
 pub(crate) const TILE_WGSL: &str = include_str!("../../wgsl/splitk_tile.wgsl");
 
 /// Workgroups a GEMM aims for before it splits K (8 per SM of a 132-SM GPU).
-const TARGET: usize = 1056;
+pub(crate) const TARGET: usize = 1056;
 /// Fewest K steps (slices / sub-blocks) a split takes.
 const MIN_STEPS: usize = 8;
 
@@ -26,7 +26,13 @@ const MIN_STEPS: usize = 8;
 /// tiles alone make [`TARGET`] workgroups, else enough splits to reach it, each of at least
 /// [`MIN_STEPS`] steps. With [`crate::Tuning::gemm_split`] off, one split.
 pub(crate) fn plan(caps: &Caps, tiles: usize, steps: usize) -> (usize, usize) {
-    let want = if !caps.tuning.gemm_split || tiles >= TARGET { 1 } else { TARGET.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
+    plan_for(caps, tiles, steps, TARGET)
+}
+
+/// [`plan`] aiming for `target` workgroups (larger workgroups want fewer).
+pub(crate) fn plan_for(caps: &Caps, tiles: usize, steps: usize, target: usize) -> (usize, usize) {
+    let target = target.max(1);
+    let want = if !caps.tuning.gemm_split || tiles >= target { 1 } else { target.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
     let per = steps.max(1).div_ceil(want);
     (per, steps.max(1).div_ceil(per))
 }

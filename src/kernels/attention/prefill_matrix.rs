@@ -105,7 +105,7 @@ pub(super) fn matrix_support(caps: &Caps) -> Result<u32, String> {
 /// The subgroup size a Matrix kernel of `nsg` subgroups per workgroup is built for, or why the
 /// adapter can't run it (no 16x16x16 f16 -> f32 configuration, not one subgroup size that is a
 /// multiple of 16, too many invocations).
-pub(super) fn matrix_support_with(caps: &Caps, nsg: u32) -> Result<u32, String> {
+pub(crate) fn matrix_support_with(caps: &Caps, nsg: u32) -> Result<u32, String> {
     if !caps.has_coop_config(CM as u32, Cst::F16, Cst::F32) {
         return Err("no 16x16x16 f16 x f16 -> f32 cooperative matrix among the adapter's configurations".into());
     }

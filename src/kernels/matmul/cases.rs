@@ -1,11 +1,13 @@
 //! Test and bench cases of the weight-matrix family (see [`crate::suite`]): for every format of
 //! [`FORMATS`], GEMV (f32 and int8 activations), GEMM and dequantise, on the format's random
 //! valid blocks, odd row counts, a row-chunked matrix, poisoned guard regions and f64
-//! references (dequantise: bit equality with the CPU dequantiser).
+//! references (dequantise: bit equality with the CPU dequantiser). GEMM cases that run as Matrix
+//! (see [`super::matrix`]) take weights within f16's range and the f16 error bound
+//! ([`MATRIX_TOL`]); large GEMMs are checked on a sample of rows.
 
 use super::*;
 use crate::reference::{self, q8 as r8};
-use crate::suite::{describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_F32};
+use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_F32};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
@@ -64,14 +66,34 @@ fn fresh(rng: &mut Rng) -> fastrand::Rng {
     fastrand::Rng::with_seed(((rng.u32(u32::MAX) as u64) << 32) | rng.u32(u32::MAX) as u64)
 }
 
-/// Random weights of `f`: (GGUF bytes, exact values, operand magnitudes).
-fn random_matrix(f: &WeightFormat, rng: &mut Rng, n: usize, k: usize) -> (Vec<u8>, Vec<f32>, Vec<f64>) {
-    let bytes = (f.random_blocks)(&mut fresh(rng), n * k / f.block_weights);
+/// Largest f16 magnitude (finite).
+const F16_MAX: f32 = 65504.0;
+
+/// Random weights of `f`: (GGUF bytes, exact values, operand magnitudes). `f16_range`: every
+/// weight within f16's finite range (blocks outside it are drawn again), as the Matrix GEMM needs.
+fn random_matrix(f: &WeightFormat, rng: &mut Rng, n: usize, k: usize, f16_range: bool) -> Result<(Vec<u8>, Vec<f32>, Vec<f64>)> {
+    let mut r = fresh(rng);
+    let mut bytes = (f.random_blocks)(&mut r, n * k / f.block_weights);
+    if f16_range {
+        let mut w = vec![0f32; f.block_weights];
+        for (i, blk) in bytes.chunks_exact_mut(f.block_bytes).enumerate() {
+            let mut tries = 0;
+            loop {
+                (f.dequantize)(blk, &mut w);
+                if w.iter().all(|v| v.abs() <= F16_MAX) {
+                    break;
+                }
+                tries += 1;
+                ensure(tries < 1000, || Error::Argument(format!("{}: no block within f16's range in 1000 draws (block {i})", f.name)))?;
+                blk.copy_from_slice(&(f.random_blocks)(&mut r, 1));
+            }
+        }
+    }
     let mut w = vec![0f32; n * k];
     (f.dequantize)(&bytes, &mut w);
     let mut mag = vec![0f64; n * k];
     (f.magnitudes)(&bytes, &mut mag);
-    (bytes, w, mag)
+    Ok((bytes, w, mag))
 }
 
 struct MatCase {
@@ -146,6 +168,70 @@ impl Prepared for DequantPrepared {
 /// Error tolerance, normalised by the operand magnitudes (as the other f32 GEMVs).
 const TOL: f64 = 1e-5;
 
+/// Error tolerance of the Matrix GEMM, normalised by sum |w x|: weights and activations are
+/// rounded to f16 (relative error <= 2^-11 each, so <= ~2^-10 = 9.8e-4 per product), products
+/// are summed in f32 (<= k 2^-23 relative to the sum of magnitudes even where the matrix unit
+/// truncates instead of rounding: 3.1e-4 at the test's k <= 2560, 4.9e-4 at the bench's 4096).
+pub(crate) const MATRIX_TOL: f64 = 2e-3;
+
+/// Half the spacing of f16's subnormals: the absolute rounding error of a value below 2^-14.
+const F16_SUBNORMAL_ERR: f64 = 1.0 / (1u64 << 25) as f64;
+
+/// Outputs above this many multiply-adds (m n k) are checked on [`SAMPLED_ROWS`] rows of x.
+const FULL_REFERENCE_MACS: usize = 1 << 26;
+const SAMPLED_ROWS: usize = 8;
+
+/// A GEMM case's prepared form: the checked rows of the output (all, or a sample for large m)
+/// against their f64 reference; every output must be finite and the guard region intact.
+struct GemmPrepared {
+    weights: Vec<WeightMatrix>,
+    x: GpuBuffer<f32>,
+    y: GpuBuffer<f32>,
+    m: usize,
+    n: usize,
+    rows: Vec<usize>,
+    reference: (Vec<f64>, Vec<f64>),
+    tol: f64,
+}
+
+impl Prepared for GemmPrepared {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        gemm(b, &self.weights[copy % self.weights.len()], &self.x, &self.y, self.m)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let out = ctx.read(&self.y)?;
+        let (m, n) = (self.m, self.n);
+        if out.len() < m * n {
+            return Ok(compare(&out, &vec![0.0; m * n], &vec![1.0; m * n], self.tol));
+        }
+        let mut got = Vec::with_capacity(self.rows.len() * n + out.len() - m * n);
+        for &i in &self.rows {
+            got.extend_from_slice(&out[i * n..(i + 1) * n]);
+        }
+        got.extend_from_slice(&out[m * n..]);
+        let mut c = compare(&got, &self.reference.0, &self.reference.1, self.tol);
+        c.nonfinite = out[..m * n].iter().filter(|v| !v.is_finite()).count();
+        if self.rows.len() < m {
+            c.note += &format!("{} of {m} rows checked", self.rows.len());
+        }
+        Ok(c)
+    }
+}
+
+/// Rows of x a GEMM case checks: all, or for large m x n x k the first, the last and random ones.
+fn checked_rows(rng: &mut Rng, m: usize, n: usize, k: usize) -> Vec<usize> {
+    if m.saturating_mul(n).saturating_mul(k) <= FULL_REFERENCE_MACS || m <= SAMPLED_ROWS {
+        return (0..m).collect();
+    }
+    let mut rows = vec![0, m - 1];
+    while rows.len() < SAMPLED_ROWS {
+        rows.push(rng.u32(m as u32) as usize);
+    }
+    rows.sort();
+    rows.dedup();
+    rows
+}
+
 impl Case for MatCase {
     fn name(&self) -> String {
         let mut s = if self.m > 1 { format!("m={} n={} k={}", self.m, self.n, self.k) } else { format!("n={} k={}", self.n, self.k) };
@@ -166,10 +252,12 @@ impl Case for MatCase {
 
     fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
         let (f, m, n, k) = (self.format, self.m, self.n, self.k);
-        let (bytes, w, mag) = random_matrix(f, rng, n, k);
+        // The Matrix GEMM rounds its inputs to f16: weights within its range, its tolerance.
+        let matrix = self.op == Op::Gemm && gemm_pipeline(ctx, f, m)?.is_some();
+        let (bytes, w, mag) = random_matrix(f, rng, n, k, matrix)?;
         let mut weights = vec![upload_case(ctx, f, n, k, &bytes, self.chunks)?];
         for _ in 1..copies {
-            weights.push(upload_case(ctx, f, n, k, &random_matrix(f, rng, n, k).0, self.chunks)?);
+            weights.push(upload_case(ctx, f, n, k, &random_matrix(f, rng, n, k, matrix)?.0, self.chunks)?);
         }
         let (wv, mv) = (|r: usize, c: usize| w[r * k + c] as f64, |r: usize, c: usize| mag[r * k + c]);
         match self.op {
@@ -181,10 +269,29 @@ impl Case for MatCase {
                 let reference = reference::gemv(n, k, wv, mv, &xv);
                 Ok(Box::new(Q8Prepared { weights, xq: Q8Activations::upload(ctx, &xq)?, y: guarded_f32(ctx, n)?, reference }))
             }
-            Op::Gemv | Op::Gemm => {
+            Op::Gemv => {
                 let x = rng.uniform_vec(m * k, -1.0, 1.0);
-                let reference = if m == 1 { reference::gemv(n, k, wv, mv, &x) } else { reference::gemm(m, n, k, wv, mv, &x) };
+                let reference = reference::gemv(n, k, wv, mv, &x);
                 Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference, tol: TOL }))
+            }
+            Op::Gemm => {
+                let x = rng.uniform_vec(m * k, -1.0, 1.0);
+                let rows = checked_rows(rng, m, n, k);
+                let xr: Vec<f32> = rows.iter().flat_map(|&i| x[i * k..(i + 1) * k].iter().copied()).collect();
+                let mut reference = reference::gemm(rows.len(), n, k, wv, mv, &xr);
+                let tol = if matrix { MATRIX_TOL } else { TOL };
+                if matrix {
+                    // Values in f16's subnormal range round with an absolute error: widen each
+                    // output's magnitude by that error's share of the tolerance.
+                    let sw: Vec<f64> = w.chunks_exact(k).map(|r| r.iter().map(|v| v.abs() as f64).sum()).collect();
+                    for (ri, xrow) in xr.chunks_exact(k).enumerate() {
+                        let sx: f64 = xrow.iter().map(|v| v.abs() as f64).sum();
+                        for (r, swr) in sw.iter().enumerate() {
+                            reference.1[ri * n + r] += F16_SUBNORMAL_ERR * (sx + swr) / MATRIX_TOL;
+                        }
+                    }
+                }
+                Ok(Box::new(GemmPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, n, rows, reference, tol }))
             }
         }
     }
@@ -225,7 +332,8 @@ impl Kernel for MmKernel {
                 v.push(self.case(1, 2049, ks[0], 1));
             }
             Op::Gemm => {
-                let shapes = [(2, 33), (7, 1), (33, 31), (17, 255), (64, 129)];
+                // Odd m and n around the Matrix tiles (32 / 128 rows x 128 outputs) and their tails.
+                let shapes = [(2, 33), (7, 1), (33, 31), (17, 255), (64, 129), (100, 130), (130, 67)];
                 for (i, &(m, n)) in shapes.iter().enumerate() {
                     v.push(self.case(m, n, ks[i % ks.len()], 1));
                 }
@@ -244,7 +352,12 @@ impl Kernel for MmKernel {
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
         match self.op {
             Op::Gemv | Op::GemvQ8 => LLM_SHAPES.iter().map(|&(n, k)| self.case(1, n, k, 1)).collect(),
-            Op::Gemm => [16, 512].iter().map(|&m| self.case(m, 4096, 4096, 1)).collect(),
+            // m = 16 and 512 for every format; also 128 and 2048 for the common GGUF formats.
+            Op::Gemm => {
+                let common = matches!(self.format.ggml_type, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::F16);
+                let ms: &[usize] = if common { &[16, 128, 512, 2048] } else { &[16, 512] };
+                ms.iter().map(|&m| self.case(m, 4096, 4096, 1)).collect()
+            }
             Op::Dequant => vec![self.case(1, 4096, 4096, 1)],
         }
     }
@@ -270,7 +383,11 @@ impl Kernel for MmKernel {
                 }
                 describe_all(keys)
             }
-            Op::Gemm => describe_all([MmPipeline::Gemm { format }]),
+            Op::Gemm => {
+                let mut keys = vec![MmPipeline::Gemm { format }];
+                keys.extend(matrix::sample_pipelines(format));
+                describe_all(keys)
+            }
             Op::Dequant => describe_all([MmPipeline::Dequant { format }]),
         }
     }

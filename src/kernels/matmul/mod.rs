@@ -8,7 +8,11 @@
 //! Matrices larger than the device's storage binding limit are split into row chunks on upload
 //! (rows are independent in every format's GPU layout); each kernel dispatches once per chunk.
 //! Sources: wgsl/mm_common.wgsl, mm_gemv.wgsl / mm_gemv_q8.wgsl + mm_rows.wgsl (+ team_*.wgsl),
-//! mm_gemm.wgsl (+ splitk_tile.wgsl), mm_dequant.wgsl, and the format's `wgsl/fmt_<name>.wgsl`.
+//! mm_gemm.wgsl (+ splitk_tile.wgsl), mm_gemm_matrix.wgsl (the Matrix GEMM: [`matrix`]),
+//! mm_dequant.wgsl, and the format's `wgsl/fmt_<name>.wgsl`.
+//!
+//! GEMM variants: Portable (f32 throughout) and Matrix (cooperative matrices, f16 inputs, f32
+//! sums; see [`matrix`] for its numerics and when `Auto` picks it).
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -25,6 +29,7 @@ use std::sync::OnceLock;
 
 #[cfg(feature = "testkit")]
 mod cases;
+pub mod matrix;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
 
@@ -53,12 +58,13 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
         const GEMV_VARIANTS: &[Variant] = &[Variant::Portable, Variant::Subgroup];
         const GEMV_NATIVE: &[Variant] = &[Variant::Portable, Variant::Subgroup, Variant::Native];
         const PORTABLE: &[Variant] = &[Variant::Portable];
+        const GEMM_VARIANTS: &[Variant] = &[Variant::Portable, Variant::Matrix];
         FORMATS
             .iter()
             .map(|f| FormatKernels {
                 gemv: KernelInfo { name: name("gemv", f), variants: if f.native.is_some() { GEMV_NATIVE } else { GEMV_VARIANTS }, extra: None },
                 gemv_q8: KernelInfo { name: name("gemv_q8", f), variants: GEMV_VARIANTS, extra: None },
-                gemm: KernelInfo { name: name("gemm", f), variants: PORTABLE, extra: None },
+                gemm: KernelInfo { name: name("gemm", f), variants: GEMM_VARIANTS, extra: Some(matrix::gemm_extra) },
                 dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
             })
             .collect()
@@ -346,9 +352,25 @@ pub enum GemvInput<'a> {
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum MmPipeline {
-    Gemv { format: Fmt, variant: Variant, plan: GemvPlan, act: Activations, epi: Epilogue },
-    Gemm { format: Fmt },
-    Dequant { format: Fmt },
+    Gemv {
+        format: Fmt,
+        variant: Variant,
+        plan: GemvPlan,
+        act: Activations,
+        epi: Epilogue,
+    },
+    Gemm {
+        format: Fmt,
+    },
+    /// The Matrix GEMM ([`matrix`]) built for subgroup size `sg`.
+    GemmMatrix {
+        format: Fmt,
+        sg: u32,
+        tile: matrix::MatrixTile,
+    },
+    Dequant {
+        format: Fmt,
+    },
 }
 
 impl PipelineKey for MmPipeline {
@@ -394,6 +416,7 @@ impl PipelineKey for MmPipeline {
                 params_size,
                 bindings: GEMV_BINDINGS,
             },
+            MmPipeline::GemmMatrix { format, sg, tile } => matrix::matrix_desc(format, sg, tile),
             MmPipeline::Dequant { format } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, DEQUANT_WGSL]),
                 entry: "main",
@@ -492,7 +515,9 @@ pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffe
 }
 
 /// `y[m, n] = x[m, k] W^T` (row-major x and y). With a single chunk and few output tiles, K
-/// is split over more workgroups (`kernels::splitk`).
+/// is split over more workgroups (`kernels::splitk`). Runs as Portable or, from
+/// [`matrix::MATRIX_MIN_M`] rows on where the adapter has cooperative matrices, as Matrix (f16
+/// inputs: see [`matrix`]).
 pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
@@ -501,18 +526,32 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     let (mk, mn) = mk.zip(mn).ok_or_else(|| Error::Shape(format!("m = {m} too large for n = {}, k = {}", w.n, w.k)))?;
     x.require("x", mk)?;
     y.require("y", mn)?;
-    ctx.variant_for(&kernel_infos(w.format).gemm)?;
-    let key = MmPipeline::Gemm { format: Fmt(w.format) };
+    let matrix_key = gemm_pipeline(ctx, w.format, m)?;
+    let (key, tm, tn, target) = match matrix_key {
+        Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.split_target()),
+        _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, super::splitk::TARGET),
+    };
     let steps = w.k.div_ceil(32);
     for c in &w.chunks {
-        let tiles_n = c.rows.div_ceil(64);
-        let tiles = m.div_ceil(32) * tiles_n;
-        let (sps, splits) = if w.chunks.len() == 1 { super::splitk::plan(ctx.caps(), tiles, steps) } else { (steps, 1) };
+        let tiles_n = c.rows.div_ceil(tn);
+        let tiles = m.div_ceil(tm) * tiles_n;
+        let (mut sps, mut splits) = if w.chunks.len() == 1 { super::splitk::plan_for(ctx.caps(), tiles, steps, target) } else { (steps, 1) };
+        // The kernels index the split partials in u32.
+        if splits.checked_mul(mn).is_none_or(|v| v > u32::MAX as usize) {
+            (sps, splits) = (steps, 1);
+        }
         let params = Params { m: m as u32, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, ..w.params(c) };
-        let grid = ctx.grid((tiles * splits) as u64)?;
+        let grid = ctx.grid(crate::error::dims::prod("GEMM workgroups", &[tiles, splits])? as u64)?;
         super::splitk::run(b, y, mn, splits, |b, out| b.dispatch(&key, &params, &[c.data.raw(), x.raw(), out], grid))?;
     }
     Ok(())
+}
+
+/// The GEMM pipeline `gemm` records for `m` rows of `format` in `ctx` under its policy: `None`
+/// for the Portable kernel, else the Matrix one ([`matrix`] has the rules). Errors as `gemm`
+/// would for the variant: [`Error::Unsupported`] under `Require` of a variant it can't run.
+pub fn gemm_pipeline(ctx: &Context, format: &'static WeightFormat, m: usize) -> Result<Option<MmPipeline>> {
+    matrix::gemm_choice(ctx, Fmt(format), &kernel_infos(format).gemm, m)
 }
 
 /// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.
