@@ -166,9 +166,9 @@ impl<'c> Batch<'c> {
             return Ok(());
         }
         let raw: Vec<&wgpu::Buffer> = buffers.iter().map(|b| b.buffer).collect();
-        #[cfg(feature = "testkit")]
         if desc.twin().is_some() {
             self.ctx.pipelines.native_dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            #[cfg(feature = "testkit")]
             if let Some(exec) = self.ctx.options().native_testing.executor.clone() {
                 self.flush()?;
                 return self.ctx.execute_on_host(exec.as_ref(), &pipe, bytemuck::bytes_of(params), &raw, workgroups);

@@ -32,12 +32,18 @@ pub mod kernels;
 pub mod model;
 pub mod native;
 pub mod pipeline;
+// The CPU references and the case vocabulary: public with the `testkit` feature; otherwise
+// crate-private and reduced to what the Native self-check runs (see `native.rs`).
 #[cfg(feature = "testkit")]
 pub mod reference;
+#[cfg(not(feature = "testkit"))]
+pub(crate) mod reference;
 #[cfg(feature = "testkit")]
 pub mod shaders;
 #[cfg(feature = "testkit")]
 pub mod suite;
+#[cfg(not(feature = "testkit"))]
+pub(crate) mod suite;
 #[cfg(feature = "testkit")]
 pub mod timing;
 pub mod tuning;

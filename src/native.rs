@@ -20,15 +20,17 @@
 //!   that naga generates from each kernel's WGSL twin, with the twin's entry point renamed to the
 //!   MSL kernel's. Only the MSL text itself is then left unexecuted. A testing aid (tests/passthrough.rs),
 //!   available with the `testkit` feature.
-//! * **Self-check** (`testkit` feature). Before a kernel runs as Native for the first time under
+//! * **Self-check** (every build). Before a kernel runs as Native for the first time under
 //!   `Auto` or `Prefer` (the first [`Context::variant_for`] that would pick Native), the context
-//!   runs the smallest of the kernel's registered test cases that records a Native dispatch and
-//!   compares it with the CPU reference. A build failure or a mismatch records the kernel as
-//!   failed (it falls back to the best other variant, as above) and is reported by
-//!   [`Context::native_diagnostics`], [`Context::explain`] and the probe report. `Require(Native)`
-//!   skips the check (that policy never falls back). Kernels outside the kernel registry have no
-//!   case and run unchecked. Without `testkit` the cases and CPU references are not built, so
-//!   Native runs unchecked; the diagnostics and [`Context::explain`] say so.
+//!   runs the kernel's self-check cases (small shapes, one per MSL entry point, listed in
+//!   `kernels::native_checks`) and compares each with its f64 CPU reference within the same
+//!   error bounds as the test harness. A build failure or a mismatch
+//!   records the kernel as failed (it falls back to the best other variant, as above) and is
+//!   reported by [`Context::native_diagnostics`], [`Context::explain`] and the probe report.
+//!   `Require(Native)` skips the check (that policy never falls back). The cases and references
+//!   are compiled into every build (crate-private without the `testkit` feature); a unit test
+//!   checks that every kernel of this crate with a Native variant has cases. A kernel defined
+//!   outside this crate (through [`Context::with_native_fallback`]) has none and runs unchecked.
 //! * **Testing hooks** (`NativeTesting`, `testkit` feature): a host executor that runs Native
 //!   dispatches instead of the GPU (tests/msl_exec.rs executes the MSL itself on the CPU through
 //!   it), and a deliberate fault in one twin, to prove the self-check catches a wrong Native kernel.
@@ -39,7 +41,6 @@ use crate::error::{Error, Result};
 #[cfg(feature = "testkit")]
 use crate::pipeline::Pipeline;
 use crate::pipeline::{PipelineDesc, ShaderSource};
-#[cfg(feature = "testkit")]
 use std::sync::atomic::Ordering;
 #[cfg(feature = "testkit")]
 use std::sync::Arc;
@@ -95,11 +96,12 @@ impl crate::ContextOptions {
 pub enum SelfCheck {
     /// Being run (selections made meanwhile, e.g. by the check's own case, get Native).
     Running,
-    /// Passed: the case and its error summary.
+    /// Passed: the cases and their error summaries.
     Passed(String),
     /// Failed: why (the kernel falls back).
     Failed(String),
-    /// Not checked: the kernel has no registered case.
+    /// Not checked: why (a kernel from outside this crate, which has no self-check cases, or a
+    /// Native failure recorded where the check did not run, e.g. under `Require(Native)`).
     Unchecked(String),
 }
 
@@ -221,13 +223,10 @@ impl Context {
             }
             checks.insert(kernel.name, SelfCheck::Running);
         }
-        #[cfg(feature = "testkit")]
-        let outcome = match crate::kernels::registry().iter().find(|k| k.info().name == kernel.name) {
-            None => SelfCheck::Unchecked("not in the kernel registry: no check case".into()),
-            Some(k) => self.run_self_check(*k),
+        let outcome = match crate::kernels::native_checks(kernel.name) {
+            None => SelfCheck::Unchecked("not a kernel of this crate: no self-check cases".into()),
+            Some(cases) => self.run_self_check(kernel.name, &cases),
         };
-        #[cfg(not(feature = "testkit"))]
-        let outcome = SelfCheck::Unchecked("the check cases and CPU references are in the `testkit` feature, not built here".into());
         if let SelfCheck::Failed(reason) = &outcome {
             self.record_native_failure(kernel.name, format!("self-check failed: {reason}"));
         }
@@ -236,28 +235,31 @@ impl Context {
         }
     }
 
-    #[cfg(feature = "testkit")]
-    /// The smallest registered case of `k` that records a Native dispatch, against its reference.
-    fn run_self_check(&self, k: &dyn crate::suite::Kernel) -> SelfCheck {
-        let mut cases = k.test_cases();
-        cases.sort_by_key(|c| c.bytes());
+    /// Run `kernel`'s self-check `cases` against their CPU references. Every case that records a
+    /// Native dispatch must pass (a case the adapter runs through another plan proves nothing and is
+    /// skipped); at least one must record one.
+    fn run_self_check(&self, kernel: &'static str, cases: &[Box<dyn crate::suite::Case>]) -> SelfCheck {
         let mut rng = crate::suite::Rng::new(0x5e1f_c4ec);
-        for case in &cases {
+        let mut passed = Vec::new();
+        for case in cases {
             let before = self.pipelines.native_dispatches.load(Ordering::Relaxed);
             let result = crate::suite::run_case(self, case.as_ref(), &mut rng);
-            if let Some(reason) = self.native_failure(k.info().name) {
+            if let Some(reason) = self.native_failure(kernel) {
                 return SelfCheck::Failed(format!("{}: {reason}", case.name()));
             }
             if self.pipelines.native_dispatches.load(Ordering::Relaxed) == before {
                 continue;
             }
-            return match result {
-                Ok(c) if c.passed() => SelfCheck::Passed(format!("{}: {}", case.name(), c.summary())),
-                Ok(c) => SelfCheck::Failed(format!("{}: result differs from the CPU reference: {}", case.name(), c.summary())),
-                Err(e) => SelfCheck::Failed(format!("{}: {e}", case.name())),
-            };
+            match result {
+                Ok(c) if c.passed() => passed.push(format!("{}: {}", case.name(), c.summary())),
+                Ok(c) => return SelfCheck::Failed(format!("{}: result differs from the CPU reference: {}", case.name(), c.summary())),
+                Err(e) => return SelfCheck::Failed(format!("{}: {e}", case.name())),
+            }
         }
-        SelfCheck::Failed("no registered case records a Native dispatch".into())
+        if passed.is_empty() {
+            return SelfCheck::Failed("no self-check case records a Native dispatch".into());
+        }
+        SelfCheck::Passed(passed.join("; "))
     }
 
     /// The Native self-check outcome and any Native failure of every kernel checked or failed on
@@ -272,7 +274,7 @@ impl Context {
             .into_iter()
             .map(|kernel| NativeDiagnostic {
                 kernel,
-                check: checks.get(kernel).cloned().unwrap_or(SelfCheck::Unchecked("never selected as Native".into())),
+                check: checks.get(kernel).cloned().unwrap_or(SelfCheck::Unchecked("self-check not run on this context".into())),
                 failure: failures.get(kernel).cloned(),
             })
             .collect()
@@ -362,16 +364,97 @@ impl Context {
         lines
     }
 
-    /// [`KernelInfo::explain`] plus any recorded Native failure (build or self-check) and an
-    /// unchecked Native kernel.
+    /// [`KernelInfo::explain`] plus the Native self-check's outcome: a recorded Native failure
+    /// (build or self-check), a passed check, or a kernel that runs Native unchecked.
     pub fn explain(&self, kernel: &KernelInfo) -> String {
         let _ = self.variant_for(kernel); // runs the Native self-check if Native is selected
         let mut s = kernel.explain(self.caps(), self.options().policy);
         if let Some(r) = self.native_failure(kernel.name) {
             s += &format!("; native pipeline failed, falls back to {}: {r}", self.variant_for(kernel).map(|v| v.name()).unwrap_or("none"));
-        } else if let Some(SelfCheck::Unchecked(r)) = self.pipelines.native_checks.lock().ok().and_then(|m| m.get(kernel.name).cloned()) {
-            s += &format!("; native not self-checked: {r}");
+        } else {
+            match self.pipelines.native_checks.lock().ok().and_then(|m| m.get(kernel.name).cloned()) {
+                Some(SelfCheck::Passed(_)) => s += "; native self-check passed against the CPU reference",
+                Some(SelfCheck::Unchecked(r)) => s += &format!("; native not self-checked: {r}"),
+                _ => {}
+            }
         }
         s
+    }
+}
+
+/// The self-check as `Auto` runs it in every build: [`Context::variant_for`] -> `self_check` ->
+/// `kernels::native_checks` (none of which is `testkit` code). Getting a Native pipeline off
+/// Metal takes the SPIR-V twin mode, a `testkit` aid; cargo always builds this crate's tests with
+/// `testkit` (the self dev-dependency), so these run under `cargo test --lib`.
+#[cfg(all(test, feature = "testkit"))]
+mod tests {
+    use super::*;
+    use crate::ContextOptions;
+
+    /// A twin-mode context under `policy`, with the twin of MSL entry `fault` corrupted; `None`
+    /// (with the reason printed) where the adapter has no twin mode.
+    fn twin_context(base: &Context, policy: VariantPolicy, fault: Option<&'static str>) -> Option<Context> {
+        let mut options = ContextOptions::default().with_policy(policy).with_native_spirv_twins(true);
+        if let Some(entry) = fault {
+            options = options.with_native_twin_fault(entry);
+        }
+        let ctx = base.with_options(options);
+        match ctx.caps().variant_support(Variant::Native) {
+            Ok(()) => Some(ctx),
+            Err(e) => {
+                println!("SKIPPED: SPIR-V twin mode unavailable on {} ({:?}): {e}", ctx.caps().adapter_name, ctx.caps().backend);
+                assert_ne!(ctx.caps().backend, wgpu::Backend::Vulkan, "a Vulkan adapter must support twin mode");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn self_check_catches_a_wrong_twin_and_falls_back() {
+        let base = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let info = &crate::kernels::int4::GEMV;
+        let Some(auto) = twin_context(&base, VariantPolicy::Auto, Some("int4_gemv_g0")) else { return };
+        // The corrupted twin is caught by the first selection and the kernel falls back.
+        assert_eq!(auto.variant_for(info), Ok(Variant::Subgroup), "a failed self-check must fall back");
+        let reason = auto.native_failure(info.name).expect("failure recorded");
+        assert!(reason.starts_with("self-check failed: n=33 k=517 g=32") && reason.contains("differs from the CPU reference"), "{reason}");
+        let d = auto.native_diagnostics().into_iter().find(|d| d.kernel == info.name).expect("diagnostic");
+        assert!(matches!(&d.check, SelfCheck::Failed(r) if r.contains("differs from the CPU reference")), "{d:?}");
+        assert_eq!(d.failure.as_deref(), Some(reason.as_str()));
+        assert!(auto.explain(info).contains("native pipeline failed, falls back to subgroup: self-check failed"), "{}", auto.explain(info));
+        // The check ran once: later selections keep the fallback and record nothing new.
+        assert_eq!(auto.variant_for(info), Ok(Variant::Subgroup));
+        assert_eq!(auto.native_diagnostics().len(), 1, "{:?}", auto.native_diagnostics());
+
+        // A fault in the other entry point (non-multiple-of-8 groups) is caught by its own case.
+        let g1 = twin_context(&base, VariantPolicy::Auto, Some("int4_gemv_g1")).expect("twin mode");
+        assert_eq!(g1.variant_for(info), Ok(Variant::Subgroup));
+        assert!(g1.native_failure(info.name).is_some_and(|r| r.starts_with("self-check failed: n=7 k=100 g=7")), "{:?}", g1.native_failure(info.name));
+
+        // Intact twins: every case of the kernel's list ran Native and passed; Native is kept.
+        let clean = twin_context(&base, VariantPolicy::Auto, None).expect("twin mode");
+        assert_eq!(clean.variant_for(info), Ok(Variant::Native));
+        let d = clean.native_diagnostics().into_iter().find(|d| d.kernel == info.name).expect("diagnostic");
+        let SelfCheck::Passed(summary) = &d.check else { panic!("{d:?}") };
+        assert_eq!(summary.split("; ").count(), crate::kernels::native_checks(info.name).expect("cases").len(), "{summary}");
+        assert!(d.failure.is_none() && clean.explain(info).contains("native self-check passed"), "{}", clean.explain(info));
+
+        // Require(Native) skips the check: the wrong twin is used (the policy never falls back).
+        let required = twin_context(&base, VariantPolicy::Require(Variant::Native), Some("int4_gemv_g0")).expect("twin mode");
+        assert_eq!(required.variant_for(info), Ok(Variant::Native));
+        assert!(required.native_diagnostics().is_empty());
+    }
+
+    /// A kernel from outside this crate has no self-check cases: it is reported as unchecked,
+    /// not failed, and keeps Native.
+    #[test]
+    fn kernel_without_cases_is_reported_unchecked() {
+        const OUTSIDE: KernelInfo = KernelInfo { name: "outside_kernel", variants: &[Variant::Portable, Variant::Native], extra: None };
+        let base = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let Some(auto) = twin_context(&base, VariantPolicy::Auto, None) else { return };
+        assert_eq!(auto.variant_for(&OUTSIDE), Ok(Variant::Native));
+        let d = auto.native_diagnostics().into_iter().find(|d| d.kernel == OUTSIDE.name).expect("diagnostic");
+        assert!(matches!(&d.check, SelfCheck::Unchecked(r) if r.contains("not a kernel of this crate")), "{d:?}");
+        assert!(auto.explain(&OUTSIDE).contains("native not self-checked"), "{}", auto.explain(&OUTSIDE));
     }
 }

@@ -159,7 +159,6 @@ pub struct PipelineCache {
     /// Native self-check outcomes per kernel (see `native.rs`).
     pub(crate) native_checks: Mutex<HashMap<&'static str, crate::native::SelfCheck>>,
     /// Native dispatches recorded so far (a self-check case must record at least one).
-    #[cfg(feature = "testkit")]
     pub(crate) native_dispatches: std::sync::atomic::AtomicU64,
 }
 

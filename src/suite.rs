@@ -1,17 +1,25 @@
 //! The test/bench vocabulary every kernel family implements, so the harness (tests/harness.rs),
 //! the bench (benches/kernels.rs), the probe and the compare example iterate over
-//! [`crate::kernels::registry`] and never name a family.
+//! `kernels::registry` and never name a family.
 //!
-//! A family provides, per kernel, a [`Kernel`]: its [`KernelInfo`] plus test and bench
+//! A family provides, per kernel, a `Kernel`: its [`crate::KernelInfo`] plus test and bench
 //! [`Case`]s. A case sets up fresh random inputs on a context ([`Case::setup`]), records its
 //! dispatch ([`Prepared::encode`]) and compares the output with its CPU reference, checking
 //! NaN/Inf and the poisoned guard region after every output ([`Prepared::check`]).
+//!
+//! The Native self-check ([`crate::native`]) runs a few cases in every build, so what it needs
+//! (cases, checks, guard regions, seeded random inputs) is built without the `testkit` feature
+//! too, crate-private there; the registry side (`Kernel`, `describe_all`, fresh seeds) is
+//! `testkit` only.
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
+#[cfg(feature = "testkit")]
 use crate::caps::{Caps, KernelInfo};
 use crate::context::Context;
 use crate::error::Result;
+use crate::kernels::rope::Elem;
+#[cfg(feature = "testkit")]
 use crate::pipeline::{PipelineDesc, PipelineKey};
 use bytemuck::Pod;
 
@@ -21,6 +29,8 @@ pub const GUARD: usize = 67;
 pub const POISON_F32: u32 = 0x7fa0_dead;
 /// Poison for u32 outputs.
 pub const POISON_U32: u32 = 0xdead_beef;
+/// Poison after an f16 output.
+pub const POISON_F16: u16 = 0x7e5d;
 
 /// Seeded random inputs. The seed is fresh per run (time), or `WGKERNELS_SEED` to reproduce.
 pub struct Rng(fastrand::Rng);
@@ -31,6 +41,7 @@ impl Rng {
     }
 
     /// `WGKERNELS_SEED` if set, else derived from the clock.
+    #[cfg(feature = "testkit")]
     pub fn fresh_seed() -> u64 {
         if let Some(s) = std::env::var("WGKERNELS_SEED").ok().and_then(|s| s.parse().ok()) {
             return s;
@@ -149,11 +160,36 @@ pub fn guarded_u32(ctx: &Context, len: usize) -> Result<GpuBuffer<u32>> {
     ctx.upload(&vec![POISON_U32; len + GUARD])
 }
 
+/// Compare an f32 or f16 output (followed by [`GUARD`] poisoned elements) with a reference.
+pub fn check_elems<T: Elem>(out: &[T], reference: &[f64], mag: &[f64], tol: f64) -> Result<Check> {
+    if T::F16 {
+        let n = reference.len();
+        let as_f32: Vec<f32> = out.iter().take(n).map(|v| v.to_f32()).collect();
+        let mut c = compare(&as_f32, reference, mag, tol);
+        c.guard_damage = out.iter().skip(n).filter(|v| bytemuck::bytes_of(*v) != POISON_F16.to_le_bytes()).count();
+        Ok(c)
+    } else {
+        let as_f32: Vec<f32> = out.iter().map(|v| v.to_f32()).collect();
+        Ok(compare(&as_f32, reference, mag, tol))
+    }
+}
+
+/// Upload `vals` as `T` followed by [`GUARD`] poisoned elements; returns the buffer and the
+/// values as stored (rounded to f16 where `T` is f16), in f64.
+pub fn upload_guarded<T: Elem>(ctx: &Context, vals: &[f32]) -> Result<(GpuBuffer<T>, Vec<f64>)> {
+    let mut data: Vec<T> = vals.iter().map(|&v| T::from_f32(v)).collect();
+    let stored = data.iter().map(|v| v.to_f32() as f64).collect();
+    let poison: T = if T::F16 { bytemuck::cast_slice::<u16, T>(&[POISON_F16])[0] } else { bytemuck::cast_slice::<u32, T>(&[POISON_F32])[0] };
+    data.extend(std::iter::repeat_n(poison, GUARD));
+    Ok((ctx.upload(&data)?, stored))
+}
+
 /// One problem instance of a kernel (a shape and its options).
 pub trait Case: Send + Sync {
     /// E.g. `n=33 k=1000 g=7 asym+zeros`.
     fn name(&self) -> String;
     /// Bytes the kernel must move per dispatch (for GB/s).
+    #[cfg(feature = "testkit")]
     fn bytes(&self) -> u64;
     /// Upload fresh random inputs: `copies` independent weight sets for benches that must not
     /// be served from cache (copy 0 is the one checked).
@@ -169,6 +205,7 @@ pub trait Prepared {
 }
 
 /// What a kernel registers for the harness, the bench and the probe.
+#[cfg(feature = "testkit")]
 pub trait Kernel: Sync {
     fn info(&self) -> &'static KernelInfo;
     /// The correctness grid (small, odd shapes).
@@ -181,6 +218,7 @@ pub trait Kernel: Sync {
 }
 
 /// Label and description of each key, on [`Caps::nominal`].
+#[cfg(feature = "testkit")]
 pub fn describe_all<K: PipelineKey>(keys: impl IntoIterator<Item = K>) -> Vec<(String, PipelineDesc)> {
     let caps = Caps::nominal();
     keys.into_iter().map(|k| (format!("{k:?}"), k.describe(&caps))).collect()

@@ -221,8 +221,9 @@ fn attn_decode_twin_mode_uses_the_native_plan() {
     assert_eq!(ctx.native_failure("attn_decode"), None);
 }
 
-/// The Native self-check: before Auto first runs a kernel as Native it runs a small registered
-/// case and compares with the CPU reference. A twin corrupted on purpose (every float addition a
+/// The Native self-check: before Auto first runs a kernel as Native it runs the kernel's
+/// self-check cases (built in every build, not only with `testkit`) and compares them with the
+/// CPU reference. A twin corrupted on purpose (every float addition a
 /// subtraction) must be caught, reported (diagnostics, explain, probe report) and fall back, with
 /// correct results; an intact twin passes the check and stays Native.
 #[test]
@@ -270,4 +271,44 @@ fn native_self_check_catches_a_wrong_kernel_and_falls_back() {
     assert!(matches!(&d.check, SelfCheck::Passed(_)) && d.failure.is_none(), "{d:?}");
     let c = run_case(&clean, case.as_ref(), &mut rng).expect("run");
     assert!(c.passed(), "{}", c.summary());
+}
+
+/// Every Native entry point (MSL kernel) of every kernel, with its twin corrupted: either the
+/// self-check of its kernel fails and the kernel falls back, or the corruption changes nothing
+/// (the corrupted twin still passes the kernel's whole test grid under `Require(Native)`, where
+/// nothing falls back: true of the quantiser's twins, whose results use no float addition).
+#[test]
+fn native_self_check_covers_every_entry_point() {
+    let base = common::context();
+    let Some(_) = twin_context(&base, VariantPolicy::Auto) else { return };
+    let mut rng = Rng::new(Rng::fresh_seed());
+    let (mut caught, mut harmless) = (Vec::new(), Vec::new());
+    for kernel in kernels::registry() {
+        let info = kernel.info();
+        let mut entries: Vec<&'static str> = kernel.pipelines().into_iter().filter(|(_, d)| d.twin().is_some()).map(|(_, d)| d.entry).collect();
+        entries.sort_unstable();
+        entries.dedup();
+        for entry in entries {
+            let opts = |p| ContextOptions::default().with_policy(p).with_native_spirv_twins(true).with_native_twin_fault(entry);
+            let ctx = base.with_options(opts(VariantPolicy::Auto));
+            let v = ctx.variant_for(info).expect("a variant");
+            let outcome = ctx.native_failure(info.name);
+            println!("{:<20} {:<24} -> {:<8} {}", info.name, entry, v.name(), outcome.as_deref().unwrap_or("self-check passed"));
+            if let Some(reason) = outcome {
+                assert_ne!(v, Variant::Native, "{entry}: failed but not fallen back");
+                assert!(reason.contains("self-check failed"), "{entry}: {reason}");
+                caught.push(entry);
+                continue;
+            }
+            // Not caught: the corruption must be harmless on the whole grid.
+            let required = base.with_options(opts(VariantPolicy::Require(Variant::Native)));
+            for case in kernel.test_cases() {
+                let c = run_case(&required, case.as_ref(), &mut rng).expect("run");
+                assert!(c.passed(), "{entry}: the self-check passed a corrupted twin that fails {}: {}", case.name(), c.summary());
+            }
+            harmless.push(entry);
+        }
+    }
+    println!("caught {}: {caught:?}\nharmless corruption {}: {harmless:?}", caught.len(), harmless.len());
+    assert!(caught.len() >= 20, "{caught:?}");
 }

@@ -214,24 +214,75 @@ pub fn gemv(b: &mut Batch, w: &Int8Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32
 
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
+pub(crate) use check::gemv_checks;
 
-#[cfg(feature = "testkit")]
-mod cases {
+/// The case the Native self-check runs ([`crate::native`]), against the f64 reference. Built in
+/// every build; the test grid (`cases`, `testkit` feature) reuses it.
+mod check {
     use super::*;
     use crate::reference;
-    use crate::suite::{describe_all, guarded_f32, Case, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng};
+    use crate::suite::{guarded_f32, Case, MatmulPrepared, MatmulWeights, Prepared, Rng};
+
+    /// The self-check case of the one Native entry point (`int8_gemv`).
+    pub(crate) fn gemv_checks() -> Vec<Box<dyn Case>> {
+        vec![Box::new(GemvCase { n: 33, k: 1000, signed: true, per_row: true })]
+    }
+
+    pub(super) struct GemvCase {
+        pub(super) n: usize,
+        pub(super) k: usize,
+        pub(super) signed: bool,
+        pub(super) per_row: bool,
+    }
+
+    fn random_host(rng: &mut Rng, n: usize, k: usize, signed: bool, per_row: bool) -> HostInt8 {
+        let scale = if per_row {
+            Int8Scale::PerRow { scales: rng.uniform_vec(n, 0.001, 0.01), zeros: rng.uniform_vec(n, -3.0, 3.0) }
+        } else {
+            Int8Scale::PerTensor { scale: rng.uniform(0.001, 0.01), zero: rng.uniform(-3.0, 3.0) }
+        };
+        HostInt8 { n, k, signed, codes: rng.bytes(n * k), scale }
+    }
+
+    impl MatmulWeights for Int8Matrix {
+        fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, _m: usize) -> Result<()> {
+            gemv(b, self, x, y)
+        }
+    }
+
+    impl Case for GemvCase {
+        fn name(&self) -> String {
+            format!("n={} k={} {} {}", self.n, self.k, if self.signed { "signed" } else { "unsigned" }, if self.per_row { "per-row" } else { "per-tensor" })
+        }
+        #[cfg(feature = "testkit")]
+        fn bytes(&self) -> u64 {
+            (self.n * self.k.div_ceil(16) * 16 + 8 * self.n + 4 * (self.k + self.n)) as u64
+        }
+        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+            let host = random_host(rng, self.n, self.k, self.signed, self.per_row);
+            let x = rng.uniform_vec(self.k, -1.0, 1.0);
+            let reference = reference::gemv(self.n, self.k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x);
+            let mut weights = vec![Int8Matrix::upload(ctx, &host)?];
+            for _ in 1..copies {
+                weights.push(Int8Matrix::upload(ctx, &random_host(rng, self.n, self.k, self.signed, self.per_row))?);
+            }
+            Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, self.n)?, m: 1, reference, tol: 1e-5 }))
+        }
+    }
+}
+
+/// The test and bench grid (`testkit` feature).
+#[cfg(feature = "testkit")]
+mod cases {
+    use super::check::GemvCase;
+    use super::*;
+    use crate::suite::{describe_all, Case, Kernel};
 
     pub fn kernels() -> Vec<&'static dyn Kernel> {
         vec![&GemvKernel]
     }
 
     struct GemvKernel;
-    struct GemvCase {
-        n: usize,
-        k: usize,
-        signed: bool,
-        per_row: bool,
-    }
 
     impl Kernel for GemvKernel {
         fn info(&self) -> &'static KernelInfo {
@@ -258,40 +309,6 @@ mod cases {
                 Int8Pipeline { variant: Variant::Subgroup, plan: GemvPlan::NATIVE },
                 Int8Pipeline { variant: Variant::Native, plan: GemvPlan::NATIVE },
             ])
-        }
-    }
-
-    fn random_host(rng: &mut Rng, n: usize, k: usize, signed: bool, per_row: bool) -> HostInt8 {
-        let scale = if per_row {
-            Int8Scale::PerRow { scales: rng.uniform_vec(n, 0.001, 0.01), zeros: rng.uniform_vec(n, -3.0, 3.0) }
-        } else {
-            Int8Scale::PerTensor { scale: rng.uniform(0.001, 0.01), zero: rng.uniform(-3.0, 3.0) }
-        };
-        HostInt8 { n, k, signed, codes: rng.bytes(n * k), scale }
-    }
-
-    impl MatmulWeights for Int8Matrix {
-        fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, _m: usize) -> Result<()> {
-            gemv(b, self, x, y)
-        }
-    }
-
-    impl Case for GemvCase {
-        fn name(&self) -> String {
-            format!("n={} k={} {} {}", self.n, self.k, if self.signed { "signed" } else { "unsigned" }, if self.per_row { "per-row" } else { "per-tensor" })
-        }
-        fn bytes(&self) -> u64 {
-            (self.n * self.k.div_ceil(16) * 16 + 8 * self.n + 4 * (self.k + self.n)) as u64
-        }
-        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-            let host = random_host(rng, self.n, self.k, self.signed, self.per_row);
-            let x = rng.uniform_vec(self.k, -1.0, 1.0);
-            let reference = reference::gemv(self.n, self.k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x);
-            let mut weights = vec![Int8Matrix::upload(ctx, &host)?];
-            for _ in 1..copies {
-                weights.push(Int8Matrix::upload(ctx, &random_host(rng, self.n, self.k, self.signed, self.per_row))?);
-            }
-            Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, self.n)?, m: 1, reference, tol: 1e-5 }))
         }
     }
 }

@@ -3,6 +3,8 @@
 //! walks). With the `testkit` feature a family also has a `cases` module whose `kernels()` list
 //! of `suite::Kernel`s the test harness, the bench and the shader checks iterate over
 //! (`registry`): adding a family = adding a module, its infos and one line in each list.
+//! A family with a Native variant also has a `check` module, built in every build: the cases
+//! its Native self-check runs (listed by `native_checks`), which its test grid reuses.
 
 pub mod attention;
 pub mod elementwise;
@@ -47,6 +49,24 @@ pub fn infos() -> Vec<&'static KernelInfo> {
     v
 }
 
+/// The cases the Native self-check runs for a kernel ([`crate::native`]), by kernel name; `None`
+/// for a kernel without a Native variant (or not of this crate). Every kernel of [`infos`] with a
+/// Native variant has an entry (a unit test below checks it).
+pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Case>>> {
+    type Cases = fn() -> Vec<Box<dyn crate::suite::Case>>;
+    let table: [(&KernelInfo, Cases); 8] = [
+        (&int4::GEMV, int4::gemv_checks),
+        (&int4::QUANTIZE, int4::quantize_checks),
+        (&int8::GEMV, int8::gemv_checks),
+        (&q4k::GEMV, q4k::gemv_checks),
+        (&turboquant::QUANTIZE, turboquant::quantize_checks),
+        (&turboquant::DEQUANTIZE, turboquant::dequantize_checks),
+        (&turboquant::ATTENTION, turboquant::attention_checks),
+        (&attention::DECODE, attention::decode_checks),
+    ];
+    table.iter().find(|(info, _)| info.name == kernel).map(|(_, cases)| cases())
+}
+
 /// Every kernel of every family, with its test and bench cases.
 #[cfg(feature = "testkit")]
 pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
@@ -73,8 +93,28 @@ pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     v
 }
 
-#[cfg(all(test, feature = "testkit"))]
+#[cfg(test)]
 mod tests {
+    use crate::caps::Variant;
+
+    /// Every kernel with a Native variant has self-check cases, and only those kernels do: a
+    /// Native kernel added without them would otherwise be checked by nothing at run time.
+    #[test]
+    fn every_native_kernel_has_self_check_cases() {
+        for info in super::infos() {
+            let native = info.variants.contains(&Variant::Native);
+            match super::native_checks(info.name) {
+                Some(cases) => {
+                    assert!(native, "{}: self-check cases but no Native variant", info.name);
+                    assert!(!cases.is_empty(), "{}: an empty self-check list", info.name);
+                }
+                None => assert!(!native, "{}: a Native variant without self-check cases", info.name),
+            }
+        }
+        assert!(super::native_checks("not_a_kernel").is_none());
+    }
+
+    #[cfg(feature = "testkit")]
     /// The probe's list and the test kit's registry name the same kernels, so a family added to
     /// one and not the other fails here.
     #[test]

@@ -1,6 +1,10 @@
 //! CPU references with f64 accumulation: the executable specification of every kernel.
+//!
+//! Public with the `testkit` feature. Without it this module is crate-private and holds only what
+//! the Native self-check's cases compare with ([`crate::native`]).
 
 pub mod attention;
+#[cfg(feature = "testkit")]
 pub mod q8;
 pub mod quant;
 pub mod rope;

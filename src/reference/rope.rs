@@ -2,6 +2,7 @@
 
 use crate::kernels::rope::{PairLayout, RopeConfig};
 
+#[cfg(feature = "testkit")]
 /// `(cos, sin) * attention_factor` for positions `0..rows`, row-major `[rows, head_dim / 2]`.
 pub fn table(cfg: &RopeConfig, rows: usize) -> Vec<(f64, f64)> {
     let inv = cfg.inv_freq();

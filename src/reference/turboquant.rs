@@ -146,6 +146,7 @@ pub fn decode_attention(
     (out, mag, smag)
 }
 
+#[cfg(feature = "testkit")]
 /// Mean over vectors of `|x - x_hat|^2 / |x|^2` (the unit-normalised round-trip MSE).
 pub fn round_trip_mse(vectors: &[Vec<f32>], signs: &[u32]) -> f64 {
     let mut total = 0.0;

@@ -63,12 +63,14 @@
 
 #[cfg(feature = "testkit")]
 pub mod cases;
+mod check;
 mod decode;
 pub mod decode_matrix;
 pub mod prefill_matrix;
 
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
+pub(crate) use check::decode_checks;
 pub use decode::*;
 
 use crate::batch::Batch;

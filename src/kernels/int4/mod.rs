@@ -624,7 +624,9 @@ pub fn dequantize(b: &mut Batch, w: &Int4Matrix, out: &GpuBuffer<f32>) -> Result
 
 #[cfg(feature = "testkit")]
 mod cases;
+mod check;
 /// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
 pub use crate::kernels::q8::int4_gemv as gemv_q8;
 #[cfg(feature = "testkit")]
 pub use cases::{kernels, random_host};
+pub(crate) use check::{gemv_checks, quantize_checks};

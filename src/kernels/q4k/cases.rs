@@ -1,109 +1,20 @@
 //! Test and bench cases of the Q4_K family (see [`crate::suite`]).
 
+use super::check::{weight_bytes, MatCase};
 use super::*;
-use crate::formats::q4k::{dequantize_row, pack_scale_min};
-use crate::reference;
-use crate::suite::{describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_F32};
+use crate::formats::q4k::dequantize_row;
+use crate::suite::{describe_all, guard_damage, guarded_f32, Case, Check, Kernel, Prepared, Rng, POISON_F32};
+
+pub use super::check::random_blocks;
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&GemvKernel, &GemmKernel, &DequantKernel]
 }
 
-/// A random finite f16: mostly a realistic positive scale, sometimes any finite value
-/// (negative, subnormal, zero, large).
-fn random_f16(rng: &mut Rng) -> u16 {
-    if rng.u32(8) != 0 {
-        return half::f16::from_f32(rng.uniform(1e-4, 5e-2)).to_bits();
-    }
-    let b = rng.u32(1 << 16) as u16;
-    if b & 0x7c00 == 0x7c00 {
-        b & 0x83ff // inf/NaN -> same mantissa, exponent 0 (a subnormal)
-    } else {
-        b
-    }
-}
-
-/// `count` random valid Q4_K blocks: finite f16 d/dmin, random 6-bit scales/mins and nibbles.
-pub fn random_blocks(rng: &mut Rng, count: usize) -> Vec<BlockQ4K> {
-    let bytes = rng.bytes(count * BLOCK_BYTES);
-    bytes
-        .chunks_exact(BLOCK_BYTES)
-        .map(|c| {
-            let mut b = BlockQ4K::from_le_bytes(c.try_into().expect("144 bytes"));
-            b.d = random_f16(rng);
-            b.dmin = random_f16(rng);
-            let sc: [u8; 8] = std::array::from_fn(|_| rng.u32(64) as u8);
-            let m: [u8; 8] = std::array::from_fn(|_| rng.u32(64) as u8);
-            b.scales = pack_scale_min(&sc, &m);
-            b
-        })
-        .collect()
-}
-
-/// Exact weights (as gguf-py computes them) and operand magnitudes of row-major blocks.
-fn host_values(blocks: &[BlockQ4K]) -> (Vec<f64>, Vec<f64>) {
-    (dequantize_row(blocks).into_iter().map(f64::from).collect(), operand_magnitudes(blocks))
-}
-
 const NS: [usize; 5] = [1, 3, 31, 33, 255];
 const KS: [usize; 4] = [256, 512, 768, 2560];
 const LLM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
-
-fn weight_bytes(n: usize, k: usize) -> u64 {
-    (n * k / QK_K * BLOCK_BYTES) as u64
-}
-
-struct MatCase {
-    m: usize,
-    n: usize,
-    k: usize,
-}
-
-impl MatCase {
-    fn name(&self) -> String {
-        if self.m == 1 {
-            format!("n={} k={}", self.n, self.k)
-        } else {
-            format!("m={} n={} k={}", self.m, self.n, self.k)
-        }
-    }
-    fn bytes(&self) -> u64 {
-        weight_bytes(self.n, self.k) + 4 * (self.m * (self.k + self.n)) as u64
-    }
-}
-
-impl MatmulWeights for Q4kMatrix {
-    fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
-        matmul(b, self, x, y, m)
-    }
-}
-
-fn setup_mat(c: &MatCase, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-    let (m, n, k) = (c.m, c.n, c.k);
-    let blocks = random_blocks(rng, n * k / QK_K);
-    let x = rng.uniform_vec(m * k, -1.0, 1.0);
-    let (w, mag) = host_values(&blocks);
-    let (wv, mv) = (|r: usize, c: usize| w[r * k + c], |r: usize, c: usize| mag[r * k + c]);
-    let reference = if m == 1 { reference::gemv(n, k, wv, mv, &x) } else { reference::gemm(m, n, k, wv, mv, &x) };
-    let mut weights = vec![Q4kMatrix::upload(ctx, n, k, &blocks)?];
-    for _ in 1..copies {
-        weights.push(Q4kMatrix::upload(ctx, n, k, &random_blocks(rng, n * k / QK_K))?);
-    }
-    Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference, tol: 1e-5 }))
-}
-
-impl Case for MatCase {
-    fn name(&self) -> String {
-        MatCase::name(self)
-    }
-    fn bytes(&self) -> u64 {
-        MatCase::bytes(self)
-    }
-    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-        setup_mat(self, ctx, rng, copies)
-    }
-}
 
 struct GemvKernel;
 

@@ -377,7 +377,9 @@ pub fn operand_magnitudes(blocks: &[BlockQ4K]) -> Vec<f64> {
 
 #[cfg(feature = "testkit")]
 mod cases;
+mod check;
 /// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
 pub use crate::kernels::q8::q4k_gemv as gemv_q8;
 #[cfg(feature = "testkit")]
 pub use cases::{kernels, random_blocks};
+pub(crate) use check::gemv_checks;

@@ -2,48 +2,13 @@
 
 use super::*;
 use crate::reference;
-use crate::suite::{compare, describe_all, Case, Check, Kernel, Prepared, Rng, GUARD, POISON_F32};
+use crate::suite::{check_elems, compare, describe_all, upload_guarded, Case, Check, Kernel, Prepared, Rng, GUARD, POISON_F32};
+
+pub use super::samples::{longrope_sample, sample_configs};
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&TableKernel, &ApplyKernel]
-}
-
-/// One configuration of every scaling mode for head dimension `d` (used by the tests).
-pub fn sample_configs(d: usize) -> Vec<RopeConfig> {
-    vec![
-        RopeConfig::new(d, 10000.0, RopeScaling::Default),
-        RopeConfig::new(d, 10000.0, RopeScaling::Linear { factor: 4.0 }),
-        RopeConfig::new(d, 10000.0, RopeScaling::Dynamic { factor: 2.0, max_position_embeddings: 4096, seq_len: 10000 }),
-        RopeConfig::new(d, 10000.0, RopeScaling::Ntk { alpha: 3.0 }),
-        RopeConfig::new(d, 500000.0, RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192 }),
-        RopeConfig::new(d, 10000.0, RopeScaling::yarn(4.0, 4096)),
-        RopeConfig::new(
-            d,
-            1000000.0,
-            RopeScaling::Yarn {
-                factor: 40.0,
-                original_max_position_embeddings: 4096,
-                beta_fast: 32.0,
-                beta_slow: 1.0,
-                attention_factor: None,
-                mscale: Some(0.707),
-                mscale_all_dim: Some(1.0),
-                truncate: false,
-            },
-        ),
-        // LongRoPE at a length past the original window (long factors) and within it (short).
-        RopeConfig::new(d, 10000.0, longrope_sample(d, 8192)),
-        RopeConfig::new(d, 10000.0, longrope_sample(d, 1000)),
-    ]
-}
-
-/// A LongRoPE scaling with factors rising from 1 (short) / 1.5 (long) across the pairs, Phi-3
-/// style (original window 4096, 32x extension), evaluated at `seq_len`.
-pub fn longrope_sample(d: usize, seq_len: usize) -> RopeScaling {
-    let half = d / 2;
-    let ramp = |lo: f64, hi: f64| (0..half).map(|i| lo + (hi - lo) * i as f64 / half.max(2) as f64).collect::<Vec<_>>().into();
-    RopeScaling::LongRope { short_factor: ramp(1.0, 1.8), long_factor: ramp(1.5, 60.0), factor: 32.0, original_max_position_embeddings: 4096, attention_factor: None, seq_len }
 }
 
 struct TableKernel;
@@ -175,9 +140,6 @@ struct ApplyPrepared<T: Elem> {
     encodes: std::cell::Cell<usize>,
 }
 
-/// Poison after an f16 output.
-pub const POISON_F16: u16 = 0x7e5d;
-
 impl<T: Elem> Prepared for ApplyPrepared<T> {
     fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
         let i = copy % (1 + self.extra.len());
@@ -211,30 +173,6 @@ impl<T: Elem> Prepared for ApplyPrepared<T> {
         }
         check_elems(&ctx.read(&self.x)?, &x, &mag, if T::F16 { 1e-3 } else { 3e-6 })
     }
-}
-
-/// Compare an f32 or f16 output (followed by [`GUARD`] poisoned elements) with a reference.
-pub(crate) fn check_elems<T: Elem>(out: &[T], reference: &[f64], mag: &[f64], tol: f64) -> Result<Check> {
-    if T::F16 {
-        let n = reference.len();
-        let as_f32: Vec<f32> = out.iter().take(n).map(|v| v.to_f32()).collect();
-        let mut c = compare(&as_f32, reference, mag, tol);
-        c.guard_damage = out.iter().skip(n).filter(|v| bytemuck::bytes_of(*v) != POISON_F16.to_le_bytes()).count();
-        Ok(c)
-    } else {
-        let as_f32: Vec<f32> = out.iter().map(|v| v.to_f32()).collect();
-        Ok(compare(&as_f32, reference, mag, tol))
-    }
-}
-
-/// Upload `vals` as `T` followed by [`GUARD`] poisoned elements; returns the buffer and the
-/// values as stored (rounded to f16 where `T` is f16), in f64.
-pub(crate) fn upload_guarded<T: Elem>(ctx: &Context, vals: &[f32]) -> Result<(GpuBuffer<T>, Vec<f64>)> {
-    let mut data: Vec<T> = vals.iter().map(|&v| T::from_f32(v)).collect();
-    let stored = data.iter().map(|v| v.to_f32() as f64).collect();
-    let poison: T = if T::F16 { bytemuck::cast_slice::<u16, T>(&[POISON_F16])[0] } else { bytemuck::cast_slice::<u32, T>(&[POISON_F32])[0] };
-    data.extend(std::iter::repeat_n(poison, GUARD));
-    Ok((ctx.upload(&data)?, stored))
 }
 
 impl ApplyCase {

@@ -35,6 +35,7 @@
 #[cfg(feature = "testkit")]
 pub mod cases;
 pub mod config;
+pub(crate) mod samples;
 
 #[cfg(feature = "testkit")]
 pub use cases::kernels;

@@ -36,6 +36,7 @@
 
 #[cfg(feature = "testkit")]
 pub mod cases;
+mod check;
 pub mod codebook;
 
 use crate::batch::Batch;
@@ -48,6 +49,7 @@ use bytemuck::{Pod, Zeroable};
 
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
+pub(crate) use check::{attention_checks, dequantize_checks, quantize_checks};
 
 /// Variants are listed least preferred first.
 pub const QUANTIZE: KernelInfo = KernelInfo { name: "tq_quantize", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
