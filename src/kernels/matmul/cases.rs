@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::reference::{self, q8 as r8};
-use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_F32};
+use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, Prepared, Rng, POISON_F32};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
@@ -104,12 +104,6 @@ struct MatCase {
     k: usize,
     /// Chunks to split the matrix into (1: as uploaded normally).
     chunks: usize,
-}
-
-impl MatmulWeights for WeightMatrix {
-    fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
-        matmul(b, self, x, y, m)
-    }
 }
 
 fn upload_case(ctx: &Context, f: &WeightFormat, n: usize, k: usize, bytes: &[u8], chunks: usize) -> Result<WeightMatrix> {

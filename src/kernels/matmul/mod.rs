@@ -29,6 +29,7 @@ use std::sync::OnceLock;
 
 #[cfg(feature = "testkit")]
 mod cases;
+pub(crate) mod check;
 pub mod matrix;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
