@@ -169,6 +169,9 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("prompt tokens ({}): {:?}", prompt.len(), prompt);
     }
     let mut sampler = Sampler::new(a.sampler)?;
+    let tw = Instant::now();
+    session.warm_up(&ctx, &model, prompt.len())?;
+    eprintln!("pipelines built in {:.2} s (not counted below)", tw.elapsed().as_secs_f64());
     let t1 = Instant::now();
     let logits = session.prefill(&ctx, &model, &prompt)?;
     let prefill_s = t1.elapsed().as_secs_f64();

@@ -234,6 +234,22 @@ impl Session {
         Ok(out)
     }
 
+    /// Build every GPU pipeline a prefill of `prompt_len` tokens and the decode steps after it
+    /// will use, by recording (never submitting) a prefill chunk of each size the prompt is split
+    /// into and a decode step. Pipelines are otherwise built on first use, which would count in
+    /// the first chunk's or step's time. Nothing runs; the cache is unchanged.
+    pub fn warm_up(&self, ctx: &Context, model: &Model, prompt_len: usize) -> Result<()> {
+        let full = prompt_len.min(self.opts.chunk);
+        let last = prompt_len % self.opts.chunk;
+        for m in [full, last].into_iter().filter(|&m| m > 1 && m <= self.kv.capacity()) {
+            self.record_chunk(&mut ctx.batch(), model, m, 0, false)?;
+        }
+        if self.kv.capacity() > 0 {
+            self.record_decode(&mut ctx.batch(), model, 0)?;
+        }
+        Ok(())
+    }
+
     /// One decode step: `token` at the cache's next position; returns its logits `[vocab]`.
     pub fn decode(&mut self, ctx: &Context, model: &Model, token: u32) -> Result<Vec<f32>> {
         let pos = self.kv.check_room(1)?;

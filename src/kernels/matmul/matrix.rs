@@ -139,7 +139,7 @@ pub fn matrix_key(caps: &Caps, format: Fmt, m: usize) -> std::result::Result<MmP
 
 /// The GEMM pipeline for `m` rows of `format` in `ctx`: `None` for the Portable kernel, else
 /// the Matrix one (see the module docs for the rules).
-pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps::KernelInfo, m: usize) -> Result<Option<MmPipeline>> {
+pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps::KernelInfo, m: usize, k: usize) -> Result<Option<MmPipeline>> {
     let v = ctx.variant_for(info)?;
     if v != Variant::Matrix {
         return Ok(None);
@@ -151,7 +151,9 @@ pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps
     if !named && m < MATRIX_MIN_M {
         return Ok(None);
     }
-    match matrix_key(ctx.caps(), format, m) {
+    // The tiles load x and the weights by whole vec4s of a row.
+    let key = if k % 4 == 0 { matrix_key(ctx.caps(), format, m) } else { Err(format!("row length k = {k} is not a multiple of 4")) };
+    match key {
         Ok(key) => Ok(Some(key)),
         Err(reason) if matches!(policy, VariantPolicy::Require(_)) => Err(Error::Unsupported { kernel: info.name, variant: v, reason }),
         Err(_) => Ok(None),

@@ -527,7 +527,7 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     let (mk, mn) = mk.zip(mn).ok_or_else(|| Error::Shape(format!("m = {m} too large for n = {}, k = {}", w.n, w.k)))?;
     x.require("x", mk)?;
     y.require("y", mn)?;
-    let matrix_key = gemm_pipeline(ctx, w.format, m)?;
+    let matrix_key = gemm_pipeline(ctx, w.format, m, w.k)?;
     let (key, tm, tn, target) = match matrix_key {
         Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.split_target()),
         _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, super::splitk::TARGET),
@@ -548,11 +548,12 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     Ok(())
 }
 
-/// The GEMM pipeline `gemm` records for `m` rows of `format` in `ctx` under its policy: `None`
-/// for the Portable kernel, else the Matrix one ([`matrix`] has the rules). Errors as `gemm`
-/// would for the variant: [`Error::Unsupported`] under `Require` of a variant it can't run.
-pub fn gemm_pipeline(ctx: &Context, format: &'static WeightFormat, m: usize) -> Result<Option<MmPipeline>> {
-    matrix::gemm_choice(ctx, Fmt(format), &kernel_infos(format).gemm, m)
+/// The GEMM pipeline `gemm` records for `m` rows of `format` with row length `k` in `ctx` under
+/// its policy: `None` for the Portable kernel, else the Matrix one ([`matrix`] has the rules;
+/// it needs `k % 4 == 0`). Errors as `gemm` would for the variant: [`Error::Unsupported`] under
+/// `Require` of a variant it can't run.
+pub fn gemm_pipeline(ctx: &Context, format: &'static WeightFormat, m: usize, k: usize) -> Result<Option<MmPipeline>> {
+    matrix::gemm_choice(ctx, Fmt(format), &kernel_infos(format).gemm, m, k)
 }
 
 /// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.
