@@ -179,26 +179,41 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         write_npy(path, &logits, prompt.len(), c.vocab)?;
         eprintln!("wrote {path}: float32 [{}, {}]", prompt.len(), c.vocab);
     }
-    let mut last = logits[logits.len() - c.vocab..].to_vec();
+    let last = logits[logits.len() - c.vocab..].to_vec();
     let mut dec = tok.decoder(false);
     let mut generated = Vec::new();
     print!("{}", a.prompt);
-    let mut decode_s = 0.0;
-    for i in 0..a.n {
-        let next = sampler.sample(&last)?;
+    // The first token comes from the prompt's logits; each later one from the previous step's,
+    // with the next step recorded while the GPU runs the current one (Session::decode_stream).
+    let mut emit = |logits: &[f32]| -> Result<Option<u32>, Box<dyn std::error::Error>> {
+        let next = sampler.sample(logits)?;
         generated.push(next);
         print!("{}", dec.push(next)?);
         std::io::stdout().flush()?;
-        if tok.is_eog(next) || i + 1 == a.n {
-            break;
-        }
+        Ok((!tok.is_eog(next) && generated.len() < a.n).then_some(next))
+    };
+    let mut decode_s = 0.0;
+    if let Some(first) = emit(&last)? {
         if session.kv().remaining() == 0 {
             eprintln!("\n[context of {context} tokens full]");
-            break;
+        } else {
+            let t = Instant::now();
+            let mut failed = None;
+            session.decode_stream(&ctx, &model, first, |logits| match emit(logits) {
+                Ok(t) => Ok(t),
+                Err(e) => {
+                    failed = Some(e);
+                    Ok(None)
+                }
+            })?;
+            decode_s = t.elapsed().as_secs_f64();
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if session.kv().remaining() == 0 && generated.len() < a.n {
+                eprintln!("\n[context of {context} tokens full]");
+            }
         }
-        let t = Instant::now();
-        last = session.decode(&ctx, &model, next)?;
-        decode_s += t.elapsed().as_secs_f64();
     }
     println!("{}", dec.finish());
     if a.print_tokens {

@@ -35,6 +35,34 @@ pub struct Batch<'c> {
 }
 
 /// A submitted batch. `gpu_ns` reads the pass duration when the batch was timed.
+/// A finished, not yet submitted batch ([`Batch::finish`]).
+pub struct Recorded<'c> {
+    ctx: &'c Context,
+    commands: Option<wgpu::CommandBuffer>,
+    /// The batch's parameter buffers: back to the context's pool once submitted (or dropped),
+    /// so no other batch writes them before this one is on the queue.
+    params: Vec<wgpu::Buffer>,
+    timer: Option<wgpu::Buffer>,
+}
+
+impl<'c> Recorded<'c> {
+    /// Submit the batch.
+    pub fn submit(mut self) -> Result<Submitted<'c>> {
+        let commands = self.commands.take().ok_or_else(|| Error::Device("batch already submitted".into()))?;
+        let index = self.ctx.queue.submit(Some(commands));
+        // Later uploads into the parameter buffers are ordered after this batch's reads by the queue.
+        Ok(Submitted { ctx: self.ctx, index, timer: self.timer.take() })
+    }
+}
+
+impl Drop for Recorded<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut pool) = self.ctx.param_pool.lock() {
+            pool.append(&mut self.params);
+        }
+    }
+}
+
 pub struct Submitted<'c> {
     ctx: &'c Context,
     pub index: wgpu::SubmissionIndex,
@@ -223,7 +251,15 @@ impl<'c> Batch<'c> {
     }
 
     /// Close the pass, upload the parameters and submit.
-    pub fn submit(mut self) -> Result<Submitted<'c>> {
+    pub fn submit(self) -> Result<Submitted<'c>> {
+        self.finish()?.submit()
+    }
+
+    /// Close the pass, queue the parameter uploads and finish the command buffer without
+    /// submitting it: the CPU work of a batch, done ahead (e.g. the next decode step, recorded
+    /// while the GPU runs the current one). [`Recorded::submit`] submits it. Buffers written with
+    /// [`Context::write`] before that submit are seen by the batch.
+    pub fn finish(mut self) -> Result<Recorded<'c>> {
         drop(self.pass.take());
         let mut timer = None;
         if let Some((qs, resolve)) = &self.timer {
@@ -245,11 +281,9 @@ impl<'c> Batch<'c> {
         if let Some(c) = &self.cache {
             c.0.flush(self.ctx);
         }
-        let index = self.ctx.queue.submit(Some(self.encoder.finish()));
-        if let Ok(mut pool) = self.ctx.param_pool.lock() {
-            pool.extend(self.chunks.drain(..).map(|(b, _)| b));
-        }
-        Ok(Submitted { ctx: self.ctx, index, timer })
+        let commands = self.encoder.finish();
+        let params = self.chunks.drain(..).map(|(b, _)| b).collect();
+        Ok(Recorded { ctx: self.ctx, commands: Some(commands), params, timer })
     }
 
     /// Submit and wait for completion.

@@ -48,7 +48,7 @@ pub(crate) mod suite;
 pub mod timing;
 pub mod tuning;
 
-pub use batch::{Batch, Submitted};
+pub use batch::{Batch, Recorded, Submitted};
 pub use buffer::GpuBuffer;
 pub use caps::{Caps, KernelInfo, Variant, VariantPolicy};
 pub use context::{Context, ContextOptions};

@@ -384,3 +384,45 @@ fn llama_cpp_fixtures_match() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// `decode_stream` (each step recorded while the previous one runs) gives the same logits as
+/// step-by-step `decode`, stops when the callback says so or the cache is full, and rejects a
+/// token outside the vocabulary.
+#[test]
+fn decode_stream_matches_decode() {
+    let ctx = common::context();
+    let (w, _) = build(&Spec::llama(), 5);
+    let model = load(&ctx, &w).unwrap();
+    let opts = SessionOptions { context: 12, kv: KvKind::F16, chunk: 4, all_logits: false, ..Default::default() };
+    let p = prompt(5, 61, 3);
+    let (mut a, mut b) = (Session::new(&ctx, &model, opts).unwrap(), Session::new(&ctx, &model, opts).unwrap());
+    let last = a.prefill(&ctx, &model, &p).unwrap();
+    b.prefill(&ctx, &model, &p).unwrap();
+    let first = wgkernels::model::sample::argmax(&last).unwrap();
+    // Step by step.
+    let mut want = Vec::new();
+    let mut t = first;
+    for _ in 0..4 {
+        let l = a.decode(&ctx, &model, t).unwrap();
+        t = wgkernels::model::sample::argmax(&l).unwrap();
+        want.push(l);
+    }
+    // Streamed: four steps, then stop.
+    let mut got = Vec::new();
+    let steps = b
+        .decode_stream(&ctx, &model, first, |l| {
+            got.push(l.to_vec());
+            Ok((got.len() < 4).then(|| wgkernels::model::sample::argmax(l).unwrap()))
+        })
+        .unwrap();
+    assert_eq!(steps, 4);
+    assert_eq!(got, want, "streamed logits differ from step-by-step decode");
+    assert_eq!(b.kv().pos(), a.kv().pos());
+    // Until the cache is full: 12 - 9 = 3 more steps, whatever the callback says.
+    let steps = b.decode_stream(&ctx, &model, 1, |_| Ok(Some(2))).unwrap();
+    assert_eq!((steps, b.kv().remaining()), (3, 0));
+    b.reset();
+    assert!(matches!(b.decode_stream(&ctx, &model, 61, |_| Ok(None)), Err(ModelError::BadToken { token: 61, vocab: 61 })));
+    b.prefill(&ctx, &model, &p).unwrap();
+    assert!(matches!(b.decode_stream(&ctx, &model, 1, |_| Ok(Some(99))), Err(ModelError::BadToken { token: 99, .. })));
+}

@@ -105,7 +105,7 @@ pub struct Session {
     kv: KvCache,
     table: RopeTable,
     s: Scratch,
-    bind: BindCache,
+    bind: std::sync::Arc<BindCache>,
     host_x: Vec<f32>,
 }
 
@@ -166,7 +166,7 @@ impl Session {
         };
         // int8 activations: 2 bytes per column in each of the two orders.
         s.bytes += s.q8.iter().flatten().map(|q| 4 * q.k() as u64).sum::<u64>();
-        Ok(Session { opts, kv, table, s, bind: BindCache::default(), host_x: Vec::new() })
+        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x: Vec::new() })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -261,6 +261,41 @@ impl Session {
         let mut logits = ctx.read(&self.s.logits)?;
         logits.truncate(model.config.vocab);
         Ok(logits)
+    }
+
+    /// Decode a stream of tokens: `first` at the cache's next position, then each token `next`
+    /// returns from the previous step's logits `[vocab]` (`None` stops), until `next` stops or
+    /// the cache is full. While the GPU runs a step, the CPU records and finishes the next one
+    /// ([`Batch::finish`]), so only the embedding upload, the submit and the logits readback lie
+    /// between two steps. Returns the steps run (the logits of each went to `next`).
+    pub fn decode_stream(&mut self, ctx: &Context, model: &Model, first: u32, mut next: impl FnMut(&[f32]) -> Result<Option<u32>>) -> Result<usize> {
+        let vocab = model.config.vocab;
+        let known = |t: u32| if (t as usize) < vocab { Ok(t) } else { Err(ModelError::BadToken { token: t, vocab }) };
+        let mut token = known(first)?;
+        let mut pos = self.kv.check_room(1)?;
+        let cache = self.bind.clone();
+        let record = |this: &Session, pos: usize| -> Result<crate::batch::Recorded<'_>> {
+            let mut b = ctx.batch().with_cache(&cache);
+            this.record_decode(&mut b, model, pos)?;
+            Ok(b.finish()?)
+        };
+        let mut step = record(self, pos)?;
+        let mut steps = 0;
+        loop {
+            self.embed(ctx, model, &[token])?;
+            let running = step.submit()?;
+            self.kv.advance(1)?;
+            steps += 1;
+            let ahead = if self.kv.remaining() > 0 { Some(record(self, pos + 1)?) } else { None };
+            running.wait()?;
+            let mut logits = ctx.read(&self.s.logits)?;
+            logits.truncate(vocab);
+            let (Some(t), Some(r)) = (next(&logits)?, ahead) else { break };
+            token = known(t)?;
+            step = r;
+            pos += 1;
+        }
+        Ok(steps)
     }
 
     /// Record a prefill chunk of `m` tokens at positions `pos0..pos0 + m` (their embeddings
