@@ -21,6 +21,21 @@
 #   SKIP_BENCH=1 SKIP_PEERS=1 SKIP_SDPA=1 SKIP_DECODE=1   skip a step
 #   PYTHON       python3 with torch for the peers (default python3)
 #   UPDATE_MD    a Markdown file whose combined:begin/end section gets the table (e.g. BENCHMARKS.md)
+# llama.cpp peer (optional; skipped unless LLAMA_SRC is set):
+#   LLAMA_SRC    a llama.cpp source tree (see tools/llamacpp/peer.sh). Its CUDA build
+#                (tools/llamacpp/peer.sh PHASE=build, under .peerbuild/) runs niced in the background
+#                while our bench runs; after our last GPU step, PHASE=run times test-backend-ops perf
+#                and llama-bench, so no llama.cpp GPU work overlaps our timings. The CPU load of the
+#                build does reach them (results/2026-11-25-h100-llamacpp: decode_step's GPU time
+#                9525 µs beside a build, 8155 µs idle); LLAMA_BUILD_FIRST=1 builds before our bench.
+#                parse_ops.py writes llamacpp_ops.csv, and the combined table gets the columns
+#                "llama.cpp µs" and "llama.cpp ÷ ours" (matching rules: tools/combine_bench.py).
+#                Outputs of peer.sh (logs, llamacpp_ops.txt, llama_bench.csv) go to OUTDIR/llamacpp/.
+#   LLAMA_OPS_ARGS    extra test-backend-ops arguments, e.g. "-o FLASH_ATTN_EXT" (attention only)
+#   LLAMA_SKIP_OPS=1 LLAMA_SKIP_BENCH=1   skip test-backend-ops / llama-bench
+#   A build in .peerbuild/ is reused by a later call on the same machine (only the run phase then
+#   costs time), so e.g. SKIP_BENCH=1 SKIP_PEERS=1 SKIP_SDPA=1 SKIP_DECODE=1 LLAMA_SRC=... runs
+#   llama.cpp alone.
 set -u
 OUTDIR="${1:-./device_bench_out}"
 mkdir -p "$OUTDIR"
@@ -56,6 +71,27 @@ if command -v cargo > /dev/null; then
     [ -z "$DECODE_BIN" ] && step build_decode cargo build --release --example decode_step && DECODE_BIN="$(find_bin target/release/examples/decode_step)"
 fi
 
+# llama.cpp (optional): its build, which uses no GPU, in the background (or first); its GPU runs at
+# the end. peer.sh reads SKIP_BENCH/SKIP_OPS for its own steps, so they are always passed explicitly.
+LLAMA_DIR="$OUTDIR/llamacpp"
+LLAMA_BUILD_PID=""
+llama_peer() { # phase
+    SKIP_BENCH="${LLAMA_SKIP_BENCH:-0}" SKIP_OPS="${LLAMA_SKIP_OPS:-0}" OPS_ARGS="${LLAMA_OPS_ARGS:-}" PHASE="$1" \
+        tools/llamacpp/peer.sh "$LLAMA_SRC" "$LLAMA_DIR"
+}
+if [ -z "${LLAMA_SRC:-}" ]; then
+    echo "== llamacpp: skipped (set LLAMA_SRC to a llama.cpp source tree to add llama.cpp's CUDA backend as a peer)" | tee -a "$LOG"
+elif [ ! -d "$LLAMA_SRC" ]; then
+    echo "== llamacpp: skipped, LLAMA_SRC=$LLAMA_SRC is not a directory" | tee -a "$LOG"
+    LLAMA_SRC=""
+elif [ "${LLAMA_BUILD_FIRST:-0}" = 1 ]; then
+    step llamacpp_build llama_peer build > "$OUTDIR/llamacpp_build.txt" 2>&1
+else
+    echo "== llamacpp_build: started in the background (nice 19; output in llamacpp_build.txt)" | tee -a "$LOG"
+    (renice -n 19 -p "$BASHPID" > /dev/null; step llamacpp_build llama_peer build) > "$OUTDIR/llamacpp_build.txt" 2>&1 &
+    LLAMA_BUILD_PID=$!
+fi
+
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
     if [ -n "$BENCH_BIN" ]; then
         # shellcheck disable=SC2086
@@ -89,10 +125,29 @@ if [ "${SKIP_DECODE:-0}" != 1 ]; then
     fi
 fi
 
+# llama.cpp's GPU runs, after all of ours (and after its build).
+if [ -n "${LLAMA_SRC:-}" ]; then
+    if [ -n "$LLAMA_BUILD_PID" ]; then
+        echo "== llamacpp_build: waiting for the background build" | tee -a "$LOG"
+        wait "$LLAMA_BUILD_PID"
+    fi
+    tail -5 "$OUTDIR/llamacpp_build.txt"
+    step llamacpp llama_peer run > "$OUTDIR/llamacpp.txt" 2>&1
+    tail -5 "$OUTDIR/llamacpp.txt"
+    if [ "${LLAMA_SKIP_OPS:-0}" = 1 ]; then
+        echo "== llamacpp_parse: skipped (LLAMA_SKIP_OPS=1)" | tee -a "$LOG"
+    elif [ -s "$LLAMA_DIR/llamacpp_ops.txt" ]; then
+        step llamacpp_parse python3 tools/llamacpp/parse_ops.py "$LLAMA_DIR/llamacpp_ops.txt" --csv "$OUTDIR/llamacpp_ops.csv"
+    else
+        echo "== llamacpp: no llamacpp_ops.txt (see $LLAMA_DIR/peer.log)" | tee -a "$LOG"
+    fi
+fi
+
 if [ -s "$OUTDIR/bench.csv" ]; then
     ARGS=(--ours "$OUTDIR/bench.csv" --bench-log "$OUTDIR/bench.txt" --out "$OUTDIR/combined.md")
     [ -s "$OUTDIR/peers.csv" ] && ARGS+=(--peers "$OUTDIR/peers.csv")
     [ -s "$OUTDIR/sdpa.csv" ] && ARGS+=(--sdpa "$OUTDIR/sdpa.csv")
+    [ -n "${LLAMA_SRC:-}" ] && [ -s "$OUTDIR/llamacpp_ops.csv" ] && ARGS+=(--llamacpp "$OUTDIR/llamacpp_ops.csv")
     [ -n "${UPDATE_MD:-}" ] && ARGS+=(--update "$UPDATE_MD")
     step combine python3 tools/combine_bench.py "${ARGS[@]}" "${DECODES[@]}"
 fi
