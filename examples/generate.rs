@@ -46,7 +46,7 @@ fn parse_args() -> Result<Args, String> {
         sampler: SamplerConfig { temperature: 0.0, top_k: 40, top_p: 0.95, seed: 0 },
         kv: KvKind::F16,
         ctx: None,
-        chunk: 64,
+        chunk: 512,
         print_tokens: false,
         dump_logits: None,
         bos: true,

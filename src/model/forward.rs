@@ -61,7 +61,9 @@ pub struct SessionOptions {
     /// Positions the KV cache holds (prompt + generated tokens).
     pub context: usize,
     pub kv: KvKind,
-    /// Most tokens per prefill batch.
+    /// Most tokens per prefill batch (default 512: on an H100 a 516-token prompt of a
+    /// Llama-3-8B-shaped Q4_K model ran at 1250-1490 tokens/s in chunks of 512, 690 in chunks of
+    /// 64; the work buffers grow with it, ~130 MiB at 512 for that model).
     pub chunk: usize,
     /// Keep the logits of every prompt position (a `[chunk, vocab]` buffer), not only the last.
     pub all_logits: bool,
@@ -74,7 +76,7 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 64, all_logits: false, int8_activations: true }
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true }
     }
 }
 
