@@ -133,6 +133,13 @@ fn fmt_qpair(a: u32, b: u32, c: vec4<u32>) -> vec2<i32> {
     return vec2<i32>(lo, hi);
 }
 
+// A quad is an item of this format.
+alias FmtQRow = FmtRow;
+
+fn fmt_qload(base: u32, quad: u32) -> FmtRow {
+    return fmt_load(base, quad);
+}
+
 fn fmt_qdot(w: FmtRow, x: MmQx) -> f32 {
     let dd = mm_f16x2(w.hd.x);
     let sm = fmt_scales(w.hd);

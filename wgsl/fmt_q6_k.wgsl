@@ -73,3 +73,48 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let d = mm_f16x2(wq[base + 13u * fmt_nb() + blk / 8u][(blk % 8u) / 2u])[blk & 1u];
     return vec4<f32>(d * sc) * fmt_q6(l, hw, s);
 }
+
+// Integer dot (the quad-order int8 GEMV, MmQx). Quad u of a block = this format's items u
+// (positions 4u .. 4u + 3 of each 32-weight sub-block j = quarter (j / 4, j % 4), scale 2j)
+// and u + 4 (positions 4u + 16 .., scale 2j + 1). Per word of four codes c (0..63, so valid
+// signed bytes) and activation codes xc: sum (c - 32) xc = dot(c, xc) - 32 dot(1, xc), exact
+// integers; then d * sum_j dx_j (sc_2j D_j,0 + sc_2j+1 D_j,1).
+struct FmtQRow {
+    a: FmtRow,  // item u: positions 4u ..
+    b: FmtRow,  // item u + 4: positions 4u + 16 ..
+}
+
+fn fmt_qload(base: u32, quad: u32) -> FmtQRow {
+    let item = 8u * (quad / 4u) + quad % 4u;
+    return FmtQRow(fmt_load(base, item), fmt_load(base, item + 4u));
+}
+
+// The four 6-bit codes of sub-block j in row item r.
+fn fmt_qw(r: FmtRow, j: u32) -> u32 {
+    let h = j / 4u;
+    let s = j % 4u;
+    return ((r.ql[2u * h + (s & 1u)] >> (4u * (s / 2u))) & 0x0f0f0f0fu) | (((r.qh[h] >> (2u * s)) & 0x03030303u) << 4u);
+}
+
+// (D_j,0, D_j,1) of sub-block j with the activation codes xa (positions 4u ..) and xb (4u + 16 ..).
+fn fmt_qsub(w: FmtQRow, j: u32, xa: u32, xb: u32) -> vec2<f32> {
+    let da = dot4I8Packed(fmt_qw(w.a, j), xa) - 32 * dot4I8Packed(0x01010101u, xa);
+    let db = dot4I8Packed(fmt_qw(w.b, j), xb) - 32 * dot4I8Packed(0x01010101u, xb);
+    return vec2<f32>(f32(da), f32(db));
+}
+
+fn fmt_qdot(w: FmtQRow, x: MmQx) -> f32 {
+    let d = mm_f16x2(w.a.dw)[w.a.sel & 1u];
+    // Scales 2j, 2j + 1 of sub-blocks j = 0, 1 in word 0, 2, 3 in word 1, ...
+    let s01 = mm_i8x4(w.a.sc.x);
+    let s23 = mm_i8x4(w.a.sc.y);
+    let s45 = mm_i8x4(w.a.sc.z);
+    let s67 = mm_i8x4(w.a.sc.w);
+    let t01 = s01 * vec4<f32>(fmt_qsub(w, 0u, x.c0.x, x.c0.y), fmt_qsub(w, 1u, x.c0.z, x.c0.w));
+    let t23 = s23 * vec4<f32>(fmt_qsub(w, 2u, x.c1.x, x.c1.y), fmt_qsub(w, 3u, x.c1.z, x.c1.w));
+    let t45 = s45 * vec4<f32>(fmt_qsub(w, 4u, x.c2.x, x.c2.y), fmt_qsub(w, 5u, x.c2.z, x.c2.w));
+    let t67 = s67 * vec4<f32>(fmt_qsub(w, 6u, x.c3.x, x.c3.y), fmt_qsub(w, 7u, x.c3.z, x.c3.w));
+    let a = dot(vec4<f32>(t01.x + t01.y, t01.z + t01.w, t23.x + t23.y, t23.z + t23.w), x.d03);
+    let b = dot(vec4<f32>(t45.x + t45.y, t45.z + t45.w, t67.x + t67.y, t67.z + t67.w), x.d47);
+    return d * (a + b);
+}

@@ -62,8 +62,9 @@ fn mm_u4x8(w: u32) -> array<vec4<f32>, 2> {
 // 4u..4u+3 (half h = 0) and 4u+16..4u+19 (h = 1) of the block's eight 32-column sub-blocks j.
 // c[t] = i8x4 codes (byte order = column order) of (sub-block 2t, h 0), (2t, h 1), (2t+1, h 0),
 // (2t+1, h 1); d = the sub-blocks' scales dx_j (j = 0..3 in d03, 4..7 in d47); s = fl(dx_j * the
-// sum of the quad's 8 codes of sub-block j). A format part that defines
-// `fn fmt_qdot(w: FmtRow, x: MmQx) -> f32` (items of 64 columns = quads) gets the integer GEMV.
+// sum of the quad's 8 codes of sub-block j). A format part that defines `struct FmtQRow` (or an
+// alias), `fn fmt_qload(base: u32, quad: u32) -> FmtQRow` (loads only) and
+// `fn fmt_qdot(w: FmtQRow, x: MmQx) -> f32` gets the integer GEMV (k % 256 == 0).
 struct MmQx {
     c0: vec4<u32>,
     c1: vec4<u32>,

@@ -19,3 +19,9 @@ fn mm_item_x(item: u32) -> FmtX {
 fn mm_item_dot(r: FmtRow, xs: FmtX) -> f32 {
     return fmt_dot(r, xs);
 }
+
+alias MmRow = FmtRow;
+
+fn mm_item_load(base: u32, item: u32) -> FmtRow {
+    return fmt_load(base, item);
+}

@@ -1,7 +1,8 @@
 // Weight-matrix GEMV (m = 1) on int8 activations in quad order (the q8 quantiser's Q4_K-order
 // records, see MmQx in mm_common.wgsl), for formats whose part defines fmt_qdot: the format
 // multiplies its integer codes with the activation codes directly (dot4I8Packed: DP4A on
-// devices with integer dot products, a polyfill elsewhere). Items are quads (64 columns).
+// devices with integer dot products, a polyfill elsewhere). Items are quads (64 columns; the
+// host passes p.items = k / 64), loaded by the part's fmt_qload.
 // Prepended/appended as mm_gemv.wgsl.
 
 @group(0) @binding(2) var<storage, read> xk: array<vec4<u32>>;
@@ -20,6 +21,12 @@ fn mm_item_x(qd: u32) -> MmQx {
                 bitcast<vec4<f32>>(xk[6u * q + qd]), bitcast<vec4<f32>>(xk[7u * q + qd]));
 }
 
-fn mm_item_dot(r: FmtRow, xs: MmQx) -> f32 {
+alias MmRow = FmtQRow;
+
+fn mm_item_load(base: u32, qd: u32) -> FmtQRow {
+    return fmt_qload(base, qd);
+}
+
+fn mm_item_dot(r: FmtQRow, xs: MmQx) -> f32 {
     return fmt_qdot(r, xs);
 }

@@ -1,6 +1,7 @@
 // Row-block driver of the weight-matrix GEMVs (appended after mm_gemv*.wgsl and the format part;
-// the kernel file supplies mm_item_x(item), the activations of an item, and
-// mm_item_dot(row, x), one row's partial dot over it).
+// the kernel file supplies MmRow and mm_item_load(base, item), a row's weights at an item,
+// mm_item_x(item), the activations of an item, and mm_item_dot(row, x), one row's partial dot
+// over it).
 // A team computes ROWS rows at a time; its lanes stride over the row's items, UNROLL per
 // iteration with all loads of the iteration issued before any arithmetic, the activations of an
 // item loaded once for the ROWS rows; rows past n are clamped to row n - 1 for loading and never
@@ -11,23 +12,23 @@ override ROWS: u32 = 2u;    // rows per team, 1..4
 override UNROLL: u32 = 2u;  // items per lane per iteration: 1, 2 or 4
 
 struct MmSlab {
-    r0: FmtRow,
-    r1: FmtRow,
-    r2: FmtRow,
-    r3: FmtRow,
+    r0: MmRow,
+    r1: MmRow,
+    r2: MmRow,
+    r3: MmRow,
 }
 
 fn mm_slab_load(rows: vec4<u32>, i: u32) -> MmSlab {
     var sl: MmSlab;
-    sl.r0 = fmt_load(rows.x * p.row_vec4s, i);
+    sl.r0 = mm_item_load(rows.x * p.row_vec4s, i);
     if (ROWS > 1u) {
-        sl.r1 = fmt_load(rows.y * p.row_vec4s, i);
+        sl.r1 = mm_item_load(rows.y * p.row_vec4s, i);
     }
     if (ROWS > 2u) {
-        sl.r2 = fmt_load(rows.z * p.row_vec4s, i);
+        sl.r2 = mm_item_load(rows.z * p.row_vec4s, i);
     }
     if (ROWS > 3u) {
-        sl.r3 = fmt_load(rows.w * p.row_vec4s, i);
+        sl.r3 = mm_item_load(rows.w * p.row_vec4s, i);
     }
     return sl;
 }

@@ -322,9 +322,9 @@ impl Activations {
 }
 
 /// Whether the format's WGSL part defines the integer dot on quad-order int8 activations
-/// (`fn fmt_qdot`, contract in wgsl/mm_common.wgsl); its items must then be quads.
+/// (`fmt_qload` and `fmt_qdot`, contract in wgsl/mm_common.wgsl).
 pub fn has_integer_dot(f: &WeightFormat) -> bool {
-    f.item_weights == 64 && f.wgsl.contains("fn fmt_qdot(")
+    f.wgsl.contains("fn fmt_qdot(")
 }
 
 /// What a GEMV does with each output `dot_r` (the row's dot product).
@@ -479,7 +479,11 @@ fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBu
         let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, act, epi };
         for c in &w.chunks {
             let grid = plan_grid(ctx, &plan, c.rows, variant)?;
-            b.dispatch(&key, &w.params(c), &[c.data.raw(), x, y.raw()], grid)?;
+            let mut params = w.params(c);
+            if act == Activations::Q8Int {
+                params.items = (w.k / 64) as u32; // the integer GEMV steps over quads
+            }
+            b.dispatch(&key, &params, &[c.data.raw(), x, y.raw()], grid)?;
         }
         Ok(())
     })
