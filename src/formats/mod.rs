@@ -68,6 +68,15 @@
 //! `mm_gemv_<name>` with no other edit (binding, clang, CPU-execution and SPIR-V twin tests all
 //! find it through the kernel registry).
 //!
+//! Optionally, for the integer-dot GEMV on int8 activations (Q4_K and Q6_K define it): a
+//! `struct FmtQRow` (or an alias), `fn fmt_qload(base: u32, quad: u32) -> FmtQRow` (loads only)
+//! and `fn fmt_qdot(w: FmtQRow, x: MmQx) -> f32`, where a quad is 64 columns of a 256-column
+//! block (positions `4u .. 4u + 3` and `4u + 16 .. 4u + 19` of its eight 32-column sub-blocks,
+//! `u = quad % 4`) and `MmQx` (wgsl/mm_common.wgsl) holds the quad's int8 activation codes,
+//! scales and scaled code sums. `dot4I8Packed` multiplies four codes at once (DP4A where the
+//! device has integer dot products). Parts without `fmt_qdot` run their f32 dot on dequantised
+//! int8 activations instead.
+//!
 //! Reading outside the row (`base .. base + row_vec4s`) is a bug: shader bounds checks are off.
 
 use std::fmt;
