@@ -1,6 +1,6 @@
 // Weight-matrix GEMV (m = 1), f32 activations: y[y_off + r] = sum_c w[r, c] * x[c] for the
 // chunk's rows r < n. Prepended/appended: a team file, mm_common.wgsl, the format part, and the
-// row-block driver mm_rows.wgsl.
+// item hooks mm_items.wgsl and the row-block driver mm_rows.wgsl.
 
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
@@ -10,18 +10,4 @@
 fn mm_x4(c4: u32) -> vec4<f32> {
     let live = vec4<u32>(4u * c4) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(p.k);
     return select(vec4<f32>(0.0), x[min(c4, p.k4 - 1u)], live);
-}
-
-fn mm_item_x(item: u32) -> FmtX {
-    return fmt_x(item);
-}
-
-fn mm_item_dot(r: FmtRow, xs: FmtX) -> f32 {
-    return fmt_dot(r, xs);
-}
-
-alias MmRow = FmtRow;
-
-fn mm_item_load(base: u32, item: u32) -> FmtRow {
-    return fmt_load(base, item);
 }

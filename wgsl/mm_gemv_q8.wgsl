@@ -14,17 +14,3 @@ fn mm_x4(c4: u32) -> vec4<f32> {
     let v = vec4<f32>(e.x, o.x, e.y, o.y) * bitcast<f32>(r.z);
     return select(vec4<f32>(0.0), v, c4 < p.k4);
 }
-
-fn mm_item_x(item: u32) -> FmtX {
-    return fmt_x(item);
-}
-
-fn mm_item_dot(r: FmtRow, xs: FmtX) -> f32 {
-    return fmt_dot(r, xs);
-}
-
-alias MmRow = FmtRow;
-
-fn mm_item_load(base: u32, item: u32) -> FmtRow {
-    return fmt_load(base, item);
-}

@@ -38,6 +38,7 @@ const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/mm_gemv.wgsl");
 const GEMV_Q8_WGSL: &str = include_str!("../../../wgsl/mm_gemv_q8.wgsl");
 const GEMV_QK_WGSL: &str = include_str!("../../../wgsl/mm_gemv_qk.wgsl");
+const ITEMS_WGSL: &str = include_str!("../../../wgsl/mm_items.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../wgsl/mm_rows.wgsl");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/mm_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/mm_dequant.wgsl");
@@ -397,6 +398,7 @@ impl PipelineKey for MmPipeline {
                         Activations::Q8Int => GEMV_QK_WGSL,
                     },
                     format.0.wgsl,
+                    if act == Activations::Q8Int { "" } else { ITEMS_WGSL },
                     ROWS_WGSL,
                 ]),
                 entry: "main",
