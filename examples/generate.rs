@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
 //!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
-//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations]
+//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--gpu-time]
 //! ```
 //!
 //! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr), prints
@@ -13,7 +13,8 @@
 //! default). `--print-tokens` prints the prompt's token ids and the generated ids;
 //! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
 //! `[prompt tokens, vocab]`. Decode steps multiply Q4_K weights by int8-rounded activations (as
-//! llama.cpp's GPU backends do); `--f32-activations` keeps them in f32.
+//! llama.cpp's GPU backends do); `--f32-activations` keeps them in f32. `--gpu-time` times every
+//! prefill chunk and decode step on the GPU and reports GPU time beside wall time.
 
 use std::io::Write;
 use std::time::Instant;
@@ -34,9 +35,10 @@ struct Args {
     dump_logits: Option<String>,
     bos: bool,
     f32_activations: bool,
+    gpu_time: bool,
 }
 
-const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations]";
+const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--gpu-time]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -51,6 +53,7 @@ fn parse_args() -> Result<Args, String> {
         dump_logits: None,
         bos: true,
         f32_activations: false,
+        gpu_time: false,
     };
     let mut it = std::env::args().skip(1);
     fn val<T: std::str::FromStr>(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<T, String> {
@@ -75,6 +78,7 @@ fn parse_args() -> Result<Args, String> {
             "--dump-logits" => a.dump_logits = Some(val(&mut it, &s)?),
             "--no-bos" => a.bos = false,
             "--f32-activations" => a.f32_activations = true,
+            "--gpu-time" => a.gpu_time = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
             other if a.model.is_empty() => a.model = other.to_string(),
@@ -156,7 +160,8 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let context = a.ctx.unwrap_or_else(|| (prompt.len() + a.n).min(c.context_length).max(prompt.len() + 1));
     let all = a.dump_logits.is_some();
-    let mut session = Session::new(&ctx, &model, SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all, int8_activations: !a.f32_activations })?;
+    let mut session =
+        Session::new(&ctx, &model, SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all, int8_activations: !a.f32_activations, gpu_timing: a.gpu_time })?;
     eprintln!(
         "GPU memory: weights {}, KV cache {} ({} positions, {}), work buffers {}",
         size(model.weights.bytes),
@@ -223,6 +228,21 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("prompt: {} tokens in {:.3} s = {:.1} tok/s (chunks of {})", prompt.len(), prefill_s, prompt.len() as f64 / prefill_s, session.options().chunk);
     if steps > 0 {
         eprintln!("decode: {steps} tokens in {decode_s:.3} s = {:.1} tok/s", steps as f64 / decode_s);
+    }
+    let (gp, gd) = session.gpu_seconds();
+    if a.gpu_time && gp > 0.0 {
+        eprintln!("GPU time: prefill {:.3} s ({:.0}% of its wall time)", gp, 100.0 * gp / prefill_s);
+        if steps > 0 {
+            let (g, w) = (gd / steps as f64, decode_s / steps as f64);
+            eprintln!(
+                "GPU time: decode {:.3} ms per token ({:.1} tok/s by GPU time); wall {:.3} ms per token, of which {:.3} ms ({:.0}% of the GPU time) not covered by the GPU",
+                1e3 * g,
+                1.0 / g,
+                1e3 * w,
+                1e3 * (w - g),
+                100.0 * (w - g) / g
+            );
+        }
     }
     eprintln!("kernel variants (WGKERNELS_VARIANT / the probe example explain the choice):");
     for k in wgkernels::model::kernels_used(&model, a.kv) {

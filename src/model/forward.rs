@@ -72,11 +72,14 @@ pub struct SessionOptions {
     /// gate/up), as llama.cpp's GPU backends do; faster, and within the int8 rounding of the f32
     /// path. Other formats, and prefill, always use f32 activations.
     pub int8_activations: bool,
+    /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
+    /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
+    pub gpu_timing: bool,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true }
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, gpu_timing: false }
     }
 }
 
@@ -109,6 +112,8 @@ pub struct Session {
     s: Scratch,
     bind: std::sync::Arc<BindCache>,
     host_x: Vec<f32>,
+    /// GPU nanoseconds of the prefill chunks and decode steps run so far (`gpu_timing`).
+    gpu_ns: [f64; 2],
 }
 
 /// int8 activation storage for a GEMV input of width `k`, when the session uses them and `k`
@@ -168,7 +173,7 @@ impl Session {
         };
         // int8 activations: 2 bytes per column in each of the two orders.
         s.bytes += s.q8.iter().flatten().map(|q| 4 * q.k() as u64).sum::<u64>();
-        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x: Vec::new() })
+        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x: Vec::new(), gpu_ns: [0.0; 2] })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -181,6 +186,30 @@ impl Session {
     pub fn scratch_bytes(&self) -> u64 {
         self.s.bytes
     }
+    /// GPU seconds of the prefill chunks and of the decode steps run so far, with
+    /// [`SessionOptions::gpu_timing`] on an adapter with timestamp queries (else zero).
+    pub fn gpu_seconds(&self) -> (f64, f64) {
+        (self.gpu_ns[0] * 1e-9, self.gpu_ns[1] * 1e-9)
+    }
+
+    fn new_batch<'c>(&self, ctx: &'c Context) -> Batch<'c> {
+        if self.opts.gpu_timing {
+            ctx.timed_batch()
+        } else {
+            ctx.batch()
+        }
+    }
+
+    /// Wait for `sub`, adding its GPU time to slot `i` of `gpu_ns` when timed.
+    fn finish_timed(gpu_ns: &mut [f64; 2], i: usize, timing: bool, sub: crate::batch::Submitted) -> Result<()> {
+        if timing {
+            gpu_ns[i] += sub.gpu_ns()?.unwrap_or(0.0);
+        } else {
+            sub.wait()?;
+        }
+        Ok(())
+    }
+
     /// Forget the sequence (the cache keeps its buffers).
     pub fn reset(&mut self) {
         self.kv.clear();
@@ -215,13 +244,13 @@ impl Session {
             // Without all_logits only the last chunk needs the final norm, LM head and readback.
             let head = self.opts.all_logits || i + 1 == parts;
             self.embed(ctx, model, part)?;
-            let mut b = ctx.batch();
+            let mut b = self.new_batch(ctx);
             if head {
                 self.record_chunk(&mut b, model, part.len(), pos0, self.opts.all_logits)?;
             } else {
                 self.record_layers(&mut b, model, part.len(), pos0)?;
             }
-            b.run()?;
+            Self::finish_timed(&mut self.gpu_ns, 0, self.opts.gpu_timing, b.submit()?)?;
             self.kv.advance(part.len())?;
             if head {
                 let mut logits = ctx.read(&self.s.logits)?;
@@ -256,9 +285,9 @@ impl Session {
     pub fn decode(&mut self, ctx: &Context, model: &Model, token: u32) -> Result<Vec<f32>> {
         let pos = self.kv.check_room(1)?;
         self.embed(ctx, model, &[token])?;
-        let mut b = ctx.batch().with_cache(&self.bind);
+        let mut b = self.new_batch(ctx).with_cache(&self.bind);
         self.record_decode(&mut b, model, pos)?;
-        b.run()?;
+        Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, b.submit()?)?;
         self.kv.advance(1)?;
         let mut logits = ctx.read(&self.s.logits)?;
         logits.truncate(model.config.vocab);
@@ -277,7 +306,7 @@ impl Session {
         let mut pos = self.kv.check_room(1)?;
         let cache = self.bind.clone();
         let record = |this: &Session, pos: usize| -> Result<crate::batch::Recorded<'_>> {
-            let mut b = ctx.batch().with_cache(&cache);
+            let mut b = this.new_batch(ctx).with_cache(&cache);
             this.record_decode(&mut b, model, pos)?;
             Ok(b.finish()?)
         };
@@ -289,7 +318,7 @@ impl Session {
             self.kv.advance(1)?;
             steps += 1;
             let ahead = if self.kv.remaining() > 0 { Some(record(self, pos + 1)?) } else { None };
-            running.wait()?;
+            Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, running)?;
             let mut logits = ctx.read(&self.s.logits)?;
             logits.truncate(vocab);
             let (Some(t), Some(r)) = (next(&logits)?, ahead) else { break };
