@@ -85,7 +85,7 @@ macro_rules! weight_formats {
     };
 }
 
-weight_formats![f32, f16, bf16, q8_0, q4k, q4_0, q4_1, q5_0, q5_1, q5_k, q6_k, q2_k, q3_k];
+weight_formats![f32, f16, bf16, q8_0, q4k, q4_0, q4_1, q5_0, q5_1, q5_k, q6_k, q2_k, q3_k, int4, int8];
 
 /// Errors from the quantisation helpers and the GGUF reader/writer.
 #[derive(Debug)]
