@@ -348,3 +348,71 @@ fn gemm_variant_selection() {
         }
     }
 }
+
+/// The int4 and int8 formats hold matrices of the INT4 / INT8 families losslessly: converting a
+/// `HostInt4` (signed, groups of 32 and 64, from the family's quantiser and random codes) or a
+/// `HostInt8` (signed, per-row and per-tensor scales) gives blocks whose CPU and GPU dequantised
+/// values equal the family's reference values rounded to f32, bit for bit; what the formats
+/// cannot hold is an error.
+#[test]
+fn int_families_convert_bit_exactly() {
+    use wgkernels::kernels::int4::{HostInt4, Int4Mode};
+    use wgkernels::kernels::int8::{HostInt8, Int8Scale};
+    let ctx = common::context();
+    let mut r = rng();
+    let (n, k) = (5, 128);
+    let check = |name: &str, bytes: &[u8], value: &dyn Fn(usize, usize) -> f64| {
+        let f = formats::format_named(name).unwrap();
+        let mut got = vec![f32::NAN; n * k];
+        formats::dequantize_format(f, bytes, &mut got).unwrap();
+        let w = WeightMatrix::upload_format(&ctx, f, n, k, bytes).unwrap();
+        assert_eq!(w.ggml_type(), None);
+        let out = ctx.alloc::<f32>(n * k).unwrap();
+        let mut b = ctx.batch();
+        matmul::dequantize(&mut b, &w, &out).unwrap();
+        b.run().unwrap();
+        let gpu = ctx.read(&out).unwrap();
+        for i in 0..n * k {
+            let want = value(i / k, i % k) as f32;
+            assert_eq!(got[i].to_bits(), want.to_bits(), "{name} cpu ({}, {}): {} vs {want}", i / k, i % k, got[i]);
+            assert_eq!(gpu[i].to_bits(), want.to_bits(), "{name} gpu ({}, {}): {} vs {want}", i / k, i % k, gpu[i]);
+        }
+    };
+    let weights: Vec<f32> = (0..n * k).map(|_| r.f32() * 2.0 - 1.0).collect();
+    for g in [32, 64] {
+        let h = wgkernels::reference::quant::quantize(&weights, n, k, g, Int4Mode::Signed);
+        check("int4", &h.to_int4_blocks().unwrap(), &|r, c| h.value(r, c));
+        let mut codes = vec![0u8; n * k / 2];
+        r.fill(&mut codes);
+        let h = HostInt4 { n, k, group_size: g, mode: Int4Mode::Signed, codes, scales: (0..n * k / g).map(|_| r.f32() * 0.1 - 0.05).collect(), zeros: None };
+        check("int4", &h.to_int4_blocks().unwrap(), &|r, c| h.value(r, c));
+        let zeros = HostInt4 { zeros: Some(vec![0.0; n * k / g]), ..h.clone() };
+        assert_eq!(zeros.to_int4_blocks().unwrap(), h.to_int4_blocks().unwrap());
+        for bad in [
+            HostInt4 { mode: Int4Mode::Asymmetric, ..h.clone() },
+            HostInt4 { zeros: Some(vec![0.5; n * k / g]), ..h.clone() },
+            HostInt4 { scales: vec![f32::NAN; n * k / g], ..h.clone() },
+            HostInt4 { scales: vec![1e-40; n * k / g], ..h.clone() },
+            HostInt4 { group_size: 16, scales: vec![1.0; n * k / 16], ..h.clone() },
+            HostInt4 { codes: vec![0; 3], ..h.clone() },
+        ] {
+            assert!(bad.to_int4_blocks().is_err(), "{bad:?}");
+        }
+    }
+    let mut codes = vec![0u8; n * k];
+    r.fill(&mut codes);
+    for scale in [Int8Scale::PerRow { scales: (0..n).map(|_| r.f32() * 0.02 - 0.01).collect(), zeros: vec![0.0; n] }, Int8Scale::PerTensor { scale: 0.0123, zero: 0.0 }] {
+        let h = HostInt8 { n, k, signed: true, codes: codes.clone(), scale };
+        check("int8", &h.to_int8_blocks().unwrap(), &|r, c| h.value(r, c));
+        for bad in [
+            HostInt8 { signed: false, ..h.clone() },
+            HostInt8 { scale: Int8Scale::PerTensor { scale: 0.5, zero: 1.0 }, ..h.clone() },
+            HostInt8 { scale: Int8Scale::PerTensor { scale: f32::INFINITY, zero: 0.0 }, ..h.clone() },
+            HostInt8 { k: 48, codes: vec![0; n * 48], ..h.clone() },
+        ] {
+            assert!(bad.to_int8_blocks().is_err(), "{bad:?}");
+        }
+    }
+    // Neither format has a GGUF type: no GGUF tensor type resolves to them.
+    assert!(FORMATS.iter().filter(|f| f.ggml_type.is_none()).map(|f| f.name).eq(["int4", "int8"]));
+}

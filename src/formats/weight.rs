@@ -239,6 +239,21 @@ pub(crate) fn check_validation_and_lengths(f: &WeightFormat, scale_offsets: &[us
 mod tests {
     use super::*;
 
+    /// Names are unique (they are the formats' identity), so are the ggml types of the formats
+    /// that have one, and `format_of` finds exactly those.
+    #[test]
+    fn identities_are_unique() {
+        for (i, f) in FORMATS.iter().enumerate() {
+            assert!(FORMATS[..i].iter().all(|g| g.name != f.name), "{}", f.name);
+            assert_eq!(format_named(f.name).map(|g| g.name), Some(f.name));
+            if let Some(t) = f.ggml_type {
+                assert!(FORMATS[..i].iter().all(|g| g.ggml_type != Some(t)), "{}", f.name);
+                assert_eq!(format_of(t).map(|g| g.name).ok(), Some(f.name));
+            }
+        }
+        assert!(format_named("nope").is_none());
+    }
+
     /// Every format's magnitudes bound its dequantised values (up to the f32 rounding of the
     /// dequantiser, relative 1e-6), on random valid blocks.
     #[test]

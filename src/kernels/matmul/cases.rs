@@ -106,7 +106,7 @@ struct MatCase {
     chunks: usize,
 }
 
-fn upload_case(ctx: &Context, f: &WeightFormat, n: usize, k: usize, bytes: &[u8], chunks: usize) -> Result<WeightMatrix> {
+fn upload_case(ctx: &Context, f: &'static WeightFormat, n: usize, k: usize, bytes: &[u8], chunks: usize) -> Result<WeightMatrix> {
     let row_bytes = ((f.gpu_row_words)(k) * 4) as u64;
     let limit = if chunks > 1 { row_bytes * n.div_ceil(chunks) as u64 } else { u64::MAX };
     let w = WeightMatrix::upload_limited(ctx, f, n, k, bytes, None, limit)?;
