@@ -106,7 +106,8 @@ impl HostInt8 {
             return Err(Error::Format(format!("int8 blocks: scale {i} = {:e} is not finite and normal or zero", scales[i])));
         }
         let nb = self.k / int8::BLOCK_WEIGHTS;
-        let total = self.n.checked_mul(nb).and_then(|b| b.checked_mul(int8::BLOCK_BYTES)).ok_or_else(|| Error::Shape(format!("n = {}, k = {}: int8 blocks overflow", self.n, self.k)))?;
+        let total =
+            self.n.checked_mul(nb).and_then(|b| b.checked_mul(int8::BLOCK_BYTES)).ok_or_else(|| Error::Shape(format!("n = {}, k = {}: int8 blocks overflow", self.n, self.k)))?;
         let mut out = Vec::with_capacity(total);
         for (r, row) in self.codes.chunks_exact(self.k).enumerate() {
             let d = scales[if scales.len() == 1 { 0 } else { r }];

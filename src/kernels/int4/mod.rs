@@ -157,7 +157,8 @@ impl HostInt4 {
             return Err(Error::Format(format!("int4 blocks: scale {i} = {:e} is not finite and normal or zero", self.scales[i])));
         }
         let nb = self.k / int4::BLOCK_WEIGHTS;
-        let total = self.n.checked_mul(nb).and_then(|b| b.checked_mul(int4::BLOCK_BYTES)).ok_or_else(|| Error::Shape(format!("n = {}, k = {}: int4 blocks overflow", self.n, self.k)))?;
+        let total =
+            self.n.checked_mul(nb).and_then(|b| b.checked_mul(int4::BLOCK_BYTES)).ok_or_else(|| Error::Shape(format!("n = {}, k = {}: int4 blocks overflow", self.n, self.k)))?;
         let (rb, ng) = (self.row_bytes(), self.num_groups());
         let mut out = Vec::with_capacity(total);
         for r in 0..self.n {
