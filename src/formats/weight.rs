@@ -25,8 +25,8 @@ pub struct WeightFormat {
     /// u32 words of one GPU row of `k` weights (a multiple of 4). `k` is a multiple of
     /// `block_weights` (any `k >= 1` for the float formats, whose rows are zero-padded).
     pub gpu_row_words: fn(k: usize) -> usize,
-    /// Re-lays one row: `src` = the row's GGUF bytes (`k / block_weights` blocks), `dst` =
-    /// `gpu_row_words(k)` words, zero on entry.
+    /// Re-lays one row: `src` = the row's block bytes (`k / block_weights` blocks, as in GGUF
+    /// for the GGUF formats), `dst` = `gpu_row_words(k)` words, zero on entry.
     pub relayout_row: fn(src: &[u8], dst: &mut [u32]),
     /// Dequantises whole blocks (`out.len() == src.len() / block_bytes * block_weights`),
     /// bit-exactly as gguf-py's `gguf.quants.dequantize`.
@@ -65,7 +65,7 @@ pub struct NativeGemv {
 }
 
 impl WeightFormat {
-    /// GGUF bytes of `weights` weights (a multiple of the block), checked.
+    /// Block bytes of `weights` weights (a multiple of the block), checked.
     pub fn bytes_for(&self, weights: usize) -> Option<usize> {
         (weights % self.block_weights == 0).then(|| (weights / self.block_weights).checked_mul(self.block_bytes)).flatten()
     }
