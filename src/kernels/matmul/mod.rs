@@ -1,9 +1,9 @@
 //! The weight-matrix family: one [`WeightMatrix`] type for every weight format of
 //! [`crate::formats::FORMATS`] (F32, F16, BF16, Q8_0, Q4_K, ..., and int4 and int8, which have
 //! no GGUF type), with GEMV (m = 1; Portable and Subgroup, f32 or int8 activations; Native MSL
-//! for the formats that carry a [`crate::formats::NativeGemv`]), GEMM (m > 1) and a bit-exact dequantiser, all generated
-//! from the format's descriptor and WGSL part (contract: [`crate::formats`]). The format is a
-//! field of the pipeline key, as a dtype.
+//! for the formats that carry a [`crate::formats::NativeGemv`]), GEMM (m > 1) and a bit-exact
+//! dequantiser, all generated from the format's descriptor and WGSL part (contract:
+//! [`crate::formats`]). The format is a field of the pipeline key, as a dtype.
 //!
 //! Matrices larger than the device's storage binding limit are split into row chunks on upload
 //! (rows are independent in every format's GPU layout); each kernel dispatches once per chunk.
