@@ -9,7 +9,7 @@
 mod common;
 
 use wgkernels::formats::gguf::{GgmlType, GgufFile, GgufWriter};
-use wgkernels::formats::{self, format_of, FormatError, FORMATS};
+use wgkernels::formats::{self, format_of, FormatError, WeightFormat, FORMATS};
 use wgkernels::kernels::matmul::{self, WeightMatrix};
 use wgkernels::suite::{compare, run_case, Rng};
 use wgkernels::{kernels, ContextOptions, Error, Variant, VariantPolicy};
@@ -20,13 +20,24 @@ fn rng() -> fastrand::Rng {
     fastrand::Rng::with_seed(seed)
 }
 
-/// A file with one 7-row matrix per format (k = 2 blocks, at least 64 columns; 67 columns, not a
+/// The formats with a GGUF type: the ones a GGUF file can hold (formats without one, such as
+/// int4 and int8, are skipped by the GGUF-file tests; the harness cases cover them).
+fn gguf_formats() -> Vec<&'static WeightFormat> {
+    FORMATS.iter().copied().filter(|f| f.ggml_type.is_some()).collect()
+}
+
+/// The ggml type of a GGUF format.
+fn gguf_type(f: &WeightFormat) -> GgmlType {
+    f.ggml_type.unwrap_or_else(|| panic!("{} has no ggml type", f.name))
+}
+
+/// A file with one 7-row matrix per GGUF format (k = 2 blocks, at least 64 columns; 67 columns, not a
 /// multiple of 4, for the float formats), plus bad tensors and a last F16 tensor of k = 6.
 fn test_file(r: &mut fastrand::Rng) -> Vec<u8> {
     let mut w = GgufWriter::new();
-    for f in FORMATS {
+    for f in gguf_formats() {
         let k = if f.block_weights == 1 { 67 } else { (64 / f.block_weights).max(2) * f.block_weights };
-        w = w.tensor(format!("w.{}", f.name), &[k as u64, 7], f.ggml_type, (f.random_blocks)(r, 7 * k / f.block_weights)).unwrap();
+        w = w.tensor(format!("w.{}", f.name), &[k as u64, 7], gguf_type(f), (f.random_blocks)(r, 7 * k / f.block_weights)).unwrap();
     }
     let q8 = format_of(GgmlType::Q8_0).unwrap();
     let mut nan = (q8.random_blocks)(r, 4);
@@ -42,11 +53,12 @@ fn every_format_loads_and_multiplies() {
     let ctx = common::context();
     let mut r = rng();
     let file = GgufFile::parse(&test_file(&mut r)).unwrap();
-    for f in FORMATS {
+    for f in gguf_formats() {
         let name = format!("w.{}", f.name);
         let info = file.tensor(&name).unwrap();
         let w = WeightMatrix::from_gguf(&ctx, &file, &name).unwrap();
         assert_eq!((w.n(), w.k(), w.ggml_type()), (7, info.dims[0] as usize, f.ggml_type));
+        assert_eq!(format_of(gguf_type(f)).unwrap().name, f.name);
         let k = w.k();
         let xs: Vec<f32> = (0..k).map(|_| r.f32() * 2.0 - 1.0).collect();
         let (x, y) = (ctx.upload(&xs).unwrap(), ctx.alloc::<f32>(7).unwrap());
@@ -55,7 +67,7 @@ fn every_format_loads_and_multiplies() {
         b.run().unwrap();
         let data = file.tensor_data(info).unwrap();
         let mut wv = vec![0f32; 7 * k];
-        formats::dequantize(f.ggml_type, data, &mut wv).unwrap();
+        formats::dequantize(gguf_type(f), data, &mut wv).unwrap();
         let mut mag = vec![0f64; 7 * k];
         (f.magnitudes)(data, &mut mag);
         let yref: Vec<f64> = (0..7).map(|i| (0..k).map(|c| wv[i * k + c] as f64 * xs[c] as f64).sum()).collect();
@@ -149,7 +161,7 @@ fn gemv_epilogues_match_reference() {
         let (ga, ub) = (blocks(&mut r), blocks(&mut r));
         let deq = |bytes: &[u8]| {
             let mut v = vec![0f32; n * k];
-            formats::dequantize(f.ggml_type, bytes, &mut v).unwrap();
+            formats::dequantize_format(f, bytes, &mut v).unwrap();
             let mut m = vec![0f64; n * k];
             (f.magnitudes)(bytes, &mut m);
             (v, m)
@@ -164,7 +176,7 @@ fn gemv_epilogues_match_reference() {
             let dot = |w: &[f32], m: &[f64], i: usize| -> (f64, f64) { (0..k).fold((0.0, 0.0), |(s, a), c| (s + w[i * k + c] as f64 * xv[c], a + m[i * k + c] * xv[c].abs())) };
             let input = if q8 { GemvInput::Q8(&xq) } else { GemvInput::F32(&x) };
             // Accumulate: y = y0 + G x over n rows; y has 3 extra guard values.
-            let gate = WeightMatrix::upload(&ctx, f.ggml_type, n, k, &ga).unwrap();
+            let gate = WeightMatrix::upload_format(&ctx, f, n, k, &ga).unwrap();
             let y0: Vec<f32> = (0..n + 3).map(|_| r.f32() * 4.0 - 2.0).collect();
             let y = ctx.upload(&y0).unwrap();
             let mut b = ctx.batch();
@@ -181,7 +193,7 @@ fn gemv_epilogues_match_reference() {
             assert!(check.passed(), "{} accumulate q8={q8}: {}", f.name, check.summary());
             assert_eq!(&got[n..], &y0[n..], "{} accumulate: guard values changed", f.name);
             // SwiGLU over the interleaved (gate, up) matrix: n outputs.
-            let gu = WeightMatrix::upload_interleaved(&ctx, f.ggml_type, n, k, &ga, &ub).unwrap();
+            let gu = WeightMatrix::upload_interleaved(&ctx, gguf_type(f), n, k, &ga, &ub).unwrap();
             assert_eq!(gu.n(), 2 * n);
             let poison = vec![f32::NAN; n + 3];
             let y = ctx.upload(&poison).unwrap();
@@ -242,10 +254,10 @@ fn float_formats_take_any_row_length() {
         for (n, k) in [(5, 1), (3, 2), (7, 7), (2, 13), (9, 301)] {
             let bytes = (f.random_blocks)(&mut r, n * k);
             let mut wv = vec![0f32; n * k];
-            formats::dequantize(f.ggml_type, &bytes, &mut wv).unwrap();
+            formats::dequantize_format(f, &bytes, &mut wv).unwrap();
             let mut mag = vec![0f64; n * k];
             (f.magnitudes)(&bytes, &mut mag);
-            let w = WeightMatrix::upload(&ctx, f.ggml_type, n, k, &bytes).unwrap();
+            let w = WeightMatrix::upload_format(&ctx, f, n, k, &bytes).unwrap();
             let (wf, mf) = (|row: usize, c: usize| wv[row * k + c] as f64, |row: usize, c: usize| mag[row * k + c]);
             for m in [1, 3] {
                 let xs = srng.uniform_vec(m * k, -1.0, 1.0);
@@ -335,4 +347,72 @@ fn gemm_variant_selection() {
             }
         }
     }
+}
+
+/// The int4 and int8 formats hold matrices of the INT4 / INT8 families losslessly: converting a
+/// `HostInt4` (signed, groups of 32 and 64, from the family's quantiser and random codes) or a
+/// `HostInt8` (signed, per-row and per-tensor scales) gives blocks whose CPU and GPU dequantised
+/// values equal the family's reference values rounded to f32, bit for bit; what the formats
+/// cannot hold is an error.
+#[test]
+fn int_families_convert_bit_exactly() {
+    use wgkernels::kernels::int4::{HostInt4, Int4Mode};
+    use wgkernels::kernels::int8::{HostInt8, Int8Scale};
+    let ctx = common::context();
+    let mut r = rng();
+    let (n, k) = (5, 128);
+    let check = |name: &str, bytes: &[u8], value: &dyn Fn(usize, usize) -> f64| {
+        let f = formats::format_named(name).unwrap();
+        let mut got = vec![f32::NAN; n * k];
+        formats::dequantize_format(f, bytes, &mut got).unwrap();
+        let w = WeightMatrix::upload_format(&ctx, f, n, k, bytes).unwrap();
+        assert_eq!(w.ggml_type(), None);
+        let out = ctx.alloc::<f32>(n * k).unwrap();
+        let mut b = ctx.batch();
+        matmul::dequantize(&mut b, &w, &out).unwrap();
+        b.run().unwrap();
+        let gpu = ctx.read(&out).unwrap();
+        for i in 0..n * k {
+            let want = value(i / k, i % k) as f32;
+            assert_eq!(got[i].to_bits(), want.to_bits(), "{name} cpu ({}, {}): {} vs {want}", i / k, i % k, got[i]);
+            assert_eq!(gpu[i].to_bits(), want.to_bits(), "{name} gpu ({}, {}): {} vs {want}", i / k, i % k, gpu[i]);
+        }
+    };
+    let weights: Vec<f32> = (0..n * k).map(|_| r.f32() * 2.0 - 1.0).collect();
+    for g in [32, 64] {
+        let h = wgkernels::reference::quant::quantize(&weights, n, k, g, Int4Mode::Signed);
+        check("int4", &h.to_int4_blocks().unwrap(), &|r, c| h.value(r, c));
+        let mut codes = vec![0u8; n * k / 2];
+        r.fill(&mut codes);
+        let h = HostInt4 { n, k, group_size: g, mode: Int4Mode::Signed, codes, scales: (0..n * k / g).map(|_| r.f32() * 0.1 - 0.05).collect(), zeros: None };
+        check("int4", &h.to_int4_blocks().unwrap(), &|r, c| h.value(r, c));
+        let zeros = HostInt4 { zeros: Some(vec![0.0; n * k / g]), ..h.clone() };
+        assert_eq!(zeros.to_int4_blocks().unwrap(), h.to_int4_blocks().unwrap());
+        for bad in [
+            HostInt4 { mode: Int4Mode::Asymmetric, ..h.clone() },
+            HostInt4 { zeros: Some(vec![0.5; n * k / g]), ..h.clone() },
+            HostInt4 { scales: vec![f32::NAN; n * k / g], ..h.clone() },
+            HostInt4 { scales: vec![1e-40; n * k / g], ..h.clone() },
+            HostInt4 { group_size: 16, scales: vec![1.0; n * k / 16], ..h.clone() },
+            HostInt4 { codes: vec![0; 3], ..h.clone() },
+        ] {
+            assert!(bad.to_int4_blocks().is_err(), "{bad:?}");
+        }
+    }
+    let mut codes = vec![0u8; n * k];
+    r.fill(&mut codes);
+    for scale in [Int8Scale::PerRow { scales: (0..n).map(|_| r.f32() * 0.02 - 0.01).collect(), zeros: vec![0.0; n] }, Int8Scale::PerTensor { scale: 0.0123, zero: 0.0 }] {
+        let h = HostInt8 { n, k, signed: true, codes: codes.clone(), scale };
+        check("int8", &h.to_int8_blocks().unwrap(), &|r, c| h.value(r, c));
+        for bad in [
+            HostInt8 { signed: false, ..h.clone() },
+            HostInt8 { scale: Int8Scale::PerTensor { scale: 0.5, zero: 1.0 }, ..h.clone() },
+            HostInt8 { scale: Int8Scale::PerTensor { scale: f32::INFINITY, zero: 0.0 }, ..h.clone() },
+            HostInt8 { k: 48, codes: vec![0; n * 48], ..h.clone() },
+        ] {
+            assert!(bad.to_int8_blocks().is_err(), "{bad:?}");
+        }
+    }
+    // Neither format has a GGUF type: no GGUF tensor type resolves to them.
+    assert!(FORMATS.iter().filter(|f| f.ggml_type.is_none()).map(|f| f.name).eq(["int4", "int8"]));
 }

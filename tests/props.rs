@@ -360,7 +360,7 @@ fn matmul_family(env: &mut Env) {
     for f in FORMATS {
         let mut blocks_rng = fastrand::Rng::with_seed(u64::from(env.rng.u32(u32::MAX)));
         let bytes = (f.random_blocks)(&mut blocks_rng, n * k / f.block_weights);
-        let w = WeightMatrix::upload(&env.ctx, f.ggml_type, n, k, &bytes).unwrap();
+        let w = WeightMatrix::upload_format(&env.ctx, f, n, k, &bytes).unwrap();
         for _ in 0..ROUNDS / 8 {
             let m = env.size(2);
             let y = env.guarded(2 * n);
@@ -372,7 +372,7 @@ fn matmul_family(env: &mut Env) {
                 env.call("matmul dequantize", &[(&y, n * k)], |b| matmul::dequantize(b, &w, &y));
             }
             let (nn, kk) = (env.size(n), env.size(k));
-            let uploaded = WeightMatrix::upload(&env.ctx, f.ggml_type, nn, kk, &bytes).is_ok();
+            let uploaded = WeightMatrix::upload_format(&env.ctx, f, nn, kk, &bytes).is_ok();
             assert!(!uploaded || nn.checked_mul(kk) == Some(n * k), "{}: upload of {nn} x {kk} from {} bytes", f.name, bytes.len());
         }
     }

@@ -7,7 +7,7 @@ use super::weight::{le16, pack_bytes, WeightFormat};
 
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "bf16",
-    ggml_type: GgmlType::BF16,
+    ggml_type: Some(GgmlType::BF16),
     block_weights: 1,
     block_bytes: 2,
     item_weights: 8,

@@ -9,7 +9,7 @@ use half::f16;
 
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "f16",
-    ggml_type: GgmlType::F16,
+    ggml_type: Some(GgmlType::F16),
     block_weights: 1,
     block_bytes: 2,
     item_weights: 8,

@@ -8,7 +8,7 @@ use super::weight::{pack_words, WeightFormat};
 
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "f32",
-    ggml_type: GgmlType::F32,
+    ggml_type: Some(GgmlType::F32),
     block_weights: 1,
     block_bytes: 4,
     item_weights: 4,

@@ -12,11 +12,16 @@
 //! GGUF loading, GEMV (Portable and Subgroup, f32 and int8 activations), GEMM, dequantise, the
 //! harness and bench cases - is generic over the descriptor and needs no edit.
 //!
+//! A format's identity is its [`WeightFormat::name`] (pipeline keys, kernel names). Most formats
+//! are GGUF types ([`WeightFormat::ggml_type`]); a format of this library with no GGUF type
+//! (`ggml_type: None`: [`int4`], [`int8`]) is never chosen by [`format_of`] or GGUF loading and
+//! is uploaded with `WeightMatrix::upload_format` from its own block bytes.
+//!
 //! ## GPU layout
 //!
 //! A matrix of `n` rows and `k` columns is uploaded as one `array<vec4<u32>>` (`wq`): row `r`
 //! starts at vec4 `r * row_vec4s` where `row_vec4s = (gpu_row_words)(k) / 4`; what lies inside a
-//! row is the format's choice ([`WeightFormat::relayout_row`] writes it from the row's GGUF
+//! row is the format's choice ([`WeightFormat::relayout_row`] writes it from the row's block
 //! bytes, on a zero-filled row, so padding is zero). Rows are independent, which lets the family
 //! split a matrix larger than the device's storage binding limit into row chunks. An **item** is
 //! [`WeightFormat::item_weights`] weights of one row (a multiple of 4): the unit a GEMV lane
@@ -94,7 +99,7 @@ macro_rules! weight_formats {
     };
 }
 
-weight_formats![f32, f16, bf16, q8_0, q4k, q4_0, q4_1, q5_0, q5_1, q5_k, q6_k, q2_k, q3_k];
+weight_formats![f32, f16, bf16, q8_0, q4k, q4_0, q4_1, q5_0, q5_1, q5_k, q6_k, q2_k, q3_k, int4, int8];
 
 /// Errors from the quantisation helpers and the GGUF reader/writer.
 #[derive(Debug)]

@@ -74,7 +74,7 @@ fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
 /// of the eight 32-weight quarters.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q2_k",
-    ggml_type: GgmlType::Q2_K,
+    ggml_type: Some(GgmlType::Q2_K),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 32,

@@ -75,7 +75,7 @@ pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
 /// `4u .. 4u + 3` of the eight 32-weight quarters.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q3_k",
-    ggml_type: GgmlType::Q3_K,
+    ggml_type: Some(GgmlType::Q3_K),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 32,

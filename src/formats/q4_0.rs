@@ -69,7 +69,7 @@ fn random_scale(rng: &mut fastrand::Rng, signed: bool) -> u16 {
 /// An item is one block.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q4_0",
-    ggml_type: GgmlType::Q4_0,
+    ggml_type: Some(GgmlType::Q4_0),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 32,

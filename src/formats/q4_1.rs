@@ -72,7 +72,7 @@ fn random_f16(rng: &mut fastrand::Rng, max: f32, signed: bool) -> u16 {
 /// then one head word per block (`d | m << 16`), padded to a whole vec4. An item is one block.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q4_1",
-    ggml_type: GgmlType::Q4_1,
+    ggml_type: Some(GgmlType::Q4_1),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 32,

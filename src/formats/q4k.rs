@@ -24,7 +24,7 @@ use super::FormatError;
 /// lanes on consecutive quads load consecutive vec4s of weights and of x.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q4_k",
-    ggml_type: GgmlType::Q4_K,
+    ggml_type: Some(GgmlType::Q4_K),
     block_weights: QK_K,
     block_bytes: BLOCK_BYTES,
     item_weights: 64,

@@ -62,7 +62,7 @@ fn random_scale(rng: &mut fastrand::Rng) -> u16 {
 /// `b`), then two head words per block (`qh`, `d`), padded to a whole vec4. An item is one block.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q5_0",
-    ggml_type: GgmlType::Q5_0,
+    ggml_type: Some(GgmlType::Q5_0),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 32,

@@ -71,7 +71,7 @@ fn random_f16(rng: &mut fastrand::Rng, max: f32, signed: bool) -> u16 {
 /// one block.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q5_1",
-    ggml_type: GgmlType::Q5_1,
+    ggml_type: Some(GgmlType::Q5_1),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 32,

@@ -85,7 +85,7 @@ fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
 /// `4u .. 4u + 3` and `4u + 16 .. 4u + 19` of all eight sub-blocks.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q5_k",
-    ggml_type: GgmlType::Q5_K,
+    ggml_type: Some(GgmlType::Q5_K),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 64,

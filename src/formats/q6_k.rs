@@ -71,7 +71,7 @@ pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
 /// whole vec4. An item is 32 weights: positions `4u .. 4u + 3` of the eight 32-weight quarters.
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q6_k",
-    ggml_type: GgmlType::Q6_K,
+    ggml_type: Some(GgmlType::Q6_K),
     block_weights: BLOCK_WEIGHTS,
     block_bytes: BLOCK_BYTES,
     item_weights: 32,

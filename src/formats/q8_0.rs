@@ -17,7 +17,7 @@ pub const BLOCK_BYTES: usize = 34;
 
 pub const FORMAT: WeightFormat = WeightFormat {
     name: "q8_0",
-    ggml_type: GgmlType::Q8_0,
+    ggml_type: Some(GgmlType::Q8_0),
     block_weights: QK,
     block_bytes: BLOCK_BYTES,
     item_weights: 16,

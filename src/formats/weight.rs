@@ -9,20 +9,24 @@ use super::{FormatError, FORMATS};
 /// in [`FORMATS`].
 #[derive(Debug)]
 pub struct WeightFormat {
-    /// Lower-case name: the WGSL part is `wgsl/fmt_<name>.wgsl`; kernel names end in it.
+    /// Lower-case name: the WGSL part is `wgsl/fmt_<name>.wgsl`; kernel names end in it. Unique
+    /// in [`FORMATS`]: it is the format's identity (pipeline keys compare formats by name).
     pub name: &'static str,
-    pub ggml_type: GgmlType,
+    /// The GGUF (ggml) type whose tensors are stored in this format, or `None` for a format of
+    /// this library with no GGUF type ([`format_of`] and GGUF loading never pick it; upload it
+    /// with `WeightMatrix::upload_format`).
+    pub ggml_type: Option<GgmlType>,
     /// Weights per block (1 for the float formats).
     pub block_weights: usize,
-    /// Bytes per block as stored in GGUF.
+    /// Bytes per block as stored (in GGUF, for the formats with a ggml type).
     pub block_bytes: usize,
     /// Weights of one row per GEMV item (a multiple of 4; see the module docs).
     pub item_weights: usize,
     /// u32 words of one GPU row of `k` weights (a multiple of 4). `k` is a multiple of
     /// `block_weights` (any `k >= 1` for the float formats, whose rows are zero-padded).
     pub gpu_row_words: fn(k: usize) -> usize,
-    /// Re-lays one row: `src` = the row's GGUF bytes (`k / block_weights` blocks), `dst` =
-    /// `gpu_row_words(k)` words, zero on entry.
+    /// Re-lays one row: `src` = the row's block bytes (`k / block_weights` blocks, as in GGUF
+    /// for the GGUF formats), `dst` = `gpu_row_words(k)` words, zero on entry.
     pub relayout_row: fn(src: &[u8], dst: &mut [u32]),
     /// Dequantises whole blocks (`out.len() == src.len() / block_bytes * block_weights`),
     /// bit-exactly as gguf-py's `gguf.quants.dequantize`.
@@ -61,7 +65,7 @@ pub struct NativeGemv {
 }
 
 impl WeightFormat {
-    /// GGUF bytes of `weights` weights (a multiple of the block), checked.
+    /// Block bytes of `weights` weights (a multiple of the block), checked.
     pub fn bytes_for(&self, weights: usize) -> Option<usize> {
         (weights % self.block_weights == 0).then(|| (weights / self.block_weights).checked_mul(self.block_bytes)).flatten()
     }
@@ -78,15 +82,25 @@ impl WeightFormat {
     }
 }
 
-/// The format of a ggml type, or `UnsupportedType`.
+/// The format of a ggml type, or `UnsupportedType` (never a format without a ggml type).
 pub fn format_of(ggml_type: GgmlType) -> Result<&'static WeightFormat, FormatError> {
-    FORMATS.iter().copied().find(|f| f.ggml_type == ggml_type).ok_or(FormatError::UnsupportedType { ggml_type, tensor: None })
+    FORMATS.iter().copied().find(|f| f.ggml_type == Some(ggml_type)).ok_or(FormatError::UnsupportedType { ggml_type, tensor: None })
+}
+
+/// The format named `name` (see [`WeightFormat::name`]), if registered.
+pub fn format_named(name: &str) -> Option<&'static WeightFormat> {
+    FORMATS.iter().copied().find(|f| f.name == name)
 }
 
 /// Dequantises `bytes` (whole blocks of `ggml_type`) into `out` (`out.len()` = the weights the
 /// bytes hold), bit-exactly as gguf-py's `gguf.quants.dequantize`.
 pub fn dequantize(ggml_type: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
-    let f = format_of(ggml_type)?;
+    dequantize_format(format_of(ggml_type)?, bytes, out)
+}
+
+/// [`dequantize`] for a format given by its descriptor (any format, with or without a ggml
+/// type): length checks, then [`WeightFormat::dequantize`].
+pub fn dequantize_format(f: &WeightFormat, bytes: &[u8], out: &mut [f32]) -> Result<(), FormatError> {
     if bytes.len() % f.block_bytes != 0 {
         return Err(FormatError::NotBlockMultiple { what: "weight data bytes", len: bytes.len() as u64, block: f.block_bytes as u64 });
     }
@@ -207,8 +221,8 @@ pub(crate) fn check_validation_and_lengths(f: &WeightFormat, scale_offsets: &[us
     let bytes = (f.random_blocks)(&mut rng, 3);
     let mut out = vec![0f32; 3 * f.block_weights];
     f.validate(&bytes).unwrap();
-    dequantize(f.ggml_type, &bytes, &mut out).unwrap();
-    assert!(matches!(dequantize(f.ggml_type, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })), "{}", f.name);
+    dequantize_format(f, &bytes, &mut out).unwrap();
+    assert!(matches!(dequantize_format(f, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })), "{}", f.name);
     assert!(matches!(f.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })), "{}", f.name);
     assert!(!scale_offsets.is_empty());
     for &at in scale_offsets {
@@ -224,6 +238,21 @@ pub(crate) fn check_validation_and_lengths(f: &WeightFormat, scale_offsets: &[us
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names are unique (they are the formats' identity), so are the ggml types of the formats
+    /// that have one, and `format_of` finds exactly those.
+    #[test]
+    fn identities_are_unique() {
+        for (i, f) in FORMATS.iter().enumerate() {
+            assert!(FORMATS[..i].iter().all(|g| g.name != f.name), "{}", f.name);
+            assert_eq!(format_named(f.name).map(|g| g.name), Some(f.name));
+            if let Some(t) = f.ggml_type {
+                assert!(FORMATS[..i].iter().all(|g| g.ggml_type != Some(t)), "{}", f.name);
+                assert_eq!(format_of(t).map(|g| g.name).ok(), Some(f.name));
+            }
+        }
+        assert!(format_named("nope").is_none());
+    }
 
     /// Every format's magnitudes bound its dequantised values (up to the f32 rounding of the
     /// dequantiser, relative 1e-6), on random valid blocks.

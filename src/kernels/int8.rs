@@ -85,6 +85,40 @@ impl HostInt8 {
         (q - z) * s
     }
 
+    /// The matrix in the `int8` weight format ([`crate::formats::int8`]; upload with
+    /// [`crate::kernels::matmul::WeightMatrix::upload_format`]): blocks of 32 weights, row
+    /// after row, each the row's (or the tensor's) f32 scale and the block's 32 codes,
+    /// unchanged. Lossless: every dequantised weight equals [`HostInt8::value`] rounded to f32.
+    ///
+    /// Needs signed codes, zero points of 0, `k` a multiple of 32 and scales that are finite
+    /// and normal or zero; anything else is an error (the format cannot hold it).
+    pub fn to_int8_blocks(&self) -> Result<Vec<u8>> {
+        use crate::formats::{int4::valid_scale, int8};
+        self.validate()?;
+        ensure(self.signed, || Error::Argument("int8 blocks hold signed codes only".into()))?;
+        let (scales, zeros): (&[f32], &[f32]) = match &self.scale {
+            Int8Scale::PerTensor { scale, zero } => (std::slice::from_ref(scale), std::slice::from_ref(zero)),
+            Int8Scale::PerRow { scales, zeros } => (scales, zeros),
+        };
+        ensure(zeros.iter().all(|&z| z == 0.0), || Error::Argument("int8 blocks have no zero points (zeros are not all 0)".into()))?;
+        ensure(self.k % int8::BLOCK_WEIGHTS == 0, || Error::Shape(format!("int8 blocks: k = {} must be a multiple of 32", self.k)))?;
+        if let Some(i) = scales.iter().position(|&d| !valid_scale(d)) {
+            return Err(Error::Format(format!("int8 blocks: scale {i} = {:e} is not finite and normal or zero", scales[i])));
+        }
+        let nb = self.k / int8::BLOCK_WEIGHTS;
+        let total =
+            self.n.checked_mul(nb).and_then(|b| b.checked_mul(int8::BLOCK_BYTES)).ok_or_else(|| Error::Shape(format!("n = {}, k = {}: int8 blocks overflow", self.n, self.k)))?;
+        let mut out = Vec::with_capacity(total);
+        for (r, row) in self.codes.chunks_exact(self.k).enumerate() {
+            let d = scales[if scales.len() == 1 { 0 } else { r }];
+            for codes in row.chunks_exact(int8::BLOCK_WEIGHTS) {
+                let codes: &[u8; 32] = codes.try_into().map_err(|_| Error::Argument("codes: short block".into()))?;
+                out.extend_from_slice(&int8::block(d, codes));
+            }
+        }
+        Ok(out)
+    }
+
     /// Operand magnitude `(|q| + |zero| + 128) * scale` of the weight at (r, c) (128: the
     /// signed-code offset the kernel folds into the zero point): the error scale.
     pub fn magnitude(&self, r: usize, c: usize) -> f64 {

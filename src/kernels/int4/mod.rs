@@ -136,6 +136,39 @@ impl HostInt4 {
         let z = self.zeros.as_ref().map_or(0.0, |z| z[gi] as f64);
         (self.q(r, c) as f64 - z) * self.scales[gi] as f64
     }
+
+    /// The matrix in the `int4` weight format ([`crate::formats::int4`]; upload with
+    /// [`crate::kernels::matmul::WeightMatrix::upload_format`]): blocks of 32 weights, row
+    /// after row, each the group's f32 scale and the row's 16 code bytes of the block,
+    /// unchanged. Lossless: every dequantised weight equals [`HostInt4::value`] rounded to f32.
+    ///
+    /// Needs [`Int4Mode::Signed`], no zero points (or only zeros of 0), `k` and `group_size`
+    /// multiples of 32, and scales that are finite and normal or zero; anything else is an
+    /// error (the format cannot hold it).
+    pub fn to_int4_blocks(&self) -> Result<Vec<u8>> {
+        use crate::formats::int4;
+        self.validate()?;
+        ensure(self.mode == Int4Mode::Signed, || Error::Argument("int4 blocks hold signed codes only (mode is Asymmetric)".into()))?;
+        ensure(self.zeros.as_ref().is_none_or(|z| z.iter().all(|&z| z == 0.0)), || Error::Argument("int4 blocks have no zero points (zeros are not all 0)".into()))?;
+        ensure(self.k % int4::BLOCK_WEIGHTS == 0 && self.group_size % int4::BLOCK_WEIGHTS == 0, || {
+            Error::Shape(format!("int4 blocks: k = {} and group_size = {} must be multiples of 32", self.k, self.group_size))
+        })?;
+        if let Some(i) = self.scales.iter().position(|&d| !int4::valid_scale(d)) {
+            return Err(Error::Format(format!("int4 blocks: scale {i} = {:e} is not finite and normal or zero", self.scales[i])));
+        }
+        let nb = self.k / int4::BLOCK_WEIGHTS;
+        let total =
+            self.n.checked_mul(nb).and_then(|b| b.checked_mul(int4::BLOCK_BYTES)).ok_or_else(|| Error::Shape(format!("n = {}, k = {}: int4 blocks overflow", self.n, self.k)))?;
+        let (rb, ng) = (self.row_bytes(), self.num_groups());
+        let mut out = Vec::with_capacity(total);
+        for r in 0..self.n {
+            for b in 0..nb {
+                let codes: &[u8; 16] = self.codes[r * rb + 16 * b..r * rb + 16 * b + 16].try_into().map_err(|_| Error::Argument("codes: short row".into()))?;
+                out.extend_from_slice(&int4::block(self.scales[r * ng + 32 * b / self.group_size], codes));
+            }
+        }
+        Ok(out)
+    }
 }
 
 pub(crate) fn check_shape(n: usize, k: usize, group_size: usize) -> Result<()> {

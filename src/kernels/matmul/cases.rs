@@ -106,10 +106,10 @@ struct MatCase {
     chunks: usize,
 }
 
-fn upload_case(ctx: &Context, f: &WeightFormat, n: usize, k: usize, bytes: &[u8], chunks: usize) -> Result<WeightMatrix> {
+fn upload_case(ctx: &Context, f: &'static WeightFormat, n: usize, k: usize, bytes: &[u8], chunks: usize) -> Result<WeightMatrix> {
     let row_bytes = ((f.gpu_row_words)(k) * 4) as u64;
     let limit = if chunks > 1 { row_bytes * n.div_ceil(chunks) as u64 } else { u64::MAX };
-    let w = WeightMatrix::upload_limited(ctx, f.ggml_type, n, k, bytes, None, limit)?;
+    let w = WeightMatrix::upload_limited(ctx, f, n, k, bytes, None, limit)?;
     ensure(w.chunks() == chunks, || Error::Argument(format!("expected {chunks} chunks, got {}", w.chunks())))?;
     Ok(w)
 }
@@ -346,7 +346,7 @@ impl Kernel for MmKernel {
             Op::Gemv | Op::GemvQ8 => LLM_SHAPES.iter().map(|&(n, k)| self.case(1, n, k, 1)).collect(),
             // m = 16 and 512 for every format; also 128 and 2048 for the common GGUF formats.
             Op::Gemm => {
-                let common = matches!(self.format.ggml_type, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::F16);
+                let common = matches!(self.format.ggml_type, Some(GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::F16));
                 let ms: &[usize] = if common { &[16, 128, 512, 2048] } else { &[16, 512] };
                 ms.iter().map(|&m| self.case(m, 4096, 4096, 1)).collect()
             }

@@ -44,9 +44,9 @@ impl Case for GemvCheck {
         (f.dequantize)(&bytes, &mut w);
         let mut mag = vec![0f64; n * k];
         (f.magnitudes)(&bytes, &mut mag);
-        let mut weights = vec![WeightMatrix::upload(ctx, f.ggml_type, n, k, &bytes)?];
+        let mut weights = vec![WeightMatrix::upload_format(ctx, f, n, k, &bytes)?];
         for _ in 1..copies {
-            weights.push(WeightMatrix::upload(ctx, f.ggml_type, n, k, &(f.random_blocks)(&mut r, blocks))?);
+            weights.push(WeightMatrix::upload_format(ctx, f, n, k, &(f.random_blocks)(&mut r, blocks))?);
         }
         let x = rng.uniform_vec(k, -1.0, 1.0);
         let reference = reference::gemv(n, k, |r, c| w[r * k + c] as f64, |r, c| mag[r * k + c], &x);

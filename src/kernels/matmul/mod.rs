@@ -1,9 +1,9 @@
 //! The weight-matrix family: one [`WeightMatrix`] type for every weight format of
-//! [`crate::formats::FORMATS`] (F32, F16, BF16, Q8_0, Q4_K, ...), with GEMV (m = 1; Portable and
-//! Subgroup, f32 or int8 activations; Native MSL for the formats that carry a
-//! [`crate::formats::NativeGemv`]), GEMM (m > 1) and a bit-exact dequantiser, all generated
-//! from the format's descriptor and WGSL part (contract: [`crate::formats`]). The format is a
-//! field of the pipeline key, as a dtype.
+//! [`crate::formats::FORMATS`] (F32, F16, BF16, Q8_0, Q4_K, ..., and int4 and int8, which have
+//! no GGUF type), with GEMV (m = 1; Portable and Subgroup, f32 or int8 activations; Native MSL
+//! for the formats that carry a [`crate::formats::NativeGemv`]), GEMM (m > 1) and a bit-exact
+//! dequantiser, all generated from the format's descriptor and WGSL part (contract:
+//! [`crate::formats`]). The format is a field of the pipeline key, as a dtype.
 //!
 //! Matrices larger than the device's storage binding limit are split into row chunks on upload
 //! (rows are independent in every format's GPU layout); each kernel dispatches once per chunk.
@@ -71,7 +71,7 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
             })
             .collect()
     });
-    let i = FORMATS.iter().position(|g| std::ptr::eq(*g, f) || g.ggml_type == f.ggml_type).unwrap_or(0);
+    let i = FORMATS.iter().position(|g| std::ptr::eq(*g, f) || g.name == f.name).unwrap_or(0);
     &all[i]
 }
 
@@ -102,6 +102,11 @@ pub struct WeightMatrix {
     chunks: Vec<Chunk>,
 }
 
+/// The format of `ggml_type` as a family error (`UnsupportedType`, naming `tensor`).
+fn format_for(ggml_type: GgmlType, tensor: Option<&str>) -> Result<&'static WeightFormat> {
+    formats::format_of(ggml_type).map_err(|_| Error::UnsupportedType { ggml_type, tensor: tensor.map(str::to_string) })
+}
+
 /// Where an upload's bytes come from, for error messages.
 fn what(tensor: Option<&str>) -> String {
     tensor.map_or_else(|| "weights".to_string(), |t| format!("tensor {t:?}"))
@@ -114,7 +119,8 @@ impl WeightMatrix {
     pub fn k(&self) -> usize {
         self.k
     }
-    pub fn ggml_type(&self) -> GgmlType {
+    /// The GGUF type of the weights' format (`None` for a format without one).
+    pub fn ggml_type(&self) -> Option<GgmlType> {
         self.format.ggml_type
     }
     pub fn format(&self) -> &'static WeightFormat {
@@ -133,7 +139,14 @@ impl WeightMatrix {
     /// `n * k / block * block_bytes` bytes), validated first: unsupported type, shape, length and
     /// block scales are checked before anything is uploaded.
     pub fn upload(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, bytes: &[u8]) -> Result<WeightMatrix> {
-        Self::upload_limited(ctx, ggml_type, n, k, bytes, None, u64::MAX)
+        Self::upload_format(ctx, format_for(ggml_type, None)?, n, k, bytes)
+    }
+
+    /// [`WeightMatrix::upload`] of a format given by its descriptor (one of
+    /// [`crate::formats::FORMATS`], with or without a ggml type): `n * k / block * block_bytes`
+    /// bytes of its blocks, row-major, validated first.
+    pub fn upload_format(ctx: &Context, format: &'static WeightFormat, n: usize, k: usize, bytes: &[u8]) -> Result<WeightMatrix> {
+        Self::upload_limited(ctx, format, n, k, bytes, None, u64::MAX)
     }
 
     /// Upload the tensor `name` of a GGUF file (k = ne0, n = the product of the other dims)
@@ -146,17 +159,17 @@ impl WeightMatrix {
     /// Upload the tensor `info` (from `file.tensors()`); see [`WeightMatrix::from_gguf`].
     pub fn from_gguf_info(ctx: &Context, file: &GgufFile, info: &TensorInfo) -> Result<WeightMatrix> {
         let name = info.name.as_str();
-        formats::format_of(info.ggml_type).map_err(|_| Error::UnsupportedType { ggml_type: info.ggml_type, tensor: Some(name.to_string()) })?;
+        let f = format_for(info.ggml_type, Some(name))?;
         let (n, k) = formats::matrix_dims(info).map_err(|e| Error::Shape(e.to_string()))?;
         let bytes = file.tensor_data(info).map_err(|e| Error::Format(format!("tensor {name:?}: {e}")))?;
-        Self::upload_limited(ctx, info.ggml_type, n, k, bytes, Some(name), u64::MAX)
+        Self::upload_limited(ctx, f, n, k, bytes, Some(name), u64::MAX)
     }
 
     /// Upload two matrices `a`, `b` of one type and shape `[n, k]` (GGUF bytes as in
     /// [`WeightMatrix::upload`]) as one `[2n, k]` matrix whose rows alternate: row `2i` = row `i`
     /// of `a`, row `2i + 1` = row `i` of `b`. The layout [`Epilogue::SwiGlu`] reads (gate, up).
     pub fn upload_interleaved(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, a: &[u8], b: &[u8]) -> Result<WeightMatrix> {
-        Self::interleaved(ctx, ggml_type, n, k, a, b, None)
+        Self::interleaved(ctx, format_for(ggml_type, None)?, n, k, a, b, None)
     }
 
     /// [`WeightMatrix::upload_interleaved`] from two tensors of a GGUF file (same type and
@@ -167,38 +180,38 @@ impl WeightMatrix {
         ensure(ta.ggml_type == tb.ggml_type && ta.dims == tb.dims, || {
             Error::Shape(format!("tensors {a:?} ({:?} {:?}) and {b:?} ({:?} {:?}) differ in type or shape", ta.ggml_type, ta.dims, tb.ggml_type, tb.dims))
         })?;
-        formats::format_of(ta.ggml_type).map_err(|_| Error::UnsupportedType { ggml_type: ta.ggml_type, tensor: Some(a.to_string()) })?;
+        let f = format_for(ta.ggml_type, Some(a))?;
         let (n, k) = formats::matrix_dims(ta).map_err(|e| Error::Shape(e.to_string()))?;
         let bytes = |t: &TensorInfo| file.tensor_data(t).map_err(|e| Error::Format(format!("tensor {:?}: {e}", t.name)));
-        Self::interleaved(ctx, ta.ggml_type, n, k, bytes(ta)?, bytes(tb)?, Some(&format!("{a} + {b}")))
+        Self::interleaved(ctx, f, n, k, bytes(ta)?, bytes(tb)?, Some(&format!("{a} + {b}")))
     }
 
-    fn interleaved(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, a: &[u8], b: &[u8], tensor: Option<&str>) -> Result<WeightMatrix> {
+    fn interleaved(ctx: &Context, f: &'static WeightFormat, n: usize, k: usize, a: &[u8], b: &[u8], tensor: Option<&str>) -> Result<WeightMatrix> {
         let w = what(tensor);
-        let f = formats::format_of(ggml_type).map_err(|_| Error::UnsupportedType { ggml_type, tensor: tensor.map(str::to_string) })?;
-        let row_bytes = f.bytes_for(k).filter(|_| k > 0).ok_or_else(|| Error::Shape(format!("{w}: row length k = {k} is not a whole number of {ggml_type:?} blocks")))?;
+        let fname = f.name;
+        let row_bytes = f.bytes_for(k).filter(|_| k > 0).ok_or_else(|| Error::Shape(format!("{w}: row length k = {k} is not a whole number of {fname} blocks")))?;
         let total = n.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("{w}: n = {n} rows of {row_bytes} bytes overflow")))?;
-        ensure(a.len() == total && b.len() == total, || Error::Format(format!("{w}: {} and {} bytes, expected {total} each for {n} x {k} {ggml_type:?}", a.len(), b.len())))?;
+        ensure(a.len() == total && b.len() == total, || Error::Format(format!("{w}: {} and {} bytes, expected {total} each for {n} x {k} {fname}", a.len(), b.len())))?;
         let n2 = n.checked_mul(2).ok_or_else(|| Error::Shape(format!("{w}: 2 x {n} rows overflow")))?;
         let mut both = Vec::with_capacity(2 * total);
         for (ra, rb) in a.chunks_exact(row_bytes).zip(b.chunks_exact(row_bytes)) {
             both.extend_from_slice(ra);
             both.extend_from_slice(rb);
         }
-        Self::upload_chunked(ctx, ggml_type, n2, k, &both, tensor, u64::MAX, 2)
+        Self::upload_chunked(ctx, f, n2, k, &both, tensor, u64::MAX, 2)
     }
 
     /// [`WeightMatrix::upload`] with chunks of at most `max_chunk_bytes` (besides the device's
     /// binding limit): lets tests exercise the row-chunk path on small matrices.
-    pub(crate) fn upload_limited(ctx: &Context, ggml_type: GgmlType, n: usize, k: usize, bytes: &[u8], tensor: Option<&str>, max_chunk_bytes: u64) -> Result<WeightMatrix> {
-        Self::upload_chunked(ctx, ggml_type, n, k, bytes, tensor, max_chunk_bytes, 1)
+    pub(crate) fn upload_limited(ctx: &Context, f: &'static WeightFormat, n: usize, k: usize, bytes: &[u8], tensor: Option<&str>, max_chunk_bytes: u64) -> Result<WeightMatrix> {
+        Self::upload_chunked(ctx, f, n, k, bytes, tensor, max_chunk_bytes, 1)
     }
 
     /// The upload, with chunks a multiple of `row_multiple` rows where there are several.
     #[allow(clippy::too_many_arguments)]
     fn upload_chunked(
         ctx: &Context,
-        ggml_type: GgmlType,
+        f: &'static WeightFormat,
         n: usize,
         k: usize,
         bytes: &[u8],
@@ -207,13 +220,15 @@ impl WeightMatrix {
         row_multiple: usize,
     ) -> Result<WeightMatrix> {
         let w = what(tensor);
-        let f = formats::format_of(ggml_type).map_err(|_| Error::UnsupportedType { ggml_type, tensor: tensor.map(str::to_string) })?;
+        let fname = f.name;
+        // A format that is not registered has no kernels.
+        ensure(formats::format_named(fname).is_some(), || Error::Argument(format!("{w}: format {fname:?} is not one of formats::FORMATS")))?;
         ensure(n > 0 && k > 0, || Error::Shape(format!("{w}: n = {n}, k = {k}: both must be > 0")))?;
-        ensure(k % f.block_weights == 0, || Error::Shape(format!("{w}: row length k = {k} is not a multiple of {} ({:?} block)", f.block_weights, ggml_type)))?;
+        ensure(k % f.block_weights == 0, || Error::Shape(format!("{w}: row length k = {k} is not a multiple of {} ({fname} block)", f.block_weights)))?;
         ensure(u32::try_from(n).is_ok() && u32::try_from(k).is_ok(), || Error::Shape(format!("{w}: n = {n}, k = {k} exceed u32")))?;
         let row_bytes = f.bytes_for(k).ok_or_else(|| Error::Shape(format!("{w}: k = {k} too large")))?;
         let total = n.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("{w}: n = {n} rows of {row_bytes} bytes overflow")))?;
-        ensure(bytes.len() == total, || Error::Format(format!("{w}: {} bytes, expected {total} for {n} x {k} {ggml_type:?}", bytes.len())))?;
+        ensure(bytes.len() == total, || Error::Format(format!("{w}: {} bytes, expected {total} for {n} x {k} {fname}", bytes.len())))?;
         f.validate(bytes).map_err(|e| Error::Format(format!("{w}: {e}")))?;
         let row_words = (f.gpu_row_words)(k);
         let row_gpu_bytes = row_words as u64 * 4;
@@ -278,19 +293,20 @@ const GEMV_Q8_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u
 const GEMV_QK_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("xk", "vec4<u32>"), StorageBinding::write("y", "f32")];
 const DEQUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::write("out", "vec4<f32>")];
 
-/// A format as a pipeline-key field (compared and hashed by its ggml type).
+/// A format as a pipeline-key field (compared and hashed by its name, unique among
+/// [`FORMATS`]).
 #[derive(Clone, Copy)]
 pub struct Fmt(pub &'static WeightFormat);
 
 impl PartialEq for Fmt {
     fn eq(&self, o: &Fmt) -> bool {
-        self.0.ggml_type == o.0.ggml_type
+        self.0.name == o.0.name
     }
 }
 impl Eq for Fmt {}
 impl std::hash::Hash for Fmt {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.ggml_type.hash(h)
+        self.0.name.hash(h)
     }
 }
 impl std::fmt::Debug for Fmt {

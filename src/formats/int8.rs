@@ -1,0 +1,131 @@
+//! INT8: this library's symmetric 8-bit format as a weight-matrix format (no GGUF type).
+//!
+//! Block of 32 weights, 36 bytes: `d` (f32, little-endian), then 32 int8 codes `q` (-128..=127),
+//! weight `i` in byte `4 + i`. Weight = `d * q`, one f32 multiplication.
+//!
+//! The INT8 family ([`crate::kernels::int8`]) scales per row (or per tensor); a per-block scale
+//! holds that as the row's scale repeated in each of its blocks. `HostInt8::to_int8_blocks`
+//! converts a signed matrix of that family with zero points 0 and `k % 32 == 0` into these
+//! blocks losslessly: the dequantised values equal the family's `(q - 0) * scale`, rounded once
+//! to f32. (Per-block scales are finer than the family's, so not every matrix of this format
+//! has an INT8-family counterpart.)
+//!
+//! A block is invalid when `d` is NaN, infinite or an f32 subnormal (reported as
+//! [`FormatError::NonFiniteScale`](super::FormatError::NonFiniteScale)), as in
+//! [`super::int4`]: a GPU may flush subnormal operands.
+//!
+//! GPU layout (per row, `nb = k / 32` blocks): the row's `k` code bytes first (`k / 4` words,
+//! block after block), then the `nb` scales as f32 words, padded to a whole vec4. An item is 16
+//! weights: one vec4 of codes; its scale is word `item / 2` of the scale area.
+
+use super::int4::{random_scale, valid_scale};
+use super::weight::{pack_bytes, WeightFormat};
+
+/// Weights per block.
+pub const BLOCK_WEIGHTS: usize = 32;
+/// Bytes per block.
+pub const BLOCK_BYTES: usize = 36;
+
+/// The scale of a block.
+#[inline]
+fn scale(b: &[u8]) -> f32 {
+    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// One block from its scale and its 32 codes (two's-complement bytes).
+pub fn block(d: f32, codes: &[u8; 32]) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    b[..4].copy_from_slice(&d.to_le_bytes());
+    b[4..].copy_from_slice(codes);
+    b
+}
+
+/// Dequantises one block: `d * q` in f32.
+pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = scale(b);
+    for (o, &q) in out.iter_mut().zip(&b[4..]) {
+        *o = d * f32::from(q as i8);
+    }
+}
+
+/// Per weight, `|d * q|` (the only operand; the value is one rounding of it).
+pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
+    let d = scale(b).abs();
+    for (o, &q) in out.iter_mut().zip(&b[4..]) {
+        *o = d * f32::from(q as i8).abs();
+    }
+}
+
+/// A random valid block: a random valid scale (see [`super::int4`]), random codes.
+pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+    let mut codes = [0u8; 32];
+    rng.fill(&mut codes);
+    block(random_scale(rng), &codes)
+}
+
+pub const FORMAT: WeightFormat = WeightFormat {
+    name: "int8",
+    ggml_type: None,
+    block_weights: BLOCK_WEIGHTS,
+    block_bytes: BLOCK_BYTES,
+    item_weights: 16,
+    gpu_row_words: |k| k / 4 + (k / 32).div_ceil(4) * 4,
+    relayout_row,
+    dequantize,
+    magnitudes,
+    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !valid_scale(scale(b))),
+    random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
+    wgsl: include_str!("../../wgsl/fmt_int8.wgsl"),
+    native: None,
+};
+
+fn relayout_row(src: &[u8], dst: &mut [u32]) {
+    let nb = src.len() / BLOCK_BYTES;
+    let (codes, scales) = dst.split_at_mut(nb * BLOCK_WEIGHTS / 4);
+    for (b, blk) in src.chunks_exact(BLOCK_BYTES).enumerate() {
+        pack_bytes(&blk[4..], &mut codes[8 * b..8 * b + 8]);
+        scales[b] = scale(blk).to_bits();
+    }
+}
+
+fn dequantize(src: &[u8], out: &mut [f32]) {
+    super::weight::dequantize_blocks(src, out, dequantize_block);
+}
+
+fn magnitudes(src: &[u8], out: &mut [f64]) {
+    super::weight::magnitudes_blocks(src, out, magnitudes_block);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::{dequantize_format, FormatError};
+
+    #[test]
+    fn known_block() {
+        let codes: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(37));
+        let mut out = [0f32; BLOCK_WEIGHTS];
+        dequantize_block(&block(0.1, &codes), &mut out);
+        for (i, o) in out.iter().enumerate() {
+            assert_eq!(*o, 0.1 * ((i as u8).wrapping_mul(37) as i8) as f32);
+        }
+    }
+
+    #[test]
+    fn validation_and_lengths() {
+        let f = &FORMAT;
+        let mut rng = fastrand::Rng::with_seed(1);
+        let bytes = (f.random_blocks)(&mut rng, 3);
+        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
+        f.validate(&bytes).unwrap();
+        dequantize_format(f, &bytes, &mut out).unwrap();
+        assert!(matches!(dequantize_format(f, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
+        assert!(matches!(f.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
+        for bad in [f32::INFINITY, f32::NAN, f32::from_bits(0x8000_0001)] {
+            let mut m = bytes.clone();
+            m[BLOCK_BYTES..BLOCK_BYTES + 4].copy_from_slice(&bad.to_le_bytes());
+            assert!(matches!(f.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{bad:e}");
+        }
+        f.validate(&[]).unwrap();
+    }
+}
