@@ -9,7 +9,8 @@
 //! and of `params_size` bytes, then `device const T* _ [[buffer(i)]]` (read-only) or
 //! `device T* _ [[buffer(i)]]` (read-write) with T the binding's element type, and otherwise only
 //! known builtins. Also: every kernel in msl/ is used, every twin is one of its kernel's Subgroup
-//! pipelines, constants shared by name with the twin (override values such as ROWS, and
+//! pipelines (its Portable pipeline for a kernel without a Subgroup variant: the weight-matrix
+//! GEMMs), constants shared by name with the twin (override values such as ROWS, and
 //! module-scope WGSL `const NAME: u32` sizes such as WG, SPLIT_MAX) agree, the TurboQuant MSL
 //! codebook literals equal the f32 values codebook.rs generates, and the sizes the Rust decode plan
 //! mirrors from msl/attn_decode.metal (threadgroup size, team width bound, static arrays) and its
@@ -213,11 +214,18 @@ fn every_native_pipeline_matches_its_msl_signature() {
                 continue;
             };
             problems.extend(check_pipeline(label, desc, file));
-            // The twin must be one of this kernel's own Subgroup pipelines (so the harness tests it).
+            // The twin must be one of this kernel's own WGSL pipelines (so the harness tests it): a
+            // Subgroup pipeline, or for a kernel whose plan is the Portable one (the weight-matrix
+            // GEMMs) its Portable pipeline.
             let same =
                 |d: &PipelineDesc| d.source.text() == twin.source.text() && d.entry == twin.entry && d.constants == twin.constants && d.workgroup_size == twin.workgroup_size;
-            if !pipelines.iter().any(|(l, d)| d.twin().is_none() && same(d) && l.contains("Subgroup")) {
-                problems.push(format!("{label}: twin {} is not one of {}'s Subgroup pipelines", twin.entry, kernel.info().name));
+            let portable_plan = kernel.info().variants.first() == Some(&Variant::Portable) && !kernel.info().variants.contains(&Variant::Subgroup);
+            if !pipelines.iter().any(|(l, d)| d.twin().is_none() && same(d) && (l.contains("Subgroup") || portable_plan)) {
+                problems.push(format!(
+                    "{label}: twin {} is not one of {}'s Subgroup pipelines (or, without a Subgroup variant, its WGSL pipelines)",
+                    twin.entry,
+                    kernel.info().name
+                ));
             }
             used_kernels.insert((file.path.clone(), desc.entry.to_string()));
             println!("ok {label}: {} in {} (twin {} {:?})", desc.entry, file.path.file_name().unwrap_or_default().to_string_lossy(), twin.entry, twin.constants);

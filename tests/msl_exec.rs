@@ -501,3 +501,44 @@ fn a_wrong_msl_kernel_fails_the_check() {
     assert!(failed > 0, "a wrong int8_gemv passed every case");
     cleanup(&root);
 }
+
+/// The same for the simdgroup-matrix GEMM (msl/mm_gemm_quant.metal): two subtle mutations, one in
+/// a format's dequantiser (the high scale bits of Q4_K sub-blocks 4..7 shifted one place short)
+/// and one in the split-K output index (every split writes the first partial tile), each fail the
+/// harness's own check of mm_gemm_q4_k.
+#[test]
+fn a_wrong_msl_gemm_fails_the_check() {
+    let clang = clang();
+    let root = build_dir("mutant_gemm");
+    let rt_obj = build_rt(&clang, &root);
+    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("mm_gemm_quant.metal")).expect("msl/mm_gemm_quant.metal");
+    let original = std::fs::read_to_string(&path).expect("read");
+    let mutations = [
+        ("(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 4)", "(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 3)"),
+        ("y[(split * p.m + row) * p.ldy + p.y_off + col]", "y[row * p.ldy + p.y_off + col]"),
+    ];
+    let base = common::context();
+    let registry = kernels::registry();
+    let kernel = registry.iter().find(|k| k.info().name == "mm_gemm_q4_k").expect("mm_gemm_q4_k");
+    for (i, (from, to)) in mutations.iter().enumerate() {
+        assert!(original.contains(from), "mutation source `{from}` not in mm_gemm_quant.metal");
+        let mutant_path = root.join(format!("m{i}")).join("mm_gemm_quant.metal");
+        std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
+        let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
+        let exe = build(&clang, &root.join(format!("build{i}")), &mutant, Mode::Strict, &rt_obj).unwrap_or_else(|e| panic!("{e}"));
+        let exec = Arc::new(CpuExecutor { exes: vec![(original.clone(), Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
+        let ctx =
+            base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+        let mut rng = Rng::new(Rng::fresh_seed());
+        let mut failed = 0;
+        for case in kernel.test_cases().into_iter().filter(|c| c.name().contains("m=2 n=33") || c.name().contains("m=33 n=31")) {
+            let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap_or_else(|e| panic!("{e}"));
+            println!("mutant {i} {}: {}", case.name(), c.summary());
+            failed += usize::from(!c.passed());
+        }
+        assert!(exec.take().contains("mm_gemm_q4_k"), "mutant {i} never ran");
+        assert!(failed > 0, "mutant {i} ({to}) passed every case");
+    }
+    cleanup(&root);
+}

@@ -19,6 +19,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_bf16.wgsl"),
     native: None,
+    native_gemm: None,
 };
 
 /// The f32 of bf16 bits `b`.

@@ -21,6 +21,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_f16.wgsl"),
     native: None,
+    native_gemm: None,
 };
 
 fn dequantize(src: &[u8], out: &mut [f32]) {

@@ -20,6 +20,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_f32.wgsl"),
     native: None,
+    native_gemm: None,
 };
 
 fn dequantize(src: &[u8], out: &mut [f32]) {

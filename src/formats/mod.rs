@@ -82,6 +82,13 @@
 //! device has integer dot products). Parts without `fmt_qdot` run their f32 dot on dequantised
 //! int8 activations instead.
 //!
+//! ## Native (MSL) GEMM
+//!
+//! A format may also add a hand-written MSL GEMM (`native_gemm:` a [`NativeGemm`]): one entry
+//! point mirroring the family's Portable GEMM of the format (same plan and outputs, f16 inputs
+//! on simdgroup matrices), which becomes the Native variant of `mm_gemm_<name>`. Q4_K, Q6_K and
+//! Q8_0 share msl/mm_gemm_quant.metal, one entry point each.
+//!
 //! Reading outside the row (`base .. base + row_vec4s`) is a bug: shader bounds checks are off.
 
 use std::fmt;

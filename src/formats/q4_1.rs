@@ -84,6 +84,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q4_1.wgsl"),
     native: None,
+    native_gemm: None,
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {

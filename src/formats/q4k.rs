@@ -40,6 +40,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q4_k.wgsl"),
     native: None,
+    native_gemm: Some(super::NativeGemm { msl: include_str!("../../msl/mm_gemm_quant.metal"), entry: "mm_gemm_q4_k" }),
 };
 
 /// GPU word `gw` (0..32) of a block's nibble area holds GGUF nibble word `8 * (gw % 4) + gw / 4`.

@@ -29,6 +29,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q8_0.wgsl"),
     native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8_0.metal"), entries: &[(2, "mm_gemv_q8_0_r2"), (4, "mm_gemv_q8_0_r4")] }),
+    native_gemm: Some(super::NativeGemm { msl: include_str!("../../msl/mm_gemm_quant.metal"), entry: "mm_gemm_q8_0" }),
 };
 
 fn gpu_row_words(k: usize) -> usize {

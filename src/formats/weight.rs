@@ -43,6 +43,8 @@ pub struct WeightFormat {
     pub wgsl: &'static str,
     /// The format's hand-written MSL GEMV, if it has one: the Native variant of `mm_gemv_<name>`.
     pub native: Option<NativeGemv>,
+    /// The format's hand-written MSL GEMM, if it has one: the Native variant of `mm_gemm_<name>`.
+    pub native_gemm: Option<NativeGemm>,
 }
 
 /// A format's hand-written MSL GEMV (f32 activations), the Native variant of the matmul family's
@@ -62,6 +64,25 @@ pub struct NativeGemv {
     pub msl: &'static str,
     /// Entry points by rows per threadgroup, `(rows, entry)`, rows in 1..=4, ascending.
     pub entries: &'static [(u32, &'static str)],
+}
+
+/// A format's hand-written MSL GEMM (f32 activations, m > 1), the Native variant of the matmul
+/// family's `mm_gemm_<name>` (see [`crate::kernels::matmul`]): simdgroup 8x8 matrices with f16
+/// inputs and f32 sums, the numerics of the Matrix GEMM.
+///
+/// Its **twin** is implied: the family's Portable GEMM of the same format (mm_common.wgsl + the
+/// format part + mm_gemm.wgsl + splitk_tile.wgsl), whose plan it shares (128 threads, one
+/// 32 x 64 output tile per threadgroup, K in 32-column slices, the same split-K partials). The
+/// entry point takes the family's `Params` at `buffer(0)`, `device const uint4* wq [[buffer(1)]]`,
+/// `device const float4* x [[buffer(2)]]` and `device float* y [[buffer(3)]]`, and records its
+/// twin's fingerprint (`twin fnv1a64 ...`; tests/msl_bindings.rs). The kernel info, pipelines,
+/// plan, fallback, self-check and every MSL test come from this descriptor.
+#[derive(Debug)]
+pub struct NativeGemm {
+    /// The MSL file (`include_str!("../../msl/<file>.metal")`).
+    pub msl: &'static str,
+    /// The entry point of this format.
+    pub entry: &'static str,
 }
 
 impl WeightFormat {

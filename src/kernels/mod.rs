@@ -64,7 +64,7 @@ pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Ca
         (&turboquant::ATTENTION, turboquant::attention_checks),
         (&attention::DECODE, attention::decode_checks),
     ];
-    table.iter().find(|(info, _)| info.name == kernel).map(|(_, cases)| cases()).or_else(|| matmul::check::gemv_checks(kernel))
+    table.iter().find(|(info, _)| info.name == kernel).map(|(_, cases)| cases()).or_else(|| matmul::check::gemv_checks(kernel)).or_else(|| matmul::check::gemm_checks(kernel))
 }
 
 /// Every kernel of every family, with its test and bench cases.

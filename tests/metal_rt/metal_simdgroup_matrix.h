@@ -2,7 +2,8 @@
 // whole matrix; load, store and multiply are simdgroup rendezvous that check the arguments are
 // uniform across the simdgroup (as Metal requires) and compute once, in a fixed order
 // (d[i][j] = c[i][j] + sum over k = 0..7 of a[i][k] * b[k][j], accumulated in T's precision for
-// float; half products and sums are rounded to half at each step).
+// float; half products and sums are rounded to half at each step; half operands into float
+// accumulators: products and sums in float).
 #pragma once
 
 namespace metal {
@@ -85,6 +86,24 @@ inline void simdgroup_multiply_accumulate(thread simdgroup_matrix<T, C, R>& d, s
         for (int j = 0; j < C; j++) {
             T acc = c.e[i][j];
             for (int k = 0; k < C; k++) acc = (T)(acc + a.e[i][k] * b.e[k][j]);
+            r.e[i][j] = acc;
+        }
+    d = r;
+}
+
+// Mixed precision: U operands (half) into T accumulators (float); each product is formed in T
+// (exact for half operands in float) and summed in T. With U = T the one-type overload above,
+// more specialised, is chosen.
+template <class T, class U, int C, int R>
+inline void simdgroup_multiply_accumulate(thread simdgroup_matrix<T, C, R>& d, simdgroup_matrix<U, C, R> a, simdgroup_matrix<U, C, R> b, simdgroup_matrix<T, C, R> c) {
+    detail::uniform("simdgroup_multiply_accumulate(a)", a, nullptr, 0, ulong2(0, 0), false);
+    detail::uniform("simdgroup_multiply_accumulate(b)", b, nullptr, 0, ulong2(0, 0), false);
+    detail::uniform("simdgroup_multiply_accumulate(c)", c, nullptr, 0, ulong2(0, 0), false);
+    simdgroup_matrix<T, C, R> r;
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++) {
+            T acc = c.e[i][j];
+            for (int k = 0; k < C; k++) acc = (T)(acc + (T)a.e[i][k] * (T)b.e[k][j]);
             r.e[i][j] = acc;
         }
     d = r;

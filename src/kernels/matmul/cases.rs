@@ -2,9 +2,10 @@
 //! [`FORMATS`], GEMV (f32 and int8 activations), GEMM and dequantise, on the format's random
 //! valid blocks, odd row counts, a row-chunked matrix, poisoned guard regions and f64
 //! references (dequantise: bit equality with the CPU dequantiser). GEMM cases that run as Matrix
-//! (see [`super::matrix`]) take weights within f16's range and the f16 error bound
+//! (see [`super::matrix`]) or Native take weights within f16's range and the f16 error bound
 //! ([`MATRIX_TOL`]); large GEMMs are checked on a sample of rows.
 
+use super::check::{f16_gemm_reference, random_matrix, MATRIX_TOL};
 use super::*;
 use crate::reference::{self, q8 as r8};
 use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, Prepared, Rng, POISON_F32};
@@ -61,40 +62,6 @@ fn test_ks(f: &WeightFormat, q8: bool) -> Vec<usize> {
 
 const NS: [usize; 4] = [1, 3, 33, 255];
 const LLM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
-
-fn fresh(rng: &mut Rng) -> fastrand::Rng {
-    fastrand::Rng::with_seed(((rng.u32(u32::MAX) as u64) << 32) | rng.u32(u32::MAX) as u64)
-}
-
-/// Largest f16 magnitude (finite).
-const F16_MAX: f32 = 65504.0;
-
-/// Random weights of `f`: (GGUF bytes, exact values, operand magnitudes). `f16_range`: every
-/// weight within f16's finite range (blocks outside it are drawn again), as the Matrix GEMM needs.
-fn random_matrix(f: &WeightFormat, rng: &mut Rng, n: usize, k: usize, f16_range: bool) -> Result<(Vec<u8>, Vec<f32>, Vec<f64>)> {
-    let mut r = fresh(rng);
-    let mut bytes = (f.random_blocks)(&mut r, n * k / f.block_weights);
-    if f16_range {
-        let mut w = vec![0f32; f.block_weights];
-        for (i, blk) in bytes.chunks_exact_mut(f.block_bytes).enumerate() {
-            let mut tries = 0;
-            loop {
-                (f.dequantize)(blk, &mut w);
-                if w.iter().all(|v| v.abs() <= F16_MAX) {
-                    break;
-                }
-                tries += 1;
-                ensure(tries < 1000, || Error::Argument(format!("{}: no block within f16's range in 1000 draws (block {i})", f.name)))?;
-                blk.copy_from_slice(&(f.random_blocks)(&mut r, 1));
-            }
-        }
-    }
-    let mut w = vec![0f32; n * k];
-    (f.dequantize)(&bytes, &mut w);
-    let mut mag = vec![0f64; n * k];
-    (f.magnitudes)(&bytes, &mut mag);
-    Ok((bytes, w, mag))
-}
 
 struct MatCase {
     format: &'static WeightFormat,
@@ -161,15 +128,6 @@ impl Prepared for DequantPrepared {
 
 /// Error tolerance, normalised by the operand magnitudes (as the other f32 GEMVs).
 const TOL: f64 = 1e-5;
-
-/// Error tolerance of the Matrix GEMM, normalised by sum |w x|: weights and activations are
-/// rounded to f16 (relative error <= 2^-11 each, so <= ~2^-10 = 9.8e-4 per product), products
-/// are summed in f32 (<= k 2^-23 relative to the sum of magnitudes even where the matrix unit
-/// truncates instead of rounding: 3.1e-4 at the test's k <= 2560, 4.9e-4 at the bench's 4096).
-pub(crate) const MATRIX_TOL: f64 = 2e-3;
-
-/// Half the spacing of f16's subnormals: the absolute rounding error of a value below 2^-14.
-const F16_SUBNORMAL_ERR: f64 = 1.0 / (1u64 << 25) as f64;
 
 /// Outputs above this many multiply-adds (m n k) are checked on [`SAMPLED_ROWS`] rows of x.
 const FULL_REFERENCE_MACS: usize = 1 << 26;
@@ -244,7 +202,7 @@ impl Case for MatCase {
 
     fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
         let (f, m, n, k) = (self.format, self.m, self.n, self.k);
-        // The Matrix GEMM rounds its inputs to f16: weights within its range, its tolerance.
+        // The Matrix and Native GEMMs round their inputs to f16: weights within its range, its tolerance.
         let matrix = self.op == Op::Gemm && gemm_pipeline(ctx, f, m, k)?.is_some();
         let (bytes, w, mag) = random_matrix(f, rng, n, k, matrix)?;
         let mut weights = vec![upload_case(ctx, f, n, k, &bytes, self.chunks)?];
@@ -270,19 +228,7 @@ impl Case for MatCase {
                 let x = rng.uniform_vec(m * k, -1.0, 1.0);
                 let rows = checked_rows(rng, m, n, k);
                 let xr: Vec<f32> = rows.iter().flat_map(|&i| x[i * k..(i + 1) * k].iter().copied()).collect();
-                let mut reference = reference::gemm(rows.len(), n, k, wv, mv, &xr);
-                let tol = if matrix { MATRIX_TOL } else { TOL };
-                if matrix {
-                    // Values in f16's subnormal range round with an absolute error: widen each
-                    // output's magnitude by that error's share of the tolerance.
-                    let sw: Vec<f64> = w.chunks_exact(k).map(|r| r.iter().map(|v| v.abs() as f64).sum()).collect();
-                    for (ri, xrow) in xr.chunks_exact(k).enumerate() {
-                        let sx: f64 = xrow.iter().map(|v| v.abs() as f64).sum();
-                        for (r, swr) in sw.iter().enumerate() {
-                            reference.1[ri * n + r] += F16_SUBNORMAL_ERR * (sx + swr) / MATRIX_TOL;
-                        }
-                    }
-                }
+                let (reference, tol) = if matrix { (f16_gemm_reference(n, k, &w, &mag, &xr), MATRIX_TOL) } else { (reference::gemm(rows.len(), n, k, wv, mv, &xr), TOL) };
                 Ok(Box::new(GemmPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, n, rows, reference, tol }))
             }
         }
@@ -378,6 +324,10 @@ impl Kernel for MmKernel {
             Op::Gemm => {
                 let mut keys = vec![MmPipeline::Gemm { format }];
                 keys.extend(matrix::sample_pipelines(format));
+                if self.format.native_gemm.is_some() {
+                    // Its twin is the Portable GEMM above.
+                    keys.push(MmPipeline::GemmNative { format });
+                }
                 describe_all(keys)
             }
             Op::Dequant => describe_all([MmPipeline::Dequant { format }]),

@@ -137,10 +137,9 @@ pub fn matrix_key(caps: &Caps, format: Fmt, m: usize) -> std::result::Result<MmP
     Err(why)
 }
 
-/// The GEMM pipeline for `m` rows of `format` in `ctx`: `None` for the Portable kernel, else
-/// the Matrix one (see the module docs for the rules).
-pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps::KernelInfo, m: usize, k: usize) -> Result<Option<MmPipeline>> {
-    let v = ctx.variant_for(info)?;
+/// The GEMM pipeline for `m` rows of `format` in `ctx` with the selected variant `v`: `None` for
+/// the Portable kernel, else the Matrix one (see the module docs for the rules).
+pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps::KernelInfo, v: Variant, m: usize, k: usize) -> Result<Option<MmPipeline>> {
     if v != Variant::Matrix {
         return Ok(None);
     }

@@ -11,8 +11,11 @@
 //! mm_gemm.wgsl (+ splitk_tile.wgsl), mm_gemm_matrix.wgsl (the Matrix GEMM: [`matrix`]),
 //! mm_dequant.wgsl, and the format's `wgsl/fmt_<name>.wgsl`.
 //!
-//! GEMM variants: Portable (f32 throughout) and Matrix (cooperative matrices, f16 inputs, f32
-//! sums; see [`matrix`] for its numerics and when `Auto` picks it).
+//! GEMM variants: Portable (f32 throughout), Matrix (cooperative matrices, f16 inputs, f32
+//! sums; see [`matrix`] for its numerics and when `Auto` picks it) and, for the formats that
+//! carry a [`crate::formats::NativeGemm`] (Q4_K, Q6_K, Q8_0), Native (MSL on Apple's simdgroup
+//! 8x8 matrices: the Portable GEMM's plan and outputs with the Matrix GEMM's f16-input
+//! numerics; its twin is the Portable GEMM).
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -61,12 +64,13 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
         const GEMV_NATIVE: &[Variant] = &[Variant::Portable, Variant::Subgroup, Variant::Native];
         const PORTABLE: &[Variant] = &[Variant::Portable];
         const GEMM_VARIANTS: &[Variant] = &[Variant::Portable, Variant::Matrix];
+        const GEMM_NATIVE: &[Variant] = &[Variant::Portable, Variant::Matrix, Variant::Native];
         FORMATS
             .iter()
             .map(|f| FormatKernels {
                 gemv: KernelInfo { name: name("gemv", f), variants: if f.native.is_some() { GEMV_NATIVE } else { GEMV_VARIANTS }, extra: None },
                 gemv_q8: KernelInfo { name: name("gemv_q8", f), variants: GEMV_VARIANTS, extra: None },
-                gemm: KernelInfo { name: name("gemm", f), variants: GEMM_VARIANTS, extra: Some(matrix::gemm_extra) },
+                gemm: KernelInfo { name: name("gemm", f), variants: if f.native_gemm.is_some() { GEMM_NATIVE } else { GEMM_VARIANTS }, extra: Some(matrix::gemm_extra) },
                 dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
             })
             .collect()
@@ -380,6 +384,11 @@ pub enum MmPipeline {
     Gemm {
         format: Fmt,
     },
+    /// The Native GEMM (the format's [`crate::formats::NativeGemm`]): the Portable GEMM's plan,
+    /// simdgroup 8x8 matrices with f16 inputs and f32 sums (the Matrix GEMM's numerics).
+    GemmNative {
+        format: Fmt,
+    },
     /// The Matrix GEMM ([`matrix`]) built for subgroup size `sg`.
     GemmMatrix {
         format: Fmt,
@@ -435,6 +444,14 @@ impl PipelineKey for MmPipeline {
                 params_size,
                 bindings: GEMV_BINDINGS,
             },
+            MmPipeline::GemmNative { format } => {
+                let twin = MmPipeline::Gemm { format }.describe(_caps);
+                match &format.0.native_gemm {
+                    Some(g) => PipelineDesc::native(g.msl, g.entry, twin),
+                    // No MSL GEMM for this format: the twin stands in.
+                    None => twin,
+                }
+            }
             MmPipeline::GemmMatrix { format, sg, tile } => matrix::matrix_desc(format, sg, tile),
             MmPipeline::Dequant { format } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, DEQUANT_WGSL]),
@@ -540,7 +557,10 @@ pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffe
 /// `y[m, n] = x[m, k] W^T` (row-major x and y). With a single chunk and few output tiles, K
 /// is split over more workgroups (`kernels::splitk`). Runs as Portable or, from
 /// [`matrix::MATRIX_MIN_M`] rows on where the adapter has cooperative matrices, as Matrix (f16
-/// inputs: see [`matrix`]).
+/// inputs: see [`matrix`]); on Metal, for formats with an MSL GEMM
+/// ([`crate::formats::NativeGemm`]), as Native (the Portable plan on simdgroup matrices, f16
+/// inputs as Matrix), falling back to the best other variant if its pipeline fails to build or
+/// its self-check fails.
 pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
     ensure(m > 0, || Error::Shape("m = 0".into()))?;
@@ -549,33 +569,45 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     let (mk, mn) = mk.zip(mn).ok_or_else(|| Error::Shape(format!("m = {m} too large for n = {}, k = {}", w.n, w.k)))?;
     x.require("x", mk)?;
     y.require("y", mn)?;
-    let matrix_key = gemm_pipeline(ctx, w.format, m, w.k)?;
-    let (key, tm, tn, target) = match matrix_key {
-        Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.split_target()),
-        _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, super::splitk::TARGET),
-    };
-    let steps = w.k.div_ceil(32);
-    for c in &w.chunks {
-        let tiles_n = c.rows.div_ceil(tn);
-        let tiles = m.div_ceil(tm) * tiles_n;
-        let (mut sps, mut splits) = if w.chunks.len() == 1 { super::splitk::plan_for(ctx.caps(), tiles, steps, target) } else { (steps, 1) };
-        // The kernels index the split partials in u32.
-        if splits.checked_mul(mn).is_none_or(|v| v > u32::MAX as usize) {
-            (sps, splits) = (steps, 1);
+    ctx.with_native_fallback(&kernel_infos(w.format).gemm, |variant| {
+        // Native and Portable share the plan (32 x 64 tiles, the Portable split-K target).
+        let (key, tm, tn, target) = match gemm_key(ctx, w.format, variant, m, w.k)? {
+            Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.split_target()),
+            Some(key @ MmPipeline::GemmNative { .. }) => (key, 32, 64, super::splitk::TARGET),
+            _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, super::splitk::TARGET),
+        };
+        let steps = w.k.div_ceil(32);
+        for c in &w.chunks {
+            let tiles_n = c.rows.div_ceil(tn);
+            let tiles = m.div_ceil(tm) * tiles_n;
+            let (mut sps, mut splits) = if w.chunks.len() == 1 { super::splitk::plan_for(ctx.caps(), tiles, steps, target) } else { (steps, 1) };
+            // The kernels index the split partials in u32.
+            if splits.checked_mul(mn).is_none_or(|v| v > u32::MAX as usize) {
+                (sps, splits) = (steps, 1);
+            }
+            let params = Params { m: m as u32, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, ..w.params(c) };
+            let grid = ctx.grid(crate::error::dims::prod("GEMM workgroups", &[tiles, splits])? as u64)?;
+            super::splitk::run(b, y, mn, splits, |b, out| b.dispatch(&key, &params, &[c.data.raw(), x.raw(), out], grid))?;
         }
-        let params = Params { m: m as u32, tiles_n: tiles_n as u32, sps: sps as u32, splits: splits as u32, ..w.params(c) };
-        let grid = ctx.grid(crate::error::dims::prod("GEMM workgroups", &[tiles, splits])? as u64)?;
-        super::splitk::run(b, y, mn, splits, |b, out| b.dispatch(&key, &params, &[c.data.raw(), x.raw(), out], grid))?;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The GEMM pipeline `gemm` records for `m` rows of `format` with row length `k` in `ctx` under
-/// its policy: `None` for the Portable kernel, else the Matrix one ([`matrix`] has the rules;
-/// it needs `k % 4 == 0`). Errors as `gemm` would for the variant: [`Error::Unsupported`] under
-/// `Require` of a variant it can't run.
+/// its policy: `None` for the Portable kernel, else the Native one (where the policy selects
+/// Native) or the Matrix one ([`matrix`] has the rules; it needs `k % 4 == 0`); both round their
+/// inputs to f16. Errors as `gemm` would for the variant: [`Error::Unsupported`] under `Require`
+/// of a variant it can't run.
 pub fn gemm_pipeline(ctx: &Context, format: &'static WeightFormat, m: usize, k: usize) -> Result<Option<MmPipeline>> {
-    matrix::gemm_choice(ctx, Fmt(format), &kernel_infos(format).gemm, m, k)
+    gemm_key(ctx, format, ctx.variant_for(&kernel_infos(format).gemm)?, m, k)
+}
+
+/// [`gemm_pipeline`] for the selected `variant`.
+fn gemm_key(ctx: &Context, format: &'static WeightFormat, variant: Variant, m: usize, k: usize) -> Result<Option<MmPipeline>> {
+    if variant == Variant::Native {
+        return Ok(format.native_gemm.is_some().then_some(MmPipeline::GemmNative { format: Fmt(format) }));
+    }
+    matrix::gemm_choice(ctx, Fmt(format), &kernel_infos(format).gemm, variant, m, k)
 }
 
 /// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.
