@@ -6,7 +6,8 @@
 //!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--gpu-time]
 //! ```
 //!
-//! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr), prints
+//! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr; the file
+//! must not change while the example runs), prints
 //! the GPU memory it holds (weights, KV cache, work buffers), streams the generated text, then
 //! prompt tokens/s (prefill in chunks: GEMM + prefill attention) and decode tokens/s, and the
 //! kernel variant chosen for each kernel the forward pass uses. `--temp 0` is greedy (the
@@ -122,7 +123,12 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
     let caps = ctx.caps();
     eprintln!("adapter: {} ({:?}, {:?})", caps.adapter_name, caps.device_type, caps.backend);
-    let file = GgufFile::open(&a.model)?;
+    // Mapped, not read: the weights go from the page cache to the GPU, and the pages the model
+    // keeps using (embedding rows) stay evictable file pages instead of a second copy of the
+    // model in RAM (which on unified-memory machines would halve the model that fits).
+    // SAFETY: this program neither writes nor truncates the model file while it runs; the
+    // user must not either (see GgufFile::open_mapped).
+    let file = unsafe { GgufFile::open_mapped(&a.model)? };
     let tok = Tokenizer::from_gguf(&file)?;
     let t0 = Instant::now();
     let mut last_pct = usize::MAX;
