@@ -354,13 +354,16 @@ fn q4k_family(env: &mut Env) {
 
 fn matmul_family(env: &mut Env) {
     use wgkernels::formats::FORMATS;
-    use wgkernels::kernels::matmul::{self, WeightMatrix};
+    use wgkernels::kernels::matmul::{self, Epilogue, GemvInput, WeightMatrix};
     let (n, k) = (3, 256);
     let x = env.ctx.upload(&env.rng.uniform_vec(2 * k, -1.0, 1.0)).unwrap();
     for f in FORMATS {
         let mut blocks_rng = fastrand::Rng::with_seed(u64::from(env.rng.u32(u32::MAX)));
         let bytes = (f.random_blocks)(&mut blocks_rng, n * k / f.block_weights);
         let w = WeightMatrix::upload_format(&env.ctx, f, n, k, &bytes).unwrap();
+        // (gate, up) pairs for the SwiGLU epilogue, when the format has a GGUF type.
+        let pairs = f.ggml_type.map(|t| WeightMatrix::upload_interleaved(&env.ctx, t, n, k, &bytes, &bytes).unwrap());
+        let xq = wgkernels::kernels::q8::Q8Activations::alloc(&env.ctx, k).unwrap();
         for _ in 0..ROUNDS / 8 {
             let m = env.size(2);
             let y = env.guarded(2 * n);
@@ -370,6 +373,19 @@ fn matmul_family(env: &mut Env) {
                 let y = env.guarded(yl.max(1));
                 env.call("matmul gemv", &[(&y, n)], |b| matmul::gemv(b, &w, &x, &y));
                 env.call("matmul dequantize", &[(&y, n * k)], |b| matmul::dequantize(b, &w, &y));
+                let y = env.guarded(yl.max(1));
+                env.call("matmul gemv_with accumulate", &[(&y, n)], |b| matmul::gemv_with(b, &w, GemvInput::F32(&x), &y, Epilogue::Accumulate));
+                env.call("matmul gemv_with q8", &[(&y, n)], |b| matmul::gemv_with(b, &w, GemvInput::Q8(&xq), &y, Epilogue::Store));
+                // n = 3 rows cannot hold (gate, up) pairs: always refused.
+                env.call("matmul gemv_with swiglu (odd)", &[], |b| matmul::gemv_with(b, &w, GemvInput::F32(&x), &y, Epilogue::SwiGlu));
+                if let Some(gu) = &pairs {
+                    env.call("matmul gemv_with swiglu", &[(&y, n)], |b| matmul::gemv_with(b, gu, GemvInput::F32(&x), &y, Epilogue::SwiGlu));
+                }
+            }
+            if let Some(t) = f.ggml_type {
+                let (nn, kk) = (env.size(n), env.size(k));
+                let ok = WeightMatrix::upload_interleaved(&env.ctx, t, nn, kk, &bytes, &bytes).is_ok();
+                assert!(!ok || nn.checked_mul(kk) == Some(n * k), "{}: interleaved upload of {nn} x {kk} from {} bytes each", f.name, bytes.len());
             }
             let (nn, kk) = (env.size(n), env.size(k));
             let uploaded = WeightMatrix::upload_format(&env.ctx, f, nn, kk, &bytes).is_ok();
