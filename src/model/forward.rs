@@ -391,9 +391,10 @@ impl Session {
     }
 
     /// In a decode step (`m == 1`) with int8 activations: quantise `x` into slot `slot` when
-    /// one of `ws` has an integer dot, and return the slot. `None`: every GEMV reads f32 `x`.
-    fn quantised(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, ws: &[&mm::WeightMatrix]) -> Result<Option<&Q8Activations>> {
-        let xq = self.s.q8[slot].as_ref().filter(|xq| m == 1 && xq.has_q4k() && ws.iter().any(|w| has_integer_dot(w.format())));
+    /// `wanted` (one of the GEMVs reading it has an integer dot), and return the slot. `None`:
+    /// every GEMV reads f32 `x`.
+    fn quantised(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, wanted: bool) -> Result<Option<&Q8Activations>> {
+        let xq = self.s.q8[slot].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k());
         if let Some(xq) = xq {
             q8::quantize_activations(b, x, xq)?;
         }
@@ -412,8 +413,7 @@ impl Session {
 
     /// `ys[i] = x W_i^T` for the projections `ws` of one input `x` (`m` rows).
     fn project(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, ws: &[(&mm::WeightMatrix, &GpuBuffer<f32>)]) -> Result<()> {
-        let mats: Vec<&mm::WeightMatrix> = ws.iter().map(|&(w, _)| w).collect();
-        let xq = self.quantised(b, x, slot, m, &mats)?;
+        let xq = self.quantised(b, x, slot, m, ws.iter().any(|(w, _)| has_integer_dot(w.format())))?;
         for &(w, y) in ws {
             if m == 1 {
                 Self::gemv(b, w, x, xq, y, Epilogue::Store)?;
@@ -428,7 +428,7 @@ impl Session {
     fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix) -> Result<()> {
         let s = &self.s;
         if m == 1 {
-            let xq = self.quantised(b, a, slot, m, &[w])?;
+            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
         } else {
             mm::matmul(b, w, a, &s.tmp, m)?;
@@ -441,7 +441,7 @@ impl Session {
         let s = &self.s;
         match f {
             FfnIn::GateUp(w) if m == 1 => {
-                let xq = self.quantised(b, &s.xn, 0, m, &[w])?;
+                let xq = self.quantised(b, &s.xn, 0, m, has_integer_dot(w.format()))?;
                 Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu)
             }
             FfnIn::GateUp(w) => {

@@ -53,6 +53,8 @@ pub struct FormatKernels {
     pub gemv_q8: KernelInfo,
     pub gemm: KernelInfo,
     pub dequant: KernelInfo,
+    /// Whether the format's WGSL part defines the integer dot ([`has_integer_dot`]).
+    pub integer_dot: bool,
 }
 
 /// The [`KernelInfo`]s of `f` (built once per process).
@@ -72,6 +74,7 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
                 gemv_q8: KernelInfo { name: name("gemv_q8", f), variants: GEMV_VARIANTS, extra: None },
                 gemm: KernelInfo { name: name("gemm", f), variants: if f.native_gemm.is_some() { GEMM_NATIVE } else { GEMM_VARIANTS }, extra: Some(matrix::gemm_extra) },
                 dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
+                integer_dot: f.wgsl.contains("fn fmt_qdot("),
             })
             .collect()
     });
@@ -331,9 +334,9 @@ pub enum Activations {
 }
 
 impl Activations {
-    /// The int8 path `f` takes: its integer dot where its WGSL part defines one (items of 64
-    /// columns) and the activations hold the quad order, else the dequantising path.
-    pub fn q8_for(f: &WeightFormat, xq_has_quads: bool) -> Activations {
+    /// The int8 path `f` takes: its integer dot where its WGSL part defines one and the
+    /// activations hold the quad order, else the dequantising path.
+    pub fn q8_for(f: &'static WeightFormat, xq_has_quads: bool) -> Activations {
         if has_integer_dot(f) && xq_has_quads {
             Activations::Q8Int
         } else {
@@ -343,9 +346,10 @@ impl Activations {
 }
 
 /// Whether the format's WGSL part defines the integer dot on quad-order int8 activations
-/// (`fmt_qload` and `fmt_qdot`, contract in wgsl/mm_common.wgsl).
-pub fn has_integer_dot(f: &WeightFormat) -> bool {
-    f.wgsl.contains("fn fmt_qdot(")
+/// (`fmt_qload` and `fmt_qdot`, contract in wgsl/mm_common.wgsl); read from the part once per
+/// process, as the format's kernel infos are built.
+pub fn has_integer_dot(f: &'static WeightFormat) -> bool {
+    kernel_infos(f).integer_dot
 }
 
 /// What a GEMV does with each output `dot_r` (the row's dot product).
@@ -548,7 +552,7 @@ pub fn gemv_with(b: &mut Batch, w: &WeightMatrix, x: GemvInput, y: &GpuBuffer<f3
 
 /// `y[0..n] = W x_q8` on int8 activations (quantised by [`crate::kernels::q8::quantize_activations`];
 /// `xq.k() == k`): numerics of `reference::q8` (testkit) (x rounded to 8 bits per block of 32).
-/// Formats with an integer dot ([`has_integer_dot`]: Q4_K) multiply the int8 codes directly
+/// Formats with an integer dot ([`has_integer_dot`]: Q4_K, Q6_K) multiply the int8 codes directly
 /// when `k % 256 == 0`; the others dequantise the activations and run their f32 dot.
 pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     gemv_with(b, w, GemvInput::Q8(xq), y, Epilogue::Store)
