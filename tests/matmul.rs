@@ -175,17 +175,20 @@ fn gemv_epilogues_match_reference() {
             let xv: Vec<f64> = (0..k).map(|c| if q8 { host_q.value(c) } else { xs[c] as f64 }).collect();
             let dot = |w: &[f32], m: &[f64], i: usize| -> (f64, f64) { (0..k).fold((0.0, 0.0), |(s, a), c| (s + w[i * k + c] as f64 * xv[c], a + m[i * k + c] * xv[c].abs())) };
             let input = if q8 { GemvInput::Q8(&xq) } else { GemvInput::F32(&x) };
+            // One GEMV (after quantising x for the int8 input), run, and its output read back.
+            let run = |w: &WeightMatrix, y: &wgkernels::GpuBuffer<f32>, epi: Epilogue| {
+                let mut b = ctx.batch();
+                if q8 {
+                    quantize_activations(&mut b, &x, &xq).unwrap();
+                }
+                matmul::gemv_with(&mut b, w, input, y, epi).unwrap();
+                b.run().unwrap();
+                ctx.read(y).unwrap()
+            };
             // Accumulate: y = y0 + G x over n rows; y has 3 extra guard values.
             let gate = WeightMatrix::upload_format(&ctx, f, n, k, &ga).unwrap();
             let y0: Vec<f32> = (0..n + 3).map(|_| r.f32() * 4.0 - 2.0).collect();
-            let y = ctx.upload(&y0).unwrap();
-            let mut b = ctx.batch();
-            if q8 {
-                quantize_activations(&mut b, &x, &xq).unwrap();
-            }
-            matmul::gemv_with(&mut b, &gate, input, &y, Epilogue::Accumulate).unwrap();
-            b.run().unwrap();
-            let got = ctx.read(&y).unwrap();
+            let got = run(&gate, &ctx.upload(&y0).unwrap(), Epilogue::Accumulate);
             let (yref, ymag): (Vec<f64>, Vec<f64>) = (0..n).map(|i| dot(&gw, &gm, i)).unzip();
             let yref: Vec<f64> = yref.iter().zip(&y0).map(|(s, &v)| s + v as f64).collect();
             let ymag: Vec<f64> = ymag.iter().zip(&y0).map(|(a, &v)| a + (v as f64).abs()).collect();
@@ -195,15 +198,7 @@ fn gemv_epilogues_match_reference() {
             // SwiGLU over the interleaved (gate, up) matrix: n outputs.
             let gu = WeightMatrix::upload_interleaved(&ctx, gguf_type(f), n, k, &ga, &ub).unwrap();
             assert_eq!(gu.n(), 2 * n);
-            let poison = vec![f32::NAN; n + 3];
-            let y = ctx.upload(&poison).unwrap();
-            let mut b = ctx.batch();
-            if q8 {
-                quantize_activations(&mut b, &x, &xq).unwrap();
-            }
-            matmul::gemv_with(&mut b, &gu, input, &y, Epilogue::SwiGlu).unwrap();
-            b.run().unwrap();
-            let got = ctx.read(&y).unwrap();
+            let got = run(&gu, &ctx.upload(&vec![f32::NAN; n + 3]).unwrap(), Epilogue::SwiGlu);
             let mut yref = Vec::new();
             let mut ymag = Vec::new();
             for i in 0..n {
