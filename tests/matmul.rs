@@ -411,3 +411,32 @@ fn int_families_convert_bit_exactly() {
     // Neither format has a GGUF type: no GGUF tensor type resolves to them.
     assert!(FORMATS.iter().filter(|f| f.ggml_type.is_none()).map(|f| f.name).eq(["int4", "int8"]));
 }
+
+/// The Matrix GEMM's weight staging, run anywhere: every run of 32 weights that its kernel stages
+/// (through a format's run hook, or eight `fmt_w4` calls where the part has none) equals the CPU
+/// dequantiser's values bit for bit, for odd row counts and row lengths of one, three and nine
+/// vec4-aligned quanta (runs cut by the row's end for the float formats), guards intact.
+#[test]
+fn matrix_weight_runs_match_the_dequantiser() {
+    use wgkernels::suite::{guard_damage, guarded_f32, POISON_F32};
+    let ctx = common::context();
+    let mut r = rng();
+    for f in FORMATS {
+        let q = f.block_weights.max(4) / 4 * 4;
+        assert_eq!(q % f.block_weights, 0, "{}", f.name);
+        for (n, k) in [(5, q), (3, 3 * q), (7, 9 * q)] {
+            let bytes = (f.random_blocks)(&mut r, n * k / f.block_weights);
+            let mut wv = vec![0f32; n * k];
+            formats::dequantize_format(f, &bytes, &mut wv).unwrap();
+            let w = WeightMatrix::upload_format(&ctx, f, n, k, &bytes).unwrap();
+            let out = guarded_f32(&ctx, n * k).unwrap();
+            let mut b = ctx.batch();
+            matmul::matrix::check_runs(&mut b, &w, &out).unwrap();
+            b.run().unwrap();
+            let got = ctx.read(&out).unwrap();
+            let bad = got[..n * k].iter().zip(&wv).position(|(g, e)| g.to_bits() != e.to_bits());
+            assert!(bad.is_none(), "{} n={n} k={k}: value {} is {} (dequantiser: {})", f.name, bad.unwrap(), got[bad.unwrap()], wv[bad.unwrap()]);
+            assert_eq!(guard_damage(&got, n * k, POISON_F32), 0, "{} n={n} k={k}: guard overwritten", f.name);
+        }
+    }
+}

@@ -46,3 +46,18 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let d = mm_f16x2(s[(b % 8u) / 2u])[b & 1u];
     return d * fmt_q4(wq[base + b][j % 4u], 4u * (j / 4u));
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = block
+// run = item run.
+alias FmtRun = FmtRow;
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRow {
+    return fmt_load(base, run);
+}
+
+fn fmt_run(r: FmtRow) -> array<vec4<f32>, 8> {
+    let d = mm_f16x2(r.sw)[r.hi];
+    return array<vec4<f32>, 8>(
+        d * fmt_q4(r.q.x, 0u), d * fmt_q4(r.q.y, 0u), d * fmt_q4(r.q.z, 0u), d * fmt_q4(r.q.w, 0u),
+        d * fmt_q4(r.q.x, 4u), d * fmt_q4(r.q.y, 4u), d * fmt_q4(r.q.z, 4u), d * fmt_q4(r.q.w, 4u));
+}

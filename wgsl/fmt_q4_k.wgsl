@@ -149,3 +149,52 @@ fn fmt_qdot(w: FmtRow, x: MmQx) -> f32 {
     let m = dot(sm.m03, x.s03) + dot(sm.m47, x.s47);
     return dd.x * s - dd.y * m;
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = sub-block
+// j = run % 8 of block run / 8, i.e. the head and component j / 2 of the eight nibble vec4s
+// (nibble j % 2 of each byte; vec4 1 + wi holds positions 4wi .. 4wi + 3).
+struct FmtRun {
+    hd: vec4<u32>,
+    qa: vec4<u32>,  // positions 0 .. 15 (vec4s 1 .. 4)
+    qb: vec4<u32>,  // positions 16 .. 31 (vec4s 5 .. 8)
+    j: u32,
+}
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRun {
+    let bb = base + 9u * (run / 8u);
+    let j = run % 8u;
+    let c = j / 2u;
+    let qa = vec4<u32>(wq[bb + 1u][c], wq[bb + 2u][c], wq[bb + 3u][c], wq[bb + 4u][c]);
+    let qb = vec4<u32>(wq[bb + 5u][c], wq[bb + 6u][c], wq[bb + 7u][c], wq[bb + 8u][c]);
+    return FmtRun(wq[bb], qa, qb, j);
+}
+
+// The low nibbles of the four bytes of `w` (byte 0 first) as exact floats.
+fn fmt_lo4(w: u32) -> vec4<f32> {
+    let v = vec4<u32>(w, w, w, w >> 8u) & vec4<u32>(0xfu, 0xf00u, 0xf0000u, 0xf0000u);
+    let magic = vec4<u32>(0x4b000000u, 0x47000000u, 0x43000000u, 0x43000000u);
+    return bitcast<vec4<f32>>(v | magic) - vec4<f32>(8388608.0, 32768.0, 128.0, 128.0);
+}
+
+// The run's weights, the arithmetic of fmt_w4 (sub-block j's scale and min decoded once).
+fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8> {
+    let dd = mm_f16x2(r.hd.x);
+    let sh = 8u * (r.j & 3u);
+    let a = (r.hd.y >> sh) & 0xffu;  // s[j % 4]
+    let b = (r.hd.z >> sh) & 0xffu;  // s[j % 4 + 4]
+    let c = (r.hd.w >> sh) & 0xffu;  // s[j % 4 + 8]
+    var sc = a & 63u;
+    var m = b & 63u;
+    if (r.j >= 4u) {
+        sc = (c & 15u) | ((a >> 6u) << 4u);
+        m = (c >> 4u) | ((b >> 6u) << 4u);
+    }
+    let f = vec4<f32>(dd.x * f32(sc));
+    let o = vec4<f32>(-(dd.y * f32(m)));
+    let n = 4u * (r.j & 1u);
+    return array<vec4<f32>, 8>(
+        fma(fmt_lo4(r.qa.x >> n), f, o), fma(fmt_lo4(r.qa.y >> n), f, o),
+        fma(fmt_lo4(r.qa.z >> n), f, o), fma(fmt_lo4(r.qa.w >> n), f, o),
+        fma(fmt_lo4(r.qb.x >> n), f, o), fma(fmt_lo4(r.qb.y >> n), f, o),
+        fma(fmt_lo4(r.qb.z >> n), f, o), fma(fmt_lo4(r.qb.w >> n), f, o));
+}

@@ -118,3 +118,51 @@ fn fmt_qdot(w: FmtQRow, x: MmQx) -> f32 {
     let b = dot(vec4<f32>(t45.x + t45.y, t45.z + t45.w, t67.x + t67.y, t67.z + t67.w), x.d47);
     return d * (a + b);
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = quarter
+// (h, s) = ((run % 8) / 4, run % 4) of block run / 8, positions 4u .. 4u + 3 for u = 0 .. 7: ql
+// word u of component 2h + s % 2, qh component 2 (u % 2) + h of vec4 8 + u / 2, scale bytes
+// 8h + 2s (u < 4) and 8h + 2s + 1 (u >= 4), both in word 2h + s / 2.
+struct FmtRun {
+    l0: vec4<u32>,  // ql words of u = 0 .. 3
+    l1: vec4<u32>,  // u = 4 .. 7
+    h0: vec4<u32>,  // qh words of u = 0 .. 3
+    h1: vec4<u32>,  // u = 4 .. 7
+    sw: u32,        // the scale word
+    dw: u32,        // the word holding d
+    sel: u32,       // bits 0, 1: s; bit 2: d is its high half
+}
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRun {
+    let blk = run / 8u;
+    let h = (run % 8u) / 4u;
+    let s = run % 4u;
+    let bb = base + 13u * blk;
+    let c = 2u * h + (s & 1u);
+    let l0 = vec4<u32>(wq[bb][c], wq[bb + 1u][c], wq[bb + 2u][c], wq[bb + 3u][c]);
+    let l1 = vec4<u32>(wq[bb + 4u][c], wq[bb + 5u][c], wq[bb + 6u][c], wq[bb + 7u][c]);
+    let a = wq[bb + 8u];
+    let b = wq[bb + 9u];
+    let e = wq[bb + 10u];
+    let f = wq[bb + 11u];
+    // Component h (even u) and 2 + h (odd u) of each qh vec4.
+    let h0 = select(vec4<u32>(a.x, a.z, b.x, b.z), vec4<u32>(a.y, a.w, b.y, b.w), h == 1u);
+    let h1 = select(vec4<u32>(e.x, e.z, f.x, f.z), vec4<u32>(e.y, e.w, f.y, f.w), h == 1u);
+    let sw = wq[bb + 12u][2u * h + s / 2u];
+    let dw = wq[base + 13u * fmt_nb() + blk / 8u][(blk % 8u) / 2u];
+    return FmtRun(l0, l1, h0, h1, sw, dw, s | ((blk & 1u) << 2u));
+}
+
+// The run's weights, the arithmetic of fmt_w4 ((d * sc) * (q - 32); d and the scales decoded once).
+fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8> {
+    let d = mm_f16x2(r.dw)[r.sel >> 2u];
+    let s = r.sel & 3u;
+    let sc = mm_i8x4(r.sw);
+    let lo = vec4<f32>(d * sc[2u * (s & 1u)]);
+    let hi = vec4<f32>(d * sc[2u * (s & 1u) + 1u]);
+    return array<vec4<f32>, 8>(
+        lo * fmt_q6(r.l0.x, r.h0.x, s), lo * fmt_q6(r.l0.y, r.h0.y, s),
+        lo * fmt_q6(r.l0.z, r.h0.z, s), lo * fmt_q6(r.l0.w, r.h0.w, s),
+        hi * fmt_q6(r.l1.x, r.h1.x, s), hi * fmt_q6(r.l1.y, r.h1.y, s),
+        hi * fmt_q6(r.l1.z, r.h1.z, s), hi * fmt_q6(r.l1.w, r.h1.w, s));
+}

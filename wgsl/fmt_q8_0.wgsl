@@ -37,3 +37,24 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let d = mm_f16x2(s[(b % 8u) / 2u])[b & 1u];
     return d * mm_i8x4(wq[base + c4 / 4u][c4 % 4u]);
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = block run,
+// code vec4s 2 run and 2 run + 1 and the block's scale.
+struct FmtRun {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    sw: u32,  // the scale word holding the block's d
+    hi: u32,  // 1: d is its high half
+}
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRun {
+    let s = wq[base + p.k4 / 4u + run / 8u];
+    return FmtRun(wq[base + 2u * run], wq[base + 2u * run + 1u], s[(run % 8u) / 2u], run & 1u);
+}
+
+fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8> {
+    let d = mm_f16x2(r.sw)[r.hi];
+    return array<vec4<f32>, 8>(
+        d * mm_i8x4(r.q0.x), d * mm_i8x4(r.q0.y), d * mm_i8x4(r.q0.z), d * mm_i8x4(r.q0.w),
+        d * mm_i8x4(r.q1.x), d * mm_i8x4(r.q1.y), d * mm_i8x4(r.q1.z), d * mm_i8x4(r.q1.w));
+}

@@ -1,20 +1,23 @@
 // Weight-matrix GEMM, Matrix variant (src/kernels/matmul/matrix.rs): y[i, y_off + r] =
 // sum_c x[i, c] * w[r, c] (y row stride ldy) on 16x16x16 cooperative matrices with f16 inputs
 // and f32 accumulation. Composed as: this file (it holds the `enable` directives, so it comes
-// first), mm_common.wgsl, the format part (wgsl/fmt_<name>.wgsl: only its fmt_w4 is used) and
-// splitk_tile.wgsl. Same outputs and split-K contract as mm_gemm.wgsl: workgroup `split` takes
-// the 32-column slices split * sps .. of its tile and writes y[(split * m + row) * ldy + y_off + col].
+// first), mm_common.wgsl, the format part (wgsl/fmt_<name>.wgsl), the run wrapper
+// (mm_run_fmt.wgsl where the part has the run hook, else mm_run_w4.wgsl over its fmt_w4) and
+// splitk_tile.wgsl. Same outputs as mm_gemm.wgsl; split-K in steps of TK columns: workgroup
+// `split` takes the TK-column slices split * sps .. of its tile and writes
+// y[(split * m + row) * ldy + y_off + col].
 //
 // A workgroup computes a TM (x rows) x TN (weight rows) output tile with NSG = SGM x SGN
 // subgroups; subgroup (sm, sn) owns MI x NJ 16x16 f32 accumulators, rows 16 (MI sm + i) and
-// columns 16 (NJ sn + j) of the tile. K is stepped TK = 32 columns at a time: per step the
-// weight slice (TN rows, dequantised once by fmt_w4, exactly, then rounded to f16) and the x
-// slice (TM rows, f32 rounded to f16) are staged in workgroup memory, each row padded to
-// KS = TK + 8 halves (16-byte aligned rows that start in different banks), and every subgroup
-// multiplies its A tiles (x rows, row-major) by its B tiles (the weight tile read column-major:
-// B(c, r) = W[r][c]). Rows past m or n and columns past k are staged as zeros, so padded rows
-// and columns add nothing and are never written. The global loads of the next step (CX x vec4s
-// and CW fmt_w4 calls per invocation, in registers) are issued before this step's products, so
+// columns 16 (NJ sn + j) of the tile. K is stepped TK (32 or 64) columns at a time: per step the
+// weight slice (TN rows of TK / 32 runs of 32 weights, each run loaded by mm_run_load and decoded
+// exactly by mm_run, then rounded to f16) and the x slice (TM rows, f32 rounded to f16) are
+// staged in workgroup memory, each row padded to KS = TK + 8 halves (16-byte aligned rows that
+// start in different banks), and every subgroup multiplies its A tiles (x rows, row-major) by its
+// B tiles (the weight tile read column-major: B(c, r) = W[r][c]). Rows past m or n and columns
+// past k are staged as zeros, so padded rows and columns add nothing and are never written. The
+// next step's global loads (CX x vec4s and CW runs per invocation, in registers; a run's decode
+// waits for the store at the top of the next step) are issued before this step's products, so
 // their latency overlaps the matrix work (and other workgroups on the SM overlap the barriers).
 //
 // Cooperative-matrix rules this file follows (docs/ARCHITECTURE.md, measured on the H100):
@@ -38,12 +41,14 @@ override SGM: u32 = 2u;            // subgroups along m
 override SGN: u32 = 4u;            // subgroups along n
 override MI: u32 = 4u;             // 16-row blocks per subgroup (the `//@MI` count)
 override NJ: u32 = 2u;             // 16-column blocks per subgroup (the `//@NJ` count)
+override TK: u32 = 64u;            // columns per step (one split-K slice): 32 or 64
 override NSG: u32 = SGM * SGN;
 override WG: u32 = NSG * SG;
 override TM: u32 = 16u * MI * SGM; // x rows per tile (splitk_tile.wgsl reads TM, TN)
 override TN: u32 = 16u * NJ * SGN; // weight rows per tile
-const TK: u32 = 32u;               // columns per step (one split-K slice)
-const KS4: u32 = 10u;              // row stride of the staged tiles in vec4<f16>: KS = TK + 8 halves
+override TK4: u32 = TK / 4u;       // vec4s of a staged row
+override RPR: u32 = TK / 32u;      // weight runs per staged row
+override KS4: u32 = TK4 + 2u;      // row stride of the staged tiles in vec4<f16>: KS = TK + 8 halves
 override XS_LEN: u32 = TM * KS4;
 override WS_LEN: u32 = TN * KS4;
 override OS_LEN: u32 = NSG * 256u;
@@ -57,11 +62,11 @@ fn mm_x4(c4: u32) -> vec4<f32> {
     return vec4<f32>(0.0);
 }
 
-// Chunk e of a staged slice: row e / 8 of the tile, vec4 e % 8 of the step's 32 columns.
-// x chunk of step s for the tile at x row m0 (zero past m, k or the tile).
+// x chunk e of step s for the tile at x row m0: row e / TK4 of the tile, vec4 e % TK4 of the
+// step's columns (zero past m, k or the tile).
 fn x_chunk(e: u32, m0: u32, s: u32) -> vec4<f32> {
-    let i = e / 8u;
-    let c4 = s * 8u + e % 8u;
+    let i = e / TK4;
+    let c4 = s * TK4 + e % TK4;
     var v = vec4<f32>(0.0);
     if (i < TM && m0 + i < p.m && c4 < p.k4) {
         v = x[(m0 + i) * p.k4 + c4];
@@ -69,27 +74,33 @@ fn x_chunk(e: u32, m0: u32, s: u32) -> vec4<f32> {
     return v;
 }
 
-// Weight chunk of step s for the tile at weight row n0 (exact, from the format part; zero past
-// the chunk's rows, k or the tile).
-fn w_chunk(e: u32, n0: u32, s: u32) -> vec4<f32> {
-    let r = e / 8u;
-    let c4 = s * 8u + e % 8u;
-    var v = vec4<f32>(0.0);
-    if (r < TN && n0 + r < p.n && c4 < p.k4) {
-        v = fmt_w4((n0 + r) * p.row_vec4s, c4);
-    }
-    return v;
-}
-
 fn x_store(v: vec4<f32>, e: u32) {
-    if (e < TM * 8u) {
-        xs[(e / 8u) * KS4 + e % 8u] = vec4<f16>(v);
+    if (e < TM * TK4) {
+        xs[(e / TK4) * KS4 + e % TK4] = vec4<f16>(v);
     }
 }
 
-fn w_store(v: vec4<f32>, e: u32) {
-    if (e < TN * 8u) {
-        ws[(e / 8u) * KS4 + e % 8u] = vec4<f16>(v);
+// Weight run e of step s for the tile at weight row n0: row e / RPR of the tile, run e % RPR of
+// the step's columns (loads only; zero past the chunk's rows, k or the tile).
+fn w_run(e: u32, n0: u32, s: u32) -> MmRun {
+    let r = e / RPR;
+    let live = r < TN && n0 + r < p.n;
+    return mm_run_load(select(0u, (n0 + r) * p.row_vec4s, live), s * RPR + e % RPR, live);
+}
+
+// Decode run e and store it as f16: 8 vec4s at row e / RPR, vec4 8 (e % RPR) of the slice.
+fn w_store(w: MmRun, e: u32) {
+    if (e < TN * RPR) {
+        let v = mm_run(w);
+        let o = (e / RPR) * KS4 + 8u * (e % RPR);
+        ws[o] = vec4<f16>(v[0]);
+        ws[o + 1u] = vec4<f16>(v[1]);
+        ws[o + 2u] = vec4<f16>(v[2]);
+        ws[o + 3u] = vec4<f16>(v[3]);
+        ws[o + 4u] = vec4<f16>(v[4]);
+        ws[o + 5u] = vec4<f16>(v[5]);
+        ws[o + 6u] = vec4<f16>(v[6]);
+        ws[o + 7u] = vec4<f16>(v[7]);
     }
 }
 
@@ -120,7 +131,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let s = min(sid, NSG - 1u);
     let sm = s / SGN;
     let sn = s - sm * SGN;
-    let slices = (p.k4 + 7u) / 8u;
+    let slices = (p.k4 + TK4 - 1u) / TK4;
     let s0 = t.split * p.sps;
     var s_end = min(slices, s0 + p.sps);
     if (!t.live) {
@@ -131,16 +142,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     //@MI end
     // This invocation's chunks of the first step, in registers.
     //@CX var xv{x} = x_chunk(li + {x}u * WG, t.m0, s0);
-    //@CW var wv{w} = w_chunk(li + {w}u * WG, t.n0, s0);
-    // Per step: store the chunks, barrier, fetch the next step's chunks, multiply, barrier (no
-    // subgroup overwrites a slice another still reads).
+    //@CW var wv{w} = w_run(li + {w}u * WG, t.n0, s0);
+    // Per step: store the chunks (decoding the runs), barrier, load the next step's chunks,
+    // multiply, barrier (no subgroup overwrites a slice another still reads).
     for (var st = s0; st < s_end; st++) {
         //@CX x_store(xv{x}, li + {x}u * WG);
         //@CW w_store(wv{w}, li + {w}u * WG);
         workgroupBarrier();
         if (st + 1u < s_end) {
             //@CX xv{x} = x_chunk(li + {x}u * WG, t.m0, st + 1u);
-            //@CW wv{w} = w_chunk(li + {w}u * WG, t.n0, st + 1u);
+            //@CW wv{w} = w_run(li + {w}u * WG, t.n0, st + 1u);
         }
         for (var kk = 0u; kk < TK / 16u; kk++) {
             //@MI let a{i} = coopLoadT<coop_mat16x16<f16, A>>(&xs[16u * (MI * sm + {i}u) * KS4 + 4u * kk], KS4);

@@ -328,7 +328,9 @@ impl Kernel for MmKernel {
                     // Its twin is the Portable GEMM above.
                     keys.push(MmPipeline::GemmNative { format });
                 }
-                describe_all(keys)
+                let mut v = describe_all(keys);
+                v.extend(describe_all([matrix::RunCheck(format)]));
+                v
             }
             Op::Dequant => describe_all([MmPipeline::Dequant { format }]),
         }

@@ -1,17 +1,29 @@
 //! The Matrix variant of the weight-matrix GEMM (wgsl/mm_gemm_matrix.wgsl): one kernel for every
-//! format, composed with the format's WGSL part, whose `fmt_w4` dequantises the weight tiles
-//! (exactly, in f32) before they are rounded to f16 in workgroup memory. The products run on
-//! 16x16x16 cooperative matrices with f16 inputs and f32 accumulation; outputs, layout and
-//! split-K are those of the Portable GEMM.
+//! format, composed with the format's WGSL part, which dequantises the weight tiles (exactly, in
+//! f32) before they are rounded to f16 in workgroup memory. The products run on 16x16x16
+//! cooperative matrices with f16 inputs and f32 accumulation; outputs and layout are those of the
+//! Portable GEMM.
+//!
+//! **Weight staging.** The weights are staged in *runs* of 32 consecutive weights of one row:
+//! a format part with the run hook (`fmt_run_load` / `fmt_run`, [`crate::formats`]: Q4_K, Q6_K,
+//! Q8_0, Q4_0) loads a run with a few 16-byte loads and decodes its block scales once per run;
+//! the others go through eight `fmt_w4` calls (wgsl/mm_run_w4.wgsl). A run's loads are issued
+//! one step ahead, its decode waits for the store that follows the next step's barrier.
 //!
 //! **Tiles.** A workgroup computes a [`MatrixTile::tm`] x [`MatrixTile::tn`] output tile (x rows x
 //! weight rows) with `sgm x sgn` subgroups, each owning `mi x nj` 16x16 f32 accumulators; K is
-//! stepped 32 columns at a time (the split-K slice of the Portable GEMM), the weight slice
-//! dequantised once per step and shared by all subgroups, the x slice loaded once per step.
-//! Two shapes ([`tile_for`]): 32 x 128 with 4 subgroups (m <= 64) and 128 x 128 with 8
-//! subgroups of 4 x 2 accumulators (larger m). Workgroup memory: the two f16 slices, rows padded
-//! to 40 halves, plus one 16x16 f32 output block per subgroup ([`MatrixTile::bytes`]: 16.5 KiB
-//! and 28 KiB), checked against the adapter's limit before anything is recorded.
+//! stepped [`MatrixTile::tk`] (64, or 32 where workgroup memory is short) columns at a time, the
+//! weight slice dequantised once per step and shared by all subgroups, the x slice loaded once
+//! per step. Two shapes ([`tile_for`]): 32 x 128 with 4 subgroups (m <= 64) and 128 x 128 with 8
+//! subgroups of 4 x 2 accumulators (larger m). Workgroup memory ([`MatrixTile::bytes`]): the two
+//! f16 slices, rows padded to TK + 8 halves, plus one 16x16 f32 output block per subgroup: 26.5
+//! KiB (32 x 128, TK 64), 44 KiB (128 x 128, TK 64), 16.5 KiB (32 x 128, TK 32), 28 KiB
+//! (128 x 128, TK 32). [`matrix_key`] takes the first of (the shape for m, TK 64), (that shape,
+//! TK 32), (32 x 128, TK 64), (32 x 128, TK 32) that fits the adapter's workgroup memory and
+//! invocations, before anything is recorded.
+//!
+//! **Split-K.** Where the output tiles are too few for the GPU, K is split in whole steps
+//! ([`split_plan`]: the Portable GEMM's plan over 32-column slices, rounded up to whole steps).
 //!
 //! **Numerics.** Each weight (exactly dequantised) and each activation is rounded to f16 (round
 //! to nearest), each product is exact in f32 and sums are f32: per output,
@@ -39,6 +51,8 @@ use crate::kernels::attention::{prefill_matrix::matrix_support_with, unrolled};
 use crate::pipeline::{PipelineDesc, ShaderSource};
 
 const MATRIX_WGSL: &str = include_str!("../../../wgsl/mm_gemm_matrix.wgsl");
+const RUN_FMT_WGSL: &str = include_str!("../../../wgsl/mm_run_fmt.wgsl");
+const RUN_W4_WGSL: &str = include_str!("../../../wgsl/mm_run_w4.wgsl");
 
 /// Fewest input rows at which `Auto` picks the Matrix GEMM over the Portable one. Measured on an
 /// H100 (Vulkan, n = k = 4096): at m = 16 the two are within 5% for Q4_K and Q6_K and Matrix is
@@ -46,24 +60,30 @@ const MATRIX_WGSL: &str = include_str!("../../../wgsl/mm_gemm_matrix.wgsl");
 /// and 2048. The crossover lies between; 32 is the first tile-sized step past 16.
 pub const MATRIX_MIN_M: usize = 32;
 
-/// Columns per K step (the split-K slice; wgsl/mm_gemm_matrix.wgsl `TK`).
-pub(super) const TK: usize = 32;
+/// Weights per run (wgsl/mm_run_fmt.wgsl): a K step is a whole number of runs.
+const RUN: usize = 32;
 
 /// The tile shape of one Matrix GEMM pipeline: `sgm x sgn` subgroups, each with `mi x nj` 16x16
-/// accumulators.
+/// accumulators, stepping K `tk` (32 or 64) columns at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MatrixTile {
     pub sgm: u32,
     pub sgn: u32,
     pub mi: u32,
     pub nj: u32,
+    pub tk: u32,
 }
 
 impl MatrixTile {
-    /// m <= 64: 32 x 128, 4 subgroups of 2 x 2 accumulators.
-    pub const NARROW: MatrixTile = MatrixTile { sgm: 1, sgn: 4, mi: 2, nj: 2 };
-    /// Larger m: 128 x 128, 8 subgroups of 4 x 2 accumulators.
-    pub const WIDE: MatrixTile = MatrixTile { sgm: 2, sgn: 4, mi: 4, nj: 2 };
+    /// m <= 64: 32 x 128, 4 subgroups of 2 x 2 accumulators, 64-column steps.
+    pub const NARROW: MatrixTile = MatrixTile { sgm: 1, sgn: 4, mi: 2, nj: 2, tk: 64 };
+    /// Larger m: 128 x 128, 8 subgroups of 4 x 2 accumulators, 64-column steps.
+    pub const WIDE: MatrixTile = MatrixTile { sgm: 2, sgn: 4, mi: 4, nj: 2, tk: 64 };
+
+    /// This shape with 32-column steps (half the workgroup memory for the slices).
+    pub const fn short(self) -> MatrixTile {
+        MatrixTile { tk: 32, ..self }
+    }
 
     pub fn subgroups(&self) -> u32 {
         self.sgm * self.sgn
@@ -76,10 +96,14 @@ impl MatrixTile {
     pub fn tn(&self) -> usize {
         16 * (self.nj * self.sgn) as usize
     }
-    /// Workgroup memory in bytes: the x and weight slices (f16, rows of 40 halves) and one
+    /// Columns per K step (one split-K slice).
+    pub fn tk(&self) -> usize {
+        self.tk as usize
+    }
+    /// Workgroup memory in bytes: the x and weight slices (f16, rows of TK + 8 halves) and one
     /// 16x16 f32 block per subgroup.
     pub fn bytes(&self) -> usize {
-        2 * (self.tm() + self.tn()) * (TK + 8) + 4 * 256 * self.subgroups() as usize
+        2 * (self.tm() + self.tn()) * (self.tk() + 8) + 4 * 256 * self.subgroups() as usize
     }
     /// Workgroups the GEMM aims for before it splits K (`kernels::splitk`), fewer than the
     /// Portable GEMM's 1056 for these larger workgroups: half for 4 subgroups (4 per SM of a
@@ -90,9 +114,9 @@ impl MatrixTile {
             _ => 264,
         }
     }
-    /// vec4 chunks of the (x, weight) slice each of `wg` invocations stages per step.
+    /// x vec4s and weight runs of a step each of `wg` invocations stages.
     fn chunks(&self, wg: usize) -> (usize, usize) {
-        ((self.tm() * TK / 4).div_ceil(wg), (self.tn() * TK / 4).div_ceil(wg))
+        ((self.tm() * self.tk() / 4).div_ceil(wg), (self.tn() * self.tk() / RUN).div_ceil(wg))
     }
 }
 
@@ -114,13 +138,14 @@ pub(super) fn gemm_extra(caps: &Caps, v: Variant) -> std::result::Result<(), Str
     }
 }
 
-/// The Matrix pipeline of `format` for `m` input rows on `caps`, or why not: the tile of
-/// [`tile_for`] (or the narrow one where it does not fit) within the adapter's invocation and
-/// workgroup-memory limits.
+/// The Matrix pipeline of `format` for `m` input rows on `caps`, or why not: the first of the
+/// tile of [`tile_for`], that shape with 32-column steps, and the narrow tile with 64- and
+/// 32-column steps that fits the adapter's invocation and workgroup-memory limits.
 pub fn matrix_key(caps: &Caps, format: Fmt, m: usize) -> std::result::Result<MmPipeline, String> {
     let l = &caps.limits;
     let mut why = String::new();
-    for tile in [tile_for(m), MatrixTile::NARROW] {
+    let tile = tile_for(m);
+    for tile in [tile, tile.short(), MatrixTile::NARROW, MatrixTile::NARROW.short()] {
         let sg = match matrix_support_with(caps, tile.subgroups()) {
             Ok(sg) => sg,
             Err(e) => {
@@ -129,7 +154,14 @@ pub fn matrix_key(caps: &Caps, format: Fmt, m: usize) -> std::result::Result<MmP
             }
         };
         if tile.bytes() > l.max_compute_workgroup_storage_size as usize {
-            why = format!("the {}x{} tile needs {} bytes of workgroup memory, the adapter has {}", tile.tm(), tile.tn(), tile.bytes(), l.max_compute_workgroup_storage_size);
+            why = format!(
+                "the {}x{} tile (K step {}) needs {} bytes of workgroup memory, the adapter has {}",
+                tile.tm(),
+                tile.tn(),
+                tile.tk(),
+                tile.bytes(),
+                l.max_compute_workgroup_storage_size
+            );
             continue;
         }
         return Ok(MmPipeline::GemmMatrix { format, sg, tile });
@@ -150,12 +182,38 @@ pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps
     if !named && m < MATRIX_MIN_M {
         return Ok(None);
     }
-    // The tiles load x and the weights by whole vec4s of a row.
-    let key = if k % 4 == 0 { matrix_key(ctx.caps(), format, m) } else { Err(format!("row length k = {k} is not a multiple of 4")) };
+    // The tiles load x and the weights by whole vec4s of a row; a format with the run hook
+    // (blocks of a multiple of 32 weights) by whole runs.
+    let key = if k % 4 != 0 {
+        Err(format!("row length k = {k} is not a multiple of 4"))
+    } else if super::kernel_infos(format.0).runs && k % RUN != 0 {
+        Err(format!("row length k = {k} is not a multiple of {RUN}"))
+    } else {
+        matrix_key(ctx.caps(), format, m)
+    };
     match key {
         Ok(key) => Ok(Some(key)),
         Err(reason) if matches!(policy, VariantPolicy::Require(_)) => Err(Error::Unsupported { kernel: info.name, variant: v, reason }),
         Err(_) => Ok(None),
+    }
+}
+
+/// (steps per split, splits) of a GEMM with `tiles` output tiles over `k` columns in steps of
+/// `tk` (a multiple of 32): the split-K plan over 32-column slices (`kernels::splitk`, so every
+/// split keeps at least as many columns as there), rounded up to whole steps.
+pub(super) fn split_plan(caps: &Caps, tiles: usize, k: usize, tk: usize, target: usize) -> (usize, usize) {
+    let steps = k.div_ceil(tk).max(1);
+    let (slices, _) = crate::kernels::splitk::plan_for(caps, tiles, k.div_ceil(RUN), target);
+    let sps = slices.div_ceil(tk / RUN).clamp(1, steps);
+    (sps, steps.div_ceil(sps))
+}
+
+/// The run wrapper of `format`'s part: its run hook, or runs of `fmt_w4` calls.
+fn run_wgsl(format: Fmt) -> &'static str {
+    if super::kernel_infos(format.0).runs {
+        RUN_FMT_WGSL
+    } else {
+        RUN_W4_WGSL
     }
 }
 
@@ -165,23 +223,59 @@ pub(super) fn matrix_desc(format: Fmt, sg: u32, tile: MatrixTile) -> PipelineDes
     let (cx, cw) = tile.chunks(wg as usize);
     let templates = [("NJ", "{j}", tile.nj as usize), ("MI", "{i}", tile.mi as usize), ("CX", "{x}", cx), ("CW", "{w}", cw)];
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![unrolled(MATRIX_WGSL, &templates), COMMON_WGSL, format.0.wgsl, crate::kernels::splitk::TILE_WGSL]),
+        source: ShaderSource::Wgsl(vec![unrolled(MATRIX_WGSL, &templates), COMMON_WGSL, format.0.wgsl, run_wgsl(format), crate::kernels::splitk::TILE_WGSL]),
         entry: "main",
-        constants: vec![("SG", sg as f64), ("SGM", tile.sgm as f64), ("SGN", tile.sgn as f64), ("MI", tile.mi as f64), ("NJ", tile.nj as f64)],
+        constants: vec![("SG", sg as f64), ("SGM", tile.sgm as f64), ("SGN", tile.sgn as f64), ("MI", tile.mi as f64), ("NJ", tile.nj as f64), ("TK", tile.tk as f64)],
         workgroup_size: [wg, 1, 1],
         params_size: std::mem::size_of::<super::Params>() as u64,
         bindings: super::GEMV_BINDINGS,
     }
 }
 
-/// Matrix pipelines of `format` for the shader checks (nominal adapter: subgroup 32, 48 KiB):
-/// both tiles, and the narrow one at subgroup size 64.
+/// Matrix pipelines of `format` for the shader checks: every tile [`matrix_key`] can pick, at
+/// subgroup sizes 32 and 64.
 #[cfg(feature = "testkit")]
 pub(super) fn sample_pipelines(format: Fmt) -> Vec<MmPipeline> {
-    let caps = Caps::nominal();
-    let mut v: Vec<MmPipeline> = [1, 512].iter().filter_map(|&m| matrix_key(&caps, format, m).ok()).collect();
-    v.push(MmPipeline::GemmMatrix { format, sg: 64, tile: MatrixTile::NARROW });
-    v
+    let tiles = [MatrixTile::NARROW, MatrixTile::WIDE, MatrixTile::NARROW.short(), MatrixTile::WIDE.short()];
+    [32, 64].iter().flat_map(|&sg| tiles.iter().map(move |&tile| MmPipeline::GemmMatrix { format, sg, tile })).collect()
+}
+
+/// The check pipeline of the weight runs (wgsl/mm_run_check.wgsl): every run of a matrix through
+/// the run wrapper the Matrix GEMM of `format` composes, written as the dequantiser writes.
+#[cfg(feature = "testkit")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunCheck(pub Fmt);
+
+#[cfg(feature = "testkit")]
+impl crate::pipeline::PipelineKey for RunCheck {
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        PipelineDesc {
+            source: ShaderSource::Wgsl(vec![COMMON_WGSL, self.0 .0.wgsl, run_wgsl(self.0), include_str!("../../../wgsl/mm_run_check.wgsl")]),
+            entry: "main",
+            constants: vec![],
+            workgroup_size: [64, 1, 1],
+            params_size: std::mem::size_of::<super::Params>() as u64,
+            bindings: super::DEQUANT_BINDINGS,
+        }
+    }
+}
+
+/// Record the run check of `w` into `out` (row-major f32 `[n, k]`, `k % 4 == 0`): the values the
+/// Matrix GEMM stages (before their rounding to f16), which must equal the CPU dequantiser's
+/// bit for bit. Runs on every adapter (no cooperative matrices needed).
+#[cfg(feature = "testkit")]
+pub fn check_runs(b: &mut crate::batch::Batch, w: &super::WeightMatrix, out: &crate::buffer::GpuBuffer<f32>) -> Result<()> {
+    crate::error::ensure(w.k % 4 == 0, || Error::Shape(format!("run check: k = {} is not a multiple of 4", w.k)))?;
+    let total = w.n.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize).ok_or_else(|| Error::Shape(format!("n * k = {} * {} values exceed u32 indices", w.n, w.k)))?;
+    out.require("out", total)?;
+    let ctx = b.context();
+    let key = RunCheck(Fmt(w.format));
+    for c in &w.chunks {
+        let runs = (c.rows as u64) * (w.k as u64).div_ceil(RUN as u64);
+        let grid = ctx.grid(runs.div_ceil(64))?;
+        b.dispatch(&key, &w.params(c), &[c.data.raw(), out.raw()], grid)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -191,19 +285,54 @@ mod tests {
     #[test]
     fn tiles_fit_the_nominal_adapter_and_split_evenly() {
         let caps = Caps::nominal();
-        for tile in [MatrixTile::NARROW, MatrixTile::WIDE] {
+        let all = [MatrixTile::NARROW, MatrixTile::WIDE, MatrixTile::NARROW.short(), MatrixTile::WIDE.short()];
+        assert_eq!(all.map(|t| t.bytes()), [27136, 45056, 16896, 28672]);
+        for tile in all {
             assert!(tile.bytes() <= 48 << 10 && tile.bytes() % 16 == 0);
-            let (cx, cw) = tile.chunks(32 * tile.subgroups() as usize);
-            assert_eq!((cx * 32 * tile.subgroups() as usize, cw * 32 * tile.subgroups() as usize), (tile.tm() * TK / 4, tile.tn() * TK / 4));
+            assert!(tile.tk() % RUN == 0 && tile.tk() % 16 == 0);
+            for sg in [32, 64] {
+                let wg = sg * tile.subgroups() as usize;
+                let (cx, cw) = tile.chunks(wg);
+                // Every x vec4 and every run of a step is staged, by at most one extra round.
+                assert!(cx * wg >= tile.tm() * tile.tk() / 4 && (cx - 1) * wg < tile.tm() * tile.tk() / 4);
+                assert!(cw * wg >= tile.tn() * tile.tk() / RUN && (cw - 1) * wg < tile.tn() * tile.tk() / RUN);
+            }
         }
         let f = Fmt(crate::formats::FORMATS[0]);
         assert!(matches!(matrix_key(&caps, f, 2048), Ok(MmPipeline::GemmMatrix { tile: MatrixTile::WIDE, sg: 32, .. })));
         assert!(matches!(matrix_key(&caps, f, 17), Ok(MmPipeline::GemmMatrix { tile: MatrixTile::NARROW, .. })));
         let mut small = caps.clone();
-        small.limits.max_compute_workgroup_storage_size = 20 << 10;
+        small.limits.max_compute_workgroup_storage_size = 40 << 10;
+        assert!(matches!(matrix_key(&small, f, 2048), Ok(MmPipeline::GemmMatrix { tile, .. }) if tile == MatrixTile::WIDE.short()));
+        small.limits.max_compute_workgroup_storage_size = 27 << 10;
         assert!(matches!(matrix_key(&small, f, 2048), Ok(MmPipeline::GemmMatrix { tile: MatrixTile::NARROW, .. })));
+        small.limits.max_compute_workgroup_storage_size = 20 << 10;
+        assert!(matches!(matrix_key(&small, f, 2048), Ok(MmPipeline::GemmMatrix { tile, .. }) if tile == MatrixTile::NARROW.short()));
         small.limits.max_compute_workgroup_storage_size = 16 << 10;
         assert!(matrix_key(&small, f, 2048).unwrap_err().contains("workgroup memory"));
+    }
+
+    #[test]
+    fn split_plans_cover_k_in_whole_steps() {
+        let caps = Caps::nominal();
+        for tk in [32, 64] {
+            for k in [32, 64, 96, 256, 2560, 2592, 4096, 14336] {
+                for tiles in [1, 2, 32, 128, 2000] {
+                    let (sps, splits) = split_plan(&caps, tiles, k, tk, 528);
+                    let steps = k.div_ceil(tk);
+                    // Every split has at least one step, together exactly the steps of K.
+                    assert!(sps >= 1 && splits >= 1 && (splits - 1) * sps < steps && splits * sps >= steps, "tk {tk} k {k} tiles {tiles}");
+                    // As many columns per split as the 32-column plan keeps.
+                    let (s32, n32) = crate::kernels::splitk::plan_for(&caps, tiles, k.div_ceil(32), 528);
+                    assert!(sps * tk >= s32 * 32 && splits <= n32, "tk {tk} k {k} tiles {tiles}");
+                    if tk == 32 {
+                        assert_eq!((sps, splits), (s32, n32));
+                    }
+                }
+            }
+        }
+        // m = 16 of a 4096 x 4096 matrix: 32 narrow tiles, 16 splits of 4 steps.
+        assert_eq!(split_plan(&caps, 32, 4096, 64, MatrixTile::NARROW.split_target()), (4, 16));
     }
 
     #[test]
@@ -222,7 +351,23 @@ mod tests {
                 assert_eq!(text.matches(&format!("coopStoreT(c{i}_{j}, ")).count(), 1);
             }
         }
-        assert!(text.contains("var wv3 =") && !text.contains("var wv4 =") && text.contains("var xv3 =") && !text.contains("var xv4 ="));
+        // 128 x 64 x values in 256 invocations: 8 vec4s each; 128 rows x 2 runs: one run each.
+        assert!(text.contains("var wv0 =") && !text.contains("var wv1 =") && text.contains("var xv7 =") && !text.contains("var xv8 ="));
         assert_eq!(d.workgroup_size, [256, 1, 1]);
+        assert!(d.constants.contains(&("TK", 64.0)));
+    }
+
+    #[test]
+    fn run_wrapper_follows_the_part() {
+        for f in crate::formats::FORMATS {
+            let runs = super::super::kernel_infos(f).runs;
+            let d = matrix_desc(Fmt(f), 32, MatrixTile::NARROW);
+            let ShaderSource::Wgsl(parts) = &d.source else { panic!("not WGSL") };
+            assert!(parts.contains(&if runs { RUN_FMT_WGSL } else { RUN_W4_WGSL }), "{}", f.name);
+            // A run never straddles a block, so every k of a format with the hook is whole runs.
+            assert!(!runs || f.block_weights % RUN == 0, "{}: blocks of {} weights", f.name, f.block_weights);
+        }
+        let with: Vec<&str> = crate::formats::FORMATS.iter().filter(|f| super::super::kernel_infos(f).runs).map(|f| f.name).collect();
+        assert!(["q4_k", "q6_k", "q8_0", "q4_0"].iter().all(|n| with.iter().any(|w| w.eq_ignore_ascii_case(n))), "{with:?}");
     }
 }

@@ -55,6 +55,10 @@ pub struct FormatKernels {
     pub dequant: KernelInfo,
     /// Whether the format's WGSL part defines the integer dot ([`has_integer_dot`]).
     pub integer_dot: bool,
+    /// Whether the format's WGSL part defines the run hook of the Matrix GEMM's weight staging
+    /// (`fmt_run_load` / `fmt_run`, contract in [`crate::formats`]); without it the GEMM stages
+    /// runs through `fmt_w4`.
+    pub runs: bool,
 }
 
 /// The [`KernelInfo`]s of `f` (built once per process).
@@ -75,6 +79,7 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
                 gemm: KernelInfo { name: name("gemm", f), variants: if f.native_gemm.is_some() { GEMM_NATIVE } else { GEMM_VARIANTS }, extra: Some(matrix::gemm_extra) },
                 dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
                 integer_dot: f.wgsl.contains("fn fmt_qdot("),
+                runs: f.wgsl.contains("fn fmt_run_load("),
             })
             .collect()
     });
@@ -574,17 +579,18 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     x.require("x", mk)?;
     y.require("y", mn)?;
     ctx.with_native_fallback(&kernel_infos(w.format).gemm, |variant| {
-        // Native and Portable share the plan (32 x 64 tiles, the Portable split-K target).
-        let (key, tm, tn, target) = match gemm_key(ctx, w.format, variant, m, w.k)? {
-            Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.split_target()),
-            Some(key @ MmPipeline::GemmNative { .. }) => (key, 32, 64, super::splitk::TARGET),
-            _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, super::splitk::TARGET),
+        // Native and Portable share the plan (32 x 64 tiles, 32-column steps, the Portable
+        // split-K target).
+        let (key, tm, tn, tk, target) = match gemm_key(ctx, w.format, variant, m, w.k)? {
+            Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.tk(), tile.split_target()),
+            Some(key @ MmPipeline::GemmNative { .. }) => (key, 32, 64, 32, super::splitk::TARGET),
+            _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, 32, super::splitk::TARGET),
         };
-        let steps = w.k.div_ceil(32);
+        let steps = w.k.div_ceil(tk);
         for c in &w.chunks {
             let tiles_n = c.rows.div_ceil(tn);
             let tiles = m.div_ceil(tm) * tiles_n;
-            let (mut sps, mut splits) = if w.chunks.len() == 1 { super::splitk::plan_for(ctx.caps(), tiles, steps, target) } else { (steps, 1) };
+            let (mut sps, mut splits) = if w.chunks.len() == 1 { matrix::split_plan(ctx.caps(), tiles, w.k, tk, target) } else { (steps, 1) };
             // The kernels index the split partials in u32.
             if splits.checked_mul(mn).is_none_or(|v| v > u32::MAX as usize) {
                 (sps, splits) = (steps, 1);
