@@ -253,8 +253,8 @@ impl Kernel for MmKernel {
     }
 
     /// GEMVs: every n of NS x every test k, plus a 3-chunk matrix of 67 rows and 2049 rows of
-    /// the smallest k. GEMM: odd m and
-    /// n over the test ks, plus a chunked one. Dequantise: four shapes and a chunked one.
+    /// the smallest k. GEMM: odd m and n over the test ks, a chunked one, m = 1, and a k that
+    /// ends inside a K step. Dequantise: four shapes and a chunked one.
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
         let ks = test_ks(self.format, self.op == Op::GemvQ8);
         let mut v = Vec::new();
@@ -276,6 +276,14 @@ impl Kernel for MmKernel {
                     v.push(self.case(m, n, ks[i % ks.len()], 1));
                 }
                 v.push(self.case(5, 67, ks[1], 3));
+                // One input row (the Matrix GEMM runs from m = 1 when required), and a row length
+                // of whole vec4s that ends inside a 64-column step: for 32-weight blocks 81 slices
+                // of 32, split into 9 splits of 5 steps of 64 (the last one step, half of it past
+                // k); for the float formats 324 columns, a run cut by the row's end.
+                let q = k_quantum(self.format, false);
+                let q4 = q / gcd(q, 4) * 4;
+                v.push(self.case(1, 20, ks[ks.len() - 1], 1));
+                v.push(self.case(40, 70, q4 * if q4 >= 256 { 9 } else { 81 }, 1));
             }
             Op::Dequant => {
                 for (i, n) in [1, 3, 33, 31].into_iter().enumerate() {
