@@ -47,3 +47,20 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let q = fmt_s4x8(wq[base + b][j / 2u]);
     return d * select(q[0], q[1], (j & 1u) == 1u);
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = block
+// run = item run; the arithmetic of fmt_w4.
+alias FmtRun = FmtRow;
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRow {
+    return fmt_load(base, run);
+}
+
+fn fmt_run(r: FmtRow) -> array<vec4<f32>, 8> {
+    let d = bitcast<f32>(r.d);
+    let a = fmt_s4x8(r.q.x);
+    let b = fmt_s4x8(r.q.y);
+    let c = fmt_s4x8(r.q.z);
+    let e = fmt_s4x8(r.q.w);
+    return array<vec4<f32>, 8>(d * a[0], d * a[1], d * b[0], d * b[1], d * c[0], d * c[1], d * e[0], d * e[1]);
+}

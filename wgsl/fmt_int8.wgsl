@@ -33,3 +33,22 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let d = bitcast<f32>(wq[base + p.k4 / 4u + b / 4u][b % 4u]);
     return d * mm_i8x4(wq[base + c4 / 4u][c4 % 4u]);
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = block run
+// = items 2 run and 2 run + 1; the arithmetic of fmt_w4.
+struct FmtRun {
+    q0: vec4<u32>,
+    q1: vec4<u32>,
+    d: u32,  // the block's scale (f32 bits)
+}
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRun {
+    return FmtRun(wq[base + 2u * run], wq[base + 2u * run + 1u], wq[base + p.k4 / 4u + run / 4u][run % 4u]);
+}
+
+fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8> {
+    let d = bitcast<f32>(r.d);
+    return array<vec4<f32>, 8>(
+        d * mm_i8x4(r.q0.x), d * mm_i8x4(r.q0.y), d * mm_i8x4(r.q0.z), d * mm_i8x4(r.q0.w),
+        d * mm_i8x4(r.q1.x), d * mm_i8x4(r.q1.y), d * mm_i8x4(r.q1.z), d * mm_i8x4(r.q1.w));
+}

@@ -45,3 +45,20 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let dm = mm_f16x2(wq[base + p.k4 / 8u + b / 4u][b % 4u]);
     return fma(fmt_q4(wq[base + b][j % 4u], 4u * (j / 4u)), vec4<f32>(dm.x), vec4<f32>(dm.y));
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = block
+// run = item run; the arithmetic of fmt_w4 with the head decoded once.
+alias FmtRun = FmtRow;
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRow {
+    return fmt_load(base, run);
+}
+
+fn fmt_run(r: FmtRow) -> array<vec4<f32>, 8> {
+    let dm = mm_f16x2(r.h);
+    let d = vec4<f32>(dm.x);
+    let m = vec4<f32>(dm.y);
+    return array<vec4<f32>, 8>(
+        fma(fmt_q4(r.q.x, 0u), d, m), fma(fmt_q4(r.q.y, 0u), d, m), fma(fmt_q4(r.q.z, 0u), d, m), fma(fmt_q4(r.q.w, 0u), d, m),
+        fma(fmt_q4(r.q.x, 4u), d, m), fma(fmt_q4(r.q.y, 4u), d, m), fma(fmt_q4(r.q.z, 4u), d, m), fma(fmt_q4(r.q.w, 4u), d, m));
+}

@@ -45,3 +45,19 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let hw = select(h.xy, h.zw, (b & 1u) != 0u);
     return mm_f16x2(hw.y).x * fmt_q5(wq[base + b], hw.x, c4 % 8u);
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = block
+// run = item run; the arithmetic of fmt_w4 with the head decoded once.
+alias FmtRun = FmtRow;
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRow {
+    return fmt_load(base, run);
+}
+
+fn fmt_run(r: FmtRow) -> array<vec4<f32>, 8> {
+    let d = mm_f16x2(r.h.y).x;
+    let qh = r.h.x;
+    return array<vec4<f32>, 8>(
+        d * fmt_q5(r.q, qh, 0u), d * fmt_q5(r.q, qh, 1u), d * fmt_q5(r.q, qh, 2u), d * fmt_q5(r.q, qh, 3u),
+        d * fmt_q5(r.q, qh, 4u), d * fmt_q5(r.q, qh, 5u), d * fmt_q5(r.q, qh, 6u), d * fmt_q5(r.q, qh, 7u));
+}

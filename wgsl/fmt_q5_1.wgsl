@@ -52,3 +52,21 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let dm = mm_f16x2(hw.y);
     return fma(fmt_q5(wq[base + b], hw.x, c4 % 8u), vec4<f32>(dm.x), vec4<f32>(dm.y));
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = block
+// run = item run; the arithmetic of fmt_w4 with the head decoded once.
+alias FmtRun = FmtRow;
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRow {
+    return fmt_load(base, run);
+}
+
+fn fmt_run(r: FmtRow) -> array<vec4<f32>, 8> {
+    let dm = mm_f16x2(r.h.y);
+    let d = vec4<f32>(dm.x);
+    let m = vec4<f32>(dm.y);
+    let qh = r.h.x;
+    return array<vec4<f32>, 8>(
+        fma(fmt_q5(r.q, qh, 0u), d, m), fma(fmt_q5(r.q, qh, 1u), d, m), fma(fmt_q5(r.q, qh, 2u), d, m), fma(fmt_q5(r.q, qh, 3u), d, m),
+        fma(fmt_q5(r.q, qh, 4u), d, m), fma(fmt_q5(r.q, qh, 5u), d, m), fma(fmt_q5(r.q, qh, 6u), d, m), fma(fmt_q5(r.q, qh, 7u), d, m));
+}

@@ -116,3 +116,49 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let hw = wq[bb + 9u + u / 2u][2u * (u & 1u) + wi / 4u];
     return fma(fmt_q5(nw, hw, j), vec4<f32>(dd.x * sc), vec4<f32>(-(dd.y * m)));
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = sub-block
+// j = run % 8 of block run / 8: the head, component j / 2 of the eight nibble vec4s (nibble
+// j % 2) and both qh vec4s (qh word wi holds bit j of positions 4wi .. 4wi + 3).
+struct FmtRun {
+    hd: vec4<u32>,
+    qa: vec4<u32>,  // nibble words of positions 0 .. 15 (vec4s 1 .. 4)
+    qb: vec4<u32>,  // positions 16 .. 31 (vec4s 5 .. 8)
+    h9: vec4<u32>,  // qh words 0, 4, 1, 5
+    h10: vec4<u32>, // qh words 2, 6, 3, 7
+    j: u32,
+}
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRun {
+    let bb = base + 11u * (run / 8u);
+    let j = run % 8u;
+    let c = j / 2u;
+    let qa = vec4<u32>(wq[bb + 1u][c], wq[bb + 2u][c], wq[bb + 3u][c], wq[bb + 4u][c]);
+    let qb = vec4<u32>(wq[bb + 5u][c], wq[bb + 6u][c], wq[bb + 7u][c], wq[bb + 8u][c]);
+    return FmtRun(wq[bb], qa, qb, wq[bb + 9u], wq[bb + 10u], j);
+}
+
+// The run's weights, the arithmetic of fmt_w4 (sub-block j's scale and min decoded once).
+fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8> {
+    let dd = mm_f16x2(r.hd.x);
+    let sh = 8u * (r.j & 3u);
+    let a = (r.hd.y >> sh) & 0xffu;  // s[j % 4]
+    let b = (r.hd.z >> sh) & 0xffu;  // s[j % 4 + 4]
+    let c = (r.hd.w >> sh) & 0xffu;  // s[j % 4 + 8]
+    var sc = a & 63u;
+    var m = b & 63u;
+    if (r.j >= 4u) {
+        sc = (c & 15u) | ((a >> 6u) << 4u);
+        m = (c >> 4u) | ((b >> 6u) << 4u);
+    }
+    let f = vec4<f32>(dd.x * f32(sc));
+    let o = vec4<f32>(-(dd.y * f32(m)));
+    let ha = vec4<u32>(r.h9.x, r.h9.z, r.h10.x, r.h10.z);  // qh words 0 .. 3
+    let hb = vec4<u32>(r.h9.y, r.h9.w, r.h10.y, r.h10.w);  // qh words 4 .. 7
+    let j = r.j;
+    return array<vec4<f32>, 8>(
+        fma(fmt_q5(r.qa.x, ha.x, j), f, o), fma(fmt_q5(r.qa.y, ha.y, j), f, o),
+        fma(fmt_q5(r.qa.z, ha.z, j), f, o), fma(fmt_q5(r.qa.w, ha.w, j), f, o),
+        fma(fmt_q5(r.qb.x, hb.x, j), f, o), fma(fmt_q5(r.qb.y, hb.y, j), f, o),
+        fma(fmt_q5(r.qb.z, hb.z, j), f, o), fma(fmt_q5(r.qb.w, hb.w, j), f, o));
+}

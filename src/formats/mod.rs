@@ -82,16 +82,17 @@
 //! device has integer dot products). Parts without `fmt_qdot` run their f32 dot on dequantised
 //! int8 activations instead.
 //!
-//! Optionally, for the Matrix GEMM's weight staging (Q4_K, Q6_K, Q8_0 and Q4_0 define it), the
-//! *run hook*: a `struct FmtRun` (or an alias), `fn fmt_run_load(base: u32, run: u32) -> FmtRun`
-//! (loads only: the GEMM issues them one K step ahead and keeps the result in registers) and
-//! `fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8>`: the 32 weights of columns `32 run .. 32 run +
-//! 31` of the row at `base`, vec4 `t` = columns `32 run + 4t ..`, **bit-exact** with `fmt_w4`
-//! (decode the block's scales once per run, not once per vec4). Only formats whose blocks are a
-//! multiple of 32 weights may define it (so `k % 32 == 0` and a run never leaves its block); it
-//! is called only for `run < k / 32`. Parts without it are staged through eight `fmt_w4` calls
-//! per run (wgsl/mm_run_w4.wgsl). Whether a part has the hook is read from its text once
-//! (`FormatKernels::runs`); a test compares every run with the CPU dequantiser on any adapter.
+//! Optionally, for the Matrix GEMM's weight staging (every quantised format but Q2_K and Q3_K
+//! defines it), the *run hook*: a `struct FmtRun` (or an alias),
+//! `fn fmt_run_load(base: u32, run: u32) -> FmtRun` (loads only: the GEMM issues them one K step
+//! ahead and keeps the result in registers) and `fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8>`:
+//! the 32 weights of columns `32 run .. 32 run + 31` of the row at `base`, vec4 `t` = columns
+//! `32 run + 4t ..`, **bit-exact** with `fmt_w4` (decoding the block's scales once per run, not
+//! once per vec4). Only formats whose blocks are a multiple of 32 weights may define it (so
+//! `k % 32 == 0` and a run never leaves its block); it is called only for `run < k / 32`. Parts
+//! without it are staged through eight `fmt_w4` calls per run (wgsl/mm_run_w4.wgsl). Whether a
+//! part has the hook is read from its text once (`FormatKernels::runs`); a test compares every
+//! run with the CPU dequantiser on any adapter.
 //!
 //! ## Native (MSL) GEMM
 //!
