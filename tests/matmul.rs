@@ -440,3 +440,94 @@ fn matrix_weight_runs_match_the_dequantiser() {
         }
     }
 }
+
+/// The Matrix GEMM's staging, run anywhere with f16 (its cooperative-matrix products cannot run
+/// here): for every format and every tile the GEMM can pick (K steps of 64 and 32 columns,
+/// subgroup sizes 32 and 64), the x and weight slices it stages for every step of every tile
+/// equal x and the CPU-dequantised weights rounded to f16, with zeros past m, n and k. Shapes:
+/// 40 rows of x (a partial narrow tile), 130 weight rows (a second tile of 2 rows), row lengths
+/// whose last step is partial (a cut run for the float formats).
+#[test]
+fn matrix_staging_matches_the_inputs() {
+    use half::f16;
+    use matmul::matrix::MatrixTile;
+    let ctx = common::context();
+    if !ctx.caps().shader_f16 {
+        println!("UNSUPPORTED: the adapter lacks SHADER_F16");
+        return;
+    }
+    let mut r = rng();
+    let mut srng = Rng::new(r.u64(..));
+    let max_wg = ctx.caps().limits.max_compute_invocations_per_workgroup;
+    let (m, n) = (40, 130);
+    let mut checked = 0;
+    for f in FORMATS {
+        let q = f.block_weights.max(4) / 4 * 4;
+        let k = q * if q >= 256 { 9 } else { 81 };
+        // Weights within f16's range (blocks redrawn until they are), as the Matrix GEMM takes them.
+        let mut bytes = (f.random_blocks)(&mut r, n * k / f.block_weights);
+        let mut blk = vec![0f32; f.block_weights];
+        for b in bytes.chunks_exact_mut(f.block_bytes) {
+            for _ in 0..1000 {
+                formats::dequantize_format(f, b, &mut blk).unwrap();
+                if blk.iter().all(|v| v.abs() <= 65504.0) {
+                    break;
+                }
+                b.copy_from_slice(&(f.random_blocks)(&mut r, 1));
+            }
+        }
+        let mut wv = vec![0f32; n * k];
+        formats::dequantize_format(f, &bytes, &mut wv).unwrap();
+        let w = WeightMatrix::upload_format(&ctx, f, n, k, &bytes).unwrap();
+        let xs = srng.uniform_vec(m * k, -2.0, 2.0);
+        let x = ctx.upload(&xs).unwrap();
+        let h = |v: f32| f16::from_f32(v).to_f32();
+        for (sg, tile) in
+            [(32, MatrixTile::NARROW), (32, MatrixTile::WIDE), (32, MatrixTile::NARROW.short()), (32, MatrixTile::WIDE.short()), (64, MatrixTile::NARROW), (64, MatrixTile::WIDE)]
+        {
+            if sg * tile.subgroups() > max_wg {
+                continue;
+            }
+            let (tm, tn, tk) = (tile.tm(), tile.tn(), tile.tk());
+            let tiles_n = n.div_ceil(tn);
+            let len = m.div_ceil(tm) * tiles_n * k.div_ceil(tk) * (tm + tn) * tk;
+            let out = ctx.upload(&vec![f32::NAN; len]).unwrap();
+            let mut b = ctx.batch();
+            let (tiles, steps) = matmul::matrix::check_stage(&mut b, &w, &x, m, &out, sg, tile).unwrap();
+            b.run().unwrap();
+            let got = ctx.read(&out).unwrap();
+            for s in 0..steps {
+                for t in 0..tiles {
+                    let (m0, n0) = ((t / tiles_n) * tm, (t % tiles_n) * tn);
+                    let blk = &got[(s * tiles + t) * (tm + tn) * tk..][..(tm + tn) * tk];
+                    for (row, vals) in blk.chunks_exact(tk).enumerate() {
+                        for (c, &g) in vals.iter().enumerate() {
+                            let col = s * tk + c;
+                            let want = if row < tm {
+                                if m0 + row < m && col < k {
+                                    h(xs[(m0 + row) * k + col])
+                                } else {
+                                    0.0
+                                }
+                            } else if n0 + row - tm < n && col < k {
+                                h(wv[(n0 + row - tm) * k + col])
+                            } else {
+                                0.0
+                            };
+                            assert!(
+                                g.to_bits() == want.to_bits(),
+                                "{} sg {sg} {tile:?}: step {s} tile {t} {} row {} col {col}: {g} vs {want}",
+                                f.name,
+                                if row < tm { "x" } else { "w" },
+                                if row < tm { row } else { row - tm }
+                            );
+                        }
+                    }
+                }
+            }
+            checked += 1;
+        }
+    }
+    println!("staging checked for {checked} (format, tile) pipelines");
+    assert!(checked >= FORMATS.len() * 4);
+}

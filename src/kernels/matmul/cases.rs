@@ -338,6 +338,10 @@ impl Kernel for MmKernel {
                 }
                 let mut v = describe_all(keys);
                 v.extend(describe_all([matrix::RunCheck(format)]));
+                v.extend(describe_all(matrix::sample_pipelines(format).into_iter().filter_map(|k| match k {
+                    MmPipeline::GemmMatrix { format, sg, tile } => Some(matrix::StageCheck { format, sg, tile }),
+                    _ => None,
+                })));
                 v
             }
             Op::Dequant => describe_all([MmPipeline::Dequant { format }]),

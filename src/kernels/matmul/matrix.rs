@@ -52,6 +52,7 @@ use crate::kernels::attention::{prefill_matrix::matrix_support_with, unrolled};
 use crate::pipeline::{PipelineDesc, ShaderSource};
 
 const MATRIX_WGSL: &str = include_str!("../../../wgsl/mm_gemm_matrix.wgsl");
+const STAGE_WGSL: &str = include_str!("../../../wgsl/mm_gemm_stage.wgsl");
 const RUN_FMT_WGSL: &str = include_str!("../../../wgsl/mm_run_fmt.wgsl");
 const RUN_W4_WGSL: &str = include_str!("../../../wgsl/mm_run_w4.wgsl");
 
@@ -224,7 +225,7 @@ pub(super) fn matrix_desc(format: Fmt, sg: u32, tile: MatrixTile) -> PipelineDes
     let (cx, cw) = tile.chunks(wg as usize);
     let templates = [("NJ", "{j}", tile.nj as usize), ("MI", "{i}", tile.mi as usize), ("CX", "{x}", cx), ("CW", "{w}", cw)];
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![unrolled(MATRIX_WGSL, &templates), COMMON_WGSL, format.0.wgsl, run_wgsl(format), crate::kernels::splitk::TILE_WGSL]),
+        source: ShaderSource::Wgsl(vec![unrolled(MATRIX_WGSL, &templates), STAGE_WGSL, COMMON_WGSL, format.0.wgsl, run_wgsl(format), crate::kernels::splitk::TILE_WGSL]),
         entry: "main",
         constants: vec![("SG", sg as f64), ("SGM", tile.sgm as f64), ("SGN", tile.sgn as f64), ("MI", tile.mi as f64), ("NJ", tile.nj as f64), ("TK", tile.tk as f64)],
         workgroup_size: [wg, 1, 1],
@@ -259,6 +260,72 @@ impl crate::pipeline::PipelineKey for RunCheck {
             bindings: super::DEQUANT_BINDINGS,
         }
     }
+}
+
+/// The check pipeline of the Matrix GEMM's staging (wgsl/mm_gemm_stage_check.wgsl): the staging
+/// functions of the GEMM pipeline `(format, sg, tile)`, run for every (tile, step), the staged
+/// slices copied out. Needs f16 only.
+#[cfg(feature = "testkit")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StageCheck {
+    pub format: Fmt,
+    pub sg: u32,
+    pub tile: MatrixTile,
+}
+
+#[cfg(feature = "testkit")]
+impl crate::pipeline::PipelineKey for StageCheck {
+    fn describe(&self, _caps: &Caps) -> PipelineDesc {
+        let (tile, sg) = (self.tile, self.sg);
+        let wg = tile.subgroups() * sg;
+        let (cx, cw) = tile.chunks(wg as usize);
+        const BINDINGS: &[crate::pipeline::StorageBinding] = &[
+            crate::pipeline::StorageBinding::read("wq", "vec4<u32>"),
+            crate::pipeline::StorageBinding::read("x", "vec4<f32>"),
+            crate::pipeline::StorageBinding::write("out", "vec4<f32>"),
+        ];
+        let constants = [("SG", sg), ("SGM", tile.sgm), ("SGN", tile.sgn), ("MI", tile.mi), ("NJ", tile.nj), ("TK", tile.tk), ("CX", cx as u32), ("CW", cw as u32)];
+        PipelineDesc {
+            source: ShaderSource::Wgsl(vec![include_str!("../../../wgsl/mm_gemm_stage_check.wgsl"), STAGE_WGSL, COMMON_WGSL, self.format.0.wgsl, run_wgsl(self.format)]),
+            entry: "main",
+            constants: constants.iter().map(|&(n, v)| (n, v as f64)).collect(),
+            workgroup_size: [wg, 1, 1],
+            params_size: std::mem::size_of::<super::Params>() as u64,
+            bindings: BINDINGS,
+        }
+    }
+}
+
+/// Record the staging check of the Matrix GEMM pipeline `(w's format, sg, tile)` for `m` rows of
+/// `x` (row-major `[m, k]`, `k % 4 == 0`, one chunk): returns (tiles, steps); `out` receives, for
+/// step `s` and tile `t` (the GEMM's tile order), block `s * tiles + t` of `(tm + tn) * tk`
+/// values: the staged x rows, then the staged weight rows, `tk` columns each (f16 values as f32).
+#[cfg(feature = "testkit")]
+pub fn check_stage(
+    b: &mut crate::batch::Batch,
+    w: &super::WeightMatrix,
+    x: &crate::buffer::GpuBuffer<f32>,
+    m: usize,
+    out: &crate::buffer::GpuBuffer<f32>,
+    sg: u32,
+    tile: MatrixTile,
+) -> Result<(usize, usize)> {
+    crate::error::ensure(w.k % 4 == 0 && w.chunks.len() == 1 && m > 0, || {
+        Error::Shape(format!("stage check: k = {} (needs a multiple of 4), {} chunks (needs 1), m = {m}", w.k, w.chunks.len()))
+    })?;
+    let c = &w.chunks[0];
+    let tiles_n = c.rows.div_ceil(tile.tn());
+    let tiles = m.div_ceil(tile.tm()) * tiles_n;
+    let steps = w.k.div_ceil(tile.tk());
+    let len = [tiles, steps, tile.tm() + tile.tn(), tile.tk()].iter().try_fold(1usize, |a, &v| a.checked_mul(v)).filter(|&v| v <= u32::MAX as usize);
+    let len = len.ok_or_else(|| Error::Shape("stage check output exceeds u32 indices".into()))?;
+    x.require("x", m * w.k)?;
+    out.require("out", len)?;
+    let (gx, gy) = (u32::try_from(tiles), u32::try_from(steps));
+    let grid = [gx.map_err(|_| Error::Shape("too many tiles".into()))?, gy.map_err(|_| Error::Shape("too many steps".into()))?, 1];
+    let params = super::Params { m: m as u32, tiles_n: tiles_n as u32, ..w.params(c) };
+    b.dispatch(&StageCheck { format: Fmt(w.format), sg, tile }, &params, &[c.data.raw(), x.raw(), out.raw()], grid)?;
+    Ok((tiles, steps))
 }
 
 /// Record the run check of `w` into `out` (row-major f32 `[n, k]`, `k % 4 == 0`): the values the
