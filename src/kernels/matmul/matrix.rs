@@ -24,7 +24,7 @@
 //! invocations, before anything is recorded.
 //!
 //! **Split-K.** Where the output tiles are too few for the GPU, K is split in whole steps
-//! ([`split_plan`]: the Portable GEMM's plan over 32-column slices, rounded up to whole steps).
+//! (`split_plan`: the Portable GEMM's plan over 32-column slices, rounded up to whole steps).
 //!
 //! **Numerics.** Each weight (exactly dequantised) and each activation is rounded to f16 (round
 //! to nearest), each product is exact in f32 and sums are f32: per output,
@@ -34,7 +34,10 @@
 //! rounding: use [`Variant::Portable`] (`VariantPolicy::Require`) for such matrices.
 //!
 //! **Testing.** lavapipe has no cooperative matrices: there the variant is reported unsupported
-//! and every forced call is an [`crate::Error::Unsupported`]. On a GPU that has them,
+//! and every forced call is an [`crate::Error::Unsupported`]. What runs without them is checked
+//! everywhere: every run the staging decodes equals the CPU dequantiser bit for bit
+//! (`check_runs`), and the slices every tile and K step stage equal x and the weights rounded
+//! to f16 (`check_stage`; tests/matmul.rs). On a GPU that has them,
 //! `cargo test --release --test matmul -- --nocapture matrix` runs it over every format's GEMM
 //! grid (also part of `WGKERNELS_KERNEL=mm_gemm cargo test --release --test harness`), and
 //! `cargo bench --bench kernels -- --filter mm_gemm_` times it beside the Portable GEMM.
