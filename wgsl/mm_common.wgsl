@@ -12,7 +12,7 @@ struct Params {
     m: u32,          // GEMM: input rows
     ldy: u32,        // GEMM: output row stride (the matrix's n)
     tiles_n: u32,    // GEMM: 64-row tiles of this chunk
-    sps: u32,        // GEMM: K steps per split (32 columns; Matrix: TK)
+    sps: u32,        // GEMM: 32-column slices per split
     splits: u32,     // GEMM: K splits
     _p: u32,
 }

@@ -62,7 +62,9 @@ const RUN_W4_WGSL: &str = include_str!("../../../wgsl/mm_run_w4.wgsl");
 /// Fewest input rows at which `Auto` picks the Matrix GEMM over the Portable one. Measured on an
 /// H100 (Vulkan, n = k = 4096): at m = 16 the two are within 5% for Q4_K and Q6_K and Matrix is
 /// 20% slower for Q8_0; at m = 128 Matrix is 2.2-2.7x faster for all three, and 2.9-3.6x at 512
-/// and 2048. The crossover lies between; 32 is the first tile-sized step past 16.
+/// and 2048. The crossover lies between; 32 is the first tile-sized step past 16. Those numbers
+/// are of the earlier staging (one `fmt_w4` call per 4 weights, 32-column steps); the run staging
+/// has not been measured yet, so the crossover may now lie lower.
 pub const MATRIX_MIN_M: usize = 32;
 
 /// Weights per run (wgsl/mm_run_fmt.wgsl): a K step is a whole number of runs.
