@@ -28,9 +28,9 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemm_q4_k: twin fnv1a64 ec11d179d3e55074
-//   mm_gemm_q6_k: twin fnv1a64 3d1388bf4324ad2e
-//   mm_gemm_q8_0: twin fnv1a64 ced6cabdbc998de8
+//   mm_gemm_q4_k: twin fnv1a64 f77dce44337c99cd
+//   mm_gemm_q6_k: twin fnv1a64 7906ed559718712e
+//   mm_gemm_q8_0: twin fnv1a64 ac8cb831e9a87a93
 
 #include <metal_stdlib>
 using namespace metal;
