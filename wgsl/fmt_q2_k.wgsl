@@ -83,3 +83,48 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let dm = mm_f16x2(wq[base + 5u * fmt_nb() + blk / 4u][blk % 4u]);
     return fma(fmt_q2(q, s), vec4<f32>(dm.x * f32(sm & 15u)), vec4<f32>(-(dm.y * f32(sm >> 4u))));
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = quarter
+// (h, s) = ((run % 8) / 4, run % 4) of block run / 8, positions 4u .. 4u + 3 for u = 0 .. 7:
+// qs word 8h + u (component 2 (u % 2) + h of vec4 1 + u / 2), scale bytes 8h + 2s (u < 4) and
+// 8h + 2s + 1 (u >= 4), both in word 2h + s / 2.
+struct FmtRun {
+    q0: vec4<u32>,  // qs words of u = 0 .. 3
+    q1: vec4<u32>,  // u = 4 .. 7
+    sw: u32,        // the scale word
+    dm: u32,        // d | dmin << 16
+    s: u32,
+}
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRun {
+    let blk = run / 8u;
+    let h = (run % 8u) / 4u;
+    let s = run % 4u;
+    let bb = base + 5u * blk;
+    let a = wq[bb + 1u];
+    let b = wq[bb + 2u];
+    let c = wq[bb + 3u];
+    let e = wq[bb + 4u];
+    let q0 = select(vec4<u32>(a.x, a.z, b.x, b.z), vec4<u32>(a.y, a.w, b.y, b.w), h == 1u);
+    let q1 = select(vec4<u32>(c.x, c.z, e.x, e.z), vec4<u32>(c.y, c.w, e.y, e.w), h == 1u);
+    let dm = wq[base + 5u * fmt_nb() + blk / 4u][blk % 4u];
+    return FmtRun(q0, q1, wq[bb][2u * h + s / 2u], dm, s);
+}
+
+// The run's weights, the arithmetic of fmt_w4 (d, dmin and the two scale bytes decoded once).
+fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8> {
+    let dm = mm_f16x2(r.dm);
+    let sh = 16u * (r.s & 1u);
+    let a = (r.sw >> sh) & 0xffu;         // u < 4
+    let b = (r.sw >> (sh + 8u)) & 0xffu;  // u >= 4
+    let fa = vec4<f32>(dm.x * f32(a & 15u));
+    let oa = vec4<f32>(-(dm.y * f32(a >> 4u)));
+    let fb = vec4<f32>(dm.x * f32(b & 15u));
+    let ob = vec4<f32>(-(dm.y * f32(b >> 4u)));
+    let s = r.s;
+    return array<vec4<f32>, 8>(
+        fma(fmt_q2(r.q0.x, s), fa, oa), fma(fmt_q2(r.q0.y, s), fa, oa),
+        fma(fmt_q2(r.q0.z, s), fa, oa), fma(fmt_q2(r.q0.w, s), fa, oa),
+        fma(fmt_q2(r.q1.x, s), fb, ob), fma(fmt_q2(r.q1.y, s), fb, ob),
+        fma(fmt_q2(r.q1.z, s), fb, ob), fma(fmt_q2(r.q1.w, s), fb, ob));
+}

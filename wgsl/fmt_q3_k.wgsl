@@ -73,3 +73,43 @@ fn fmt_w4(base: u32, c4: u32) -> vec4<f32> {
     let sc = fmt_scales4(hd, sb / 4u)[sb % 4u];
     return vec4<f32>(mm_f16x2(hd.w).x * sc) * fmt_q3(q, hm, h, s);
 }
+
+// Run (the Matrix GEMM's weight staging; contract: src/formats/mod.rs): 32 columns = quarter
+// (h, s) = ((run % 8) / 4, run % 4) of block run / 8, positions 4u .. 4u + 3 for u = 0 .. 7:
+// qs word 8h + u (component 2 (u % 2) + h of vec4 1 + u / 2), hmask word u (vec4s 5, 6),
+// sub-blocks 8h + 2s (u < 4) and 8h + 2s + 1 (u >= 4), both in scale group 2h + s / 2.
+struct FmtRun {
+    hd: vec4<u32>,  // scale words 0..2, d
+    q0: vec4<u32>,  // qs words of u = 0 .. 3
+    q1: vec4<u32>,  // u = 4 .. 7
+    m0: vec4<u32>,  // hmask words 0 .. 3
+    m1: vec4<u32>,  // hmask words 4 .. 7
+    hs: u32,        // h << 2 | s
+}
+
+fn fmt_run_load(base: u32, run: u32) -> FmtRun {
+    let h = (run % 8u) / 4u;
+    let bb = base + 7u * (run / 8u);
+    let a = wq[bb + 1u];
+    let b = wq[bb + 2u];
+    let c = wq[bb + 3u];
+    let e = wq[bb + 4u];
+    let q0 = select(vec4<u32>(a.x, a.z, b.x, b.z), vec4<u32>(a.y, a.w, b.y, b.w), h == 1u);
+    let q1 = select(vec4<u32>(c.x, c.z, e.x, e.z), vec4<u32>(c.y, c.w, e.y, e.w), h == 1u);
+    return FmtRun(wq[bb], q0, q1, wq[bb + 5u], wq[bb + 6u], run % 8u);
+}
+
+// The run's weights, the arithmetic of fmt_w4 (d and the two scales decoded once).
+fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8> {
+    let h = r.hs >> 2u;
+    let s = r.hs & 3u;
+    let g = fmt_scales4(r.hd, 2u * h + s / 2u);
+    let d = mm_f16x2(r.hd.w).x;
+    let fa = vec4<f32>(d * g[2u * (s & 1u)]);
+    let fb = vec4<f32>(d * g[2u * (s & 1u) + 1u]);
+    return array<vec4<f32>, 8>(
+        fa * fmt_q3(r.q0.x, r.m0.x, h, s), fa * fmt_q3(r.q0.y, r.m0.y, h, s),
+        fa * fmt_q3(r.q0.z, r.m0.z, h, s), fa * fmt_q3(r.q0.w, r.m0.w, h, s),
+        fb * fmt_q3(r.q1.x, r.m1.x, h, s), fb * fmt_q3(r.q1.y, r.m1.y, h, s),
+        fb * fmt_q3(r.q1.z, r.m1.z, h, s), fb * fmt_q3(r.q1.w, r.m1.w, h, s));
+}

@@ -82,8 +82,8 @@
 //! device has integer dot products). Parts without `fmt_qdot` run their f32 dot on dequantised
 //! int8 activations instead.
 //!
-//! Optionally, for the Matrix GEMM's weight staging (every quantised format but Q2_K and Q3_K
-//! defines it), the *run hook*: a `struct FmtRun` (or an alias),
+//! Optionally, for the Matrix GEMM's weight staging (every quantised format defines it), the
+//! *run hook*: a `struct FmtRun` (or an alias),
 //! `fn fmt_run_load(base: u32, run: u32) -> FmtRun` (loads only: the GEMM issues them one K step
 //! ahead and keeps the result in registers) and `fn fmt_run(r: FmtRun) -> array<vec4<f32>, 8>`:
 //! the 32 weights of columns `32 run .. 32 run + 31` of the row at `base`, vec4 `t` = columns

@@ -6,9 +6,8 @@
 //!
 //! **Weight staging.** The weights are staged in *runs* of 32 consecutive weights of one row:
 //! a format part with the run hook (`fmt_run_load` / `fmt_run`, [`crate::formats`]: every
-//! quantised format but Q2_K and Q3_K) loads a run with a few loads and decodes its block scales
-//! once per run; the others (and the float formats) go through eight `fmt_w4` calls
-//! (wgsl/mm_run_w4.wgsl). A run's loads are issued
+//! quantised format) loads a run with a few loads and decodes its block scales once per run;
+//! parts without it (the float formats) go through eight `fmt_w4` calls (wgsl/mm_run_w4.wgsl). A run's loads are issued
 //! one step ahead, its decode waits for the store that follows the next step's barrier.
 //!
 //! **Tiles.** A workgroup computes a [`MatrixTile::tm`] x [`MatrixTile::tn`] output tile (x rows x
@@ -441,6 +440,6 @@ mod tests {
             assert!(!runs || f.block_weights % RUN == 0, "{}: blocks of {} weights", f.name, f.block_weights);
         }
         let with: Vec<&str> = crate::formats::FORMATS.iter().filter(|f| super::super::kernel_infos(f).runs).map(|f| f.name).collect();
-        assert_eq!(with, ["q8_0", "q4_k", "q4_0", "q4_1", "q5_0", "q5_1", "q5_k", "q6_k", "int4", "int8"]);
+        assert_eq!(with, ["q8_0", "q4_k", "q4_0", "q4_1", "q5_0", "q5_1", "q5_k", "q6_k", "q2_k", "q3_k", "int4", "int8"]);
     }
 }
