@@ -323,7 +323,7 @@ pub fn check_stage(
     let steps = w.k.div_ceil(tile.tk());
     let len = [tiles, steps, tile.tm() + tile.tn(), tile.tk()].iter().try_fold(1usize, |a, &v| a.checked_mul(v)).filter(|&v| v <= u32::MAX as usize);
     let len = len.ok_or_else(|| Error::Shape("stage check output exceeds u32 indices".into()))?;
-    x.require("x", m * w.k)?;
+    x.require("x", m.checked_mul(w.k).ok_or_else(|| Error::Shape(format!("m = {m} rows of {} columns overflow", w.k)))?)?;
     out.require("out", len)?;
     let (gx, gy) = (u32::try_from(tiles), u32::try_from(steps));
     let grid = [gx.map_err(|_| Error::Shape("too many tiles".into()))?, gy.map_err(|_| Error::Shape("too many steps".into()))?, 1];
