@@ -298,10 +298,10 @@ impl Kernel for MmKernel {
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
         match self.op {
             Op::Gemv | Op::GemvQ8 => LLM_SHAPES.iter().map(|&(n, k)| self.case(1, n, k, 1)).collect(),
-            // m = 16 and 512 for every format; also 128 and 2048 for the common GGUF formats.
+            // m = 16 and 512 for every format; also 4, 8, 128 and 2048 for the common GGUF formats.
             Op::Gemm => {
                 let common = matches!(self.format.ggml_type, Some(GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::F16));
-                let ms: &[usize] = if common { &[16, 128, 512, 2048] } else { &[16, 512] };
+                let ms: &[usize] = if common { &[4, 8, 16, 128, 512, 2048] } else { &[16, 512] };
                 ms.iter().map(|&m| self.case(m, 4096, 4096, 1)).collect()
             }
             Op::Dequant => vec![self.case(1, 4096, 4096, 1)],
