@@ -248,6 +248,14 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 1e3 * (w - g),
                 100.0 * (w - g) / g
             );
+            eprintln!(
+                "decode per token: GPU {:.3} ms, CPU not hidden by the GPU {:.3} ms ({:.1}% of GPU), end to end {:.1} tok/s, {} dispatches per step",
+                1e3 * g,
+                1e3 * (w - g),
+                100.0 * (w - g) / g,
+                1.0 / w,
+                session.decode_dispatches(&ctx, &model)?
+            );
         }
     }
     eprintln!("kernel variants (WGKERNELS_VARIANT / the probe example explain the choice):");

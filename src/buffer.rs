@@ -4,6 +4,8 @@ use crate::context::{Context, ContextId};
 use crate::error::{ensure, Error, Result};
 use bytemuck::Pod;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 
 /// Physical buffers are padded to this many bytes, so kernels may load `vec4`s up to the padded end.
 pub const BUFFER_ALIGN: u64 = 16;
@@ -104,6 +106,74 @@ impl<T: Pod> GpuBuffer<T> {
     }
 }
 
+/// A host-readable buffer of `len` elements of `T`, made once and filled by batches
+/// ([`crate::Batch::copy_to_host`]: the copy is part of the batch's own submission). After that
+/// batch is submitted: [`HostReadback::request_map`], wait for the batch (one wait for both), then
+/// [`HostReadback::read_into`]. Reusable as soon as `read_into` returned (it unmaps); submitting a
+/// batch that copies into it while it is mapped is a wgpu validation error.
+pub struct HostReadback<T: Pod> {
+    pub(crate) buffer: wgpu::Buffer,
+    len: usize,
+    owner: ContextId,
+    /// [`MAP_IDLE`], [`MAP_ASKED`], [`MAP_DONE`] or [`MAP_FAILED`], set by the map callback.
+    state: Arc<AtomicU8>,
+    _t: PhantomData<T>,
+}
+
+const MAP_IDLE: u8 = 0;
+const MAP_ASKED: u8 = 1;
+const MAP_DONE: u8 = 2;
+const MAP_FAILED: u8 = 3;
+
+impl<T: Pod> HostReadback<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn owner(&self) -> ContextId {
+        self.owner
+    }
+
+    /// Ask wgpu to map the buffer once the work submitted so far is done; the next wait on that
+    /// work (e.g. [`crate::batch::Submitted::wait`]) completes the map. Asking twice before a
+    /// [`HostReadback::read_into`] is an error.
+    pub fn request_map(&self) -> Result<()> {
+        ensure(self.state.compare_exchange(MAP_IDLE, MAP_ASKED, Ordering::AcqRel, Ordering::Acquire).is_ok(), || Error::Readback("host readback: map already requested".into()))?;
+        let state = self.state.clone();
+        self.buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| state.store(if r.is_ok() { MAP_DONE } else { MAP_FAILED }, Ordering::Release));
+        Ok(())
+    }
+
+    /// Copy the first `out.len()` elements into `out` and unmap. Waits for the device if the map
+    /// asked for by [`HostReadback::request_map`] has not completed yet.
+    pub fn read_into(&self, ctx: &Context, out: &mut [T]) -> Result<()> {
+        ensure(ctx.id() == self.owner, || Error::ForeignBuffer { name: "host readback" })?;
+        ensure(out.len() <= self.len, || Error::BufferTooSmall { name: "host readback", needed: out.len() as u64, got: self.len as u64 })?;
+        match self.state.load(Ordering::Acquire) {
+            MAP_IDLE => return Err(Error::Readback("host readback: read without request_map".into())),
+            MAP_ASKED => {
+                ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Readback(e.to_string()))?;
+            }
+            _ => {}
+        }
+        let failed = self.state.swap(MAP_IDLE, Ordering::AcqRel) != MAP_DONE;
+        if failed {
+            // Nothing is mapped (a failed or never completed map); the next request starts afresh.
+            return Err(Error::Readback("host readback: map failed".into()));
+        }
+        let result = {
+            let view = self.buffer.slice(..).get_mapped_range().map_err(|e| Error::Readback(e.to_string()));
+            // The mapped range is only 4-byte aligned: copy bytes, not a cast slice.
+            let bytes = bytemuck::cast_slice_mut::<T, u8>(out);
+            view.map(|v| bytes.copy_from_slice(&v[..bytes.len()]))
+        };
+        self.buffer.unmap();
+        result
+    }
+}
+
 /// The scratch slots of [`Context::scratch`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scratch {
@@ -120,6 +190,20 @@ pub(crate) enum Scratch {
 pub(crate) const SCRATCH_SLOTS: usize = 4;
 
 impl Context {
+    /// A [`HostReadback`] of `len` elements.
+    pub fn host_readback<T: Pod>(&self, len: usize) -> Result<HostReadback<T>> {
+        let size = padded_bytes::<T>(len)?;
+        let limit = self.caps().limits.max_buffer_size;
+        ensure(size <= limit, || Error::Limit(format!("host readback of {size} bytes over max_buffer_size {limit}")))?;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgkernels host readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Ok(HostReadback { buffer, len, owner: self.id(), state: Arc::new(AtomicU8::new(MAP_IDLE)), _t: PhantomData })
+    }
+
     fn create_storage(&self, bytes: u64, label: &str, mapped: bool) -> Result<wgpu::Buffer> {
         let limit = self.caps().limits.max_buffer_size;
         ensure(bytes <= limit, || Error::Limit(format!("buffer `{label}` of {bytes} bytes over max_buffer_size {limit}")))?;

@@ -417,6 +417,22 @@ fn decode_stream_matches_decode() {
         .unwrap();
     assert_eq!(steps, 4);
     assert_eq!(got, want, "streamed logits differ from step-by-step decode");
+    assert_eq!(b.logits(), &want[3][..], "Session::logits is the last step's");
+    // Timed (one timer and one readback mapped per step, one wait): the same logits, and GPU time
+    // counted where the adapter has timestamps.
+    let mut c = Session::new(&ctx, &model, SessionOptions { gpu_timing: true, ..opts }).unwrap();
+    c.prefill(&ctx, &model, &p).unwrap();
+    let mut timed = Vec::new();
+    c.decode_stream(&ctx, &model, first, |l| {
+        timed.push(l.to_vec());
+        Ok((timed.len() < 4).then(|| wgkernels::model::sample::argmax(l).unwrap()))
+    })
+    .unwrap();
+    assert_eq!(timed, want, "timed streamed logits differ from step-by-step decode");
+    assert_eq!(c.gpu_seconds().1 > 0.0, ctx.caps().timestamps, "decode GPU time {:?}", c.gpu_seconds());
+    // An error from the callback leaves the session usable.
+    assert!(c.decode_stream(&ctx, &model, 1, |_| Err(ModelError::Argument("stop".into()))).is_err());
+    assert_eq!(c.decode(&ctx, &model, 2).unwrap().len(), 61);
     assert_eq!(b.kv().pos(), a.kv().pos());
     // Until the cache is full: 12 - 9 = 3 more steps, whatever the callback says.
     let steps = b.decode_stream(&ctx, &model, 1, |_| Ok(Some(2))).unwrap();
@@ -425,4 +441,38 @@ fn decode_stream_matches_decode() {
     assert!(matches!(b.decode_stream(&ctx, &model, 61, |_| Ok(None)), Err(ModelError::BadToken { token: 61, vocab: 61 })));
     b.prefill(&ctx, &model, &p).unwrap();
     assert!(matches!(b.decode_stream(&ctx, &model, 1, |_| Ok(Some(99))), Err(ModelError::BadToken { token: 99, .. })));
+}
+
+/// `Batch::copy_to_host` + `HostReadback`: the copy rides in the batch's own submission, one wait
+/// completes the batch and the map, the buffer is reusable after each read; misuse is a typed
+/// error.
+#[test]
+fn host_readback_reads_after_one_wait() {
+    let ctx = common::context();
+    let data: Vec<f32> = (0..37).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let src = ctx.upload(&data).unwrap();
+    let add = ctx.upload(&data).unwrap();
+    let rb = ctx.host_readback::<f32>(40).unwrap();
+    let mut out = vec![-1.0f32; 37];
+    assert!(rb.read_into(&ctx, &mut out).is_err(), "read before any map request");
+    for round in 0..3 {
+        let mut b = ctx.batch();
+        wgkernels::kernels::elementwise::add_inplace(&mut b, &src, &add, 37).unwrap(); // src += data
+        b.copy_to_host(&src, 37, &rb).unwrap();
+        let sub = b.submit().unwrap();
+        rb.request_map().unwrap();
+        assert!(rb.request_map().is_err(), "second map request");
+        sub.wait().unwrap();
+        rb.read_into(&ctx, &mut out).unwrap();
+        let scale = (round + 2) as f32;
+        assert!(out.iter().zip(&data).all(|(&g, &d)| g == d * scale), "round {round}: {out:?}");
+    }
+    let mut b = ctx.batch();
+    assert!(b.copy_to_host(&src, 38, &rb).is_err(), "past the source");
+    let small = ctx.host_readback::<f32>(36).unwrap();
+    assert!(b.copy_to_host(&src, 37, &small).is_err(), "past the destination");
+    assert!(rb.read_into(&ctx, &mut [0.0; 41]).is_err(), "read past the readback");
+    let other = common::context();
+    assert!(other.batch().copy_to_host(&src, 37, &rb).is_err(), "foreign source");
+    assert!(rb.read_into(&other, &mut out).is_err(), "foreign context");
 }

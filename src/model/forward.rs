@@ -15,7 +15,8 @@
 //!
 //! All buffers are allocated once per session (sized by `chunk` and the context) and reused by
 //! every step. The embedding rows of a step's tokens are dequantised on the CPU from the mapped
-//! file and written into `x` before the batch runs.
+//! file and written into `x` before the batch runs. A decode step is one submit and one wait: its
+//! batch ends with the copy of the logits into a host-readable buffer ([`Batch::copy_to_host`]).
 
 use super::config::Config;
 use super::error::{ModelError, Result};
@@ -23,8 +24,8 @@ use super::kv::{check_kind, KvCache, KvKind, LayerKv};
 use super::mm::{self};
 use super::ops;
 use super::weights::{FfnIn, Progress, Weights};
-use crate::batch::{Batch, BindCache};
-use crate::buffer::GpuBuffer;
+use crate::batch::{Batch, BindCache, GpuTimer};
+use crate::buffer::{GpuBuffer, HostReadback};
 use crate::context::Context;
 use crate::formats::gguf::GgufFile;
 use crate::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
@@ -112,6 +113,12 @@ pub struct Session {
     s: Scratch,
     bind: std::sync::Arc<BindCache>,
     host_x: Vec<f32>,
+    /// The logits `[vocab]` of the last decode step, and the host-readable buffer each step's
+    /// batch copies them into (so a step is one submit and one wait).
+    logits: Vec<f32>,
+    readback: HostReadback<f32>,
+    /// Timestamp queries shared by every batch (`gpu_timing`, where the adapter has them).
+    timer: Option<GpuTimer>,
     /// GPU nanoseconds of the prefill chunks and decode steps run so far (`gpu_timing`).
     gpu_ns: [f64; 2],
 }
@@ -173,7 +180,10 @@ impl Session {
         };
         // int8 activations: 2 bytes per column in each of the two orders.
         s.bytes += s.q8.iter().flatten().map(|q| 4 * q.k() as u64).sum::<u64>();
-        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x: Vec::new(), gpu_ns: [0.0; 2] })
+        let readback = ctx.host_readback(c.vocab)?;
+        let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };
+        let host_x = Vec::with_capacity(mul(chunk, c.hidden)?);
+        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, timer, gpu_ns: [0.0; 2] })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -193,10 +203,9 @@ impl Session {
     }
 
     fn new_batch<'c>(&self, ctx: &'c Context) -> Batch<'c> {
-        if self.opts.gpu_timing {
-            ctx.timed_batch()
-        } else {
-            ctx.batch()
+        match &self.timer {
+            Some(t) => ctx.timed_batch_with(t),
+            None => ctx.batch(),
         }
     }
 
@@ -281,47 +290,73 @@ impl Session {
         Ok(())
     }
 
-    /// One decode step: `token` at the cache's next position; returns its logits `[vocab]`.
+    /// One decode step: `token` at the cache's next position; returns its logits `[vocab]`
+    /// (a copy of [`Session::logits`]).
     pub fn decode(&mut self, ctx: &Context, model: &Model, token: u32) -> Result<Vec<f32>> {
         let pos = self.kv.check_room(1)?;
-        self.embed(ctx, model, &[token])?;
-        let mut b = self.new_batch(ctx).with_cache(&self.bind);
+        let cache = self.bind.clone();
+        let step = self.record_step(ctx, model, pos, &cache)?;
+        self.run_step(ctx, model, token, step, |_| Ok(()))?;
+        Ok(self.logits.clone())
+    }
+
+    /// The logits `[vocab]` of the last decode step.
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Dispatches of one decode step (recorded, never submitted).
+    pub fn decode_dispatches(&self, ctx: &Context, model: &Model) -> Result<usize> {
+        let mut b = ctx.batch();
+        self.record_decode(&mut b, model, 0)?;
+        Ok(b.len())
+    }
+
+    /// A decode step for the token at `pos` (embedding not yet written), recorded and finished,
+    /// its logits copied into the host readback at the end of the same command buffer.
+    fn record_step<'c>(&self, ctx: &'c Context, model: &Model, pos: usize, cache: &'c BindCache) -> Result<crate::batch::Recorded<'c>> {
+        let mut b = self.new_batch(ctx).with_cache(cache);
         self.record_decode(&mut b, model, pos)?;
-        Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, b.submit()?)?;
+        b.copy_to_host(&self.s.logits, model.config.vocab, &self.readback)?;
+        Ok(b.finish()?)
+    }
+
+    /// Run a step of [`Session::record_step`] for `token`: write its embedding, submit, advance
+    /// the cache, run `ahead` (work for the CPU while the GPU runs the step), then wait once (the
+    /// batch, its timer and the logits' map) and read the logits into `self.logits`.
+    fn run_step<R>(&mut self, ctx: &Context, model: &Model, token: u32, step: crate::batch::Recorded, ahead: impl FnOnce(&Self) -> Result<R>) -> Result<R> {
+        self.embed(ctx, model, &[token])?;
+        let running = step.submit()?;
         self.kv.advance(1)?;
-        let mut logits = ctx.read(&self.s.logits)?;
-        logits.truncate(model.config.vocab);
-        Ok(logits)
+        self.readback.request_map()?;
+        let r = ahead(self);
+        // Wait and unmap even when `ahead` failed, so the readback is free for the next step.
+        let waited = Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, running);
+        let read = self.readback.read_into(ctx, &mut self.logits).map_err(ModelError::from);
+        waited?;
+        read?;
+        r
     }
 
     /// Decode a stream of tokens: `first` at the cache's next position, then each token `next`
     /// returns from the previous step's logits `[vocab]` (`None` stops), until `next` stops or
     /// the cache is full. While the GPU runs a step, the CPU records and finishes the next one
-    /// ([`Batch::finish`]), so only the embedding upload, the submit and the logits readback lie
-    /// between two steps. Returns the steps run (the logits of each went to `next`).
+    /// ([`Batch::finish`]); each step's batch ends with the copy of its logits into a host-readable
+    /// buffer, so between two steps lie only one wait, the read of the mapped logits, `next`, the
+    /// embedding upload and the submit. Nothing is allocated per step. Returns the steps run (the
+    /// logits of each went to `next`).
     pub fn decode_stream(&mut self, ctx: &Context, model: &Model, first: u32, mut next: impl FnMut(&[f32]) -> Result<Option<u32>>) -> Result<usize> {
         let vocab = model.config.vocab;
         let known = |t: u32| if (t as usize) < vocab { Ok(t) } else { Err(ModelError::BadToken { token: t, vocab }) };
         let mut token = known(first)?;
         let mut pos = self.kv.check_room(1)?;
         let cache = self.bind.clone();
-        let record = |this: &Session, pos: usize| -> Result<crate::batch::Recorded<'_>> {
-            let mut b = this.new_batch(ctx).with_cache(&cache);
-            this.record_decode(&mut b, model, pos)?;
-            Ok(b.finish()?)
-        };
-        let mut step = record(self, pos)?;
+        let mut step = self.record_step(ctx, model, pos, &cache)?;
         let mut steps = 0;
         loop {
-            self.embed(ctx, model, &[token])?;
-            let running = step.submit()?;
-            self.kv.advance(1)?;
+            let ahead = self.run_step(ctx, model, token, step, |this| if this.kv.remaining() > 0 { this.record_step(ctx, model, pos + 1, &cache).map(Some) } else { Ok(None) })?;
             steps += 1;
-            let ahead = if self.kv.remaining() > 0 { Some(record(self, pos + 1)?) } else { None };
-            Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, running)?;
-            let mut logits = ctx.read(&self.s.logits)?;
-            logits.truncate(vocab);
-            let (Some(t), Some(r)) = (next(&logits)?, ahead) else { break };
+            let (Some(t), Some(r)) = (next(&self.logits)?, ahead) else { break };
             token = known(t)?;
             step = r;
             pos += 1;
