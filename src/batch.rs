@@ -32,7 +32,7 @@ pub struct Batch<'c> {
     dispatches: usize,
     timer: Option<GpuTimer>,
     /// Copies into host-readable buffers, recorded after the pass ([`Batch::copy_to_host`]).
-    copies: Vec<(wgpu::Buffer, wgpu::Buffer, u64)>,
+    copies: Vec<(wgpu::Buffer, u64, wgpu::Buffer, u64)>,
     cache: Option<CacheUse<'c>>,
 }
 
@@ -143,7 +143,7 @@ impl<'c> Batch<'c> {
         // Whole 4-byte words (the copy alignment), within both padded buffers.
         let bytes = (len as u64 * std::mem::size_of::<T>() as u64).div_ceil(4) * 4;
         if bytes > 0 {
-            self.copies.push((src.wgpu_buffer().clone(), dst.buffer.clone(), bytes));
+            self.copies.push((src.wgpu_buffer().clone(), src.offset(), dst.buffer.clone(), bytes));
         }
         Ok(())
     }
@@ -268,7 +268,7 @@ impl<'c> Batch<'c> {
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.chunks[chunk].0, offset: off, size: wgpu::BufferSize::new(desc.params_size) }),
         }];
         for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.buffer.as_entire_binding() });
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.binding() });
         }
         Ok(self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries }))
     }
@@ -308,8 +308,8 @@ impl<'c> Batch<'c> {
                 timer = Some(t.read.clone());
             }
         }
-        for (src, dst, bytes) in &self.copies {
-            self.encoder.copy_buffer_to_buffer(src, 0, dst, 0, *bytes);
+        for (src, offset, dst, bytes) in &self.copies {
+            self.encoder.copy_buffer_to_buffer(src, *offset, dst, 0, *bytes);
         }
         for (buf, data) in &self.chunks {
             self.ctx.queue.write_buffer(buf, 0, data);
@@ -388,7 +388,8 @@ struct CacheInner {
 struct CachedGroup {
     layout: wgpu::BindGroupLayout,
     slot: (usize, u64),
-    buffers: Vec<wgpu::Buffer>,
+    /// Each binding's buffer and range ([`BufRef::range`]).
+    buffers: Vec<(wgpu::Buffer, Option<(u64, u64)>)>,
     group: wgpu::BindGroup,
 }
 
@@ -482,10 +483,13 @@ impl BindCache {
         slot.hash(&mut h);
         for b in buffers {
             b.buffer.hash(&mut h);
+            b.range.hash(&mut h);
         }
         let key = h.finish();
         if let Some(hit) = g.groups.get(&key).and_then(|v| {
-            v.iter().find(|c| c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a == b.buffer))
+            v.iter().find(|c| {
+                c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a.0 == *b.buffer && a.1 == b.range)
+            })
         }) {
             return Ok(hit.group.clone());
         }
@@ -494,11 +498,11 @@ impl BindCache {
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &g.chunks[slot.0].0, offset: slot.1, size: wgpu::BufferSize::new(pipe.desc.params_size) }),
         }];
         for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.buffer.as_entire_binding() });
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.binding() });
         }
         let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries });
         drop(entries);
-        let cached = CachedGroup { layout: pipe.layout.clone(), slot, buffers: buffers.iter().map(|b| b.buffer.clone()).collect(), group: group.clone() };
+        let cached = CachedGroup { layout: pipe.layout.clone(), slot, buffers: buffers.iter().map(|b| (b.buffer.clone(), b.range)).collect(), group: group.clone() };
         g.groups.entry(key).or_default().push(cached);
         g.len += 1;
         Ok(group)

@@ -17,6 +17,10 @@ pub struct GpuBuffer<T: Pod> {
     buffer: wgpu::Buffer,
     len: usize,
     owner: ContextId,
+    /// Byte offset of element 0 in `buffer`: 0, except for a view ([`GpuBuffer::view`]).
+    offset: u64,
+    /// A view: dispatches bind only its range.
+    view: bool,
     _t: PhantomData<T>,
 }
 
@@ -27,16 +31,25 @@ pub struct GpuBuffer<T: Pod> {
 pub struct BufRef<'a> {
     pub(crate) buffer: &'a wgpu::Buffer,
     pub(crate) owner: ContextId,
+    /// The bound range: the whole buffer (`None`), or a view's byte offset and size.
+    pub(crate) range: Option<(u64, u64)>,
 }
 
-impl BufRef<'_> {
+impl<'a> BufRef<'a> {
     /// The context the buffer belongs to.
     pub fn owner(&self) -> ContextId {
         self.owner
     }
-    /// Size in bytes of the whole wgpu buffer.
+    /// Size in bytes of the bound range (the whole wgpu buffer, unless a view).
     pub fn size(&self) -> u64 {
-        self.buffer.size()
+        self.range.map_or_else(|| self.buffer.size(), |(_, size)| size)
+    }
+    /// The binding resource of this range.
+    pub(crate) fn binding(&self) -> wgpu::BindingResource<'a> {
+        match self.range {
+            None => self.buffer.as_entire_binding(),
+            Some((offset, size)) => wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: self.buffer, offset, size: wgpu::BufferSize::new(size) }),
+        }
     }
 }
 
@@ -63,10 +76,46 @@ impl<T: Pod> GpuBuffer<T> {
 
     /// The handle kernels pass to [`crate::Batch::dispatch`]: the buffer and its owning context.
     pub fn raw(&self) -> BufRef<'_> {
-        BufRef { buffer: &self.buffer, owner: self.owner }
+        let range = self.view.then(|| (self.offset, self.binding_bytes()));
+        BufRef { buffer: &self.buffer, owner: self.owner, range }
     }
 
-    /// The underlying wgpu buffer (size = `len * size_of::<T>()` rounded up to 16 bytes), for
+    /// Bytes a dispatch binds: `len` elements rounded up to 16 (kernels may load vec4s up to
+    /// the padded end), within the wgpu buffer.
+    fn binding_bytes(&self) -> u64 {
+        // Construction checked len * size_of::<T>() and that the padded range fits the buffer.
+        padded_bytes::<T>(self.len).unwrap_or(0).min(self.buffer.size() - self.offset)
+    }
+
+    /// A buffer of `len` elements starting at element `start` of this one, sharing its memory
+    /// (no copy): what a dispatch binds it writes or reads there. `start`'s byte offset must be a
+    /// multiple of the device's `min_storage_buffer_offset_alignment`
+    /// ([`GpuBuffer::view_aligned`] tells in advance). Only for kernels that bind buffers through
+    /// [`GpuBuffer::raw`]; [`GpuBuffer::wgpu_buffer`] of a view is the whole underlying buffer.
+    pub(crate) fn view(&self, ctx: &Context, start: usize, len: usize) -> Result<GpuBuffer<T>> {
+        self.check_owner(ctx, "view of")?;
+        let end = start.checked_add(len).ok_or_else(|| Error::Argument(format!("view {start} + {len} overflows")))?;
+        ensure(len > 0 && end <= self.len, || Error::Argument(format!("view {start}..{end} of a buffer of {} elements", self.len)))?;
+        ensure(self.view_aligned(ctx, start), || Error::Argument(format!("view at element {start}: offset not a multiple of the storage offset alignment")))?;
+        let offset = self.offset + start as u64 * std::mem::size_of::<T>() as u64;
+        // The padded view ends at most at this buffer's padded end (its start is 16-aligned).
+        ensure(offset + padded_bytes::<T>(len)? <= self.buffer.size(), || Error::Argument(format!("view {start}..{end}: padded end past the buffer")))?;
+        Ok(GpuBuffer { buffer: self.buffer.clone(), len, owner: self.owner, offset, view: true, _t: PhantomData })
+    }
+
+    /// Whether a view starting at element `start` is aligned for binding on `ctx`'s device.
+    pub(crate) fn view_aligned(&self, ctx: &Context, start: usize) -> bool {
+        let align = ctx.device.limits().min_storage_buffer_offset_alignment.max(16) as u64;
+        (start as u64).checked_mul(std::mem::size_of::<T>() as u64).and_then(|b| b.checked_add(self.offset)).is_some_and(|b| b % align == 0)
+    }
+
+    /// Byte offset of element 0 in [`GpuBuffer::wgpu_buffer`] (0 unless a view).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The underlying wgpu buffer (size = `len * size_of::<T>()` rounded up to 16 bytes; for a
+    /// view, the whole buffer, element 0 at [`GpuBuffer::offset`]), for
     /// an application's own wgpu work (copies, its own passes). wgkernels' dispatches take
     /// [`GpuBuffer::raw`] instead, which carries the owner check.
     pub fn wgpu_buffer(&self) -> &wgpu::Buffer {
@@ -86,7 +135,7 @@ impl<T: Pod> GpuBuffer<T> {
         let need = padded_bytes::<T>(len)?;
         ensure(buffer.size() >= need, || Error::BufferTooSmall { name: "raw buffer (bytes)", needed: need, got: buffer.size() })?;
         ensure(buffer.usage().contains(wgpu::BufferUsages::STORAGE), || Error::Argument("buffer lacks STORAGE usage".into()))?;
-        Ok(GpuBuffer { buffer, len, owner: ctx.id(), _t: PhantomData })
+        Ok(GpuBuffer { buffer, len, owner: ctx.id(), offset: 0, view: false, _t: PhantomData })
     }
 
     /// Check that this buffer holds at least `needed` elements.
@@ -224,13 +273,13 @@ impl Context {
             view.slice(..src.len()).copy_from_slice(src);
         }
         buffer.unmap();
-        Ok(GpuBuffer { buffer, len: data.len(), owner: self.id(), _t: PhantomData })
+        Ok(GpuBuffer { buffer, len: data.len(), owner: self.id(), offset: 0, view: false, _t: PhantomData })
     }
 
     /// A new zero-filled storage buffer of `len` elements.
     pub fn alloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
         let buffer = self.create_storage(padded_bytes::<T>(len)?, "wgkernels buffer", false)?;
-        Ok(GpuBuffer { buffer, len, owner: self.id(), _t: PhantomData })
+        Ok(GpuBuffer { buffer, len, owner: self.id(), offset: 0, view: false, _t: PhantomData })
     }
 
     /// Scratch buffer `slot` ([`Scratch`]) of at least `bytes` bytes, for intermediate results that
@@ -260,12 +309,12 @@ impl Context {
         buf.require("write destination", data.len())?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
         if bytes.len() % 4 == 0 {
-            self.queue.write_buffer(&buf.buffer, 0, bytes);
+            self.queue.write_buffer(&buf.buffer, buf.offset, bytes);
         } else {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
-            ensure(padded.len() as u64 <= buf.buffer.size(), || Error::Argument("write past buffer end".into()))?;
-            self.queue.write_buffer(&buf.buffer, 0, &padded);
+            ensure(buf.offset + padded.len() as u64 <= buf.buffer.size(), || Error::Argument("write past buffer end".into()))?;
+            self.queue.write_buffer(&buf.buffer, buf.offset, &padded);
         }
         Ok(())
     }
@@ -284,7 +333,7 @@ impl Context {
         })?;
         // The padded logical size (a multiple of 16, within the buffer: checked at construction),
         // not buffer.size(), which a from_raw buffer may leave unaligned for a copy.
-        let size = padded_bytes::<T>(buf.len)?;
+        let size = padded_bytes::<T>(buf.len)?.min(buf.buffer.size() - buf.offset);
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgkernels readback"),
             size,
@@ -292,7 +341,7 @@ impl Context {
             mapped_at_creation: false,
         });
         let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels readback") });
-        enc.copy_buffer_to_buffer(&buf.buffer, 0, &staging, 0, size);
+        enc.copy_buffer_to_buffer(&buf.buffer, buf.offset, &staging, 0, size);
         let index = self.queue.submit(Some(enc.finish()));
         let slice = staging.slice(..);
         let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
@@ -312,5 +361,40 @@ impl Context {
         drop(view);
         staging.unmap();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Context, ContextOptions};
+
+    /// Views share their buffer's memory: a dispatch through a view reads and writes only its
+    /// range, `read`/`write` of a view see the same elements; misaligned or out-of-range views
+    /// are errors.
+    #[test]
+    fn views_bind_their_range() {
+        let ctx = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let align = (ctx.device().limits().min_storage_buffer_offset_alignment.max(16) / 4) as usize;
+        let (n, start) = (3 * align + 5, align);
+        let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let buf = ctx.upload(&data).unwrap();
+        let view = buf.view(&ctx, start, align + 3).unwrap();
+        assert_eq!(ctx.read(&view).unwrap(), &data[start..start + align + 3]);
+        let ones = ctx.upload(&vec![1.0f32; align + 3]).unwrap();
+        let mut b = ctx.batch();
+        crate::kernels::elementwise::add_inplace(&mut b, &view, &ones, align + 3).unwrap();
+        b.run().unwrap();
+        let got = ctx.read(&buf).unwrap();
+        for (i, (&g, &d)) in got.iter().zip(&data).enumerate() {
+            let inside = (start..start + align + 3).contains(&i);
+            assert_eq!(g, if inside { d + 1.0 } else { d }, "element {i}");
+        }
+        ctx.write(&view, &[-1.0, -2.0]).unwrap();
+        assert_eq!(&ctx.read(&buf).unwrap()[start..start + 3], &[-1.0, -2.0, data[start + 2] + 1.0]);
+        assert!(!buf.view_aligned(&ctx, 1));
+        assert!(buf.view(&ctx, 1, 4).is_err(), "misaligned");
+        assert!(buf.view(&ctx, start, n - start + 1).is_err(), "past the end");
+        assert!(buf.view(&ctx, start, 0).is_err(), "empty");
+        assert!(buf.view(&ctx, usize::MAX, 2).is_err(), "overflow");
     }
 }

@@ -476,3 +476,161 @@ fn host_readback_reads_after_one_wait() {
     assert!(other.batch().copy_to_host(&src, 37, &rb).is_err(), "foreign source");
     assert!(rb.read_into(&other, &mut out).is_err(), "foreign context");
 }
+
+/// Dispatches of one decode step, counted by recording it, against the step's structure: per
+/// layer two RMSNorms, one GEMV per q/k/v matrix (one where q, k, v share a type), the bias add
+/// (qwen2), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
+/// over interleaved gate/up), the down GEMV, and one int8 quantisation per GEMV input a matrix
+/// with an integer dot reads; then the final norm, its quantisation and the LM head.
+#[test]
+fn decode_step_dispatch_counts() {
+    use model_ref::fixtures::{dir, manifest_models};
+    use wgkernels::kernels::matmul::has_integer_dot;
+    use wgkernels::model::FfnIn;
+    let ctx = common::context();
+    for m in &manifest_models() {
+        let model = Model::load(&ctx, GgufFile::open(dir().join(&m.file)).unwrap(), &mut |_| {}).unwrap();
+        let c = &model.config;
+        for int8 in [true, false] {
+            let s = Session::new(&ctx, &model, SessionOptions { context: 8, chunk: 4, int8_activations: int8, ..Default::default() }).unwrap();
+            let q8 = |mats: &[&wgkernels::kernels::matmul::WeightMatrix]| (int8 && mats.iter().any(|w| has_integer_dot(w.format()))) as usize;
+            let mut want = 0;
+            let mut fused = 0;
+            for l in &model.weights.layers {
+                let ffn: Vec<_> = match &l.ffn_in {
+                    FfnIn::GateUp(w) => vec![w],
+                    FfnIn::Separate { gate, up } => vec![gate, up],
+                };
+                let qkv: Vec<_> = l.qkv.iter().collect();
+                fused += (qkv.len() == 1) as usize;
+                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
+                want += q8(&qkv) + q8(&[&l.wo]) + q8(&ffn) + q8(&[&l.w_down]);
+            }
+            want += 2 + q8(&[&model.weights.lm_head]);
+            let got = s.decode_dispatches(&ctx, &model).unwrap();
+            println!("{}: {} layers, q/k/v fused in {fused}, int8 {int8}: {got} dispatches per decode step", m.name, c.layers);
+            assert_eq!(got, want, "{} int8 {int8}", m.name);
+        }
+    }
+}
+
+/// A context on the same adapter whose device asks for 256-byte storage offsets.
+fn context_with_offset_alignment(align: u32) -> Context {
+    use wgkernels::wgpu;
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(wgpu::util::initialize_adapter_from_env_or_default(&instance, None)).expect("adapter");
+    let limits = wgpu::Limits { min_storage_buffer_offset_alignment: align.max(adapter.limits().min_storage_buffer_offset_alignment), ..adapter.limits() };
+    let desc = wgpu::DeviceDescriptor { required_features: adapter.features() & wgkernels::context::wanted_features(), required_limits: limits, ..Default::default() };
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
+    Context::from_device(device, queue, wgkernels::ContextOptions::default()).unwrap()
+}
+
+/// Decode steps write the fused q/k/v projection where attention reads it (views of one
+/// buffer) where the device's storage offset alignment allows, else write it whole and split
+/// it: both give the same logits bit for bit (the same GEMV, then an exact copy and bias add),
+/// with and without biases. The synthetic llama's k and v start at 256 and 384 bytes: views on
+/// lavapipe (32-byte alignment), a split at 256.
+#[test]
+fn qkv_views_and_split_agree() {
+    let (ctx, ctx256) = (common::context(), context_with_offset_alignment(256));
+    for spec in [Spec::llama(), Spec::qwen2()] {
+        let (w, _) = build(&spec, 9);
+        let opts = SessionOptions { context: 12, kv: KvKind::F16, chunk: 4, all_logits: false, ..Default::default() };
+        let p = prompt(6, spec.vocab, 5);
+        let mut runs = Vec::new();
+        for c in [&ctx, &ctx256] {
+            let model = load(c, &w).unwrap();
+            let mut s = Session::new(c, &model, opts).unwrap();
+            let mut logits = vec![s.prefill(c, &model, &p).unwrap()];
+            for t in [1, 7, 3] {
+                logits.push(s.decode(c, &model, t).unwrap());
+            }
+            runs.push((logits, s.decode_dispatches(c, &model).unwrap()));
+        }
+        assert_eq!(runs[0].0, runs[1].0, "{}: logits of the view and split paths differ", spec.arch);
+        // The split adds a dispatch per layer, except where it replaces the bias add.
+        let extra = if spec.arch == "qwen2" { 0 } else { spec.layers };
+        assert_eq!(runs[1].1, runs[0].1 + extra, "{}: dispatches (views {}, split {})", spec.arch, runs[0].1, runs[1].1);
+    }
+}
+
+/// `WeightMatrix::from_gguf_concat`: the rows of several tensors of one type and row length as
+/// one matrix, in order (dequantised on the GPU: equal to the CPU dequantisation of the
+/// concatenated bytes); a type or row-length mismatch, a missing tensor and an empty list are
+/// typed errors.
+#[test]
+fn weight_concat_keeps_rows_in_order() {
+    use wgkernels::formats::gguf::GgmlType;
+    use wgkernels::kernels::matmul::{self, WeightMatrix};
+    let ctx = common::context();
+    let mut rng = fastrand::Rng::with_seed(31);
+    // Q8_0 rows of k = 64: two blocks of (f16 d, 32 int8 codes).
+    let q8 = |rows: usize, k: usize, rng: &mut fastrand::Rng| -> Vec<u8> {
+        let mut v = Vec::new();
+        for _ in 0..rows * k / 32 {
+            v.extend_from_slice(&half::f16::from_f32(rng.f32() * 0.1 + 0.01).to_le_bytes());
+            v.extend((0..32).map(|_| rng.u8(..)));
+        }
+        v
+    };
+    let (a, b, c, e) = (q8(5, 64, &mut rng), q8(3, 64, &mut rng), q8(2, 64, &mut rng), q8(3, 32, &mut rng));
+    let f: Vec<u8> = (0..3 * 64).flat_map(|_| (rng.f32() - 0.5).to_le_bytes()).collect();
+    let w = GgufWriter::new()
+        .tensor("a", &[64, 5], GgmlType::Q8_0, a.clone())
+        .and_then(|w| w.tensor("b", &[64, 3], GgmlType::Q8_0, b.clone()))
+        .and_then(|w| w.tensor("c", &[64, 2], GgmlType::Q8_0, c.clone()))
+        .and_then(|w| w.tensor("e", &[32, 3], GgmlType::Q8_0, e))
+        .and_then(|w| w.tensor("f", &[64, 3], GgmlType::F32, f))
+        .unwrap();
+    let file = GgufFile::from_vec(w.to_bytes()).unwrap();
+    let m = WeightMatrix::from_gguf_concat(&ctx, &file, &["a", "b", "c"]).unwrap();
+    assert_eq!((m.n(), m.k()), (10, 64));
+    let out = ctx.upload(&vec![-9.0f32; 10 * 64 + 8]).unwrap();
+    let mut batch = ctx.batch();
+    matmul::dequantize(&mut batch, &m, &out).unwrap();
+    batch.run().unwrap();
+    let got = ctx.read(&out).unwrap();
+    let mut want = vec![0.0f32; 10 * 64];
+    wgkernels::formats::dequantize(GgmlType::Q8_0, &[a, b, c].concat(), &mut want).unwrap();
+    assert_eq!(&got[..640], &want[..], "concatenated rows");
+    assert!(got[640..].iter().all(|&v| v == -9.0), "wrote past the matrix");
+    for names in [&["a", "f"][..], &["a", "e"], &["a", "missing"], &[]] {
+        assert!(WeightMatrix::from_gguf_concat(&ctx, &file, names).is_err(), "{names:?}");
+    }
+}
+
+/// `ops::split_qkv` against its CPU reference (exact: a copy and an f32 add), every run of
+/// [q | k | v] columns, with and without bias, odd sizes, poisoned guards after each output;
+/// columns or rows past the buffers are typed errors.
+#[test]
+fn split_qkv_matches_cpu() {
+    use wgkernels::model::ops;
+    let ctx = common::context();
+    let mut rng = fastrand::Rng::with_seed(13);
+    let (m, qd, kvd) = (3, 10, 7);
+    let n3 = qd + 2 * kvd;
+    let bias: Vec<f32> = (0..n3).map(|_| rng.f32() - 0.5).collect();
+    let bb = ctx.upload(&bias).unwrap();
+    let short_bias = ctx.upload(&bias[..n3 - 1]).unwrap();
+    for (r0, w) in [(0, n3), (0, qd + kvd), (qd + kvd, kvd), (qd, 2 * kvd), (0, qd), (qd, kvd)] {
+        for with_bias in [false, true] {
+            let src: Vec<f32> = (0..m * w).map(|_| rng.f32() * 4.0 - 2.0).collect();
+            let guard = 5;
+            let (mut q, mut k, mut v) = (vec![-7.0f32; m * qd + guard], vec![-7.0f32; m * kvd + guard], vec![-7.0f32; m * kvd + guard]);
+            let (sb, qb, kb, vb) = (ctx.upload(&src).unwrap(), ctx.upload(&q).unwrap(), ctx.upload(&k).unwrap(), ctx.upload(&v).unwrap());
+            let out = ops::QkvOut { q: &qb, k: &kb, v: &vb, qd, kvd };
+            let mut b = ctx.batch();
+            ops::split_qkv(&mut b, &sb, m, r0, w, with_bias.then_some(&bb), &out).unwrap();
+            b.run().unwrap();
+            ops::reference_split_qkv(&src, m, r0, w, with_bias.then_some(&bias[..]), qd, kvd, &mut q, &mut k, &mut v);
+            assert_eq!(ctx.read(&qb).unwrap(), q, "q, run {r0}+{w}, bias {with_bias}");
+            assert_eq!(ctx.read(&kb).unwrap(), k, "k, run {r0}+{w}, bias {with_bias}");
+            assert_eq!(ctx.read(&vb).unwrap(), v, "v, run {r0}+{w}, bias {with_bias}");
+            let mut b = ctx.batch();
+            assert!(ops::split_qkv(&mut b, &sb, m, n3 + 1 - w, w, None, &out).is_err(), "columns past [q | k | v]");
+            assert!(ops::split_qkv(&mut b, &sb, m + 1, r0, w, None, &out).is_err(), "rows past src");
+            assert!(ops::split_qkv(&mut b, &sb, m, r0, w, Some(&short_bias), &out).is_err(), "short bias");
+            assert!(b.is_empty(), "a refused split recorded a dispatch");
+        }
+    }
+}

@@ -2,7 +2,11 @@
 //! a whole decode step, or a prefill chunk of up to `chunk` tokens, into one [`Batch`].
 //!
 //! Per layer (m tokens at positions `pos0..pos0 + m`; `x` is the residual stream `[m, hidden]`):
-//! RMSNorm; q, k, v projections (GEMM, GEMV when m = 1) plus biases (qwen2); attention:
+//! RMSNorm; the q, k, v projections plus biases (qwen2), one matrix of rows `[q; k; v]` where
+//! the three share a type ([`super::weights::Layer::qkv`]): a decode step's GEMV writes `qkv` and
+//! attention reads q, k and v as views of it (where the device's storage offset alignment
+//! allows; else, as in a prefill chunk's GEMM, `qkv` is split into q, k, v by one dispatch that
+//! also adds the biases); attention:
 //! * prefill chunk: the chunk's keys are rotated and stored with its values into the cache
 //!   ([`super::ops::kv_store`]), then the prefill kernel attends from the chunk's queries (rotated
 //!   on load at `pos0 + t`) over cache positions `0..pos0 + m`, causally;
@@ -95,6 +99,12 @@ struct Scratch {
     tmp: GpuBuffer<f32>,
     gate: GpuBuffer<f32>,
     up: GpuBuffer<f32>,
+    /// The q/k/v projections' output rows `[chunk, q_dim + 2 kv_dim]`.
+    qkv: GpuBuffer<f32>,
+    /// Views of `qkv`'s first row (`None` where the device's storage offset alignment does not
+    /// allow them): q, k and v, and the rows of every run of them (`(start, end, view)`), so a
+    /// decode step's projections write where attention reads, with no copy.
+    qkv_views: Option<QkvViews>,
     /// The last row of `x` (when only the last position's logits are wanted).
     last: GpuBuffer<f32>,
     logits: GpuBuffer<f32>,
@@ -103,6 +113,34 @@ struct Scratch {
     /// width is a multiple of 256, which the integer dot needs).
     q8: [Option<Q8Activations>; 3],
     bytes: u64,
+}
+
+struct QkvViews {
+    q: GpuBuffer<f32>,
+    k: GpuBuffer<f32>,
+    v: GpuBuffer<f32>,
+    runs: Vec<(usize, usize, GpuBuffer<f32>)>,
+}
+
+impl QkvViews {
+    fn new(ctx: &Context, qkv: &GpuBuffer<f32>, qd: usize, kvd: usize) -> Result<Option<QkvViews>> {
+        let ends = [0, qd, qd + kvd, qd + 2 * kvd];
+        if !ends[..3].iter().all(|&e| qkv.view_aligned(ctx, e)) {
+            return Ok(None);
+        }
+        let mut runs = Vec::with_capacity(6);
+        for i in 0..3 {
+            for j in i + 1..4 {
+                runs.push((ends[i], ends[j], qkv.view(ctx, ends[i], ends[j] - ends[i])?));
+            }
+        }
+        Ok(Some(QkvViews { q: qkv.view(ctx, 0, qd)?, k: qkv.view(ctx, qd, kvd)?, v: qkv.view(ctx, qd + kvd, kvd)?, runs }))
+    }
+
+    /// The view of rows `start..end`.
+    fn run(&self, start: usize, end: usize) -> Result<&GpuBuffer<f32>> {
+        self.runs.iter().find(|r| r.0 == start && r.1 == end).map(|r| &r.2).ok_or_else(|| ModelError::Argument(format!("q/k/v rows {start}..{end} are not a run of q, k, v")))
+    }
 }
 
 /// A KV cache and the work buffers of the forward pass, for one sequence.
@@ -155,6 +193,10 @@ impl Session {
             bufs.push(ctx.alloc::<f32>(len)?);
             bytes += 4 * len as u64;
         }
+        let n3 = c.q_dim() + 2 * c.kv_dim();
+        let qkv = ctx.alloc::<f32>(mul(chunk, n3)?)?;
+        bytes += 4 * qkv.len() as u64;
+        let qkv_views = QkvViews::new(ctx, &qkv, c.q_dim(), c.kv_dim())?;
         let logits = ctx.alloc::<f32>(mul(logit_rows, c.vocab)?)?;
         bytes += 4 * (logit_rows * c.vocab + c.hidden) as u64;
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
@@ -172,6 +214,8 @@ impl Session {
             tmp: next(),
             gate: next(),
             up: next(),
+            qkv,
+            qkv_views,
             last: ctx.alloc(c.hidden)?,
             logits,
             decode,
@@ -490,18 +534,49 @@ impl Session {
         }
     }
 
+    /// The q, k and v projections of `xn` (`m` rows), biases added: in a decode step with
+    /// views, each matrix of [`super::weights::Layer::qkv`] writes its rows of `qkv` and q, k, v
+    /// are views of it; otherwise each writes `qkv` and its columns are split into `q`, `k`, `v`.
+    fn project_qkv(&self, b: &mut Batch, w: &super::weights::Layer, m: usize, qd: usize, kvd: usize) -> Result<(&GpuBuffer<f32>, &GpuBuffer<f32>, &GpuBuffer<f32>)> {
+        let s = &self.s;
+        let xq = self.quantised(b, &s.xn, 0, m, w.qkv.iter().any(|w| has_integer_dot(w.format())))?;
+        let n3 = qd + 2 * kvd;
+        match &s.qkv_views {
+            Some(views) if m == 1 => {
+                let mut r0 = 0;
+                for mat in &w.qkv {
+                    Self::gemv(b, mat, &s.xn, xq, views.run(r0, r0 + mat.n())?, Epilogue::Store)?;
+                    r0 += mat.n();
+                }
+                if let Some(bias) = &w.qkv_bias {
+                    ops::bias_add(b, &s.qkv, bias, 1, n3)?;
+                }
+                Ok((&views.q, &views.k, &views.v))
+            }
+            _ => {
+                let out = ops::QkvOut { q: &s.q, k: &s.k, v: &s.v, qd, kvd };
+                let mut r0 = 0;
+                for mat in &w.qkv {
+                    if m == 1 {
+                        Self::gemv(b, mat, &s.xn, xq, &s.qkv, Epilogue::Store)?;
+                    } else {
+                        mm::matmul(b, mat, &s.xn, &s.qkv, m)?;
+                    }
+                    ops::split_qkv(b, &s.qkv, m, r0, mat.n(), w.qkv_bias.as_ref(), &out)?;
+                    r0 += mat.n();
+                }
+                Ok((&s.q, &s.k, &s.v))
+            }
+        }
+    }
+
     fn record_layer(&self, b: &mut Batch, model: &Model, l: usize, m: usize, pos0: usize, decode: bool) -> Result<()> {
         let (c, s) = (&model.config, &self.s);
         let w = &model.weights.layers[l];
         let (h, qd, kvd, eps) = (c.hidden, c.q_dim(), c.kv_dim(), c.rms_eps);
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
         elementwise::rmsnorm(b, &s.x, &w.attn_norm, &s.xn, m, h, eps)?;
-        self.project(b, &s.xn, 0, m, &[(&w.wq, &s.q), (&w.wk, &s.k), (&w.wv, &s.v)])?;
-        if let Some([bq, bk, bv]) = &w.bias {
-            ops::bias_add(b, &s.q, bq, m, qd)?;
-            ops::bias_add(b, &s.k, bk, m, kvd)?;
-            ops::bias_add(b, &s.v, bv, m, kvd)?;
-        }
+        let (qn, kn, vn) = self.project_qkv(b, w, m, qd, kvd)?;
         let cap = self.kv.capacity();
         match &self.kv.layers[l] {
             LayerKv::F16 { k, v } if decode => attention::decode(
@@ -511,9 +586,9 @@ impl Session {
                     pos: pos0,
                     layout: c.layout,
                     scale: None,
-                    q: &s.q,
-                    k_new: &s.k,
-                    v_new: &s.v,
+                    q: qn,
+                    k_new: kn,
+                    v_new: vn,
                     k_cache: k,
                     v_cache: v,
                     capacity: cap,
@@ -524,7 +599,7 @@ impl Session {
             )?,
             LayerKv::F16 { k, v } => {
                 let store =
-                    ops::KvStore { k_new: &s.k, v_new: &s.v, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table: &self.table, k_cache: k, v_cache: v, capacity: cap };
+                    ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table: &self.table, k_cache: k, v_cache: v, capacity: cap };
                 ops::kv_store(b, &store)?;
                 let p = Prefill {
                     shape,
@@ -535,7 +610,7 @@ impl Session {
                     k_rotated: true,
                     layout: c.layout,
                     scale: None,
-                    q: &s.q,
+                    q: qn,
                     k,
                     v,
                     table: &self.table,
@@ -545,13 +620,13 @@ impl Session {
             }
             LayerKv::Tq { k, v } => {
                 let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
-                rope::apply(b, &s.k, m, c.kv_heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
-                tq::quantize(b, &s.k, m, pos0, k)?;
-                tq::quantize(b, &s.v, m, pos0, v)?;
+                rope::apply(b, kn, m, c.kv_heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
+                tq::quantize(b, kn, m, pos0, k)?;
+                tq::quantize(b, vn, m, pos0, v)?;
                 if decode {
-                    rope::apply(b, &s.q, 1, c.heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
+                    rope::apply(b, qn, 1, c.heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
                     let a = tq::DecodeAttention { heads: c.heads, kv_len: pos0 + 1, window: None, scale: 1.0 / (c.head_dim as f32).sqrt() };
-                    tq::decode_attention(b, &scratch.workspace, &s.q, k, v, &s.attn, &a)?;
+                    tq::decode_attention(b, &scratch.workspace, qn, k, v, &s.attn, &a)?;
                 } else {
                     tq::dequantize(b, k, 0, pos0 + m, &scratch.k)?;
                     tq::dequantize(b, v, 0, pos0 + m, &scratch.v)?;
@@ -564,7 +639,7 @@ impl Session {
                         k_rotated: true,
                         layout: c.layout,
                         scale: None,
-                        q: &s.q,
+                        q: qn,
                         k: &scratch.k,
                         v: &scratch.v,
                         table: &self.table,
