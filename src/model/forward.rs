@@ -77,6 +77,10 @@ pub struct SessionOptions {
     /// gate/up), as llama.cpp's GPU backends do; faster, and within the int8 rounding of the f32
     /// path. Other formats, and prefill, always use f32 activations.
     pub int8_activations: bool,
+    /// With `int8_activations`, a decode step computes each RMSNorm and the int8 quantisation of
+    /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two (default on; off is
+    /// for comparisons).
+    pub fused_norm: bool,
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
     pub gpu_timing: bool,
@@ -84,7 +88,7 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, gpu_timing: false }
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, fused_norm: true, gpu_timing: false }
     }
 }
 
@@ -165,6 +169,11 @@ pub struct Session {
 /// allows the integer dot.
 fn q8_slot(ctx: &Context, opts: SessionOptions, k: usize) -> Result<Option<Q8Activations>> {
     Ok(if opts.int8_activations && k % 256 == 0 { Some(Q8Activations::alloc(ctx, k)?) } else { None })
+}
+
+/// Whether one of `ws` has an integer dot (reads int8 activations in a decode step).
+fn int_dot<'a>(ws: impl IntoIterator<Item = &'a mm::WeightMatrix>) -> bool {
+    ws.into_iter().any(|w| has_integer_dot(w.format()))
 }
 
 fn mul(a: usize, b: usize) -> Result<usize> {
@@ -463,8 +472,8 @@ impl Session {
             } else {
                 &s.x
             };
-            elementwise::rmsnorm(b, src, &w.output_norm, &s.xn, 1, c.hidden, c.rms_eps)?;
-            self.project(b, &s.xn, 0, 1, &[(&w.lm_head, &s.logits)])?;
+            let xq = self.norm(b, src, &w.output_norm, 1, c, int_dot([&w.lm_head]))?;
+            Self::gemv(b, &w.lm_head, &s.xn, xq, &s.logits, Epilogue::Store)?;
         }
         Ok(())
     }
@@ -490,17 +499,21 @@ impl Session {
         Ok(mm::gemv_with(b, w, input, y, epi)?)
     }
 
-    /// `ys[i] = x W_i^T` for the projections `ws` of one input `x` (`m` rows).
-    fn project(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, ws: &[(&mm::WeightMatrix, &GpuBuffer<f32>)]) -> Result<()> {
-        let xq = self.quantised(b, x, slot, m, ws.iter().any(|(w, _)| has_integer_dot(w.format())))?;
-        for &(w, y) in ws {
-            if m == 1 {
-                Self::gemv(b, w, x, xq, y, Epilogue::Store)?;
-            } else {
-                mm::matmul(b, w, x, y, m)?;
+    /// `xn = rmsnorm(src) * weight` (`m` rows of `hidden`), and in a decode step (`m == 1`) with
+    /// int8 activations when `wanted` (a matrix reading `xn` has an integer dot), its
+    /// quantisation (returned): one dispatch ([`q8::rmsnorm_quantize`]) unless `fused_norm` is off.
+    fn norm(&self, b: &mut Batch, src: &GpuBuffer<f32>, weight: &GpuBuffer<f32>, m: usize, c: &Config, wanted: bool) -> Result<Option<&Q8Activations>> {
+        let s = &self.s;
+        match s.q8[0].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k()) {
+            Some(xq) if self.opts.fused_norm => {
+                q8::rmsnorm_quantize(b, src, weight, c.rms_eps, &s.xn, xq)?;
+                Ok(Some(xq))
+            }
+            _ => {
+                elementwise::rmsnorm(b, src, weight, &s.xn, m, c.hidden, c.rms_eps)?;
+                self.quantised(b, &s.xn, 0, m, wanted)
             }
         }
-        Ok(())
     }
 
     /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
@@ -515,20 +528,23 @@ impl Session {
         }
     }
 
-    /// `gate = silu(xn W_gate^T) * (xn W_up^T)`.
-    fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize) -> Result<()> {
+    /// `gate = silu(xn W_gate^T) * (xn W_up^T)` (`xq`: `xn` as int8, in a decode step).
+    fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize, xq: Option<&Q8Activations>) -> Result<()> {
         let s = &self.s;
         match f {
-            FfnIn::GateUp(w) if m == 1 => {
-                let xq = self.quantised(b, &s.xn, 0, m, has_integer_dot(w.format()))?;
-                Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu)
-            }
+            FfnIn::GateUp(w) if m == 1 => Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu),
             FfnIn::GateUp(w) => {
                 mm::matmul(b, w, &s.xn, &s.up, m)?;
                 Ok(ops::swiglu_pairs(b, &s.up, m * ffn, &s.gate)?)
             }
             FfnIn::Separate { gate, up } => {
-                self.project(b, &s.xn, 0, m, &[(gate, &s.gate), (up, &s.up)])?;
+                for (w, y) in [(gate, &s.gate), (up, &s.up)] {
+                    if m == 1 {
+                        Self::gemv(b, w, &s.xn, xq, y, Epilogue::Store)?;
+                    } else {
+                        mm::matmul(b, w, &s.xn, y, m)?;
+                    }
+                }
                 Ok(elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * ffn)?)
             }
         }
@@ -537,9 +553,16 @@ impl Session {
     /// The q, k and v projections of `xn` (`m` rows), biases added: in a decode step with
     /// views, each matrix of [`super::weights::Layer::qkv`] writes its rows of `qkv` and q, k, v
     /// are views of it; otherwise each writes `qkv` and its columns are split into `q`, `k`, `v`.
-    fn project_qkv(&self, b: &mut Batch, w: &super::weights::Layer, m: usize, qd: usize, kvd: usize) -> Result<(&GpuBuffer<f32>, &GpuBuffer<f32>, &GpuBuffer<f32>)> {
+    fn project_qkv(
+        &self,
+        b: &mut Batch,
+        w: &super::weights::Layer,
+        m: usize,
+        qd: usize,
+        kvd: usize,
+        xq: Option<&Q8Activations>,
+    ) -> Result<(&GpuBuffer<f32>, &GpuBuffer<f32>, &GpuBuffer<f32>)> {
         let s = &self.s;
-        let xq = self.quantised(b, &s.xn, 0, m, w.qkv.iter().any(|w| has_integer_dot(w.format())))?;
         let n3 = qd + 2 * kvd;
         match &s.qkv_views {
             Some(views) if m == 1 => {
@@ -573,10 +596,10 @@ impl Session {
     fn record_layer(&self, b: &mut Batch, model: &Model, l: usize, m: usize, pos0: usize, decode: bool) -> Result<()> {
         let (c, s) = (&model.config, &self.s);
         let w = &model.weights.layers[l];
-        let (h, qd, kvd, eps) = (c.hidden, c.q_dim(), c.kv_dim(), c.rms_eps);
+        let (qd, kvd) = (c.q_dim(), c.kv_dim());
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
-        elementwise::rmsnorm(b, &s.x, &w.attn_norm, &s.xn, m, h, eps)?;
-        let (qn, kn, vn) = self.project_qkv(b, w, m, qd, kvd)?;
+        let xq = self.norm(b, &s.x, &w.attn_norm, m, c, int_dot(&w.qkv))?;
+        let (qn, kn, vn) = self.project_qkv(b, w, m, qd, kvd, xq)?;
         let cap = self.kv.capacity();
         match &self.kv.layers[l] {
             LayerKv::F16 { k, v } if decode => attention::decode(
@@ -650,8 +673,8 @@ impl Session {
             }
         }
         self.project_add(b, &s.attn, 1, m, &w.wo)?;
-        elementwise::rmsnorm(b, &s.x, &w.ffn_norm, &s.xn, m, h, eps)?;
-        self.ffn_in(b, &w.ffn_in, m, c.ffn)?;
+        let xq = self.norm(b, &s.x, &w.ffn_norm, m, c, int_dot(w.ffn_in.matrices()))?;
+        self.ffn_in(b, &w.ffn_in, m, c.ffn, xq)?;
         self.project_add(b, &s.gate, 2, m, &w.w_down)?;
         Ok(())
     }

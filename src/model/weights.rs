@@ -37,11 +37,13 @@ pub enum FfnIn {
 }
 
 impl FfnIn {
-    fn matrices(&self) -> Vec<&WeightMatrix> {
-        match self {
-            FfnIn::GateUp(w) => vec![w],
-            FfnIn::Separate { gate, up } => vec![gate, up],
-        }
+    /// The one or two matrices.
+    pub fn matrices(&self) -> impl Iterator<Item = &WeightMatrix> {
+        let (a, b) = match self {
+            FfnIn::GateUp(w) => (w, None),
+            FfnIn::Separate { gate, up } => (gate, Some(up)),
+        };
+        std::iter::once(a).chain(b)
     }
 }
 
@@ -220,7 +222,7 @@ impl Weights {
             let wo = mat!(p("attn_output.weight"), h, q);
             let ffn_norm = load!(vector(ctx, file, &p("ffn_norm.weight"), h)?, p("ffn_norm.weight"));
             let ffn_in = ffn_in(ctx, file, &p("ffn_gate.weight"), &p("ffn_up.weight"), f, h)?;
-            gpu_bytes += ffn_in.matrices().iter().map(|m| m.bytes()).sum::<u64>();
+            gpu_bytes += ffn_in.matrices().map(|m| m.bytes()).sum::<u64>();
             step(&p("ffn_gate.weight"))?;
             step(&p("ffn_up.weight"))?;
             let w_down = mat!(p("ffn_down.weight"), h, f);
