@@ -130,7 +130,8 @@ fn main() {
                     }
                     continue;
                 }
-                let vctx = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)));
+                // The environment's options (tuning, bounds checks) with the variant required.
+                let vctx = ctx.with_options(ctx.options().clone().with_policy(VariantPolicy::Require(v)));
                 let copies = a.rotate_bytes.div_ceil(case.bytes().max(1)).clamp(1, 64) as usize;
                 let mut run = || -> wgkernels::Result<(wgkernels::suite::Check, Option<wgkernels::timing::Timing>)> {
                     let p = case.setup(&vctx, &mut rng, copies)?;

@@ -69,7 +69,7 @@ fn collect(ctx: &Context, a: &Args) -> BTreeMap<String, PipelineDesc> {
                 if (!a.variants.is_empty() && !a.variants.contains(&v)) || info.support(ctx.caps(), v).is_err() {
                     continue;
                 }
-                let vctx = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)));
+                let vctx = ctx.with_options(ctx.options().clone().with_policy(VariantPolicy::Require(v)));
                 let recorded = case.setup(&vctx, &mut rng, 1).and_then(|p| p.encode(&mut vctx.batch(), 0));
                 // A shape the variant does not take (e.g. Matrix with head_dim 6) is no news here.
                 if let Err(e) = recorded.map_err(|e| e.to_string()) {

@@ -10,8 +10,9 @@
 //   K phase: one thread per pair of keys (sharing each q' load), q' and the 16 centroids in
 //            threadgroup memory; scores kept in threadgroup memory.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
-//   V phase: thread (w, stripe) owns code word w (8 coordinates) and every stripe-th key; the
-//            stripes are summed in threadgroup memory at the end.
+//   V phase: thread (w, stripe) owns code word w (8 coordinates) and every stripe-th key (two
+//            keys a step); the stripes are summed in threadgroup memory at the end, two
+//            coordinates a round.
 // Output row per (head, split): [max, sum, -, -, o'[d]] (unnormalised; the pad is not written).
 //
 // Reductions (tq_reduce4): simd_max / simd_sum of scalars (Metal rejects simdgroup reductions on
@@ -31,7 +32,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 a97d4ec7b83e8882
+//   tq_attend: twin fnv1a64 adc67d96eac34355
 
 #include <metal_stdlib>
 using namespace metal;
@@ -227,7 +228,7 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     }
     const float4 l = tq_reduce4(lloc, t, false, red);
 
-    // V phase.
+    // V phase: two keys per step (two code loads in flight).
     const uint words = p.d / 8u;
     const uint stripes = ATT_WG / words;
     const uint w = li % words;
@@ -235,24 +236,41 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     for (uint k = 0; k < 8u; ++k) {
         acc[k] = float4(0.0f);
     }
-    for (uint j = li / words; j < n; j += stripes) {
-        const uint word = vcodes[vec_of[j] * words + w];
-        const float4 pj = sc[j];
+    uint j = li / words;
+    for (; j + stripes < n; j += 2u * stripes) {
+        const uint w0 = vcodes[vec_of[j] * words + w];
+        const uint w1 = vcodes[vec_of[j + stripes] * words + w];
+        const float4 p0 = sc[j];
+        const float4 p1 = sc[j + stripes];
         for (uint k = 0; k < 8u; ++k) {
-            acc[k] += lut[(word >> (4u * k)) & 15u] * pj;
+            acc[k] += lut[(w0 >> (4u * k)) & 15u] * p0;
+            acc[k] += lut[(w1 >> (4u * k)) & 15u] * p1;
+        }
+    }
+    if (j < n) {
+        const uint w0 = vcodes[vec_of[j] * words + w];
+        const float4 p0 = sc[j];
+        for (uint k = 0; k < 8u; ++k) {
+            acc[k] += lut[(w0 >> (4u * k)) & 15u] * p0;
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint k = 0; k < 8u; ++k) {
+    // Two coordinates a round: thread li's at sc[li] and sc[ATT_WG + li].
+    for (uint k = 0; k < 8u; k += 2u) {
         sc[li] = acc[k];
+        sc[ATT_WG + li] = acc[k + 1u];
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (li < words) {
             float4 o = float4(0.0f);
+            float4 o2 = float4(0.0f);
             for (uint s = 0; s < stripes; ++s) {
                 o += sc[s * words + li];
+                o2 += sc[ATT_WG + s * words + li];
             }
             for (uint g = 0; g < nh; ++g) {
-                partial[((h0 + g) * p.splits + split) * p.row + 4u + 8u * li + k] = o[g];
+                const uint r = ((h0 + g) * p.splits + split) * p.row + 4u + 8u * li + k;
+                partial[r] = o[g];
+                partial[r + 1u] = o2[g];
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);

@@ -36,7 +36,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_quantize, tq_dequantize, tq_rotate, tq_merge: twin fnv1a64 18b48cb01ea51797
+//   tq_quantize, tq_dequantize, tq_rotate, tq_merge: twin fnv1a64 81ceec44e8ba0146
 
 #include <metal_stdlib>
 using namespace metal;
@@ -356,6 +356,30 @@ kernel void tq_rotate(constant TqTransformParams& p [[buffer(0)]],
     }
 }
 
+struct Part {
+    float m;
+    float l;
+    float4 a;
+    float4 b;
+};
+
+// Fold partial row `base` (max, sum, 2 pad, d outputs) into the running part of lane r.
+static inline Part fold_row(Part q, device const float4* src, uint base, uint r) {
+    const float4 ml = src[base];
+    const float m = max(q.m, ml.x);
+    const float f = exp(q.m - m);
+    const float e = exp(ml.x - m);
+    Part o;
+    o.m = m;
+    o.l = q.l * f + ml.y * e;
+    o.a = q.a * f + src[base + 1u + 2u * r] * e;
+    o.b = q.b * f + src[base + 2u + 2u * r] * e;
+    return o;
+}
+
+// One threadgroup per head: its WG / lanes teams take the partial rows g, g + G, .. (two a step)
+// with an online softmax, combine through threadgroup memory, and all rotate the combined vector
+// back; team 0 stores it.
 kernel void tq_merge(constant TqTransformParams& p [[buffer(0)]],
                      device const float4* src [[buffer(1)]],
                      device uint* codes [[buffer(2)]],
@@ -374,31 +398,53 @@ kernel void tq_merge(constant TqTransformParams& p [[buffer(0)]],
     threadgroup float4 xb[2 * WG];
     threadgroup float xs[2 * WG];
     const TqLanes t = tq_begin(tg, ntg, li, sl, ss, sid, nsg, sizes);
-    const Lane ln = lane_of(p, t);
-    const uint rows = ln.v * p.splits;
-    float mx = -3.0e38f;
-    for (uint s = 0; s < p.splits; ++s) {
-        mx = max(mx, src[(rows + s) * p.row / 4u].x);
+    const bool valid = t.wg < p.vectors;
+    const uint v = min(t.wg, p.vectors - 1u);
+    const uint r = t.l % p.lanes;
+    const uint g = t.l / p.lanes;
+    const uint groups = WG / p.lanes;
+    const uint rows = v * p.splits;
+    Part q;
+    q.m = -3.0e38f;
+    q.l = 0.0f;
+    q.a = float4(0.0f);
+    q.b = float4(0.0f);
+    uint s = g;
+    for (; s + groups < p.splits; s += 2u * groups) {
+        const Part q0 = fold_row(q, src, (rows + s) * p.row / 4u, r);
+        q = fold_row(q0, src, (rows + s + groups) * p.row / 4u, r);
+    }
+    if (s < p.splits) {
+        q = fold_row(q, src, (rows + s) * p.row / 4u, r);
+    }
+    xa[t.l] = q.a;
+    xb[t.l] = q.b;
+    xs[t.l] = q.m;
+    xs[WG + t.l] = q.l;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float m = xs[r];
+    for (uint h = 1; h < groups; ++h) {
+        m = max(m, xs[h * p.lanes + r]);
     }
     float l = 0.0f;
     float4 a = float4(0.0f);
     float4 b = float4(0.0f);
-    for (uint s = 0; s < p.splits; ++s) {
-        const uint base = (rows + s) * p.row / 4u;
-        const float4 ml = src[base];
-        const float e = exp(ml.x - mx);
-        l += ml.y * e;
-        a += src[base + 1u + 2u * ln.r] * e;
-        b += src[base + 2u + 2u * ln.r] * e;
+    for (uint h = 0; h < groups; ++h) {
+        const uint i = h * p.lanes + r;
+        const float e = exp(xs[i] - m);
+        l += xs[WG + i] * e;
+        a += xa[i] * e;
+        b += xb[i] * e;
     }
+    threadgroup_barrier(mem_flags::mem_threadgroup);  // fwht reuses xa, xb, xs
     const float f = p.scale / l;
     Chunk c;
     c.a = a * f;
     c.b = b * f;
     c.s = 0.0f;
-    c = apply_signs(signs, fwht(p, c, t, xa, xb, xs), ln.r);
-    if (ln.valid) {
-        const uint o = (ln.v * p.d + ln.r * 8u) / 4u;
+    c = apply_signs(signs, fwht(p, c, t, xa, xb, xs), r);
+    if (valid && g == 0u) {
+        const uint o = (v * p.d + r * 8u) / 4u;
         dst[o] = c.a;
         dst[o + 1u] = c.b;
     }

@@ -15,7 +15,7 @@
 //            and the 16 centroids in workgroup memory; scores kept in workgroup memory.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
 //   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key;
-//            the stripes are summed in workgroup memory at the end.
+//            the stripes are summed in workgroup memory at the end, two coordinates a round.
 // Output row per (head, split): [max, sum, 0, 0, o'[d]] (unnormalised).
 
 struct Params {
@@ -54,8 +54,14 @@ var<workgroup> vec_of: array<u32, SPLIT_MAX>;
 var<workgroup> lut: array<f32, 16>;
 
 // Scores of two keys (vec4 over the quad's heads) from their code vectors cv and cv2: every q'
-// load from workgroup memory serves both.
-fn key_dots(cv: u32, cv2: u32) -> array<vec4<f32>, 2> {
+// load from workgroup memory serves both. (Results and accumulators are named values, not
+// arrays: an array indexed in a loop may be placed in local memory.)
+struct KeyPair {
+    a: vec4<f32>,
+    b: vec4<f32>,
+}
+
+fn key_dots(cv: u32, cv2: u32) -> KeyPair {
     let w4 = p.d / 32u;
     var a = vec4<f32>(0.0);
     var a2 = vec4<f32>(0.0);
@@ -73,7 +79,43 @@ fn key_dots(cv: u32, cv2: u32) -> array<vec4<f32>, 2> {
             }
         }
     }
-    return array<vec4<f32>, 2>(a, a2);
+    return KeyPair(a, a2);
+}
+
+// V accumulators of one invocation: coordinate k of its code word, vec4 over the quad's heads.
+struct VAcc {
+    c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>,
+    c4: vec4<f32>, c5: vec4<f32>, c6: vec4<f32>, c7: vec4<f32>,
+}
+
+// acc += p * centroids of the 8 codes of `word`.
+fn v_fold(acc: VAcc, word: u32, pj: vec4<f32>) -> VAcc {
+    return VAcc(acc.c0 + lut[word & 15u] * pj, acc.c1 + lut[(word >> 4u) & 15u] * pj,
+                acc.c2 + lut[(word >> 8u) & 15u] * pj, acc.c3 + lut[(word >> 12u) & 15u] * pj,
+                acc.c4 + lut[(word >> 16u) & 15u] * pj, acc.c5 + lut[(word >> 20u) & 15u] * pj,
+                acc.c6 + lut[(word >> 24u) & 15u] * pj, acc.c7 + lut[word >> 28u] * pj);
+}
+
+// Sum coordinate pair (k, k + 1) of every stripe (in sc: invocation li's two at li and
+// ATT_WG + li) and write them to the partial rows. Every invocation calls it (barriers).
+fn v_out(lo: vec4<f32>, hi: vec4<f32>, k: u32, li: u32, words: u32, stripes: u32, h0: u32, nh: u32, split: u32) {
+    sc[li] = lo;
+    sc[ATT_WG + li] = hi;
+    workgroupBarrier();
+    if (li < words) {
+        var o = vec4<f32>(0.0);
+        var o2 = vec4<f32>(0.0);
+        for (var s = 0u; s < stripes; s++) {
+            o += sc[s * words + li];
+            o2 += sc[ATT_WG + s * words + li];
+        }
+        for (var g = 0u; g < nh; g++) {
+            let r = ((h0 + g) * p.splits + split) * p.row + 4u + 8u * li + k;
+            partial[r] = o[g];
+            partial[r + 1u] = o2[g];
+        }
+    }
+    workgroupBarrier();
 }
 
 @compute @workgroup_size(128)
@@ -113,12 +155,12 @@ fn attend(ids: TqIds) {
         let cv = kvh * p.capacity + (p.lo + t0 + j) % p.capacity;
         let cv2 = select(cv, kvh * p.capacity + (p.lo + t0 + j2) % p.capacity, has2);
         let a = key_dots(cv, cv2);
-        let s = a[0] * (p.kscale * knorms[cv]);
+        let s = a.a * (p.kscale * knorms[cv]);
         vec_of[j] = cv;
         sc[j] = s;
         mloc = max(mloc, s);
         if (has2) {
-            let s2 = a[1] * (p.kscale * knorms[cv2]);
+            let s2 = a.b * (p.kscale * knorms[cv2]);
             vec_of[j2] = cv2;
             sc[j2] = s2;
             mloc = max(mloc, s2);
@@ -135,36 +177,26 @@ fn attend(ids: TqIds) {
     }
     let l = tq_reduce4(lloc, t, false);
 
-    // V phase.
+    // V phase: two keys per step, so two code loads are in flight.
     let words = p.d / 8u;
     let stripes = ATT_WG / words;
     let w = li % words;
-    var acc: array<vec4<f32>, 8>;
-    for (var k = 0u; k < 8u; k++) {
-        acc[k] = vec4<f32>(0.0);
+    let z = vec4<f32>(0.0);
+    var acc = VAcc(z, z, z, z, z, z, z, z);
+    var j = li / words;
+    for (; j + stripes < n; j += 2u * stripes) {
+        let w0 = vcodes[vec_of[j] * words + w];
+        let w1 = vcodes[vec_of[j + stripes] * words + w];
+        acc = v_fold(v_fold(acc, w0, sc[j]), w1, sc[j + stripes]);
     }
-    for (var j = li / words; j < n; j += stripes) {
-        let word = vcodes[vec_of[j] * words + w];
-        let pj = sc[j];
-        for (var k = 0u; k < 8u; k++) {
-            acc[k] += lut[(word >> (4u * k)) & 15u] * pj;
-        }
+    if (j < n) {
+        acc = v_fold(acc, vcodes[vec_of[j] * words + w], sc[j]);
     }
     workgroupBarrier();
-    for (var k = 0u; k < 8u; k++) {
-        sc[li] = acc[k];
-        workgroupBarrier();
-        if (li < words) {
-            var o = vec4<f32>(0.0);
-            for (var s = 0u; s < stripes; s++) {
-                o += sc[s * words + li];
-            }
-            for (var g = 0u; g < nh; g++) {
-                partial[((h0 + g) * p.splits + split) * p.row + 4u + 8u * li + k] = o[g];
-            }
-        }
-        workgroupBarrier();
-    }
+    v_out(acc.c0, acc.c1, 0u, li, words, stripes, h0, nh, split);
+    v_out(acc.c2, acc.c3, 2u, li, words, stripes, h0, nh, split);
+    v_out(acc.c4, acc.c5, 4u, li, words, stripes, h0, nh, split);
+    v_out(acc.c6, acc.c7, 6u, li, words, stripes, h0, nh, split);
     if (li < nh) {
         let r = ((h0 + li) * p.splits + split) * p.row;
         partial[r] = m[li];

@@ -191,31 +191,70 @@ fn rotate(ids: TqIds) {
     }
 }
 
+// Merge: one workgroup per head. Its 64 / lanes teams ("groups") take the split-K partial rows
+// s = g, g + G, .. (G groups, two rows in flight per step) with an online softmax (running max m,
+// sum l and output a|b rescaled whenever m grows), combine the groups' (m, l, a, b) through
+// workgroup memory, and every team then rotates the same combined vector back; team 0 stores it.
+struct Part {
+    m: f32,
+    l: f32,
+    a: vec4<f32>,
+    b: vec4<f32>,
+}
+
+// Fold row `base` (max, sum, 2 pad, d outputs; lane r's coordinates 8r.. at vec4s 1 + 2r, 2 + 2r)
+// into the running part.
+fn fold_row(q: Part, base: u32, r: u32) -> Part {
+    let ml = src[base];
+    let m = max(q.m, ml.x);
+    let f = exp(q.m - m);
+    let e = exp(ml.x - m);
+    return Part(m, q.l * f + ml.y * e, q.a * f + src[base + 1u + 2u * r] * e, q.b * f + src[base + 2u + 2u * r] * e);
+}
+
 @compute @workgroup_size(64)
 fn merge(ids: TqIds) {
     let t = tq_begin(ids);
-    let ln = lane_of(t);
-    let rows = ln.v * p.splits;
-    var mx = -3.0e38;
-    for (var s = 0u; s < p.splits; s++) {
-        mx = max(mx, src[(rows + s) * p.row / 4u].x);
+    let valid = t.wg < p.vectors;
+    let v = min(t.wg, p.vectors - 1u);
+    let r = t.l % p.lanes;
+    let g = t.l / p.lanes;
+    let groups = WG / p.lanes;
+    let rows = v * p.splits;
+    var q = Part(-3.0e38, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+    var s = g;
+    for (; s + groups < p.splits; s += 2u * groups) {
+        let q0 = fold_row(q, (rows + s) * p.row / 4u, r);
+        q = fold_row(q0, (rows + s + groups) * p.row / 4u, r);
+    }
+    if (s < p.splits) {
+        q = fold_row(q, (rows + s) * p.row / 4u, r);
+    }
+    xa[t.l] = q.a;
+    xb[t.l] = q.b;
+    xs[t.l] = q.m;
+    xs[WG + t.l] = q.l;
+    workgroupBarrier();
+    var m = xs[r];
+    for (var h = 1u; h < groups; h++) {
+        m = max(m, xs[h * p.lanes + r]);
     }
     var l = 0.0;
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
-    for (var s = 0u; s < p.splits; s++) {
-        let base = (rows + s) * p.row / 4u;
-        let ml = src[base];
-        let e = exp(ml.x - mx);
-        l += ml.y * e;
-        a += src[base + 1u + 2u * ln.r] * e;
-        b += src[base + 2u + 2u * ln.r] * e;
+    for (var h = 0u; h < groups; h++) {
+        let i = h * p.lanes + r;
+        let e = exp(xs[i] - m);
+        l += xs[WG + i] * e;
+        a += xa[i] * e;
+        b += xb[i] * e;
     }
+    workgroupBarrier();  // fwht reuses xa, xb, xs
     let f = p.scale / l;
     var c = fwht(Chunk(a * f, b * f, 0.0), t);
-    c = apply_signs(c, ln.r);
-    if (ln.valid) {
-        let o = (ln.v * p.d + ln.r * 8u) / 4u;
+    c = apply_signs(c, r);
+    if (valid && g == 0u) {
+        let o = (v * p.d + r * 8u) / 4u;
         dst[o] = c.a;
         dst[o + 1u] = c.b;
     }

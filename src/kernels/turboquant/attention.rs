@@ -1,6 +1,7 @@
 //! Decode attention over compressed K and V caches: rotate the query once (`rotate`), one
 //! split-K pass over the 4-bit codes in the rotated domain (`attend`), and one log-sum-exp merge
-//! that also rotates the output back (`merge`). Three dispatches per call.
+//! that also rotates the output back (`merge`, one workgroup per head, its teams splitting the
+//! partial rows). Three dispatches per call.
 
 use super::*;
 
@@ -148,6 +149,8 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
     let bufs = [ws.qrot.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw()];
     // kv_heads * quads * splits <= heads * splits, bounded by the workspace size (checked at its creation).
     let attend_grid = ctx.grid((kc.kv_heads * quads * splits) as u64)?;
+    // The merge runs one workgroup per head.
+    let merge_grid = ctx.grid(a.heads as u64)?;
 
     ctx.with_native_fallback(&ATTENTION, |variant| {
         let rotate = TqPipeline::Transform { variant, op: TransformOp::Rotate };
@@ -160,6 +163,6 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         ctx.pipeline(&merge)?;
         b.dispatch(&rotate, &tp, &[q.raw(), k.codes.raw(), k.norms.raw(), k.signs.raw(), ws.qrot.raw()], grid)?;
         b.dispatch(&attend, &ap, &bufs, attend_grid)?;
-        b.dispatch(&merge, &tp, &[ws.partial.raw(), v.codes.raw(), v.norms.raw(), v.signs.raw(), out.raw()], grid)
+        b.dispatch(&merge, &tp, &[ws.partial.raw(), v.codes.raw(), v.norms.raw(), v.signs.raw(), out.raw()], merge_grid)
     })
 }
