@@ -10,7 +10,7 @@
 //! combination it has seen. It holds references to the buffers it has bound (they stay alive until
 //! the cache is cleared or dropped) and clears itself when it grows past its capacity.
 
-use crate::buffer::{BufRef, GpuBuffer, HostReadback};
+use crate::buffer::{BufRef, GpuBuffer, HostReadback, HostUpload};
 use crate::context::{Context, ContextId};
 use crate::error::{ensure, Error, Result};
 use crate::pipeline::{Pipeline, PipelineKey};
@@ -129,6 +129,23 @@ impl<'c> Batch<'c> {
         let timer = if timed { ctx.gpu_timer() } else { None };
         let align = ctx.caps().limits.min_uniform_buffer_offset_alignment.max(16) as u64;
         Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, copies: Vec::new(), cache: None }
+    }
+
+    /// Copy `src[0..len]` (written with [`HostUpload::write`] before this batch is submitted)
+    /// into `dst`, ahead of the batch's dispatches: recorded before the first one (else an error).
+    pub fn copy_from_host<T: Pod>(&mut self, src: &HostUpload<T>, len: usize, dst: &GpuBuffer<T>) -> Result<()> {
+        ensure(self.pass.is_none(), || Error::Argument("copies from the host are recorded before a batch's first dispatch".into()))?;
+        ensure(src.owner() == self.ctx.id(), || Error::ForeignBuffer { name: "copy source" })?;
+        dst.check_owner(self.ctx, "copy destination")?;
+        ensure(src.len() >= len, || Error::BufferTooSmall { name: "copy source", needed: len as u64, got: src.len() as u64 })?;
+        dst.require("copy destination", len)?;
+        ensure(dst.wgpu_buffer().usage().contains(wgpu::BufferUsages::COPY_DST), || Error::Argument("copy destination lacks COPY_DST usage".into()))?;
+        let bytes = (len as u64 * std::mem::size_of::<T>() as u64).div_ceil(4) * 4;
+        ensure(dst.offset() + bytes <= dst.wgpu_buffer().size(), || Error::Argument("copy past the destination's end".into()))?;
+        if bytes > 0 {
+            self.encoder.copy_buffer_to_buffer(&src.buffer, 0, dst.wgpu_buffer(), dst.offset(), bytes);
+        }
+        Ok(())
     }
 
     /// Copy `src[0..len]` into `dst` at the end of this batch (after its dispatches, in the same

@@ -155,6 +155,43 @@ impl<T: Pod> GpuBuffer<T> {
     }
 }
 
+/// The map state of a host staging buffer ([`HostReadback`], [`HostUpload`]), set by wgpu's map
+/// callback: idle (unmapped, nothing asked), asked, mapped, or failed.
+struct MapState(Arc<AtomicU8>);
+
+const MAP_IDLE: u8 = 0;
+const MAP_ASKED: u8 = 1;
+const MAP_DONE: u8 = 2;
+const MAP_FAILED: u8 = 3;
+
+impl MapState {
+    fn new(state: u8) -> MapState {
+        MapState(Arc::new(AtomicU8::new(state)))
+    }
+
+    /// Ask for `buffer` to be mapped once the work submitted so far is done.
+    fn request(&self, buffer: &wgpu::Buffer, mode: wgpu::MapMode, what: &str) -> Result<()> {
+        ensure(self.0.compare_exchange(MAP_IDLE, MAP_ASKED, Ordering::AcqRel, Ordering::Acquire).is_ok(), || Error::Readback(format!("{what}: map already requested")))?;
+        let state = self.0.clone();
+        buffer.slice(..).map_async(mode, move |r| state.store(if r.is_ok() { MAP_DONE } else { MAP_FAILED }, Ordering::Release));
+        Ok(())
+    }
+
+    /// Wait for the requested map (polling the device if it has not completed) and take it:
+    /// `Ok` when the buffer is mapped (the caller uses and unmaps it). The state is idle after.
+    fn take(&self, ctx: &Context, what: &str) -> Result<()> {
+        if self.0.load(Ordering::Acquire) == MAP_ASKED {
+            ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Readback(e.to_string()))?;
+        }
+        match self.0.swap(MAP_IDLE, Ordering::AcqRel) {
+            MAP_DONE => Ok(()),
+            MAP_IDLE => Err(Error::Readback(format!("{what}: no map requested"))),
+            // Nothing is mapped (a failed or never completed map); the next request starts afresh.
+            _ => Err(Error::Readback(format!("{what}: map failed"))),
+        }
+    }
+}
+
 /// A host-readable buffer of `len` elements of `T`, made once and filled by batches
 /// ([`crate::Batch::copy_to_host`]: the copy is part of the batch's own submission). After that
 /// batch is submitted: [`HostReadback::request_map`], wait for the batch (one wait for both), then
@@ -164,15 +201,9 @@ pub struct HostReadback<T: Pod> {
     pub(crate) buffer: wgpu::Buffer,
     len: usize,
     owner: ContextId,
-    /// [`MAP_IDLE`], [`MAP_ASKED`], [`MAP_DONE`] or [`MAP_FAILED`], set by the map callback.
-    state: Arc<AtomicU8>,
+    state: MapState,
     _t: PhantomData<T>,
 }
-
-const MAP_IDLE: u8 = 0;
-const MAP_ASKED: u8 = 1;
-const MAP_DONE: u8 = 2;
-const MAP_FAILED: u8 = 3;
 
 impl<T: Pod> HostReadback<T> {
     pub fn len(&self) -> usize {
@@ -189,10 +220,7 @@ impl<T: Pod> HostReadback<T> {
     /// work (e.g. [`crate::batch::Submitted::wait`]) completes the map. Asking twice before a
     /// [`HostReadback::read_into`] is an error.
     pub fn request_map(&self) -> Result<()> {
-        ensure(self.state.compare_exchange(MAP_IDLE, MAP_ASKED, Ordering::AcqRel, Ordering::Acquire).is_ok(), || Error::Readback("host readback: map already requested".into()))?;
-        let state = self.state.clone();
-        self.buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| state.store(if r.is_ok() { MAP_DONE } else { MAP_FAILED }, Ordering::Release));
-        Ok(())
+        self.state.request(&self.buffer, wgpu::MapMode::Read, "host readback")
     }
 
     /// Copy the first `out.len()` elements into `out` and unmap. Waits for the device if the map
@@ -200,23 +228,61 @@ impl<T: Pod> HostReadback<T> {
     pub fn read_into(&self, ctx: &Context, out: &mut [T]) -> Result<()> {
         ensure(ctx.id() == self.owner, || Error::ForeignBuffer { name: "host readback" })?;
         ensure(out.len() <= self.len, || Error::BufferTooSmall { name: "host readback", needed: out.len() as u64, got: self.len as u64 })?;
-        match self.state.load(Ordering::Acquire) {
-            MAP_IDLE => return Err(Error::Readback("host readback: read without request_map".into())),
-            MAP_ASKED => {
-                ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Readback(e.to_string()))?;
-            }
-            _ => {}
-        }
-        let failed = self.state.swap(MAP_IDLE, Ordering::AcqRel) != MAP_DONE;
-        if failed {
-            // Nothing is mapped (a failed or never completed map); the next request starts afresh.
-            return Err(Error::Readback("host readback: map failed".into()));
-        }
+        self.state.take(ctx, "host readback")?;
         let result = {
             let view = self.buffer.slice(..).get_mapped_range().map_err(|e| Error::Readback(e.to_string()));
             // The mapped range is only 4-byte aligned: copy bytes, not a cast slice.
             let bytes = bytemuck::cast_slice_mut::<T, u8>(out);
             view.map(|v| bytes.copy_from_slice(&v[..bytes.len()]))
+        };
+        self.buffer.unmap();
+        result
+    }
+}
+
+/// A host-writable buffer of `len` elements of `T` that batches copy from at their start
+/// ([`crate::Batch::copy_from_host`]), made once: a per-step upload with no staging buffer made
+/// per write (as [`Context::write`] makes inside wgpu). [`HostUpload::write`] fills it (mapped
+/// at creation; later, after [`HostUpload::request_map`] following the submit of the batch that
+/// read it, completed by the next wait) and unmaps it for the batch's submit.
+pub struct HostUpload<T: Pod> {
+    pub(crate) buffer: wgpu::Buffer,
+    len: usize,
+    owner: ContextId,
+    state: MapState,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> HostUpload<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn owner(&self) -> ContextId {
+        self.owner
+    }
+
+    /// Ask wgpu to map the buffer for writing once the work submitted so far is done (call after
+    /// submitting the batch that copies from it).
+    pub fn request_map(&self) -> Result<()> {
+        self.state.request(&self.buffer, wgpu::MapMode::Write, "host upload")
+    }
+
+    /// Write `data` at the start and unmap. Without a map asked for since the last write, asks
+    /// for one and waits for the device.
+    pub fn write(&self, ctx: &Context, data: &[T]) -> Result<()> {
+        ensure(ctx.id() == self.owner, || Error::ForeignBuffer { name: "host upload" })?;
+        ensure(data.len() <= self.len, || Error::BufferTooSmall { name: "host upload", needed: data.len() as u64, got: self.len as u64 })?;
+        if self.state.0.load(Ordering::Acquire) == MAP_IDLE {
+            self.request_map()?;
+        }
+        self.state.take(ctx, "host upload")?;
+        let result = {
+            let view = self.buffer.slice(..).get_mapped_range_mut().map_err(|e| Error::Argument(e.to_string()));
+            let bytes: &[u8] = bytemuck::cast_slice(data);
+            view.map(|mut v| v.slice(..bytes.len()).copy_from_slice(bytes))
         };
         self.buffer.unmap();
         result
@@ -250,7 +316,21 @@ impl Context {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Ok(HostReadback { buffer, len, owner: self.id(), state: Arc::new(AtomicU8::new(MAP_IDLE)), _t: PhantomData })
+        Ok(HostReadback { buffer, len, owner: self.id(), state: MapState::new(MAP_IDLE), _t: PhantomData })
+    }
+
+    /// A [`HostUpload`] of `len` elements (mapped, ready for its first write).
+    pub fn host_upload<T: Pod>(&self, len: usize) -> Result<HostUpload<T>> {
+        let size = padded_bytes::<T>(len)?;
+        let limit = self.caps().limits.max_buffer_size;
+        ensure(size <= limit, || Error::Limit(format!("host upload of {size} bytes over max_buffer_size {limit}")))?;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgkernels host upload"),
+            size,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        Ok(HostUpload { buffer, len, owner: self.id(), state: MapState::new(MAP_DONE), _t: PhantomData })
     }
 
     fn create_storage(&self, bytes: u64, label: &str, mapped: bool) -> Result<wgpu::Buffer> {

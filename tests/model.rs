@@ -443,30 +443,44 @@ fn decode_stream_matches_decode() {
     assert!(matches!(b.decode_stream(&ctx, &model, 1, |_| Ok(Some(99))), Err(ModelError::BadToken { token: 99, .. })));
 }
 
-/// `Batch::copy_to_host` + `HostReadback`: the copy rides in the batch's own submission, one wait
-/// completes the batch and the map, the buffer is reusable after each read; misuse is a typed
-/// error.
+/// `Batch::copy_from_host` + `HostUpload` and `Batch::copy_to_host` + `HostReadback`: both
+/// copies ride in the batch's own submission, one wait completes the batch and both maps, the
+/// buffers are reusable after each write / read; misuse is a typed error.
 #[test]
-fn host_readback_reads_after_one_wait() {
+fn host_upload_and_readback_in_one_submission() {
     let ctx = common::context();
     let data: Vec<f32> = (0..37).map(|i| i as f32 * 0.5 - 3.0).collect();
     let src = ctx.upload(&data).unwrap();
-    let add = ctx.upload(&data).unwrap();
+    let add = ctx.alloc::<f32>(37).unwrap();
     let rb = ctx.host_readback::<f32>(40).unwrap();
+    let up = ctx.host_upload::<f32>(39).unwrap();
     let mut out = vec![-1.0f32; 37];
     assert!(rb.read_into(&ctx, &mut out).is_err(), "read before any map request");
     for round in 0..3 {
+        // add = (round + 1) * data, uploaded; src += add.
+        let step: Vec<f32> = data.iter().map(|&d| d * (round + 1) as f32).collect();
+        up.write(&ctx, &step).unwrap();
         let mut b = ctx.batch();
-        wgkernels::kernels::elementwise::add_inplace(&mut b, &src, &add, 37).unwrap(); // src += data
+        b.copy_from_host(&up, 37, &add).unwrap();
+        wgkernels::kernels::elementwise::add_inplace(&mut b, &src, &add, 37).unwrap();
+        assert!(b.copy_from_host(&up, 37, &add).is_err(), "a host copy after a dispatch");
         b.copy_to_host(&src, 37, &rb).unwrap();
         let sub = b.submit().unwrap();
         rb.request_map().unwrap();
+        up.request_map().unwrap();
         assert!(rb.request_map().is_err(), "second map request");
         sub.wait().unwrap();
         rb.read_into(&ctx, &mut out).unwrap();
-        let scale = (round + 2) as f32;
+        let scale = [2.0, 4.0, 7.0][round];
         assert!(out.iter().zip(&data).all(|(&g, &d)| g == d * scale), "round {round}: {out:?}");
     }
+    // A write with no map asked for maps (and waits) itself.
+    up.write(&ctx, &data).unwrap();
+    up.write(&ctx, &data[..3]).unwrap();
+    assert!(up.write(&ctx, &[0.0; 40]).is_err(), "write past the upload");
+    let mut b = ctx.batch();
+    assert!(b.copy_from_host(&up, 40, &add).is_err(), "past the upload");
+    assert!(b.copy_from_host(&up, 38, &add).is_err(), "past the destination");
     let mut b = ctx.batch();
     assert!(b.copy_to_host(&src, 38, &rb).is_err(), "past the source");
     let small = ctx.host_readback::<f32>(36).unwrap();
@@ -475,6 +489,8 @@ fn host_readback_reads_after_one_wait() {
     let other = common::context();
     assert!(other.batch().copy_to_host(&src, 37, &rb).is_err(), "foreign source");
     assert!(rb.read_into(&other, &mut out).is_err(), "foreign context");
+    assert!(other.batch().copy_from_host(&up, 37, &add).is_err(), "foreign upload");
+    assert!(up.write(&other, &data).is_err(), "foreign context");
 }
 
 /// Dispatches of one decode step, counted by recording it, against the step's structure: per

@@ -20,7 +20,9 @@
 //! All buffers are allocated once per session (sized by `chunk` and the context) and reused by
 //! every step. The embedding rows of a step's tokens are dequantised on the CPU from the mapped
 //! file and written into `x` before the batch runs. A decode step is one submit and one wait: its
-//! batch ends with the copy of the logits into a host-readable buffer ([`Batch::copy_to_host`]).
+//! batch starts with the copy of the embedding row from a host-writable buffer
+//! ([`Batch::copy_from_host`]) and ends with the copy of the logits into a host-readable one
+//! ([`Batch::copy_to_host`]); both are mapped again by the wait on the step.
 
 use super::config::Config;
 use super::error::{ModelError, Result};
@@ -29,7 +31,7 @@ use super::mm::{self};
 use super::ops;
 use super::weights::{FfnIn, Progress, Weights};
 use crate::batch::{Batch, BindCache, GpuTimer};
-use crate::buffer::{GpuBuffer, HostReadback};
+use crate::buffer::{GpuBuffer, HostReadback, HostUpload};
 use crate::context::Context;
 use crate::formats::gguf::GgufFile;
 use crate::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
@@ -134,6 +136,8 @@ pub struct Session {
     /// batch copies them into (so a step is one submit and one wait).
     logits: Vec<f32>,
     readback: HostReadback<f32>,
+    /// A decode step's embedding row, copied into `x` at the start of the step's batch.
+    upload: HostUpload<f32>,
     /// Timestamp queries shared by every batch (`gpu_timing`, where the adapter has them).
     timer: Option<GpuTimer>,
     /// GPU nanoseconds of the prefill chunks and decode steps run so far (`gpu_timing`).
@@ -204,9 +208,10 @@ impl Session {
         // int8 activations: 2 bytes per column in each of the two orders.
         s.bytes += s.q8.iter().flatten().map(|q| 4 * q.k() as u64).sum::<u64>();
         let readback = ctx.host_readback(c.vocab)?;
+        let upload = ctx.host_upload(c.hidden)?;
         let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };
         let host_x = Vec::with_capacity(mul(chunk, c.hidden)?);
-        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, timer, gpu_ns: [0.0; 2] })
+        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, upload, timer, gpu_ns: [0.0; 2] })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -249,11 +254,16 @@ impl Session {
 
     /// Check the tokens and write their embeddings into `x`.
     fn embed(&mut self, ctx: &Context, model: &Model, tokens: &[u32]) -> Result<()> {
-        let c = &model.config;
-        self.host_x.resize(tokens.len() * c.hidden, 0.0);
-        model.weights.embed(&model.file, c, tokens, &mut self.host_x)?;
+        self.embed_host(model, tokens)?;
         ctx.write(&self.s.x, &self.host_x)?;
         Ok(())
+    }
+
+    /// Check the tokens and dequantise their embeddings into `host_x`.
+    fn embed_host(&mut self, model: &Model, tokens: &[u32]) -> Result<()> {
+        let c = &model.config;
+        self.host_x.resize(tokens.len() * c.hidden, 0.0);
+        model.weights.embed(&model.file, c, tokens, &mut self.host_x)
     }
 
     /// Run `tokens` (a prompt, or its continuation) through the model at the cache's next
@@ -335,23 +345,28 @@ impl Session {
         Ok(b.len())
     }
 
-    /// A decode step for the token at `pos` (embedding not yet written), recorded and finished,
-    /// its logits copied into the host readback at the end of the same command buffer.
+    /// A decode step for the token at `pos`, recorded and finished: it starts with the copy of
+    /// the embedding row from the host upload into `x` (written before the submit) and ends
+    /// with the copy of the logits into the host readback, in the same command buffer.
     fn record_step<'c>(&self, ctx: &'c Context, model: &Model, pos: usize, cache: &'c BindCache) -> Result<crate::batch::Recorded<'c>> {
         let mut b = self.new_batch(ctx).with_cache(cache);
+        b.copy_from_host(&self.upload, model.config.hidden, &self.s.x)?;
         self.record_decode(&mut b, model, pos)?;
         b.copy_to_host(&self.s.logits, model.config.vocab, &self.readback)?;
         Ok(b.finish()?)
     }
 
-    /// Run a step of [`Session::record_step`] for `token`: write its embedding, submit, advance
-    /// the cache, run `ahead` (work for the CPU while the GPU runs the step), then wait once (the
-    /// batch, its timer and the logits' map) and read the logits into `self.logits`.
+    /// Run a step of [`Session::record_step`] for `token`: write its embedding into the host
+    /// upload, submit, advance the cache, run `ahead` (work for the CPU while the GPU runs the
+    /// step), then wait once (the batch, its timer and the maps of the logits' readback and of
+    /// the upload for the next step) and read the logits into `self.logits`.
     fn run_step<R>(&mut self, ctx: &Context, model: &Model, token: u32, step: crate::batch::Recorded, ahead: impl FnOnce(&Self) -> Result<R>) -> Result<R> {
-        self.embed(ctx, model, &[token])?;
+        self.embed_host(model, &[token])?;
+        self.upload.write(ctx, &self.host_x)?;
         let running = step.submit()?;
         self.kv.advance(1)?;
         self.readback.request_map()?;
+        self.upload.request_map()?;
         let r = ahead(self);
         // Wait and unmap even when `ahead` failed, so the readback is free for the next step.
         let waited = Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, running);
