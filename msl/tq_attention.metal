@@ -4,13 +4,13 @@
 // partials and rotate back) are tq_rotate / tq_merge in msl/tq_transform.metal.
 //
 // Same algorithm, Params and bindings as the twin (see the WGSL for the derivation): one
-// threadgroup of 128 per (kv head, quad of up to 4 query heads sharing it, split of up to 256
+// threadgroup of 128 per (kv head, quad of up to 4 query heads sharing it, split of up to 512
 // visible logical positions, slot = position % capacity). The quad's 4 queries sit side by side in
 // a float4 per coordinate, so every code is decoded once for all of them.
 //   K phase: one thread per pair of keys (sharing each q' load), q' and the 16 centroids in
 //            threadgroup memory; scores kept in threadgroup memory.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
-//   V phase: thread (w, stripe) owns code word w (8 coordinates) and every stripe-th key (two
+//   V phase: thread (w, stripe) owns code word w (8 coordinates) and every stripe-th key (four
 //            keys a step); the stripes are summed in threadgroup memory at the end, two
 //            coordinates a round.
 // Output row per (head, split): [max, sum, -, -, o'[d]] (unnormalised; the pad is not written).
@@ -28,11 +28,11 @@
 //
 // Passthrough conventions (see src/native.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer; threadgroup of 128
-// threads; threadgroup memory: 512 + 256 + 128 float4, 256 + 129 uint, 16 float (15.6 KiB).
+// threads; threadgroup memory: 512 + 512 + 128 float4, 129 uint, 16 float (18.6 KiB).
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 adc67d96eac34355
+//   tq_attend: twin fnv1a64 ccd6d95d49bbda58
 
 #include <metal_stdlib>
 using namespace metal;
@@ -57,7 +57,7 @@ struct TqAttendParams {
 };
 
 constant constexpr uint ATT_WG = 128;
-constant constexpr uint SPLIT_MAX = 256;
+constant constexpr uint SPLIT_MAX = 512;
 constant constexpr uint MAX_DIM = 512;
 // One entry per simdgroup (at most one per thread).
 constant constexpr uint MAX_SIMDGROUPS = 128;
@@ -151,6 +151,13 @@ static inline void key_dots(constant TqAttendParams& p, device const uint4* kcod
     }
 }
 
+// Cache vector of the split's position j (j < count <= capacity): the slots run on from `first`
+// (slot of the split's first position) and wrap at most once.
+static inline uint slot(constant TqAttendParams& p, uint head, uint first, uint j) {
+    const uint s = first + j;
+    return head + (s >= p.capacity ? s - p.capacity : s);
+}
+
 kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
                       device const float* qrot [[buffer(1)]],
                       device const uint4* kcodes [[buffer(2)]],
@@ -168,7 +175,6 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     threadgroup float4 red[MAX_SIMDGROUPS];
     threadgroup float4 qv[MAX_DIM];
     threadgroup float4 sc[SPLIT_MAX];
-    threadgroup uint vec_of[SPLIT_MAX];
     threadgroup float lut[16];
     const TqLanes t = tq_begin(tg, ntg, li, ss, sid, nsg, sizes);
     const uint wg = t.wg;
@@ -193,6 +199,8 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     }
     const uint t0 = split * p.split_len;
     const uint n = min(p.split_len, p.count - t0);
+    const uint head = kvh * p.capacity;
+    const uint first = (p.lo + t0) % p.capacity;
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // K phase: thread li scores keys j = li and j + h (h = ceil(n / 2)).
@@ -201,34 +209,32 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     for (uint j = li; j < h; j += ATT_WG) {
         const uint j2 = j + h;
         const bool has2 = j2 < n;
-        const uint cv = kvh * p.capacity + (p.lo + t0 + j) % p.capacity;
-        const uint cv2 = has2 ? kvh * p.capacity + (p.lo + t0 + j2) % p.capacity : cv;
+        const uint cv = slot(p, head, first, j);
+        const uint cv2 = has2 ? slot(p, head, first, j2) : cv;
         float4 a = float4(0.0f);
         float4 a2 = float4(0.0f);
         key_dots(p, kcodes, qv, lut, cv, cv2, a, a2);
         const float4 s = a * (p.kscale * knorms[cv]);
-        vec_of[j] = cv;
         sc[j] = s;
         mloc = max(mloc, s);
         if (has2) {
             const float4 s2 = a2 * (p.kscale * knorms[cv2]);
-            vec_of[j2] = cv2;
             sc[j2] = s2;
             mloc = max(mloc, s2);
         }
     }
     const float4 m = tq_reduce4(mloc, t, true, red);
 
-    // Softmax weights (the reduction's barriers make sc and vec_of visible).
+    // Softmax weights (the reduction's barriers make sc visible).
     float4 lloc = float4(0.0f);
     for (uint j = li; j < n; j += ATT_WG) {
         const float4 e = exp(sc[j] - m);
         lloc += e;
-        sc[j] = e * (p.vscale * vnorms[vec_of[j]]);
+        sc[j] = e * (p.vscale * vnorms[slot(p, head, first, j)]);
     }
     const float4 l = tq_reduce4(lloc, t, false, red);
 
-    // V phase: two keys per step (two code loads in flight).
+    // V phase: four keys per step (four code loads in flight).
     const uint words = p.d / 8u;
     const uint stripes = ATT_WG / words;
     const uint w = li % words;
@@ -237,18 +243,23 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
         acc[k] = float4(0.0f);
     }
     uint j = li / words;
-    for (; j + stripes < n; j += 2u * stripes) {
-        const uint w0 = vcodes[vec_of[j] * words + w];
-        const uint w1 = vcodes[vec_of[j + stripes] * words + w];
-        const float4 p0 = sc[j];
-        const float4 p1 = sc[j + stripes];
-        for (uint k = 0; k < 8u; ++k) {
-            acc[k] += lut[(w0 >> (4u * k)) & 15u] * p0;
-            acc[k] += lut[(w1 >> (4u * k)) & 15u] * p1;
+    for (; j + 3u * stripes < n; j += 4u * stripes) {
+        uint wd[4];
+        float4 pj[4];
+        for (uint u = 0; u < 4u; ++u) {
+            wd[u] = vcodes[slot(p, head, first, j + u * stripes) * words + w];
+        }
+        for (uint u = 0; u < 4u; ++u) {
+            pj[u] = sc[j + u * stripes];
+        }
+        for (uint u = 0; u < 4u; ++u) {
+            for (uint k = 0; k < 8u; ++k) {
+                acc[k] += lut[(wd[u] >> (4u * k)) & 15u] * pj[u];
+            }
         }
     }
-    if (j < n) {
-        const uint w0 = vcodes[vec_of[j] * words + w];
+    for (; j < n; j += stripes) {
+        const uint w0 = vcodes[slot(p, head, first, j) * words + w];
         const float4 p0 = sc[j];
         for (uint k = 0; k < 8u; ++k) {
             acc[k] += lut[(w0 >> (4u * k)) & 15u] * p0;

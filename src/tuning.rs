@@ -73,7 +73,7 @@ pub struct Tuning {
     /// Prefill (Matrix kernel): log2 headroom of the online softmax, 0..=14
     /// (`WGKERNELS_PREFILL_TAU`; default 8).
     pub prefill_tau: Option<f32>,
-    /// TurboQuant decode attention: positions per split, 64..=256 (`WGKERNELS_TQ_SPLIT`).
+    /// TurboQuant decode attention: positions per split, 64..=512 (`WGKERNELS_TQ_SPLIT`).
     pub tq_split: Option<usize>,
     /// RoPE: whole-vector mode where the layout allows (`WGKERNELS_ROPE_VEC=0` turns it off).
     pub rope_vec: bool,
@@ -172,7 +172,7 @@ impl Tuning {
             decode_merge_unroll: env_usize(var, "WGKERNELS_DECODE_MERGE_U", |v| (1..=8).contains(&v))?,
             decode_matrix_subgroups: env_usize(var, "WGKERNELS_DECODE_NW", |v| (1..=4).contains(&v))?,
             prefill_tau: env_parsed::<f32>(var, "WGKERNELS_PREFILL_TAU", |t| (0.0..=14.0).contains(t), "a number in 0..=14")?,
-            tq_split: env_usize(var, "WGKERNELS_TQ_SPLIT", |v| (64..=256).contains(&v))?,
+            tq_split: env_usize(var, "WGKERNELS_TQ_SPLIT", |v| (64..=512).contains(&v))?,
             rope_vec: env_switch(var, "WGKERNELS_ROPE_VEC", true)?,
             elementwise_vec: env_switch(var, "WGKERNELS_ELEMENTWISE_VEC", true)?,
             gemm_split: env_switch(var, "WGKERNELS_GEMM_SPLIT", true)?,

@@ -217,7 +217,7 @@ fn ring_buffer_wraps_and_masks_by_logical_position() {
     }
 }
 
-/// Enough work units that the split-K plan takes 256 positions per split.
+/// Enough work units that the split-K plan takes its longest splits (512 positions).
 #[test]
 fn attention_long_context_large_splits() {
     let base = common::context();

@@ -7,15 +7,16 @@
 //   o'      = sum_j p_j * norm_j / sqrt(d) * c_j        (rotated back once by the `merge` pass).
 //
 // One workgroup of 128 per (kv head, quad of up to 4 query heads sharing it (GQA), split of
-// up to 256 visible positions). The quad's 4 queries sit side by side in a vec4 per coordinate,
+// up to 512 visible positions). The quad's 4 queries sit side by side in a vec4 per coordinate,
 // so every code is decoded once for all of them. Positions are logical: the split covers
 // positions lo + split * split_len + t, read from slot pos % capacity, so a ring buffer is
 // masked by logical position, never by slot.
 //   K phase: one invocation per pair of keys (sharing each q' load), q' (vec4 per coordinate)
 //            and the 16 centroids in workgroup memory; scores kept in workgroup memory.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
-//   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key;
-//            the stripes are summed in workgroup memory at the end, two coordinates a round.
+//   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key
+//            (four keys a step); the stripes are summed in workgroup memory at the end, two
+//            coordinates a round.
 // Output row per (head, split): [max, sum, 0, 0, o'[d]] (unnormalised).
 
 struct Params {
@@ -38,7 +39,7 @@ struct Params {
 }
 
 const ATT_WG: u32 = 128u;
-const SPLIT_MAX: u32 = 256u;
+const SPLIT_MAX: u32 = 512u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> qrot: array<f32>;
@@ -50,7 +51,6 @@ const SPLIT_MAX: u32 = 256u;
 
 var<workgroup> qv: array<vec4<f32>, 512>;
 var<workgroup> sc: array<vec4<f32>, SPLIT_MAX>;
-var<workgroup> vec_of: array<u32, SPLIT_MAX>;
 var<workgroup> lut: array<f32, 16>;
 
 // Scores of two keys (vec4 over the quad's heads) from their code vectors cv and cv2: every q'
@@ -80,6 +80,14 @@ fn key_dots(cv: u32, cv2: u32) -> KeyPair {
         }
     }
     return KeyPair(a, a2);
+}
+
+// Cache vector of the split's position j (j < count <= capacity): the slots run on from
+// `first` = slot of the split's first position and wrap at most once. (The caches' sizes keep
+// capacity far below 2^32, so first + j does not overflow.)
+fn slot(head: u32, first: u32, j: u32) -> u32 {
+    let s = first + j;
+    return head + select(s, s - p.capacity, s >= p.capacity);
 }
 
 // V accumulators of one invocation: coordinate k of its code word, vec4 over the quad's heads.
@@ -144,6 +152,8 @@ fn attend(ids: TqIds) {
     }
     let t0 = split * p.split_len;
     let n = min(p.split_len, p.count - t0);
+    let head = kvh * p.capacity;
+    let first = (p.lo + t0) % p.capacity;
     workgroupBarrier();
 
     // K phase: invocation li scores keys j = li and j + h (h = ceil(n / 2)).
@@ -152,51 +162,52 @@ fn attend(ids: TqIds) {
     for (var j = li; j < h; j += ATT_WG) {
         let j2 = j + h;
         let has2 = j2 < n;
-        let cv = kvh * p.capacity + (p.lo + t0 + j) % p.capacity;
-        let cv2 = select(cv, kvh * p.capacity + (p.lo + t0 + j2) % p.capacity, has2);
+        let cv = slot(head, first, j);
+        let cv2 = select(cv, slot(head, first, j2), has2);
         let a = key_dots(cv, cv2);
         let s = a.a * (p.kscale * knorms[cv]);
-        vec_of[j] = cv;
         sc[j] = s;
         mloc = max(mloc, s);
         if (has2) {
             let s2 = a.b * (p.kscale * knorms[cv2]);
-            vec_of[j2] = cv2;
             sc[j2] = s2;
             mloc = max(mloc, s2);
         }
     }
     let m = tq_reduce4(mloc, t, true);
 
-    // Softmax weights (the reduction's barriers make sc and vec_of visible).
+    // Softmax weights (the reduction's barriers make sc visible).
     var lloc = vec4<f32>(0.0);
     for (var j = li; j < n; j += ATT_WG) {
         let e = exp(sc[j] - m);
         lloc += e;
-        sc[j] = e * (p.vscale * vnorms[vec_of[j]]);
+        sc[j] = e * (p.vscale * vnorms[slot(head, first, j)]);
     }
     let l = tq_reduce4(lloc, t, false);
 
-    // V phase: two keys per step, so two code loads are in flight.
+    // V phase: four keys per step, so four code loads are in flight.
     let words = p.d / 8u;
-    let stripes = ATT_WG / words;
+    let st = ATT_WG / words;  // stripes
     let w = li % words;
     let z = vec4<f32>(0.0);
     var acc = VAcc(z, z, z, z, z, z, z, z);
     var j = li / words;
-    for (; j + stripes < n; j += 2u * stripes) {
-        let w0 = vcodes[vec_of[j] * words + w];
-        let w1 = vcodes[vec_of[j + stripes] * words + w];
-        acc = v_fold(v_fold(acc, w0, sc[j]), w1, sc[j + stripes]);
+    for (; j + 3u * st < n; j += 4u * st) {
+        let w0 = vcodes[slot(head, first, j) * words + w];
+        let w1 = vcodes[slot(head, first, j + st) * words + w];
+        let w2 = vcodes[slot(head, first, j + 2u * st) * words + w];
+        let w3 = vcodes[slot(head, first, j + 3u * st) * words + w];
+        acc = v_fold(v_fold(acc, w0, sc[j]), w1, sc[j + st]);
+        acc = v_fold(v_fold(acc, w2, sc[j + 2u * st]), w3, sc[j + 3u * st]);
     }
-    if (j < n) {
-        acc = v_fold(acc, vcodes[vec_of[j] * words + w], sc[j]);
+    for (; j < n; j += st) {
+        acc = v_fold(acc, vcodes[slot(head, first, j) * words + w], sc[j]);
     }
     workgroupBarrier();
-    v_out(acc.c0, acc.c1, 0u, li, words, stripes, h0, nh, split);
-    v_out(acc.c2, acc.c3, 2u, li, words, stripes, h0, nh, split);
-    v_out(acc.c4, acc.c5, 4u, li, words, stripes, h0, nh, split);
-    v_out(acc.c6, acc.c7, 6u, li, words, stripes, h0, nh, split);
+    v_out(acc.c0, acc.c1, 0u, li, words, st, h0, nh, split);
+    v_out(acc.c2, acc.c3, 2u, li, words, st, h0, nh, split);
+    v_out(acc.c4, acc.c5, 4u, li, words, st, h0, nh, split);
+    v_out(acc.c6, acc.c7, 6u, li, words, st, h0, nh, split);
     if (li < nh) {
         let r = ((h0 + li) * p.splits + split) * p.row;
         partial[r] = m[li];

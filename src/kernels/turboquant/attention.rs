@@ -42,17 +42,17 @@ impl DecodeAttention {
 /// Smallest positions-per-split the plan uses.
 const SPLIT_MIN: usize = 64;
 
-/// [`crate::Tuning::tq_split`] (64..=256): force the positions per split (for tuning on a new GPU).
+/// [`crate::Tuning::tq_split`] (64..=512): force the positions per split (for tuning on a new GPU).
 pub(crate) fn forced_split(caps: &crate::caps::Caps) -> Option<usize> {
     crate::tuning::accepted(caps.tuning.tq_split, |s| (SPLIT_MIN..=SPLIT_MAX).contains(&s))
 }
 
 /// Split-K plan: (positions per split, splits) for `count` visible positions and `units`
-/// (kv head, query quad) pairs: the smallest of 64 / 128 / 256 positions per split that keeps
-/// the workgroups within [`TARGET_WORKGROUPS`] (most parallelism without tiny splits), else 256.
+/// (kv head, query quad) pairs: about [`TARGET_WORKGROUPS`] workgroups, positions per split a
+/// multiple of 64 within 64..=512 (so more workgroups only where 512-position splits need them).
 /// `forced` ([`forced_split`]) replaces the choice.
 pub(crate) fn plan(forced: Option<usize>, count: usize, units: usize) -> (usize, usize) {
-    let split_len = forced.unwrap_or_else(|| [SPLIT_MIN, 128].into_iter().find(|&s| count.div_ceil(s) * units <= TARGET_WORKGROUPS).unwrap_or(SPLIT_MAX));
+    let split_len = forced.unwrap_or_else(|| count.saturating_mul(units).div_ceil(TARGET_WORKGROUPS).next_multiple_of(SPLIT_MIN).clamp(SPLIT_MIN, SPLIT_MAX));
     (split_len, count.div_ceil(split_len))
 }
 
@@ -72,11 +72,11 @@ impl TqAttnWorkspace {
         check_heads(heads, cache.kv_heads)?;
         let units = cache.kv_heads * (heads / cache.kv_heads).div_ceil(4);
         let cap = cache.capacity.min(u32::MAX as usize);
-        // The most splits `plan` gives for any count <= capacity (splits below 256 positions
-        // keep splits * units <= TARGET_WORKGROUPS).
+        // The most splits `plan` gives for any count <= capacity: below SPLIT_MAX positions per
+        // split, split_len >= count * units / TARGET_WORKGROUPS, so splits <= TARGET_WORKGROUPS / units + 1.
         let max_splits = match forced_split(ctx.caps()) {
             Some(s) => cap.div_ceil(s),
-            None => cap.div_ceil(SPLIT_MIN).min(TARGET_WORKGROUPS / units).max(cap.div_ceil(SPLIT_MAX)),
+            None => (TARGET_WORKGROUPS / units + 1).max(cap.div_ceil(SPLIT_MAX)),
         };
         let d = cache.head_dim;
         let q = crate::error::dims::elems_u32("heads * head_dim", &[heads, d])?;
