@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
 //!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
-//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--gpu-time]
+//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--gpu-time]
 //! ```
 //!
 //! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr; the file
@@ -14,8 +14,11 @@
 //! default). `--print-tokens` prints the prompt's token ids and the generated ids;
 //! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
 //! `[prompt tokens, vocab]`. Decode steps multiply Q4_K weights by int8-rounded activations (as
-//! llama.cpp's GPU backends do); `--f32-activations` keeps them in f32. `--gpu-time` times every
-//! prefill chunk and decode step on the GPU and reports GPU time beside wall time.
+//! llama.cpp's GPU backends do), each RMSNorm and that rounding in one dispatch;
+//! `--f32-activations` keeps them in f32, `--unfused-norm` makes the norm and the rounding two
+//! dispatches (for comparisons). `--gpu-time` times every prefill chunk and decode step on the GPU
+//! and reports, per decode token, GPU time, the CPU time not hidden behind the GPU, end-to-end
+//! tokens/s and the dispatches of a step.
 
 use std::io::Write;
 use std::time::Instant;
@@ -36,10 +39,11 @@ struct Args {
     dump_logits: Option<String>,
     bos: bool,
     f32_activations: bool,
+    unfused_norm: bool,
     gpu_time: bool,
 }
 
-const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--gpu-time]";
+const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--gpu-time]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -54,6 +58,7 @@ fn parse_args() -> Result<Args, String> {
         dump_logits: None,
         bos: true,
         f32_activations: false,
+        unfused_norm: false,
         gpu_time: false,
     };
     let mut it = std::env::args().skip(1);
@@ -79,6 +84,7 @@ fn parse_args() -> Result<Args, String> {
             "--dump-logits" => a.dump_logits = Some(val(&mut it, &s)?),
             "--no-bos" => a.bos = false,
             "--f32-activations" => a.f32_activations = true,
+            "--unfused-norm" => a.unfused_norm = true,
             "--gpu-time" => a.gpu_time = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
@@ -166,8 +172,11 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let context = a.ctx.unwrap_or_else(|| (prompt.len() + a.n).min(c.context_length).max(prompt.len() + 1));
     let all = a.dump_logits.is_some();
-    let mut session =
-        Session::new(&ctx, &model, SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all, int8_activations: !a.f32_activations, gpu_timing: a.gpu_time })?;
+    let mut session = Session::new(
+        &ctx,
+        &model,
+        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
+    )?;
     eprintln!(
         "GPU memory: weights {}, KV cache {} ({} positions, {}), work buffers {}",
         size(model.weights.bytes),
@@ -247,6 +256,14 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 1e3 * w,
                 1e3 * (w - g),
                 100.0 * (w - g) / g
+            );
+            eprintln!(
+                "decode per token: GPU {:.3} ms, CPU not hidden by the GPU {:.3} ms ({:.1}% of GPU), end to end {:.1} tok/s, {} dispatches per step",
+                1e3 * g,
+                1e3 * (w - g),
+                100.0 * (w - g) / g,
+                1.0 / w,
+                session.decode_dispatches(&ctx, &model)?
             );
         }
     }

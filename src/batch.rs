@@ -10,7 +10,7 @@
 //! combination it has seen. It holds references to the buffers it has bound (they stay alive until
 //! the cache is cleared or dropped) and clears itself when it grows past its capacity.
 
-use crate::buffer::BufRef;
+use crate::buffer::{BufRef, GpuBuffer, HostReadback, HostUpload};
 use crate::context::{Context, ContextId};
 use crate::error::{ensure, Error, Result};
 use crate::pipeline::{Pipeline, PipelineKey};
@@ -30,8 +30,21 @@ pub struct Batch<'c> {
     chunks: Vec<(wgpu::Buffer, Vec<u8>)>,
     align: u64,
     dispatches: usize,
-    timer: Option<(wgpu::QuerySet, wgpu::Buffer)>,
+    timer: Option<GpuTimer>,
+    /// Copies into host-readable buffers, recorded after the pass ([`Batch::copy_to_host`]).
+    copies: Vec<(wgpu::Buffer, u64, wgpu::Buffer, u64)>,
     cache: Option<CacheUse<'c>>,
+}
+
+/// The timestamp queries of a timed batch and the buffers their results go through: made per
+/// batch by [`Context::timed_batch`], or once ([`Context::gpu_timer`]) and shared by the batches
+/// of a loop ([`Context::timed_batch_with`]), which then create nothing per batch. A batch using
+/// it must be waited for ([`Submitted::gpu_ns`]) before the next batch using it is submitted.
+#[derive(Clone)]
+pub struct GpuTimer {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    read: wgpu::Buffer,
 }
 
 /// A submitted batch. `gpu_ns` reads the pass duration when the batch was timed.
@@ -81,6 +94,24 @@ impl Context {
         Batch::new(self, true)
     }
 
+    /// A reusable timer for [`Context::timed_batch_with`]; `None` without timestamp queries.
+    pub fn gpu_timer(&self) -> Option<GpuTimer> {
+        self.caps().timestamps.then(|| {
+            let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgkernels timer"), ty: wgpu::QueryType::Timestamp, count: 2 });
+            let buffer = |label, usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: 16, usage, mapped_at_creation: false });
+            let resolve = buffer("wgkernels timer resolve", wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+            let read = buffer("wgkernels timer read", wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+            GpuTimer { queries, resolve, read }
+        })
+    }
+
+    /// [`Context::timed_batch`] with a timer made once ([`Context::gpu_timer`]).
+    pub fn timed_batch_with(&self, timer: &GpuTimer) -> Batch<'_> {
+        let mut b = Batch::new(self, false);
+        b.timer = Some(timer.clone());
+        b
+    }
+
     /// Split `count` workgroups into a 2-D grid within the per-dimension limit. Kernels rebuild
     /// the linear index as `id.x + id.y * num.x` and ignore ids `>= count`.
     pub fn grid(&self, count: u64) -> Result<[u32; 3]> {
@@ -95,18 +126,43 @@ impl Context {
 impl<'c> Batch<'c> {
     fn new(ctx: &'c Context, timed: bool) -> Self {
         let encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
-        let timer = (timed && ctx.caps().timestamps).then(|| {
-            let qs = ctx.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgkernels timer"), ty: wgpu::QueryType::Timestamp, count: 2 });
-            let resolve = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgkernels timer resolve"),
-                size: 16,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            (qs, resolve)
-        });
+        let timer = if timed { ctx.gpu_timer() } else { None };
         let align = ctx.caps().limits.min_uniform_buffer_offset_alignment.max(16) as u64;
-        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, cache: None }
+        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, copies: Vec::new(), cache: None }
+    }
+
+    /// Copy `src[0..len]` (written with [`HostUpload::write`] before this batch is submitted)
+    /// into `dst`, ahead of the batch's dispatches: recorded before the first one (else an error).
+    pub fn copy_from_host<T: Pod>(&mut self, src: &HostUpload<T>, len: usize, dst: &GpuBuffer<T>) -> Result<()> {
+        ensure(self.pass.is_none(), || Error::Argument("copies from the host are recorded before a batch's first dispatch".into()))?;
+        ensure(src.owner() == self.ctx.id(), || Error::ForeignBuffer { name: "copy source" })?;
+        dst.check_owner(self.ctx, "copy destination")?;
+        ensure(src.len() >= len, || Error::BufferTooSmall { name: "copy source", needed: len as u64, got: src.len() as u64 })?;
+        dst.require("copy destination", len)?;
+        ensure(dst.wgpu_buffer().usage().contains(wgpu::BufferUsages::COPY_DST), || Error::Argument("copy destination lacks COPY_DST usage".into()))?;
+        let bytes = (len as u64 * std::mem::size_of::<T>() as u64).div_ceil(4) * 4;
+        ensure(dst.offset() + bytes <= dst.wgpu_buffer().size(), || Error::Argument("copy past the destination's end".into()))?;
+        if bytes > 0 {
+            self.encoder.copy_buffer_to_buffer(&src.buffer, 0, dst.wgpu_buffer(), dst.offset(), bytes);
+        }
+        Ok(())
+    }
+
+    /// Copy `src[0..len]` into `dst` at the end of this batch (after its dispatches, in the same
+    /// submission), so the host reads it after waiting for the batch ([`HostReadback::read_into`])
+    /// with no submit or wait of its own.
+    pub fn copy_to_host<T: Pod>(&mut self, src: &GpuBuffer<T>, len: usize, dst: &HostReadback<T>) -> Result<()> {
+        src.check_owner(self.ctx, "copy source")?;
+        ensure(dst.owner() == self.ctx.id(), || Error::ForeignBuffer { name: "copy destination" })?;
+        src.require("copy source", len)?;
+        ensure(dst.len() >= len, || Error::BufferTooSmall { name: "copy destination", needed: len as u64, got: dst.len() as u64 })?;
+        ensure(src.wgpu_buffer().usage().contains(wgpu::BufferUsages::COPY_SRC), || Error::Argument("copy source lacks COPY_SRC usage".into()))?;
+        // Whole 4-byte words (the copy alignment), within both padded buffers.
+        let bytes = (len as u64 * std::mem::size_of::<T>() as u64).div_ceil(4) * 4;
+        if bytes > 0 {
+            self.copies.push((src.wgpu_buffer().clone(), src.offset(), dst.buffer.clone(), bytes));
+        }
+        Ok(())
     }
 
     pub fn context(&self) -> &'c Context {
@@ -193,22 +249,22 @@ impl<'c> Batch<'c> {
         if workgroups.contains(&0) {
             return Ok(());
         }
-        let raw: Vec<&wgpu::Buffer> = buffers.iter().map(|b| b.buffer).collect();
         if desc.twin().is_some() {
             self.ctx.pipelines.native_dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             #[cfg(feature = "testkit")]
             if let Some(exec) = self.ctx.options().native_testing.executor.clone() {
                 self.flush()?;
+                let raw: Vec<&wgpu::Buffer> = buffers.iter().map(|b| b.buffer).collect();
                 return self.ctx.execute_on_host(exec.as_ref(), &pipe, bytemuck::bytes_of(params), &raw, workgroups);
             }
         }
         let bg = match &self.cache {
-            Some(c) => c.0.bind_group(self.ctx, &pipe, bytemuck::bytes_of(params), &raw, self.align)?,
-            None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), &raw)?,
+            Some(c) => c.0.bind_group(self.ctx, &pipe, bytemuck::bytes_of(params), buffers, self.align)?,
+            None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), buffers)?,
         };
         if self.pass.is_none() {
             let tw =
-                self.timer.as_ref().map(|(qs, _)| wgpu::ComputePassTimestampWrites { query_set: qs, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) });
+                self.timer.as_ref().map(|t| wgpu::ComputePassTimestampWrites { query_set: &t.queries, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) });
             let pass = self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgkernels"), timestamp_writes: tw });
             self.pass = Some(pass.forget_lifetime());
         }
@@ -221,7 +277,7 @@ impl<'c> Batch<'c> {
     }
 
     /// A bind group for one dispatch, its parameters in this batch's arena.
-    fn fresh_bind_group(&mut self, pipe: &Pipeline, params: &[u8], buffers: &[&wgpu::Buffer]) -> Result<wgpu::BindGroup> {
+    fn fresh_bind_group(&mut self, pipe: &Pipeline, params: &[u8], buffers: &[BufRef]) -> Result<wgpu::BindGroup> {
         let desc = &pipe.desc;
         let (chunk, off) = self.param_slot(params)?;
         let mut entries = vec![wgpu::BindGroupEntry {
@@ -229,7 +285,7 @@ impl<'c> Batch<'c> {
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.chunks[chunk].0, offset: off, size: wgpu::BufferSize::new(desc.params_size) }),
         }];
         for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.binding() });
         }
         Ok(self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries }))
     }
@@ -262,18 +318,15 @@ impl<'c> Batch<'c> {
     pub fn finish(mut self) -> Result<Recorded<'c>> {
         drop(self.pass.take());
         let mut timer = None;
-        if let Some((qs, resolve)) = &self.timer {
+        if let Some(t) = &self.timer {
             if self.dispatches > 0 {
-                let read = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("wgkernels timer read"),
-                    size: 16,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                self.encoder.resolve_query_set(qs, 0..2, resolve, 0);
-                self.encoder.copy_buffer_to_buffer(resolve, 0, &read, 0, 16);
-                timer = Some(read);
+                self.encoder.resolve_query_set(&t.queries, 0..2, &t.resolve, 0);
+                self.encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.read, 0, 16);
+                timer = Some(t.read.clone());
             }
+        }
+        for (src, offset, dst, bytes) in &self.copies {
+            self.encoder.copy_buffer_to_buffer(src, *offset, dst, 0, *bytes);
         }
         for (buf, data) in &self.chunks {
             self.ctx.queue.write_buffer(buf, 0, data);
@@ -297,18 +350,26 @@ impl Submitted<'_> {
         self.ctx.device.poll(wgpu::PollType::Wait { submission_index: Some(self.index.clone()), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 
-    /// GPU time of the timed pass in nanoseconds (waits for the batch). `None` if the batch was
-    /// not timed, was empty, or the adapter has no timestamp queries.
+    /// GPU time of the timed pass in nanoseconds (waits for the batch: one wait, which also
+    /// completes the maps asked for before it, e.g. [`HostReadback::request_map`]). `None` if
+    /// the batch was not timed, was empty, or the adapter has no timestamp queries.
     pub fn gpu_ns(self) -> Result<Option<f64>> {
-        self.wait()?;
         let Some(read) = &self.timer else {
+            self.wait()?;
             return Ok(None);
         };
         let slice = read.slice(..);
         slice.map_async(wgpu::MapMode::Read, |_| {});
-        self.ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Device(e.to_string()))?;
-        let view = slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
-        let t: Vec<u64> = bytemuck::pod_collect_to_vec(&view[..16]);
+        self.wait()?;
+        let view = match slice.get_mapped_range() {
+            Ok(v) => v,
+            Err(_) => {
+                // The map callback had not run yet: wait for it.
+                self.ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Device(e.to_string()))?;
+                slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?
+            }
+        };
+        let t: [u64; 2] = bytemuck::pod_read_unaligned(&view[..16]);
         drop(view);
         read.unmap();
         let ticks = t[1].saturating_sub(t[0]) as f64;
@@ -344,7 +405,8 @@ struct CacheInner {
 struct CachedGroup {
     layout: wgpu::BindGroupLayout,
     slot: (usize, u64),
-    buffers: Vec<wgpu::Buffer>,
+    /// Each binding's buffer and range ([`BufRef::range`]).
+    buffers: Vec<(wgpu::Buffer, Option<(u64, u64)>)>,
     group: wgpu::BindGroup,
 }
 
@@ -418,7 +480,7 @@ impl BindCache {
         }
     }
 
-    fn bind_group(&self, ctx: &Context, pipe: &Pipeline, params: &[u8], buffers: &[&wgpu::Buffer], align: u64) -> Result<wgpu::BindGroup> {
+    fn bind_group(&self, ctx: &Context, pipe: &Pipeline, params: &[u8], buffers: &[BufRef], align: u64) -> Result<wgpu::BindGroup> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         // Every key below (layouts, buffers, uniform chunks) is only unique within one device.
         match g.owner {
@@ -437,14 +499,15 @@ impl BindCache {
         pipe.layout.hash(&mut h);
         slot.hash(&mut h);
         for b in buffers {
-            b.hash(&mut h);
+            b.buffer.hash(&mut h);
+            b.range.hash(&mut h);
         }
         let key = h.finish();
-        if let Some(hit) = g
-            .groups
-            .get(&key)
-            .and_then(|v| v.iter().find(|c| c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a == *b)))
-        {
+        if let Some(hit) = g.groups.get(&key).and_then(|v| {
+            v.iter().find(|c| {
+                c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a.0 == *b.buffer && a.1 == b.range)
+            })
+        }) {
             return Ok(hit.group.clone());
         }
         let mut entries = vec![wgpu::BindGroupEntry {
@@ -452,11 +515,11 @@ impl BindCache {
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &g.chunks[slot.0].0, offset: slot.1, size: wgpu::BufferSize::new(pipe.desc.params_size) }),
         }];
         for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.binding() });
         }
         let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries });
         drop(entries);
-        let cached = CachedGroup { layout: pipe.layout.clone(), slot, buffers: buffers.iter().map(|b| (*b).clone()).collect(), group: group.clone() };
+        let cached = CachedGroup { layout: pipe.layout.clone(), slot, buffers: buffers.iter().map(|b| (b.buffer.clone(), b.range)).collect(), group: group.clone() };
         g.groups.entry(key).or_default().push(cached);
         g.len += 1;
         Ok(group)

@@ -4,6 +4,8 @@ use crate::context::{Context, ContextId};
 use crate::error::{ensure, Error, Result};
 use bytemuck::Pod;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 
 /// Physical buffers are padded to this many bytes, so kernels may load `vec4`s up to the padded end.
 pub const BUFFER_ALIGN: u64 = 16;
@@ -15,6 +17,10 @@ pub struct GpuBuffer<T: Pod> {
     buffer: wgpu::Buffer,
     len: usize,
     owner: ContextId,
+    /// Byte offset of element 0 in `buffer`: 0, except for a view ([`GpuBuffer::view`]).
+    offset: u64,
+    /// A view: dispatches bind only its range.
+    view: bool,
     _t: PhantomData<T>,
 }
 
@@ -25,16 +31,25 @@ pub struct GpuBuffer<T: Pod> {
 pub struct BufRef<'a> {
     pub(crate) buffer: &'a wgpu::Buffer,
     pub(crate) owner: ContextId,
+    /// The bound range: the whole buffer (`None`), or a view's byte offset and size.
+    pub(crate) range: Option<(u64, u64)>,
 }
 
-impl BufRef<'_> {
+impl<'a> BufRef<'a> {
     /// The context the buffer belongs to.
     pub fn owner(&self) -> ContextId {
         self.owner
     }
-    /// Size in bytes of the whole wgpu buffer.
+    /// Size in bytes of the bound range (the whole wgpu buffer, unless a view).
     pub fn size(&self) -> u64 {
-        self.buffer.size()
+        self.range.map_or_else(|| self.buffer.size(), |(_, size)| size)
+    }
+    /// The binding resource of this range.
+    pub(crate) fn binding(&self) -> wgpu::BindingResource<'a> {
+        match self.range {
+            None => self.buffer.as_entire_binding(),
+            Some((offset, size)) => wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: self.buffer, offset, size: wgpu::BufferSize::new(size) }),
+        }
     }
 }
 
@@ -61,10 +76,46 @@ impl<T: Pod> GpuBuffer<T> {
 
     /// The handle kernels pass to [`crate::Batch::dispatch`]: the buffer and its owning context.
     pub fn raw(&self) -> BufRef<'_> {
-        BufRef { buffer: &self.buffer, owner: self.owner }
+        let range = self.view.then(|| (self.offset, self.binding_bytes()));
+        BufRef { buffer: &self.buffer, owner: self.owner, range }
     }
 
-    /// The underlying wgpu buffer (size = `len * size_of::<T>()` rounded up to 16 bytes), for
+    /// Bytes a dispatch binds: `len` elements rounded up to 16 (kernels may load vec4s up to
+    /// the padded end), within the wgpu buffer.
+    fn binding_bytes(&self) -> u64 {
+        // Construction checked len * size_of::<T>() and that the padded range fits the buffer.
+        padded_bytes::<T>(self.len).unwrap_or(0).min(self.buffer.size() - self.offset)
+    }
+
+    /// A buffer of `len` elements starting at element `start` of this one, sharing its memory
+    /// (no copy): what a dispatch binds it writes or reads there. `start`'s byte offset must be a
+    /// multiple of the device's `min_storage_buffer_offset_alignment`
+    /// ([`GpuBuffer::view_aligned`] tells in advance). Only for kernels that bind buffers through
+    /// [`GpuBuffer::raw`]; [`GpuBuffer::wgpu_buffer`] of a view is the whole underlying buffer.
+    pub(crate) fn view(&self, ctx: &Context, start: usize, len: usize) -> Result<GpuBuffer<T>> {
+        self.check_owner(ctx, "view of")?;
+        let end = start.checked_add(len).ok_or_else(|| Error::Argument(format!("view {start} + {len} overflows")))?;
+        ensure(len > 0 && end <= self.len, || Error::Argument(format!("view {start}..{end} of a buffer of {} elements", self.len)))?;
+        ensure(self.view_aligned(ctx, start), || Error::Argument(format!("view at element {start}: offset not a multiple of the storage offset alignment")))?;
+        let offset = self.offset + start as u64 * std::mem::size_of::<T>() as u64;
+        // The padded view ends at most at this buffer's padded end (its start is 16-aligned).
+        ensure(offset + padded_bytes::<T>(len)? <= self.buffer.size(), || Error::Argument(format!("view {start}..{end}: padded end past the buffer")))?;
+        Ok(GpuBuffer { buffer: self.buffer.clone(), len, owner: self.owner, offset, view: true, _t: PhantomData })
+    }
+
+    /// Whether a view starting at element `start` is aligned for binding on `ctx`'s device.
+    pub(crate) fn view_aligned(&self, ctx: &Context, start: usize) -> bool {
+        let align = ctx.device.limits().min_storage_buffer_offset_alignment.max(16) as u64;
+        (start as u64).checked_mul(std::mem::size_of::<T>() as u64).and_then(|b| b.checked_add(self.offset)).is_some_and(|b| b % align == 0)
+    }
+
+    /// Byte offset of element 0 in [`GpuBuffer::wgpu_buffer`] (0 unless a view).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The underlying wgpu buffer (size = `len * size_of::<T>()` rounded up to 16 bytes; for a
+    /// view, the whole buffer, element 0 at [`GpuBuffer::offset`]), for
     /// an application's own wgpu work (copies, its own passes). wgkernels' dispatches take
     /// [`GpuBuffer::raw`] instead, which carries the owner check.
     pub fn wgpu_buffer(&self) -> &wgpu::Buffer {
@@ -84,7 +135,7 @@ impl<T: Pod> GpuBuffer<T> {
         let need = padded_bytes::<T>(len)?;
         ensure(buffer.size() >= need, || Error::BufferTooSmall { name: "raw buffer (bytes)", needed: need, got: buffer.size() })?;
         ensure(buffer.usage().contains(wgpu::BufferUsages::STORAGE), || Error::Argument("buffer lacks STORAGE usage".into()))?;
-        Ok(GpuBuffer { buffer, len, owner: ctx.id(), _t: PhantomData })
+        Ok(GpuBuffer { buffer, len, owner: ctx.id(), offset: 0, view: false, _t: PhantomData })
     }
 
     /// Check that this buffer holds at least `needed` elements.
@@ -104,6 +155,140 @@ impl<T: Pod> GpuBuffer<T> {
     }
 }
 
+/// The map state of a host staging buffer ([`HostReadback`], [`HostUpload`]), set by wgpu's map
+/// callback: idle (unmapped, nothing asked), asked, mapped, or failed.
+struct MapState(Arc<AtomicU8>);
+
+const MAP_IDLE: u8 = 0;
+const MAP_ASKED: u8 = 1;
+const MAP_DONE: u8 = 2;
+const MAP_FAILED: u8 = 3;
+
+impl MapState {
+    fn new(state: u8) -> MapState {
+        MapState(Arc::new(AtomicU8::new(state)))
+    }
+
+    /// Ask for `buffer` to be mapped once the work submitted so far is done.
+    fn request(&self, buffer: &wgpu::Buffer, mode: wgpu::MapMode, what: &str) -> Result<()> {
+        ensure(self.0.compare_exchange(MAP_IDLE, MAP_ASKED, Ordering::AcqRel, Ordering::Acquire).is_ok(), || Error::Readback(format!("{what}: map already requested")))?;
+        let state = self.0.clone();
+        buffer.slice(..).map_async(mode, move |r| state.store(if r.is_ok() { MAP_DONE } else { MAP_FAILED }, Ordering::Release));
+        Ok(())
+    }
+
+    /// Wait for the requested map (polling the device if it has not completed) and take it:
+    /// `Ok` when the buffer is mapped (the caller uses and unmaps it). The state is idle after.
+    fn take(&self, ctx: &Context, what: &str) -> Result<()> {
+        if self.0.load(Ordering::Acquire) == MAP_ASKED {
+            ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Readback(e.to_string()))?;
+        }
+        match self.0.swap(MAP_IDLE, Ordering::AcqRel) {
+            MAP_DONE => Ok(()),
+            MAP_IDLE => Err(Error::Readback(format!("{what}: no map requested"))),
+            // Nothing is mapped (a failed or never completed map); the next request starts afresh.
+            _ => Err(Error::Readback(format!("{what}: map failed"))),
+        }
+    }
+}
+
+/// A host-readable buffer of `len` elements of `T`, made once and filled by batches
+/// ([`crate::Batch::copy_to_host`]: the copy is part of the batch's own submission). After that
+/// batch is submitted: [`HostReadback::request_map`], wait for the batch (one wait for both), then
+/// [`HostReadback::read_into`]. Reusable as soon as `read_into` returned (it unmaps); submitting a
+/// batch that copies into it while it is mapped is a wgpu validation error.
+pub struct HostReadback<T: Pod> {
+    pub(crate) buffer: wgpu::Buffer,
+    len: usize,
+    owner: ContextId,
+    state: MapState,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> HostReadback<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn owner(&self) -> ContextId {
+        self.owner
+    }
+
+    /// Ask wgpu to map the buffer once the work submitted so far is done; the next wait on that
+    /// work (e.g. [`crate::batch::Submitted::wait`]) completes the map. Asking twice before a
+    /// [`HostReadback::read_into`] is an error.
+    pub fn request_map(&self) -> Result<()> {
+        self.state.request(&self.buffer, wgpu::MapMode::Read, "host readback")
+    }
+
+    /// Copy the first `out.len()` elements into `out` and unmap. Waits for the device if the map
+    /// asked for by [`HostReadback::request_map`] has not completed yet.
+    pub fn read_into(&self, ctx: &Context, out: &mut [T]) -> Result<()> {
+        ensure(ctx.id() == self.owner, || Error::ForeignBuffer { name: "host readback" })?;
+        ensure(out.len() <= self.len, || Error::BufferTooSmall { name: "host readback", needed: out.len() as u64, got: self.len as u64 })?;
+        self.state.take(ctx, "host readback")?;
+        let result = {
+            let view = self.buffer.slice(..).get_mapped_range().map_err(|e| Error::Readback(e.to_string()));
+            // The mapped range is only 4-byte aligned: copy bytes, not a cast slice.
+            let bytes = bytemuck::cast_slice_mut::<T, u8>(out);
+            view.map(|v| bytes.copy_from_slice(&v[..bytes.len()]))
+        };
+        self.buffer.unmap();
+        result
+    }
+}
+
+/// A host-writable buffer of `len` elements of `T` that batches copy from at their start
+/// ([`crate::Batch::copy_from_host`]), made once: a per-step upload with no staging buffer made
+/// per write (as [`Context::write`] makes inside wgpu). [`HostUpload::write`] fills it (mapped
+/// at creation; later, after [`HostUpload::request_map`] following the submit of the batch that
+/// read it, completed by the next wait) and unmaps it for the batch's submit.
+pub struct HostUpload<T: Pod> {
+    pub(crate) buffer: wgpu::Buffer,
+    len: usize,
+    owner: ContextId,
+    state: MapState,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> HostUpload<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn owner(&self) -> ContextId {
+        self.owner
+    }
+
+    /// Ask wgpu to map the buffer for writing once the work submitted so far is done (call after
+    /// submitting the batch that copies from it).
+    pub fn request_map(&self) -> Result<()> {
+        self.state.request(&self.buffer, wgpu::MapMode::Write, "host upload")
+    }
+
+    /// Write `data` at the start and unmap. Without a map asked for since the last write, asks
+    /// for one and waits for the device.
+    pub fn write(&self, ctx: &Context, data: &[T]) -> Result<()> {
+        ensure(ctx.id() == self.owner, || Error::ForeignBuffer { name: "host upload" })?;
+        ensure(data.len() <= self.len, || Error::BufferTooSmall { name: "host upload", needed: data.len() as u64, got: self.len as u64 })?;
+        if self.state.0.load(Ordering::Acquire) == MAP_IDLE {
+            self.request_map()?;
+        }
+        self.state.take(ctx, "host upload")?;
+        let result = {
+            let view = self.buffer.slice(..).get_mapped_range_mut().map_err(|e| Error::Argument(e.to_string()));
+            let bytes: &[u8] = bytemuck::cast_slice(data);
+            view.map(|mut v| v.slice(..bytes.len()).copy_from_slice(bytes))
+        };
+        self.buffer.unmap();
+        result
+    }
+}
+
 /// The scratch slots of [`Context::scratch`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scratch {
@@ -120,6 +305,34 @@ pub(crate) enum Scratch {
 pub(crate) const SCRATCH_SLOTS: usize = 4;
 
 impl Context {
+    /// A [`HostReadback`] of `len` elements.
+    pub fn host_readback<T: Pod>(&self, len: usize) -> Result<HostReadback<T>> {
+        let size = padded_bytes::<T>(len)?;
+        let limit = self.caps().limits.max_buffer_size;
+        ensure(size <= limit, || Error::Limit(format!("host readback of {size} bytes over max_buffer_size {limit}")))?;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgkernels host readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Ok(HostReadback { buffer, len, owner: self.id(), state: MapState::new(MAP_IDLE), _t: PhantomData })
+    }
+
+    /// A [`HostUpload`] of `len` elements (mapped, ready for its first write).
+    pub fn host_upload<T: Pod>(&self, len: usize) -> Result<HostUpload<T>> {
+        let size = padded_bytes::<T>(len)?;
+        let limit = self.caps().limits.max_buffer_size;
+        ensure(size <= limit, || Error::Limit(format!("host upload of {size} bytes over max_buffer_size {limit}")))?;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgkernels host upload"),
+            size,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        Ok(HostUpload { buffer, len, owner: self.id(), state: MapState::new(MAP_DONE), _t: PhantomData })
+    }
+
     fn create_storage(&self, bytes: u64, label: &str, mapped: bool) -> Result<wgpu::Buffer> {
         let limit = self.caps().limits.max_buffer_size;
         ensure(bytes <= limit, || Error::Limit(format!("buffer `{label}` of {bytes} bytes over max_buffer_size {limit}")))?;
@@ -140,13 +353,13 @@ impl Context {
             view.slice(..src.len()).copy_from_slice(src);
         }
         buffer.unmap();
-        Ok(GpuBuffer { buffer, len: data.len(), owner: self.id(), _t: PhantomData })
+        Ok(GpuBuffer { buffer, len: data.len(), owner: self.id(), offset: 0, view: false, _t: PhantomData })
     }
 
     /// A new zero-filled storage buffer of `len` elements.
     pub fn alloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
         let buffer = self.create_storage(padded_bytes::<T>(len)?, "wgkernels buffer", false)?;
-        Ok(GpuBuffer { buffer, len, owner: self.id(), _t: PhantomData })
+        Ok(GpuBuffer { buffer, len, owner: self.id(), offset: 0, view: false, _t: PhantomData })
     }
 
     /// Scratch buffer `slot` ([`Scratch`]) of at least `bytes` bytes, for intermediate results that
@@ -176,12 +389,12 @@ impl Context {
         buf.require("write destination", data.len())?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
         if bytes.len() % 4 == 0 {
-            self.queue.write_buffer(&buf.buffer, 0, bytes);
+            self.queue.write_buffer(&buf.buffer, buf.offset, bytes);
         } else {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
-            ensure(padded.len() as u64 <= buf.buffer.size(), || Error::Argument("write past buffer end".into()))?;
-            self.queue.write_buffer(&buf.buffer, 0, &padded);
+            ensure(buf.offset + padded.len() as u64 <= buf.buffer.size(), || Error::Argument("write past buffer end".into()))?;
+            self.queue.write_buffer(&buf.buffer, buf.offset, &padded);
         }
         Ok(())
     }
@@ -200,7 +413,7 @@ impl Context {
         })?;
         // The padded logical size (a multiple of 16, within the buffer: checked at construction),
         // not buffer.size(), which a from_raw buffer may leave unaligned for a copy.
-        let size = padded_bytes::<T>(buf.len)?;
+        let size = padded_bytes::<T>(buf.len)?.min(buf.buffer.size() - buf.offset);
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgkernels readback"),
             size,
@@ -208,7 +421,7 @@ impl Context {
             mapped_at_creation: false,
         });
         let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels readback") });
-        enc.copy_buffer_to_buffer(&buf.buffer, 0, &staging, 0, size);
+        enc.copy_buffer_to_buffer(&buf.buffer, buf.offset, &staging, 0, size);
         let index = self.queue.submit(Some(enc.finish()));
         let slice = staging.slice(..);
         let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
@@ -228,5 +441,40 @@ impl Context {
         drop(view);
         staging.unmap();
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Context, ContextOptions};
+
+    /// Views share their buffer's memory: a dispatch through a view reads and writes only its
+    /// range, `read`/`write` of a view see the same elements; misaligned or out-of-range views
+    /// are errors.
+    #[test]
+    fn views_bind_their_range() {
+        let ctx = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let align = (ctx.device().limits().min_storage_buffer_offset_alignment.max(16) / 4) as usize;
+        let (n, start) = (3 * align + 5, align);
+        let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let buf = ctx.upload(&data).unwrap();
+        let view = buf.view(&ctx, start, align + 3).unwrap();
+        assert_eq!(ctx.read(&view).unwrap(), &data[start..start + align + 3]);
+        let ones = ctx.upload(&vec![1.0f32; align + 3]).unwrap();
+        let mut b = ctx.batch();
+        crate::kernels::elementwise::add_inplace(&mut b, &view, &ones, align + 3).unwrap();
+        b.run().unwrap();
+        let got = ctx.read(&buf).unwrap();
+        for (i, (&g, &d)) in got.iter().zip(&data).enumerate() {
+            let inside = (start..start + align + 3).contains(&i);
+            assert_eq!(g, if inside { d + 1.0 } else { d }, "element {i}");
+        }
+        ctx.write(&view, &[-1.0, -2.0]).unwrap();
+        assert_eq!(&ctx.read(&buf).unwrap()[start..start + 3], &[-1.0, -2.0, data[start + 2] + 1.0]);
+        assert!(!buf.view_aligned(&ctx, 1));
+        assert!(buf.view(&ctx, 1, 4).is_err(), "misaligned");
+        assert!(buf.view(&ctx, start, n - start + 1).is_err(), "past the end");
+        assert!(buf.view(&ctx, start, 0).is_err(), "empty");
+        assert!(buf.view(&ctx, usize::MAX, 2).is_err(), "overflow");
     }
 }

@@ -291,7 +291,7 @@ impl Context {
 
     /// A binding handle for a buffer this context created itself (scratch, placeholders).
     pub(crate) fn internal<'a>(&self, buffer: &'a wgpu::Buffer) -> crate::buffer::BufRef<'a> {
-        crate::buffer::BufRef { buffer, owner: self.id }
+        crate::buffer::BufRef { buffer, owner: self.id, range: None }
     }
 
     /// Block until all submitted work is done.

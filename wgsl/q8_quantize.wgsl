@@ -16,12 +16,16 @@
 //       t * quads + qd: t = 0..3 the i8x4 words of (sub-block 2t, positions 4u..4u+3),
 //       (2t, 4u+16..4u+19), (2t+1, 4u..), (2t+1, 4u+16..); t = 4, 5: d of sub-blocks 0..3, 4..7;
 //       t = 6, 7: fl(d_j * sum of the quad's 8 codes of sub-block j): the order of Q4_K nibbles.
+// Entry points: main quantises x; main_norm quantises the RMSNorm of x (spec:
+// q8::reference_rmsnorm), xn = x * inverseSqrt(mean(x^2) + eps) * w as elementwise_rmsnorm
+// computes it, and also writes xn. Every workgroup of main_norm reduces the sum of squares of the
+// whole x itself (x is a few KiB, read from cache), so one dispatch does both.
 
 struct Params {
     blocks: u32,   // k / 32
     quads: u32,    // k / 64
     has_q4k: u32,
-    _p: u32,
+    eps: f32,      // main_norm only
 }
 
 const INV127: f32 = 0.0078740157480314960629921259842519685; // rounds to fl(1/127)
@@ -30,6 +34,9 @@ const INV127: f32 = 0.0078740157480314960629921259842519685; // rounds to fl(1/1
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> x4: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> xk: array<vec4<u32>>;
+// main_norm only.
+@group(0) @binding(4) var<storage, read> nw: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> xn: array<vec4<f32>>;
 
 var<workgroup> wmax: array<f32, 64>;
 var<workgroup> wq: array<i32, 256>;
@@ -61,14 +68,49 @@ fn sum4(i: u32) -> i32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) t: u32) {
     let sb = wid.x + wid.y * nwg.x;   // 256-column chunk
-    let lb = t / 8u;                   // block within the chunk
-    let b = sb * 8u + lb;              // global block
-    let live = sb * 8u < p.blocks;     // workgroup-uniform
-    let valid = b < p.blocks;
     var v = vec4<f32>(0.0);
-    if (valid) {
+    if (sb * 8u + t / 8u < p.blocks) {
         v = x[sb * 64u + t];
     }
+    quantize_chunk(sb, t, v);
+}
+
+@compute @workgroup_size(64)
+fn main_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) t: u32) {
+    let sb = wid.x + wid.y * nwg.x;
+    let k4 = p.blocks * 8u;
+    var ss = 0.0;
+    for (var i = t; i < k4; i += 64u) {
+        let u = x[i];
+        ss = fma(u.x, u.x, ss);
+        ss = fma(u.y, u.y, ss);
+        ss = fma(u.z, u.z, ss);
+        ss = fma(u.w, u.w, ss);
+    }
+    wmax[t] = ss;
+    workgroupBarrier();
+    for (var h = 32u; h > 0u; h = h / 2u) {
+        if (t < h) {
+            wmax[t] = wmax[t] + wmax[t + h];
+        }
+        workgroupBarrier();
+    }
+    let inv = inverseSqrt(wmax[0] / f32(p.blocks * 32u) + p.eps);
+    workgroupBarrier();  // wmax is the quantiser's next
+    var v = vec4<f32>(0.0);
+    let i = sb * 64u + t;
+    if (sb * 8u + t / 8u < p.blocks) {
+        v = x[i] * inv * nw[i];
+        xn[i] = v;
+    }
+    quantize_chunk(sb, t, v);
+}
+
+// Quantise invocation t's 4 values v of 256-column chunk sb (called in uniform control flow).
+fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
+    let lb = t / 8u;                   // block within the chunk
+    let live = sb * 8u < p.blocks;     // workgroup-uniform
     let av = abs(v);
     wmax[t] = max(max(av.x, av.y), max(av.z, av.w));
     workgroupBarrier();

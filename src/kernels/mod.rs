@@ -32,6 +32,7 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &q4k::GEMM,
         &q4k::DEQUANTIZE,
         &q8::QUANTIZE,
+        &q8::NORM_QUANTIZE,
         &q8::INT4_GEMV,
         &q8::Q4K_GEMV,
         &turboquant::QUANTIZE,

@@ -2,7 +2,11 @@
 //! a whole decode step, or a prefill chunk of up to `chunk` tokens, into one [`Batch`].
 //!
 //! Per layer (m tokens at positions `pos0..pos0 + m`; `x` is the residual stream `[m, hidden]`):
-//! RMSNorm; q, k, v projections (GEMM, GEMV when m = 1) plus biases (qwen2); attention:
+//! RMSNorm; the q, k, v projections plus biases (qwen2), one matrix of rows `[q; k; v]` where
+//! the three share a type ([`super::weights::Layer::qkv`]): a decode step's GEMV writes `qkv` and
+//! attention reads q, k and v as views of it (where the device's storage offset alignment
+//! allows; else, as in a prefill chunk's GEMM, `qkv` is split into q, k, v by one dispatch that
+//! also adds the biases); attention:
 //! * prefill chunk: the chunk's keys are rotated and stored with its values into the cache
 //!   ([`super::ops::kv_store`]), then the prefill kernel attends from the chunk's queries (rotated
 //!   on load at `pos0 + t`) over cache positions `0..pos0 + m`, causally;
@@ -15,7 +19,10 @@
 //!
 //! All buffers are allocated once per session (sized by `chunk` and the context) and reused by
 //! every step. The embedding rows of a step's tokens are dequantised on the CPU from the mapped
-//! file and written into `x` before the batch runs.
+//! file and written into `x` before the batch runs. A decode step is one submit and one wait: its
+//! batch starts with the copy of the embedding row from a host-writable buffer
+//! ([`Batch::copy_from_host`]) and ends with the copy of the logits into a host-readable one
+//! ([`Batch::copy_to_host`]); both are mapped again by the wait on the step.
 
 use super::config::Config;
 use super::error::{ModelError, Result};
@@ -23,8 +30,8 @@ use super::kv::{check_kind, KvCache, KvKind, LayerKv};
 use super::mm::{self};
 use super::ops;
 use super::weights::{FfnIn, Progress, Weights};
-use crate::batch::{Batch, BindCache};
-use crate::buffer::GpuBuffer;
+use crate::batch::{Batch, BindCache, GpuTimer};
+use crate::buffer::{GpuBuffer, HostReadback, HostUpload};
 use crate::context::Context;
 use crate::formats::gguf::GgufFile;
 use crate::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
@@ -32,7 +39,10 @@ use crate::kernels::matmul::{has_integer_dot, Epilogue, GemvInput};
 use crate::kernels::q8::{self, Q8Activations};
 use crate::kernels::rope::{self, Positions, RopeTable};
 use crate::kernels::{elementwise, turboquant as tq};
+use layer::QkvViews;
 use std::path::Path;
+
+mod layer;
 
 /// A model file and its weights on the GPU.
 pub struct Model {
@@ -72,6 +82,10 @@ pub struct SessionOptions {
     /// gate/up), as llama.cpp's GPU backends do; faster, and within the int8 rounding of the f32
     /// path. Other formats, and prefill, always use f32 activations.
     pub int8_activations: bool,
+    /// With `int8_activations`, a decode step computes each RMSNorm and the int8 quantisation of
+    /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two (default on; off is
+    /// for comparisons).
+    pub fused_norm: bool,
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
     pub gpu_timing: bool,
@@ -79,7 +93,7 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, gpu_timing: false }
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, fused_norm: true, gpu_timing: false }
     }
 }
 
@@ -94,6 +108,12 @@ struct Scratch {
     tmp: GpuBuffer<f32>,
     gate: GpuBuffer<f32>,
     up: GpuBuffer<f32>,
+    /// The q/k/v projections' output rows `[chunk, q_dim + 2 kv_dim]`.
+    qkv: GpuBuffer<f32>,
+    /// Views of `qkv`'s first row (`None` where the device's storage offset alignment does not
+    /// allow them): q, k and v, and the rows of every run of them (`(start, end, view)`), so a
+    /// decode step's projections write where attention reads, with no copy.
+    qkv_views: Option<QkvViews>,
     /// The last row of `x` (when only the last position's logits are wanted).
     last: GpuBuffer<f32>,
     logits: GpuBuffer<f32>,
@@ -112,6 +132,14 @@ pub struct Session {
     s: Scratch,
     bind: std::sync::Arc<BindCache>,
     host_x: Vec<f32>,
+    /// The logits `[vocab]` of the last decode step, and the host-readable buffer each step's
+    /// batch copies them into (so a step is one submit and one wait).
+    logits: Vec<f32>,
+    readback: HostReadback<f32>,
+    /// A decode step's embedding row, copied into `x` at the start of the step's batch.
+    upload: HostUpload<f32>,
+    /// Timestamp queries shared by every batch (`gpu_timing`, where the adapter has them).
+    timer: Option<GpuTimer>,
     /// GPU nanoseconds of the prefill chunks and decode steps run so far (`gpu_timing`).
     gpu_ns: [f64; 2],
 }
@@ -148,6 +176,10 @@ impl Session {
             bufs.push(ctx.alloc::<f32>(len)?);
             bytes += 4 * len as u64;
         }
+        let n3 = c.q_dim() + 2 * c.kv_dim();
+        let qkv = ctx.alloc::<f32>(mul(chunk, n3)?)?;
+        bytes += 4 * qkv.len() as u64;
+        let qkv_views = QkvViews::new(ctx, &qkv, c.q_dim(), c.kv_dim())?;
         let logits = ctx.alloc::<f32>(mul(logit_rows, c.vocab)?)?;
         bytes += 4 * (logit_rows * c.vocab + c.hidden) as u64;
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
@@ -165,6 +197,8 @@ impl Session {
             tmp: next(),
             gate: next(),
             up: next(),
+            qkv,
+            qkv_views,
             last: ctx.alloc(c.hidden)?,
             logits,
             decode,
@@ -173,7 +207,11 @@ impl Session {
         };
         // int8 activations: 2 bytes per column in each of the two orders.
         s.bytes += s.q8.iter().flatten().map(|q| 4 * q.k() as u64).sum::<u64>();
-        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x: Vec::new(), gpu_ns: [0.0; 2] })
+        let readback = ctx.host_readback(c.vocab)?;
+        let upload = ctx.host_upload(c.hidden)?;
+        let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };
+        let host_x = Vec::with_capacity(mul(chunk, c.hidden)?);
+        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, upload, timer, gpu_ns: [0.0; 2] })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -193,10 +231,9 @@ impl Session {
     }
 
     fn new_batch<'c>(&self, ctx: &'c Context) -> Batch<'c> {
-        if self.opts.gpu_timing {
-            ctx.timed_batch()
-        } else {
-            ctx.batch()
+        match &self.timer {
+            Some(t) => ctx.timed_batch_with(t),
+            None => ctx.batch(),
         }
     }
 
@@ -217,11 +254,16 @@ impl Session {
 
     /// Check the tokens and write their embeddings into `x`.
     fn embed(&mut self, ctx: &Context, model: &Model, tokens: &[u32]) -> Result<()> {
-        let c = &model.config;
-        self.host_x.resize(tokens.len() * c.hidden, 0.0);
-        model.weights.embed(&model.file, c, tokens, &mut self.host_x)?;
+        self.embed_host(model, tokens)?;
         ctx.write(&self.s.x, &self.host_x)?;
         Ok(())
+    }
+
+    /// Check the tokens and dequantise their embeddings into `host_x`.
+    fn embed_host(&mut self, model: &Model, tokens: &[u32]) -> Result<()> {
+        let c = &model.config;
+        self.host_x.resize(tokens.len() * c.hidden, 0.0);
+        model.weights.embed(&model.file, c, tokens, &mut self.host_x)
     }
 
     /// Run `tokens` (a prompt, or its continuation) through the model at the cache's next
@@ -281,47 +323,79 @@ impl Session {
         Ok(())
     }
 
-    /// One decode step: `token` at the cache's next position; returns its logits `[vocab]`.
+    /// One decode step: `token` at the cache's next position; returns its logits `[vocab]`
+    /// (a copy of [`Session::logits`]).
     pub fn decode(&mut self, ctx: &Context, model: &Model, token: u32) -> Result<Vec<f32>> {
         let pos = self.kv.check_room(1)?;
-        self.embed(ctx, model, &[token])?;
-        let mut b = self.new_batch(ctx).with_cache(&self.bind);
+        let cache = self.bind.clone();
+        let step = self.record_step(ctx, model, pos, &cache)?;
+        self.run_step(ctx, model, token, step, |_| Ok(()))?;
+        Ok(self.logits.clone())
+    }
+
+    /// The logits `[vocab]` of the last decode step.
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Dispatches of one decode step (recorded, never submitted).
+    pub fn decode_dispatches(&self, ctx: &Context, model: &Model) -> Result<usize> {
+        let mut b = ctx.batch();
+        self.record_decode(&mut b, model, 0)?;
+        Ok(b.len())
+    }
+
+    /// A decode step for the token at `pos`, recorded and finished: it starts with the copy of
+    /// the embedding row from the host upload into `x` (written before the submit) and ends
+    /// with the copy of the logits into the host readback, in the same command buffer.
+    fn record_step<'c>(&self, ctx: &'c Context, model: &Model, pos: usize, cache: &'c BindCache) -> Result<crate::batch::Recorded<'c>> {
+        let mut b = self.new_batch(ctx).with_cache(cache);
+        b.copy_from_host(&self.upload, model.config.hidden, &self.s.x)?;
         self.record_decode(&mut b, model, pos)?;
-        Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, b.submit()?)?;
+        b.copy_to_host(&self.s.logits, model.config.vocab, &self.readback)?;
+        Ok(b.finish()?)
+    }
+
+    /// Run a step of [`Session::record_step`] for `token`: write its embedding into the host
+    /// upload, submit, advance the cache, run `ahead` (work for the CPU while the GPU runs the
+    /// step), then wait once (the batch, its timer and the maps of the logits' readback and of
+    /// the upload for the next step) and read the logits into `self.logits`.
+    fn run_step<R>(&mut self, ctx: &Context, model: &Model, token: u32, step: crate::batch::Recorded, ahead: impl FnOnce(&Self) -> Result<R>) -> Result<R> {
+        self.embed_host(model, &[token])?;
+        self.upload.write(ctx, &self.host_x)?;
+        let running = step.submit()?;
         self.kv.advance(1)?;
-        let mut logits = ctx.read(&self.s.logits)?;
-        logits.truncate(model.config.vocab);
-        Ok(logits)
+        self.readback.request_map()?;
+        self.upload.request_map()?;
+        let r = ahead(self);
+        // Wait and unmap even when `ahead` failed, so the readback is free for the next step.
+        let waited = Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, running);
+        let read = self.readback.read_into(ctx, &mut self.logits).map_err(ModelError::from);
+        waited?;
+        read?;
+        r
     }
 
     /// Decode a stream of tokens: `first` at the cache's next position, then each token `next`
     /// returns from the previous step's logits `[vocab]` (`None` stops), until `next` stops or
     /// the cache is full. While the GPU runs a step, the CPU records and finishes the next one
-    /// ([`Batch::finish`]), so only the embedding upload, the submit and the logits readback lie
-    /// between two steps. Returns the steps run (the logits of each went to `next`).
+    /// ([`Batch::finish`]); each step's batch ends with the copy of its logits into a host-readable
+    /// buffer, so between two steps lie only one wait, the read of the mapped logits, `next`, the
+    /// embedding upload and the submit. No GPU buffer is created per step (the logits' readback,
+    /// the timer and the bind groups are the session's). Returns the steps run (the logits of
+    /// each went to `next`).
     pub fn decode_stream(&mut self, ctx: &Context, model: &Model, first: u32, mut next: impl FnMut(&[f32]) -> Result<Option<u32>>) -> Result<usize> {
         let vocab = model.config.vocab;
         let known = |t: u32| if (t as usize) < vocab { Ok(t) } else { Err(ModelError::BadToken { token: t, vocab }) };
         let mut token = known(first)?;
         let mut pos = self.kv.check_room(1)?;
         let cache = self.bind.clone();
-        let record = |this: &Session, pos: usize| -> Result<crate::batch::Recorded<'_>> {
-            let mut b = this.new_batch(ctx).with_cache(&cache);
-            this.record_decode(&mut b, model, pos)?;
-            Ok(b.finish()?)
-        };
-        let mut step = record(self, pos)?;
+        let mut step = self.record_step(ctx, model, pos, &cache)?;
         let mut steps = 0;
         loop {
-            self.embed(ctx, model, &[token])?;
-            let running = step.submit()?;
-            self.kv.advance(1)?;
+            let ahead = self.run_step(ctx, model, token, step, |this| if this.kv.remaining() > 0 { this.record_step(ctx, model, pos + 1, &cache).map(Some) } else { Ok(None) })?;
             steps += 1;
-            let ahead = if self.kv.remaining() > 0 { Some(record(self, pos + 1)?) } else { None };
-            Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, running)?;
-            let mut logits = ctx.read(&self.s.logits)?;
-            logits.truncate(vocab);
-            let (Some(t), Some(r)) = (next(&logits)?, ahead) else { break };
+            let (Some(t), Some(r)) = (next(&self.logits)?, ahead) else { break };
             token = known(t)?;
             step = r;
             pos += 1;
@@ -370,179 +444,5 @@ impl Session {
             Some(end) if end <= self.kv.capacity() => Ok(()),
             _ => Err(ModelError::ContextFull { needed: pos0.saturating_add(m), capacity: self.kv.capacity() }),
         }
-    }
-
-    fn record_head(&self, b: &mut Batch, model: &Model, m: usize, all: bool) -> Result<()> {
-        let (c, w, s) = (&model.config, &model.weights, &self.s);
-        if all {
-            elementwise::rmsnorm(b, &s.x, &w.output_norm, &s.xn, m, c.hidden, c.rms_eps)?;
-            mm::matmul(b, &w.lm_head, &s.xn, &s.logits, m)?;
-        } else {
-            let src = if m > 1 {
-                ops::copy_row(b, &s.x, m - 1, c.hidden, &s.last)?;
-                &s.last
-            } else {
-                &s.x
-            };
-            elementwise::rmsnorm(b, src, &w.output_norm, &s.xn, 1, c.hidden, c.rms_eps)?;
-            self.project(b, &s.xn, 0, 1, &[(&w.lm_head, &s.logits)])?;
-        }
-        Ok(())
-    }
-
-    /// In a decode step (`m == 1`) with int8 activations: quantise `x` into slot `slot` when
-    /// `wanted` (one of the GEMVs reading it has an integer dot), and return the slot. `None`:
-    /// every GEMV reads f32 `x`.
-    fn quantised(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, wanted: bool) -> Result<Option<&Q8Activations>> {
-        let xq = self.s.q8[slot].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k());
-        if let Some(xq) = xq {
-            q8::quantize_activations(b, x, xq)?;
-        }
-        Ok(xq)
-    }
-
-    /// `y (op)= x W^T` for one decode-step projection: int8 activations where `xq` holds them
-    /// and `w` has an integer dot, else f32 `x`.
-    fn gemv(b: &mut Batch, w: &mm::WeightMatrix, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, y: &GpuBuffer<f32>, epi: Epilogue) -> Result<()> {
-        let input = match xq {
-            Some(xq) if has_integer_dot(w.format()) => GemvInput::Q8(xq),
-            _ => GemvInput::F32(x),
-        };
-        Ok(mm::gemv_with(b, w, input, y, epi)?)
-    }
-
-    /// `ys[i] = x W_i^T` for the projections `ws` of one input `x` (`m` rows).
-    fn project(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, ws: &[(&mm::WeightMatrix, &GpuBuffer<f32>)]) -> Result<()> {
-        let xq = self.quantised(b, x, slot, m, ws.iter().any(|(w, _)| has_integer_dot(w.format())))?;
-        for &(w, y) in ws {
-            if m == 1 {
-                Self::gemv(b, w, x, xq, y, Epilogue::Store)?;
-            } else {
-                mm::matmul(b, w, x, y, m)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
-    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix) -> Result<()> {
-        let s = &self.s;
-        if m == 1 {
-            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
-            Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
-        } else {
-            mm::matmul(b, w, a, &s.tmp, m)?;
-            Ok(elementwise::add_inplace(b, &s.x, &s.tmp, m * w.n())?)
-        }
-    }
-
-    /// `gate = silu(xn W_gate^T) * (xn W_up^T)`.
-    fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize) -> Result<()> {
-        let s = &self.s;
-        match f {
-            FfnIn::GateUp(w) if m == 1 => {
-                let xq = self.quantised(b, &s.xn, 0, m, has_integer_dot(w.format()))?;
-                Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu)
-            }
-            FfnIn::GateUp(w) => {
-                mm::matmul(b, w, &s.xn, &s.up, m)?;
-                Ok(ops::swiglu_pairs(b, &s.up, m * ffn, &s.gate)?)
-            }
-            FfnIn::Separate { gate, up } => {
-                self.project(b, &s.xn, 0, m, &[(gate, &s.gate), (up, &s.up)])?;
-                Ok(elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * ffn)?)
-            }
-        }
-    }
-
-    fn record_layer(&self, b: &mut Batch, model: &Model, l: usize, m: usize, pos0: usize, decode: bool) -> Result<()> {
-        let (c, s) = (&model.config, &self.s);
-        let w = &model.weights.layers[l];
-        let (h, qd, kvd, eps) = (c.hidden, c.q_dim(), c.kv_dim(), c.rms_eps);
-        let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
-        elementwise::rmsnorm(b, &s.x, &w.attn_norm, &s.xn, m, h, eps)?;
-        self.project(b, &s.xn, 0, m, &[(&w.wq, &s.q), (&w.wk, &s.k), (&w.wv, &s.v)])?;
-        if let Some([bq, bk, bv]) = &w.bias {
-            ops::bias_add(b, &s.q, bq, m, qd)?;
-            ops::bias_add(b, &s.k, bk, m, kvd)?;
-            ops::bias_add(b, &s.v, bv, m, kvd)?;
-        }
-        let cap = self.kv.capacity();
-        match &self.kv.layers[l] {
-            LayerKv::F16 { k, v } if decode => attention::decode(
-                b,
-                &Decode {
-                    shape,
-                    pos: pos0,
-                    layout: c.layout,
-                    scale: None,
-                    q: &s.q,
-                    k_new: &s.k,
-                    v_new: &s.v,
-                    k_cache: k,
-                    v_cache: v,
-                    capacity: cap,
-                    table: &self.table,
-                    scratch: &s.decode,
-                    out: &s.attn,
-                },
-            )?,
-            LayerKv::F16 { k, v } => {
-                let store =
-                    ops::KvStore { k_new: &s.k, v_new: &s.v, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table: &self.table, k_cache: k, v_cache: v, capacity: cap };
-                ops::kv_store(b, &store)?;
-                let p = Prefill {
-                    shape,
-                    tokens: m,
-                    offset: pos0,
-                    kv_len: pos0 + m,
-                    causal: true,
-                    k_rotated: true,
-                    layout: c.layout,
-                    scale: None,
-                    q: &s.q,
-                    k,
-                    v,
-                    table: &self.table,
-                    out: &s.attn,
-                };
-                attention::prefill(b, &p)?;
-            }
-            LayerKv::Tq { k, v } => {
-                let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
-                rope::apply(b, &s.k, m, c.kv_heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
-                tq::quantize(b, &s.k, m, pos0, k)?;
-                tq::quantize(b, &s.v, m, pos0, v)?;
-                if decode {
-                    rope::apply(b, &s.q, 1, c.heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
-                    let a = tq::DecodeAttention { heads: c.heads, kv_len: pos0 + 1, window: None, scale: 1.0 / (c.head_dim as f32).sqrt() };
-                    tq::decode_attention(b, &scratch.workspace, &s.q, k, v, &s.attn, &a)?;
-                } else {
-                    tq::dequantize(b, k, 0, pos0 + m, &scratch.k)?;
-                    tq::dequantize(b, v, 0, pos0 + m, &scratch.v)?;
-                    let p = Prefill {
-                        shape,
-                        tokens: m,
-                        offset: pos0,
-                        kv_len: pos0 + m,
-                        causal: true,
-                        k_rotated: true,
-                        layout: c.layout,
-                        scale: None,
-                        q: &s.q,
-                        k: &scratch.k,
-                        v: &scratch.v,
-                        table: &self.table,
-                        out: &s.attn,
-                    };
-                    attention::prefill(b, &p)?;
-                }
-            }
-        }
-        self.project_add(b, &s.attn, 1, m, &w.wo)?;
-        elementwise::rmsnorm(b, &s.x, &w.ffn_norm, &s.xn, m, h, eps)?;
-        self.ffn_in(b, &w.ffn_in, m, c.ffn)?;
-        self.project_add(b, &s.gate, 2, m, &w.w_down)?;
-        Ok(())
     }
 }

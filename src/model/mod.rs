@@ -56,7 +56,17 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         let k = matmul::kernel_infos(f);
         v.extend([&k.gemv, &k.gemv_q8, &k.gemm]);
     }
-    v.extend([&crate::kernels::q8::QUANTIZE, &ops::BIAS_ADD, &attention::PREFILL, &elementwise::ADD, &elementwise::SILU_GATE, &ops::SWIGLU_PAIRS, &ops::COPY_ROW]);
+    v.extend([
+        &crate::kernels::q8::QUANTIZE,
+        &crate::kernels::q8::NORM_QUANTIZE,
+        &ops::BIAS_ADD,
+        &attention::PREFILL,
+        &elementwise::ADD,
+        &elementwise::SILU_GATE,
+        &ops::SWIGLU_PAIRS,
+        &ops::COPY_ROW,
+        &ops::SPLIT_QKV,
+    ]);
     match kv {
         KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),
         KvKind::TurboQuant => v.extend([&rope::APPLY, &turboquant::QUANTIZE, &turboquant::DEQUANTIZE, &turboquant::ATTENTION]),

@@ -1,8 +1,10 @@
 //! Glue kernels of the forward pass that no kernel family provides (Portable WGSL only, one
 //! invocation per output unit): a broadcast bias add over rows, the prefill's KV store (rotate a
-//! chunk of new keys at their positions and write them with the values into an f16 cache) and a
-//! row copy. Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl, model_copy_row.wgsl.
-//! CPU references: [`reference_kv_store`] (f64); the other two are exact.
+//! chunk of new keys at their positions and write them with the values into an f16 cache), a
+//! row copy, the SwiGLU of interleaved pairs and the split of a fused q/k/v projection's rows
+//! (plus bias) into q, k and v. Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
+//! model_copy_row.wgsl, model_swiglu_pairs.wgsl, model_split_qkv.wgsl.
+//! CPU references: [`reference_kv_store`] (f64), [`reference_split_qkv`]; the others are exact.
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -17,11 +19,13 @@ pub const BIAS_ADD: KernelInfo = KernelInfo { name: "model_bias_add", variants: 
 pub const KV_STORE: KernelInfo = KernelInfo { name: "model_kv_store", variants: &[Variant::Portable], extra: None };
 pub const COPY_ROW: KernelInfo = KernelInfo { name: "model_copy_row", variants: &[Variant::Portable], extra: None };
 pub const SWIGLU_PAIRS: KernelInfo = KernelInfo { name: "model_swiglu_pairs", variants: &[Variant::Portable], extra: None };
+pub const SPLIT_QKV: KernelInfo = KernelInfo { name: "model_split_qkv", variants: &[Variant::Portable], extra: None };
 
 const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
 const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");
 const COPY_WGSL: &str = include_str!("../../wgsl/model_copy_row.wgsl");
 const SWIGLU_WGSL: &str = include_str!("../../wgsl/model_swiglu_pairs.wgsl");
+const SPLIT_WGSL: &str = include_str!("../../wgsl/model_split_qkv.wgsl");
 
 const BIAS_BINDINGS: &[StorageBinding] = &[StorageBinding::write("y", "f32"), StorageBinding::read("bias", "f32")];
 const KV_BINDINGS: &[StorageBinding] = &[
@@ -33,6 +37,25 @@ const KV_BINDINGS: &[StorageBinding] = &[
 ];
 const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
 const SWIGLU_BINDINGS: &[StorageBinding] = &[StorageBinding::read("gu", "vec2<f32>"), StorageBinding::write("out", "f32")];
+const SPLIT_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("src", "f32"),
+    StorageBinding::read("bias", "f32"),
+    StorageBinding::write("q", "f32"),
+    StorageBinding::write("k", "f32"),
+    StorageBinding::write("v", "f32"),
+];
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct SplitParams {
+    total: u32,
+    w: u32,
+    r0: u32,
+    qd: u32,
+    kvd: u32,
+    has_bias: u32,
+    _p: [u32; 2],
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -61,6 +84,7 @@ pub enum ModelPipeline {
     KvStore { neox: bool },
     CopyRow,
     SwigluPairs,
+    SplitQkv,
 }
 
 impl PipelineKey for ModelPipeline {
@@ -70,6 +94,7 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::KvStore { neox } => (KV_WGSL, vec![("NEOX", neox as u32 as f64)], std::mem::size_of::<KvParams>(), KV_BINDINGS),
             ModelPipeline::CopyRow => (COPY_WGSL, vec![], std::mem::size_of::<Params4>(), COPY_BINDINGS),
             ModelPipeline::SwigluPairs => (SWIGLU_WGSL, vec![], std::mem::size_of::<Params4>(), SWIGLU_BINDINGS),
+            ModelPipeline::SplitQkv => (SPLIT_WGSL, vec![], std::mem::size_of::<SplitParams>(), SPLIT_BINDINGS),
         };
         PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [64, 1, 1], params_size: params_size as u64, bindings }
     }
@@ -79,10 +104,17 @@ impl PipelineKey for ModelPipeline {
 #[cfg(feature = "testkit")]
 pub fn pipelines() -> Vec<(String, PipelineDesc)> {
     let caps = Caps::nominal();
-    [ModelPipeline::BiasAdd, ModelPipeline::KvStore { neox: false }, ModelPipeline::KvStore { neox: true }, ModelPipeline::CopyRow, ModelPipeline::SwigluPairs]
-        .into_iter()
-        .map(|k| (format!("{k:?}"), k.describe(&caps)))
-        .collect()
+    [
+        ModelPipeline::BiasAdd,
+        ModelPipeline::KvStore { neox: false },
+        ModelPipeline::KvStore { neox: true },
+        ModelPipeline::CopyRow,
+        ModelPipeline::SwigluPairs,
+        ModelPipeline::SplitQkv,
+    ]
+    .into_iter()
+    .map(|k| (format!("{k:?}"), k.describe(&caps)))
+    .collect()
 }
 
 fn u32_of(v: usize, what: &str) -> Result<u32> {
@@ -126,6 +158,59 @@ pub fn swiglu_pairs(b: &mut Batch, gu: &GpuBuffer<f32>, n: usize, out: &GpuBuffe
     u32_of(n2, "2 n")?;
     let params = Params4 { a: n as u32, b: 0, _p: [0; 2] };
     b.dispatch(&ModelPipeline::SwigluPairs, &params, &[gu.raw(), out.raw()], ctx.grid((n as u64).div_ceil(64))?)
+}
+
+/// The destinations of [`split_qkv`]: `q [m, qd]`, `k [m, kvd]`, `v [m, kvd]`.
+pub struct QkvOut<'a> {
+    pub q: &'a GpuBuffer<f32>,
+    pub k: &'a GpuBuffer<f32>,
+    pub v: &'a GpuBuffer<f32>,
+    pub qd: usize,
+    pub kvd: usize,
+}
+
+/// Columns `r0..r0 + w` of the `[q | k | v]` rows of a fused projection (`src [m, w]`, row-major)
+/// into `q`, `k`, `v`, plus `bias[r0 + c]` when given (`bias [qd + 2 kvd]`, the three biases
+/// concatenated). Columns outside `r0..r0 + w` are not written.
+pub fn split_qkv(b: &mut Batch, src: &GpuBuffer<f32>, m: usize, r0: usize, w: usize, bias: Option<&GpuBuffer<f32>>, out: &QkvOut) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&SPLIT_QKV)?;
+    let (qd, kvd) = (out.qd, out.kvd);
+    ensure(m > 0 && w > 0 && qd > 0 && kvd > 0, || Error::Shape(format!("m = {m}, w = {w}, qd = {qd}, kvd = {kvd}: all must be > 0")))?;
+    let n3 = kvd.checked_mul(2).and_then(|x| x.checked_add(qd)).ok_or_else(|| Error::Shape("qd + 2 kvd overflows".into()))?;
+    let end = r0.checked_add(w).ok_or_else(|| Error::Shape("r0 + w overflows".into()))?;
+    ensure(end <= n3, || Error::Shape(format!("columns {r0}..{end} outside the {n3} of [q | k | v]")))?;
+    let total = m.checked_mul(w).ok_or_else(|| Error::Shape("m * w overflows".into()))?;
+    src.require("src", total)?;
+    out.q.require("q", m.checked_mul(qd).ok_or_else(|| Error::Shape("m * qd overflows".into()))?)?;
+    let kv_len = m.checked_mul(kvd).ok_or_else(|| Error::Shape("m * kvd overflows".into()))?;
+    out.k.require("k", kv_len)?;
+    out.v.require("v", kv_len)?;
+    u32_of(m.checked_mul(n3).ok_or_else(|| Error::Shape("m * (qd + 2 kvd) overflows".into()))?, "m * (qd + 2 kvd)")?;
+    if let Some(bias) = bias {
+        bias.require("bias", n3)?;
+    }
+    let params = SplitParams { total: total as u32, w: w as u32, r0: r0 as u32, qd: qd as u32, kvd: kvd as u32, has_bias: bias.is_some() as u32, _p: [0; 2] };
+    let bias = bias.map_or_else(|| ctx.dummy(), |x| x.raw());
+    b.dispatch(&ModelPipeline::SplitQkv, &params, &[src.raw(), bias, out.q.raw(), out.k.raw(), out.v.raw()], ctx.grid((total as u64).div_ceil(64))?)
+}
+
+/// Reference of [`split_qkv`] (exact: a copy plus one f32 add): updates `q`, `k`, `v`.
+#[allow(clippy::too_many_arguments)]
+pub fn reference_split_qkv(src: &[f32], m: usize, r0: usize, w: usize, bias: Option<&[f32]>, qd: usize, kvd: usize, q: &mut [f32], k: &mut [f32], v: &mut [f32]) {
+    for t in 0..m {
+        for c in 0..w {
+            let g = r0 + c;
+            let val = src[t * w + c] + bias.map_or(0.0, |b| b[g]);
+            if g < qd {
+                q[t * qd + g] = val;
+            } else if g < qd + kvd {
+                k[t * kvd + g - qd] = val;
+            } else {
+                v[t * kvd + g - qd - kvd] = val;
+            }
+        }
+    }
 }
 
 /// One chunk of new keys and values for [`kv_store`].

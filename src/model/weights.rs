@@ -16,11 +16,12 @@ use crate::formats::gguf::{GgmlType, GgufFile};
 /// One transformer block.
 pub struct Layer {
     pub attn_norm: GpuBuffer<f32>,
-    pub wq: WeightMatrix,
-    pub wk: WeightMatrix,
-    pub wv: WeightMatrix,
-    /// q/k/v biases (qwen2).
-    pub bias: Option<[GpuBuffer<f32>; 3]>,
+    /// The q, k and v projections as matrices whose rows, in order, are the rows of `[q; k; v]`:
+    /// one matrix `[q_dim + 2 kv_dim, hidden]` where the three have one type, else one per run
+    /// of equal types (e.g. `[q; k]` and `[v]` where v alone is Q6_K).
+    pub qkv: Vec<WeightMatrix>,
+    /// q/k/v biases (qwen2), concatenated `[q_dim + 2 kv_dim]`.
+    pub qkv_bias: Option<GpuBuffer<f32>>,
     pub wo: WeightMatrix,
     pub ffn_norm: GpuBuffer<f32>,
     /// The gate and up projections.
@@ -36,11 +37,13 @@ pub enum FfnIn {
 }
 
 impl FfnIn {
-    fn matrices(&self) -> Vec<&WeightMatrix> {
-        match self {
-            FfnIn::GateUp(w) => vec![w],
-            FfnIn::Separate { gate, up } => vec![gate, up],
-        }
+    /// The one or two matrices.
+    pub fn matrices(&self) -> impl Iterator<Item = &WeightMatrix> {
+        let (a, b) = match self {
+            FfnIn::GateUp(w) => (w, None),
+            FfnIn::Separate { gate, up } => (gate, Some(up)),
+        };
+        std::iter::once(a).chain(b)
     }
 }
 
@@ -77,11 +80,40 @@ fn stored_bytes(file: &GgufFile, name: &str) -> Result<u64> {
 
 /// A 1-D tensor of `len` values (F32, F16 or BF16) uploaded as f32.
 fn vector(ctx: &Context, file: &GgufFile, name: &str, len: usize) -> Result<GpuBuffer<f32>> {
-    expect_dims(file, name, &[len])?;
-    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
-    let mut v = vec![0f32; len];
-    mm::dequantize(t.ggml_type, file.tensor_data(t)?, &mut v).map_err(|e| bad(name, e.to_string()))?;
+    vectors(ctx, file, &[(name, len)])
+}
+
+/// 1-D tensors `(name, len)` uploaded as one f32 vector, concatenated in order.
+fn vectors(ctx: &Context, file: &GgufFile, parts: &[(&str, usize)]) -> Result<GpuBuffer<f32>> {
+    let total = parts.iter().try_fold(0usize, |a, &(_, len)| a.checked_add(len)).ok_or_else(|| ModelError::Argument("vector lengths overflow".into()))?;
+    let mut v = vec![0f32; total];
+    let mut at = 0;
+    for &(name, len) in parts {
+        expect_dims(file, name, &[len])?;
+        let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+        mm::dequantize(t.ggml_type, file.tensor_data(t)?, &mut v[at..at + len]).map_err(|e| bad(name, e.to_string()))?;
+        at += len;
+    }
     Ok(ctx.upload(&v)?)
+}
+
+/// The q, k, v matrices (`names`, `[rows[i], k]` each): one matrix per run of equal types,
+/// rows concatenated ([`Layer::qkv`]).
+fn qkv(ctx: &Context, file: &GgufFile, names: &[String; 3], rows: [usize; 3], k: usize) -> Result<Vec<WeightMatrix>> {
+    let mut types = Vec::with_capacity(3);
+    for (name, n) in names.iter().zip(rows) {
+        expect_dims(file, name, &[k, n])?;
+        types.push(file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.clone()))?.ggml_type);
+    }
+    let mut out = Vec::with_capacity(3);
+    let mut i = 0;
+    while i < 3 {
+        let run = (i..3).take_while(|&j| types[j] == types[i]).count();
+        let group: Vec<&str> = names[i..i + run].iter().map(String::as_str).collect();
+        out.push(WeightMatrix::from_gguf_concat(ctx, file, &group).map_err(|e| load_error(group[0], e))?);
+        i += run;
+    }
+    Ok(out)
 }
 
 /// A matrix `[n, k]` (`dims = [k, n]` in the file).
@@ -171,25 +203,30 @@ impl Weights {
         for l in 0..cfg.layers {
             let p = |s: &str| format!("blk.{l}.{s}");
             let attn_norm = load!(vector(ctx, file, &p("attn_norm.weight"), h)?, p("attn_norm.weight"));
-            let wq = mat!(p("attn_q.weight"), q, h);
-            let wk = mat!(p("attn_k.weight"), kv, h);
-            let wv = mat!(p("attn_v.weight"), kv, h);
-            let bias = if cfg.qkv_bias {
-                let bq = load!(vector(ctx, file, &p("attn_q.bias"), q)?, p("attn_q.bias"));
-                let bk = load!(vector(ctx, file, &p("attn_k.bias"), kv)?, p("attn_k.bias"));
-                let bv = load!(vector(ctx, file, &p("attn_v.bias"), kv)?, p("attn_v.bias"));
-                Some([bq, bk, bv])
+            let names = [p("attn_q.weight"), p("attn_k.weight"), p("attn_v.weight")];
+            let qkv = qkv(ctx, file, &names, [q, kv, kv], h)?;
+            gpu_bytes += qkv.iter().map(|m| m.bytes()).sum::<u64>();
+            for name in &names {
+                step(name)?;
+            }
+            let qkv_bias = if cfg.qkv_bias {
+                let names = [p("attn_q.bias"), p("attn_k.bias"), p("attn_v.bias")];
+                let v = vectors(ctx, file, &[(&names[0], q), (&names[1], kv), (&names[2], kv)])?;
+                for name in &names {
+                    step(name)?;
+                }
+                Some(v)
             } else {
                 None
             };
             let wo = mat!(p("attn_output.weight"), h, q);
             let ffn_norm = load!(vector(ctx, file, &p("ffn_norm.weight"), h)?, p("ffn_norm.weight"));
             let ffn_in = ffn_in(ctx, file, &p("ffn_gate.weight"), &p("ffn_up.weight"), f, h)?;
-            gpu_bytes += ffn_in.matrices().iter().map(|m| m.bytes()).sum::<u64>();
+            gpu_bytes += ffn_in.matrices().map(|m| m.bytes()).sum::<u64>();
             step(&p("ffn_gate.weight"))?;
             step(&p("ffn_up.weight"))?;
             let w_down = mat!(p("ffn_down.weight"), h, f);
-            layers.push(Layer { attn_norm, wq, wk, wv, bias, wo, ffn_norm, ffn_in, w_down });
+            layers.push(Layer { attn_norm, qkv, qkv_bias, wo, ffn_norm, ffn_in, w_down });
         }
         let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight");
         let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
@@ -201,7 +238,7 @@ impl Weights {
     /// The formats of the matrices (each once).
     pub fn formats(&self) -> Vec<&'static crate::formats::WeightFormat> {
         let mut v: Vec<&'static crate::formats::WeightFormat> = Vec::new();
-        for w in self.layers.iter().flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_down].into_iter().chain(l.ffn_in.matrices())).chain([&self.lm_head]) {
+        for w in self.layers.iter().flat_map(|l| l.qkv.iter().chain([&l.wo, &l.w_down]).chain(l.ffn_in.matrices())).chain([&self.lm_head]) {
             if !v.iter().any(|f| std::ptr::eq(*f, w.format())) {
                 v.push(w.format());
             }

@@ -198,6 +198,34 @@ impl WeightMatrix {
         Self::interleaved(ctx, f, n, k, bytes(ta)?, bytes(tb)?, Some(&format!("{a} + {b}")))
     }
 
+    /// Upload tensors of a GGUF file of one type and row length as one matrix whose rows are
+    /// theirs, in order: `[n_0 + n_1 + ..., k]` (e.g. the q, k and v projections, so one GEMV
+    /// computes all three). Errors name the tensors.
+    pub fn from_gguf_concat(ctx: &Context, file: &GgufFile, names: &[&str]) -> Result<WeightMatrix> {
+        let label = names.join(" + ");
+        let first = names.first().ok_or_else(|| Error::Argument("no tensors to concatenate".into()))?;
+        let info = |name: &str| file.tensor(name).ok_or_else(|| Error::Argument(format!("no tensor named {name:?}")));
+        let t0 = info(first)?;
+        let f = format_for(t0.ggml_type, Some(first))?;
+        let (_, k) = formats::matrix_dims(t0).map_err(|e| Error::Shape(e.to_string()))?;
+        let row_bytes = f.bytes_for(k).filter(|_| k > 0).ok_or_else(|| Error::Shape(format!("tensor {first:?}: row length k = {k} is not a whole number of {} blocks", f.name)))?;
+        let (mut n, mut parts) = (0usize, Vec::with_capacity(names.len()));
+        for name in names {
+            let t = info(name)?;
+            let (nt, kt) = formats::matrix_dims(t).map_err(|e| Error::Shape(e.to_string()))?;
+            ensure(t.ggml_type == t0.ggml_type && kt == k, || {
+                Error::Shape(format!("tensors {first:?} ({:?}, k = {k}) and {name:?} ({:?}, k = {kt}) differ in type or row length", t0.ggml_type, t.ggml_type))
+            })?;
+            let data = file.tensor_data(t).map_err(|e| Error::Format(format!("tensor {name:?}: {e}")))?;
+            let want = nt.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("tensor {name:?}: {nt} rows of {row_bytes} bytes overflow")))?;
+            ensure(data.len() == want, || Error::Format(format!("tensor {name:?}: {} bytes, expected {want} for {nt} x {k} {}", data.len(), f.name)))?;
+            n = n.checked_add(nt).ok_or_else(|| Error::Shape(format!("{label}: rows overflow")))?;
+            parts.push(data);
+        }
+        // The parts are in the file: their total fits memory.
+        Self::upload_limited(ctx, f, n, k, &parts.concat(), Some(&label), u64::MAX)
+    }
+
     fn interleaved(ctx: &Context, f: &'static WeightFormat, n: usize, k: usize, a: &[u8], b: &[u8], tensor: Option<&str>) -> Result<WeightMatrix> {
         let w = what(tensor);
         let fname = f.name;

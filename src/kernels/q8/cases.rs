@@ -13,11 +13,11 @@ use crate::kernels::int4::Int4Mode;
 use crate::kernels::int4::{random_host, HostInt4};
 use crate::kernels::q4k::{operand_magnitudes, random_blocks};
 use crate::reference::{self, q8 as r8};
-use crate::suite::{compare, describe_all, guard_damage, guarded_f32, guarded_u32, Case, Check, Kernel, Prepared, Rng, POISON_U32};
+use crate::suite::{compare, describe_all, guard_damage, guarded_f32, guarded_u32, Case, Check, Kernel, Prepared, Rng, POISON_F32, POISON_U32};
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
-    vec![&QuantKernel, &Int4Kernel, &Q4kKernel]
+    vec![&QuantKernel, &NormQuantKernel, &Int4Kernel, &Q4kKernel]
 }
 
 impl Q8Activations {
@@ -123,6 +123,89 @@ impl Case for QuantCase {
         let expect = r8::quantize(&x);
         let out = Q8Activations { k, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? };
         Ok(Box::new(QuantPrepared { x: ctx.upload(&x)?, out, expect }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMSNorm + quantiser
+
+struct NormQuantKernel;
+struct NormQuantCase {
+    k: usize,
+}
+
+impl Kernel for NormQuantKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &NORM_QUANTIZE
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        [32, 96, 256, 1056, 4096 + 256].iter().map(|&k| Box::new(NormQuantCase { k }) as Box<dyn Case>).collect()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        [4096].iter().map(|&k| Box::new(NormQuantCase { k }) as Box<dyn Case>).collect()
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all([Q8Pipeline::NormQuantize])
+    }
+}
+
+struct NormQuantPrepared {
+    x: GpuBuffer<f32>,
+    w: GpuBuffer<f32>,
+    eps: f32,
+    xn: GpuBuffer<f32>,
+    out: Q8Activations,
+    /// f64 normalised values and their magnitudes.
+    reference: (Vec<f64>, Vec<f64>),
+}
+
+impl Prepared for NormQuantPrepared {
+    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
+        rmsnorm_quantize(b, &self.x, &self.w, self.eps, &self.xn, &self.out)
+    }
+    /// `xn` against the f64 RMSNorm within the RMSNorm kernel's own tolerance (1e-5 of each
+    /// value), and both int8 layouts bit-equal to the CPU quantiser's on that `xn` (what the
+    /// GEMVs read is exactly the quantisation of the values written); intact guards.
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let k = self.out.k;
+        let xn = ctx.read(&self.xn)?;
+        let mut c = compare(&xn, &self.reference.0, &self.reference.1, 1e-5);
+        c.guard_damage = guard_damage(&xn, k, POISON_F32);
+        let expect = r8::quantize(&xn[..k]);
+        let mut notes = Vec::new();
+        let (n1, g1) = word_diff(&ctx.read(&self.out.x4)?, &r8::pack_int4(&expect), "int4 order");
+        notes.push(n1);
+        c.guard_damage += g1;
+        if let Some(xk) = &self.out.xk {
+            let (n2, g2) = word_diff(&ctx.read(xk)?, &r8::pack_q4k(&expect), "q4k order");
+            notes.push(n2);
+            c.guard_damage += g2;
+        }
+        c.note = notes.into_iter().filter(|n| !n.is_empty()).collect::<Vec<_>>().join("; ");
+        Ok(c)
+    }
+}
+
+impl Case for NormQuantCase {
+    fn name(&self) -> String {
+        format!("k={}", self.k)
+    }
+    /// x and w read, xn and both orders written.
+    fn bytes(&self) -> u64 {
+        (self.k * 12 + self.k * 2 + if self.k % QK_K == 0 { self.k * 2 } else { 0 }) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        let k = self.k;
+        let s = 10f32.powf(rng.uniform(-2.0, 2.0));
+        let mut x: Vec<f32> = rng.normal_vec(k).into_iter().map(|v| v * s).collect();
+        if k >= 96 {
+            x[32..64].iter_mut().for_each(|v| *v = 0.0); // a zero block: d = 0, codes 0
+        }
+        let w = rng.uniform_vec(k, -2.0, 2.0);
+        let eps = rng.uniform(1e-6, 1e-5);
+        let reference = crate::kernels::elementwise::reference_rmsnorm(&x, &w, 1, eps);
+        let out = Q8Activations { k, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? };
+        Ok(Box::new(NormQuantPrepared { x: ctx.upload(&x)?, w: ctx.upload(&w)?, eps, xn: guarded_f32(ctx, k)?, out, reference }))
     }
 }
 

@@ -53,6 +53,7 @@ use bytemuck::{Pod, Zeroable};
 /// Activations per Q8 block (one f32 scale each).
 pub const QB: usize = 32;
 pub const QUANTIZE: KernelInfo = KernelInfo { name: "q8_quantize", variants: &[Variant::Portable], extra: None };
+pub const NORM_QUANTIZE: KernelInfo = KernelInfo { name: "q8_rmsnorm_quantize", variants: &[Variant::Portable], extra: None };
 pub const INT4_GEMV: KernelInfo = KernelInfo { name: "int4_gemv_q8", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
 pub const Q4K_GEMV: KernelInfo = KernelInfo { name: "q4k_gemv_q8", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
 
@@ -110,7 +111,8 @@ struct QuantParams {
     blocks: u32,
     quads: u32,
     has_q4k: u32,
-    _p: u32,
+    /// RMSNorm epsilon (NormQuantize only).
+    eps: f32,
 }
 
 #[repr(C)]
@@ -123,6 +125,13 @@ struct Q4kParams {
 }
 
 const QUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("x4", "vec4<u32>"), StorageBinding::write("xk", "vec4<u32>")];
+const NORM_QUANT_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("x", "vec4<f32>"),
+    StorageBinding::write("x4", "vec4<u32>"),
+    StorageBinding::write("xk", "vec4<u32>"),
+    StorageBinding::read("nw", "vec4<f32>"),
+    StorageBinding::write("xn", "vec4<f32>"),
+];
 const INT4_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("codes", "vec4<u32>"),
     StorageBinding::read("scales", "f32"),
@@ -137,6 +146,7 @@ const Q4K_BINDINGS: &[StorageBinding] =
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Q8Pipeline {
     Quantize,
+    NormQuantize,
     Int4Gemv { variant: Variant, plan: GemvPlan, gshift: u32, zeros: bool },
     Q4kGemv { variant: Variant, plan: GemvPlan },
 }
@@ -151,6 +161,14 @@ impl PipelineKey for Q8Pipeline {
                 workgroup_size: [64, 1, 1],
                 params_size: std::mem::size_of::<QuantParams>() as u64,
                 bindings: QUANT_BINDINGS,
+            },
+            Q8Pipeline::NormQuantize => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
+                entry: "main_norm",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<QuantParams>() as u64,
+                bindings: NORM_QUANT_BINDINGS,
             },
             Q8Pipeline::Int4Gemv { variant, plan, gshift, zeros } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, INT4_WGSL, ROWS_DRIVER_WGSL]),
@@ -201,10 +219,30 @@ pub fn quantize_activations(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activation
     let ctx = b.context();
     x.require("x", xq.k)?;
     ctx.variant_for(&QUANTIZE)?;
-    let params = QuantParams { blocks: (xq.k / QB) as u32, quads: (xq.k / 64) as u32, has_q4k: xq.xk.is_some() as u32, _p: 0 };
+    let params = QuantParams { blocks: (xq.k / QB) as u32, quads: (xq.k / 64) as u32, has_q4k: xq.xk.is_some() as u32, eps: 0.0 };
     let xk = xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw());
     let grid = ctx.grid(xq.k.div_ceil(256) as u64)?; // 256 columns per workgroup
     b.dispatch(&Q8Pipeline::Quantize, &params, &[x.raw(), xq.x4.raw(), xk], grid)
+}
+
+/// RMSNorm and quantisation in one dispatch: `xn = x / sqrt(mean(x^2) + eps) * w` over the
+/// `k = xq.k()` values of `x` (one row), written to `xn` (f32, as
+/// [`crate::kernels::elementwise::rmsnorm`] computes it up to the order of the sum of squares)
+/// and quantised into `xq` exactly as [`quantize_activations`] quantises `xn`. CPU references:
+/// [`crate::kernels::elementwise::reference_rmsnorm`], then `reference::q8::quantize` (test kit)
+/// of the `xn` written. One workgroup per 256 columns, each reducing the whole `x` (for a model's
+/// hidden size; not meant for long rows).
+pub fn rmsnorm_quantize(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, eps: f32, xn: &GpuBuffer<f32>, xq: &Q8Activations) -> Result<()> {
+    let ctx = b.context();
+    ensure(eps.is_finite() && eps >= 0.0, || Error::Argument(format!("eps = {eps}: must be finite and >= 0")))?;
+    x.require("x", xq.k)?;
+    w.require("w", xq.k)?;
+    xn.require("xn", xq.k)?;
+    ctx.variant_for(&NORM_QUANTIZE)?;
+    let params = QuantParams { blocks: (xq.k / QB) as u32, quads: (xq.k / 64) as u32, has_q4k: xq.xk.is_some() as u32, eps };
+    let xk = xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw());
+    let grid = ctx.grid(xq.k.div_ceil(256) as u64)?;
+    b.dispatch(&Q8Pipeline::NormQuantize, &params, &[x.raw(), xq.x4.raw(), xk, w.raw(), xn.raw()], grid)
 }
 
 /// INT4 GEMV on quantised activations: `y[0..n] = W x_q8` (CPU reference: `reference::q8::int4_gemv` in the test kit).

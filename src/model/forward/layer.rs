@@ -1,0 +1,260 @@
+//! Recording one layer of the forward pass (and the final norm and LM head) into a batch: the
+//! norms (fused with the int8 quantisation in a decode step), the q/k/v projections (views or a
+//! split), attention over the f16 or TurboQuant cache, the output projection and the FFN.
+
+use super::*;
+
+/// Views of the first row of a session's `qkv` buffer: q, k, v, and each run of them.
+pub(super) struct QkvViews {
+    q: GpuBuffer<f32>,
+    k: GpuBuffer<f32>,
+    v: GpuBuffer<f32>,
+    runs: Vec<(usize, usize, GpuBuffer<f32>)>,
+}
+
+impl QkvViews {
+    pub(super) fn new(ctx: &Context, qkv: &GpuBuffer<f32>, qd: usize, kvd: usize) -> Result<Option<QkvViews>> {
+        let ends = [0, qd, qd + kvd, qd + 2 * kvd];
+        if !ends[..3].iter().all(|&e| qkv.view_aligned(ctx, e)) {
+            return Ok(None);
+        }
+        let mut runs = Vec::with_capacity(6);
+        for i in 0..3 {
+            for j in i + 1..4 {
+                runs.push((ends[i], ends[j], qkv.view(ctx, ends[i], ends[j] - ends[i])?));
+            }
+        }
+        Ok(Some(QkvViews { q: qkv.view(ctx, 0, qd)?, k: qkv.view(ctx, qd, kvd)?, v: qkv.view(ctx, qd + kvd, kvd)?, runs }))
+    }
+
+    /// The view of rows `start..end`.
+    fn run(&self, start: usize, end: usize) -> Result<&GpuBuffer<f32>> {
+        self.runs.iter().find(|r| r.0 == start && r.1 == end).map(|r| &r.2).ok_or_else(|| ModelError::Argument(format!("q/k/v rows {start}..{end} are not a run of q, k, v")))
+    }
+}
+
+/// Whether one of `ws` has an integer dot (reads int8 activations in a decode step).
+fn int_dot<'a>(ws: impl IntoIterator<Item = &'a mm::WeightMatrix>) -> bool {
+    ws.into_iter().any(|w| has_integer_dot(w.format()))
+}
+
+impl Session {
+    pub(super) fn record_head(&self, b: &mut Batch, model: &Model, m: usize, all: bool) -> Result<()> {
+        let (c, w, s) = (&model.config, &model.weights, &self.s);
+        if all {
+            elementwise::rmsnorm(b, &s.x, &w.output_norm, &s.xn, m, c.hidden, c.rms_eps)?;
+            mm::matmul(b, &w.lm_head, &s.xn, &s.logits, m)?;
+        } else {
+            let src = if m > 1 {
+                ops::copy_row(b, &s.x, m - 1, c.hidden, &s.last)?;
+                &s.last
+            } else {
+                &s.x
+            };
+            let xq = self.norm(b, src, &w.output_norm, 1, c, int_dot([&w.lm_head]))?;
+            Self::gemv(b, &w.lm_head, &s.xn, xq, &s.logits, Epilogue::Store)?;
+        }
+        Ok(())
+    }
+
+    /// In a decode step (`m == 1`) with int8 activations: quantise `x` into slot `slot` when
+    /// `wanted` (one of the GEMVs reading it has an integer dot), and return the slot. `None`:
+    /// every GEMV reads f32 `x`.
+    fn quantised(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, wanted: bool) -> Result<Option<&Q8Activations>> {
+        let xq = self.s.q8[slot].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k());
+        if let Some(xq) = xq {
+            q8::quantize_activations(b, x, xq)?;
+        }
+        Ok(xq)
+    }
+
+    /// `y (op)= x W^T` for one decode-step projection: int8 activations where `xq` holds them
+    /// and `w` has an integer dot, else f32 `x`.
+    fn gemv(b: &mut Batch, w: &mm::WeightMatrix, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, y: &GpuBuffer<f32>, epi: Epilogue) -> Result<()> {
+        let input = match xq {
+            Some(xq) if has_integer_dot(w.format()) => GemvInput::Q8(xq),
+            _ => GemvInput::F32(x),
+        };
+        Ok(mm::gemv_with(b, w, input, y, epi)?)
+    }
+
+    /// `xn = rmsnorm(src) * weight` (`m` rows of `hidden`), and in a decode step (`m == 1`) with
+    /// int8 activations when `wanted` (a matrix reading `xn` has an integer dot), its
+    /// quantisation (returned): one dispatch ([`q8::rmsnorm_quantize`]) unless `fused_norm` is off.
+    fn norm(&self, b: &mut Batch, src: &GpuBuffer<f32>, weight: &GpuBuffer<f32>, m: usize, c: &Config, wanted: bool) -> Result<Option<&Q8Activations>> {
+        let s = &self.s;
+        match s.q8[0].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k()) {
+            Some(xq) if self.opts.fused_norm => {
+                q8::rmsnorm_quantize(b, src, weight, c.rms_eps, &s.xn, xq)?;
+                Ok(Some(xq))
+            }
+            _ => {
+                elementwise::rmsnorm(b, src, weight, &s.xn, m, c.hidden, c.rms_eps)?;
+                self.quantised(b, &s.xn, 0, m, wanted)
+            }
+        }
+    }
+
+    /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
+    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix) -> Result<()> {
+        let s = &self.s;
+        if m == 1 {
+            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
+            Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
+        } else {
+            mm::matmul(b, w, a, &s.tmp, m)?;
+            Ok(elementwise::add_inplace(b, &s.x, &s.tmp, m * w.n())?)
+        }
+    }
+
+    /// `gate = silu(xn W_gate^T) * (xn W_up^T)` (`xq`: `xn` as int8, in a decode step).
+    fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize, xq: Option<&Q8Activations>) -> Result<()> {
+        let s = &self.s;
+        match f {
+            FfnIn::GateUp(w) if m == 1 => Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu),
+            FfnIn::GateUp(w) => {
+                mm::matmul(b, w, &s.xn, &s.up, m)?;
+                Ok(ops::swiglu_pairs(b, &s.up, m * ffn, &s.gate)?)
+            }
+            FfnIn::Separate { gate, up } => {
+                for (w, y) in [(gate, &s.gate), (up, &s.up)] {
+                    if m == 1 {
+                        Self::gemv(b, w, &s.xn, xq, y, Epilogue::Store)?;
+                    } else {
+                        mm::matmul(b, w, &s.xn, y, m)?;
+                    }
+                }
+                Ok(elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * ffn)?)
+            }
+        }
+    }
+
+    /// The q, k and v projections of `xn` (`m` rows), biases added: in a decode step with
+    /// views, each matrix of [`crate::model::weights::Layer::qkv`] writes its rows of `qkv` and q, k, v
+    /// are views of it; otherwise each writes `qkv` and its columns are split into `q`, `k`, `v`.
+    fn project_qkv(
+        &self,
+        b: &mut Batch,
+        w: &crate::model::weights::Layer,
+        m: usize,
+        qd: usize,
+        kvd: usize,
+        xq: Option<&Q8Activations>,
+    ) -> Result<(&GpuBuffer<f32>, &GpuBuffer<f32>, &GpuBuffer<f32>)> {
+        let s = &self.s;
+        let n3 = qd + 2 * kvd;
+        match &s.qkv_views {
+            Some(views) if m == 1 => {
+                let mut r0 = 0;
+                for mat in &w.qkv {
+                    Self::gemv(b, mat, &s.xn, xq, views.run(r0, r0 + mat.n())?, Epilogue::Store)?;
+                    r0 += mat.n();
+                }
+                if let Some(bias) = &w.qkv_bias {
+                    ops::bias_add(b, &s.qkv, bias, 1, n3)?;
+                }
+                Ok((&views.q, &views.k, &views.v))
+            }
+            _ => {
+                let out = ops::QkvOut { q: &s.q, k: &s.k, v: &s.v, qd, kvd };
+                let mut r0 = 0;
+                for mat in &w.qkv {
+                    if m == 1 {
+                        Self::gemv(b, mat, &s.xn, xq, &s.qkv, Epilogue::Store)?;
+                    } else {
+                        mm::matmul(b, mat, &s.xn, &s.qkv, m)?;
+                    }
+                    ops::split_qkv(b, &s.qkv, m, r0, mat.n(), w.qkv_bias.as_ref(), &out)?;
+                    r0 += mat.n();
+                }
+                Ok((&s.q, &s.k, &s.v))
+            }
+        }
+    }
+
+    pub(super) fn record_layer(&self, b: &mut Batch, model: &Model, l: usize, m: usize, pos0: usize, decode: bool) -> Result<()> {
+        let (c, s) = (&model.config, &self.s);
+        let w = &model.weights.layers[l];
+        let (qd, kvd) = (c.q_dim(), c.kv_dim());
+        let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
+        let xq = self.norm(b, &s.x, &w.attn_norm, m, c, int_dot(&w.qkv))?;
+        let (qn, kn, vn) = self.project_qkv(b, w, m, qd, kvd, xq)?;
+        let cap = self.kv.capacity();
+        match &self.kv.layers[l] {
+            LayerKv::F16 { k, v } if decode => attention::decode(
+                b,
+                &Decode {
+                    shape,
+                    pos: pos0,
+                    layout: c.layout,
+                    scale: None,
+                    q: qn,
+                    k_new: kn,
+                    v_new: vn,
+                    k_cache: k,
+                    v_cache: v,
+                    capacity: cap,
+                    table: &self.table,
+                    scratch: &s.decode,
+                    out: &s.attn,
+                },
+            )?,
+            LayerKv::F16 { k, v } => {
+                let store =
+                    ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table: &self.table, k_cache: k, v_cache: v, capacity: cap };
+                ops::kv_store(b, &store)?;
+                let p = Prefill {
+                    shape,
+                    tokens: m,
+                    offset: pos0,
+                    kv_len: pos0 + m,
+                    causal: true,
+                    k_rotated: true,
+                    layout: c.layout,
+                    scale: None,
+                    q: qn,
+                    k,
+                    v,
+                    table: &self.table,
+                    out: &s.attn,
+                };
+                attention::prefill(b, &p)?;
+            }
+            LayerKv::Tq { k, v } => {
+                let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
+                rope::apply(b, kn, m, c.kv_heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
+                tq::quantize(b, kn, m, pos0, k)?;
+                tq::quantize(b, vn, m, pos0, v)?;
+                if decode {
+                    rope::apply(b, qn, 1, c.heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
+                    let a = tq::DecodeAttention { heads: c.heads, kv_len: pos0 + 1, window: None, scale: 1.0 / (c.head_dim as f32).sqrt() };
+                    tq::decode_attention(b, &scratch.workspace, qn, k, v, &s.attn, &a)?;
+                } else {
+                    tq::dequantize(b, k, 0, pos0 + m, &scratch.k)?;
+                    tq::dequantize(b, v, 0, pos0 + m, &scratch.v)?;
+                    let p = Prefill {
+                        shape,
+                        tokens: m,
+                        offset: pos0,
+                        kv_len: pos0 + m,
+                        causal: true,
+                        k_rotated: true,
+                        layout: c.layout,
+                        scale: None,
+                        q: qn,
+                        k: &scratch.k,
+                        v: &scratch.v,
+                        table: &self.table,
+                        out: &s.attn,
+                    };
+                    attention::prefill(b, &p)?;
+                }
+            }
+        }
+        self.project_add(b, &s.attn, 1, m, &w.wo)?;
+        let xq = self.norm(b, &s.x, &w.ffn_norm, m, c, int_dot(w.ffn_in.matrices()))?;
+        self.ffn_in(b, &w.ffn_in, m, c.ffn, xq)?;
+        self.project_add(b, &s.gate, 2, m, &w.w_down)?;
+        Ok(())
+    }
+}
