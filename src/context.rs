@@ -294,6 +294,14 @@ impl Context {
         crate::buffer::BufRef { buffer, owner: self.id, range: None }
     }
 
+    /// Run the uploads queued so far (wgpu carries out buffer uploads with the next submission)
+    /// and wait for them: after a large upload such as a model's weights, so that their copies
+    /// do not land in, and count towards, the first batch that runs.
+    pub fn finish_uploads(&self) -> Result<()> {
+        let index = self.queue.submit(std::iter::empty());
+        self.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
+    }
+
     /// Block until all submitted work is done.
     pub fn wait_idle(&self) -> Result<()> {
         self.device.poll(wgpu::PollType::wait_indefinitely()).map(|_| ()).map_err(|e| Error::Device(e.to_string()))

@@ -545,8 +545,8 @@ fn context_with_offset_alignment(align: u32) -> Context {
 
 /// Decode steps write the fused q/k/v projection where attention reads it (views of one
 /// buffer) where the device's storage offset alignment allows, else write it whole and split
-/// it: both give the same logits bit for bit (the same GEMV, then an exact copy and bias add),
-/// with and without biases. The synthetic llama's k and v start at 256 and 384 bytes: views on
+/// it: both give the same logits (the same GEMV, then an exact copy and bias add), with and
+/// without biases. The synthetic llama's k and v start at 256 and 384 bytes: views on
 /// lavapipe (32-byte alignment), a split at 256.
 #[test]
 fn qkv_views_and_split_agree() {
@@ -565,7 +565,12 @@ fn qkv_views_and_split_agree() {
             }
             runs.push((logits, s.decode_dispatches(c, &model).unwrap()));
         }
-        assert_eq!(runs[0].0, runs[1].0, "{}: logits of the view and split paths differ", spec.arch);
+        // Bit-equal on lavapipe; on an H200 the two devices' runs differed by ~1e-4 of the logits'
+        // spread (in every logit, prefill included, so not the split itself), hence a tolerance.
+        let (a, b) = (runs[0].0.concat(), runs[1].0.concat());
+        let spread = a.iter().fold(f32::MIN, |m, &x| m.max(x)) - a.iter().fold(f32::MAX, |m, &x| m.min(x));
+        let err = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(a.len() == b.len() && err <= 1e-3 * spread, "{}: logits of the view and split paths differ by {err} (spread {spread})", spec.arch);
         // The split adds a dispatch per layer, except where it replaces the bias add.
         let extra = if spec.arch == "qwen2" { 0 } else { spec.layers };
         assert_eq!(runs[1].1, runs[0].1 + extra, "{}: dispatches (views {}, split {})", spec.arch, runs[0].1, runs[1].1);

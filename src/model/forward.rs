@@ -56,6 +56,8 @@ impl Model {
     pub fn load(ctx: &Context, file: GgufFile, progress: &mut dyn FnMut(&Progress)) -> Result<Model> {
         let config = Config::from_gguf(&file)?;
         let weights = Weights::load(ctx, &file, &config, progress)?;
+        // The weights' copies run now, as part of loading, not inside the first prefill.
+        ctx.finish_uploads()?;
         Ok(Model { file, config, weights })
     }
 

@@ -59,11 +59,12 @@ const RUN_FMT_WGSL: &str = include_str!("../../../wgsl/mm_run_fmt.wgsl");
 const RUN_W4_WGSL: &str = include_str!("../../../wgsl/mm_run_w4.wgsl");
 
 /// Fewest input rows at which `Auto` picks the Matrix GEMM over the Portable one. Measured on an
-/// H200 (Vulkan, n = k = 4096, whole-run staging): at m = 16 Matrix takes 46.9 / 51.4 / 51.2 µs
-/// for Q4_K / Q6_K / Q8_0 where Portable takes 86.9 / 77.8 / 70.7 (1.4-1.9x); at m = 128 it is
-/// 4.5-5.3x faster. Below 16 rows the Matrix tile (32 rows) is mostly padding; that range keeps
-/// the Portable GEMM until it is measured (the bench times m = 4 and 8 for the common formats).
-pub const MATRIX_MIN_M: usize = 16;
+/// H200 (Vulkan, n = k = 4096, whole-run staging; results/2026-11-26-h200-02): from m = 4 to 16
+/// Matrix takes 41-48 µs (batch) for Q4_K / Q6_K / Q8_0 / Q4_0 where Portable takes 66-85 µs
+/// (1.4-2.0x); at m = 128 it is 4.5-5.3x faster. Both are flat in m up to 16 (the weights'
+/// staging dominates), so the crossover lies below 4; m = 2 and 3 keep the Portable GEMM, not
+/// measured.
+pub const MATRIX_MIN_M: usize = 4;
 
 /// Weights per run (wgsl/mm_run_fmt.wgsl): a K step is a whole number of runs.
 const RUN: usize = 32;
