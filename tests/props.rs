@@ -418,6 +418,17 @@ fn q8_family(env: &mut Env) {
             env.call("q8 int4_gemv", &[(&y, n)], |b| q8::int4_gemv(b, &w4, &xq, &y));
             env.call("q8 q4k_gemv", &[(&y, n)], |b| q8::q4k_gemv(b, &wq, &xq, &y));
         }
+        // The fused RMSNorm + quantisation: x, the norm weight and the f32 output of any length,
+        // any eps (the output past k must stay untouched).
+        let (xl, wl, ol) = (env.size(k), env.size(k), env.size(k));
+        if xl.max(wl).max(ol) < 1 << 16 {
+            let x = env.ctx.upload(&vec![0.5f32; xl.max(1)]).unwrap();
+            let w = env.ctx.upload(&vec![1.5f32; wl.max(1)]).unwrap();
+            let xn = env.guarded(ol.max(1));
+            let eps = [1e-5f32, 0.0, -1.0, f32::NAN, f32::INFINITY][env.rng.u32(5) as usize];
+            env.call("q8 rmsnorm_quantize", &[(&xn, k)], |b| q8::rmsnorm_quantize(b, &x, &w, eps, &xn, &xq));
+            env.call("q8 rmsnorm_quantize (x = xn)", &[], |b| q8::rmsnorm_quantize(b, &xn, &w, 1e-5, &xn, &xq));
+        }
     }
 }
 
