@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
 //!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
-//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--gpu-time]
+//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time]
 //! ```
 //!
 //! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr; the file
@@ -11,7 +11,10 @@
 //! the GPU memory it holds (weights, KV cache, work buffers), streams the generated text, then
 //! prompt tokens/s (prefill in chunks: GEMM + prefill attention) and decode tokens/s, and the
 //! kernel variant chosen for each kernel the forward pass uses. `--temp 0` is greedy (the
-//! default). `--print-tokens` prints the prompt's token ids and the generated ids;
+//! default): the token is chosen and its embedding looked up on the GPU
+//! (`Session::decode_greedy`), so steps run ahead of the host; `--cpu-greedy` reads each step's
+//! logits and picks the token on the CPU instead (`Session::decode_stream`, as sampling with a
+//! temperature does). `--print-tokens` prints the prompt's token ids and the generated ids;
 //! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
 //! `[prompt tokens, vocab]`. Decode steps multiply Q4_K weights by int8-rounded activations (as
 //! llama.cpp's GPU backends do), each RMSNorm and that rounding in one dispatch;
@@ -40,10 +43,11 @@ struct Args {
     bos: bool,
     f32_activations: bool,
     unfused_norm: bool,
+    cpu_greedy: bool,
     gpu_time: bool,
 }
 
-const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--gpu-time]";
+const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time]";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -59,6 +63,7 @@ fn parse_args() -> Result<Args, String> {
         bos: true,
         f32_activations: false,
         unfused_norm: false,
+        cpu_greedy: false,
         gpu_time: false,
     };
     let mut it = std::env::args().skip(1);
@@ -85,6 +90,7 @@ fn parse_args() -> Result<Args, String> {
             "--no-bos" => a.bos = false,
             "--f32-activations" => a.f32_activations = true,
             "--unfused-norm" => a.unfused_norm = true,
+            "--cpu-greedy" => a.cpu_greedy = true,
             "--gpu-time" => a.gpu_time = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
@@ -203,43 +209,72 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut dec = tok.decoder(false);
     let mut generated = Vec::new();
     print!("{}", a.prompt);
-    // The first token comes from the prompt's logits; each later one from the previous step's,
-    // with the next step recorded while the GPU runs the current one (Session::decode_stream).
-    let mut emit = |logits: &[f32]| -> Result<Option<u32>, Box<dyn std::error::Error>> {
-        let next = sampler.sample(logits)?;
-        generated.push(next);
-        print!("{}", dec.push(next)?);
-        std::io::stdout().flush()?;
-        Ok((!tok.is_eog(next) && generated.len() < a.n).then_some(next))
-    };
     let mut decode_s = 0.0;
-    if let Some(first) = emit(&last)? {
-        if session.kv().remaining() == 0 {
-            eprintln!("\n[context of {context} tokens full]");
-        } else {
-            let t = Instant::now();
-            let mut failed = None;
-            session.decode_stream(&ctx, &model, first, |logits| match emit(logits) {
-                Ok(t) => Ok(t),
-                Err(e) => {
-                    failed = Some(e);
-                    Ok(None)
-                }
-            })?;
-            decode_s = t.elapsed().as_secs_f64();
-            if let Some(e) = failed {
-                return Err(e);
+    // Decode steps whose time decode_s covers.
+    let steps;
+    if a.sampler.temperature == 0.0 && !a.cpu_greedy {
+        // Greedy on the GPU: every token, the first included, is chosen by its own step.
+        let t = Instant::now();
+        let mut failed = None;
+        session.decode_greedy(&ctx, &model, a.n, |next| {
+            generated.push(next);
+            let shown = dec.push(next).map_err(|e| e.to_string()).and_then(|text| {
+                print!("{text}");
+                std::io::stdout().flush().map_err(|e| e.to_string())
+            });
+            if let Err(e) = shown {
+                failed = Some(e);
+                return Ok(false);
             }
-            if session.kv().remaining() == 0 && generated.len() < a.n {
+            Ok(!tok.is_eog(next))
+        })?;
+        decode_s = t.elapsed().as_secs_f64();
+        steps = generated.len();
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        if session.kv().remaining() <= 1 && generated.len() < a.n {
+            eprintln!("\n[context of {context} tokens full]");
+        }
+    } else {
+        // The first token comes from the prompt's logits; each later one from the previous
+        // step's, with the next step recorded while the GPU runs the current one
+        // (Session::decode_stream).
+        let mut emit = |logits: &[f32]| -> Result<Option<u32>, Box<dyn std::error::Error>> {
+            let next = sampler.sample(logits)?;
+            generated.push(next);
+            print!("{}", dec.push(next)?);
+            std::io::stdout().flush()?;
+            Ok((!tok.is_eog(next) && generated.len() < a.n).then_some(next))
+        };
+        if let Some(first) = emit(&last)? {
+            if session.kv().remaining() == 0 {
                 eprintln!("\n[context of {context} tokens full]");
+            } else {
+                let t = Instant::now();
+                let mut failed = None;
+                session.decode_stream(&ctx, &model, first, |logits| match emit(logits) {
+                    Ok(t) => Ok(t),
+                    Err(e) => {
+                        failed = Some(e);
+                        Ok(None)
+                    }
+                })?;
+                decode_s = t.elapsed().as_secs_f64();
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                if session.kv().remaining() == 0 && generated.len() < a.n {
+                    eprintln!("\n[context of {context} tokens full]");
+                }
             }
         }
+        steps = generated.len().saturating_sub(1);
     }
     println!("{}", dec.finish());
     if a.print_tokens {
         println!("generated tokens ({}): {:?}", generated.len(), generated);
     }
-    let steps = generated.len().saturating_sub(1);
     eprintln!("prompt: {} tokens in {:.3} s = {:.1} tok/s (chunks of {})", prompt.len(), prefill_s, prompt.len() as f64 / prefill_s, session.options().chunk);
     if steps > 0 {
         eprintln!("decode: {steps} tokens in {decode_s:.3} s = {:.1} tok/s", steps as f64 / decode_s);

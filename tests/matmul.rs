@@ -531,3 +531,44 @@ fn matrix_staging_matches_the_inputs() {
     println!("staging checked for {checked} (format, tile) pipelines");
     assert!(checked >= FORMATS.len() * 4);
 }
+
+/// `gather_row`: the row an index on the GPU names, bit-exact with the CPU dequantiser, for
+/// every format (odd row count, indices at both ends); an index past the matrix writes nothing
+/// (the poisoned output stays), and rows that are not whole vec4s are refused.
+#[test]
+fn gather_row_matches_dequantiser() {
+    let ctx = common::context();
+    let mut r = rng();
+    for f in FORMATS.iter().copied() {
+        let k = f.block_weights.max(4).next_multiple_of(4) * 2;
+        let n = 7;
+        let bytes = (f.random_blocks)(&mut r, n * k / f.block_weights);
+        let mut want = vec![0f32; n * k];
+        formats::dequantize_format(f, &bytes, &mut want).unwrap();
+        let w = WeightMatrix::upload_format(&ctx, f, n, k, &bytes).unwrap();
+        for row in [0u32, 3, 6, 7, u32::MAX] {
+            let idx = ctx.upload(&[row]).unwrap();
+            let out = wgkernels::suite::guarded_f32(&ctx, k + 4).unwrap();
+            let before = ctx.read(&out).unwrap();
+            let mut b = ctx.batch();
+            matmul::gather_row(&mut b, &w, &idx, &out).unwrap();
+            b.run().unwrap();
+            let got = ctx.read(&out).unwrap();
+            if (row as usize) < n {
+                let exact = got[..k].iter().zip(&want[row as usize * k..][..k]).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+                assert!(exact, "{} row {row}: gathered row differs from the dequantiser", f.name);
+                assert_eq!(wgkernels::suite::guard_damage(&got, k, wgkernels::suite::POISON_F32), 0, "{} row {row}: guard damaged", f.name);
+            } else {
+                let same = got.iter().zip(&before).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{} index {row} past the matrix wrote into the output", f.name);
+            }
+        }
+    }
+    // Rows of a float format whose length is not a whole number of vec4s are refused.
+    let f32f = FORMATS.iter().copied().find(|f| f.name == "f32").unwrap();
+    let w = WeightMatrix::upload_format(&ctx, f32f, 2, 6, &[0u8; 48]).unwrap();
+    let (idx, out) = (ctx.upload(&[0u32]).unwrap(), ctx.alloc::<f32>(8).unwrap());
+    let mut b = ctx.batch();
+    assert!(matches!(matmul::gather_row(&mut b, &w, &idx, &out), Err(Error::Shape(_))));
+    assert_eq!(b.len(), 0);
+}

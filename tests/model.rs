@@ -698,3 +698,96 @@ fn fused_norm_matches_unfused() {
     }
     assert!(checked >= 2, "no Q4_K_M fixtures");
 }
+
+/// The GPU argmax is `sample::argmax`: the first of equal maxima, NaN skipped, at an offset into
+/// a longer buffer; no candidate gives u32::MAX.
+#[test]
+fn argmax_kernel_matches_cpu() {
+    use wgkernels::model::{ops, sample};
+    let ctx = common::context();
+    let mut r = fastrand::Rng::new();
+    for (n, off) in [(1usize, 0usize), (7, 3), (300, 0), (1000, 17), (4099, 5)] {
+        let mut v: Vec<f32> = (0..n + off).map(|_| (r.u32(0..40) as f32) - 20.0).collect();
+        for _ in 0..n / 10 {
+            let i = off + r.usize(0..n);
+            v[i] = f32::NAN;
+        }
+        let src = ctx.upload(&v).unwrap();
+        let tok = ctx.upload(&[7u32]).unwrap();
+        let mut b = ctx.batch();
+        ops::argmax(&mut b, &src, off, n, &tok).unwrap();
+        b.run().unwrap();
+        let want = sample::argmax(&v[off..]).unwrap_or(u32::MAX);
+        assert_eq!(ctx.read(&tok).unwrap()[0], want, "n {n} offset {off}");
+    }
+    let src = ctx.upload(&[f32::NAN; 5]).unwrap();
+    let tok = ctx.upload(&[7u32]).unwrap();
+    let mut b = ctx.batch();
+    ops::argmax(&mut b, &src, 0, 5, &tok).unwrap();
+    b.run().unwrap();
+    assert_eq!(ctx.read(&tok).unwrap()[0], u32::MAX, "all NaN");
+    let mut b = ctx.batch();
+    assert!(ops::argmax(&mut b, &src, 1, 5, &tok).is_err(), "row past the buffer");
+    assert_eq!(b.len(), 0);
+}
+
+/// `decode_greedy` (token choice and embedding lookup on the GPU, steps in flight) emits the
+/// tokens of step-by-step greedy decoding, leaves the cache where `decode_stream` would (every
+/// emitted token but the last), and stops at `max`, when told, and at a full cache.
+#[test]
+fn greedy_on_gpu_matches_cpu_greedy() {
+    use wgkernels::model::sample::argmax;
+    let ctx = common::context();
+    for spec in [Spec::llama(), Spec::qwen2()] {
+        let (w, _) = build(&spec, 11);
+        let model = load(&ctx, &w).unwrap();
+        let opts = SessionOptions { context: 14, kv: KvKind::F16, chunk: 4, all_logits: false, ..Default::default() };
+        let p = prompt(5, spec.vocab, 9);
+        // Step by step on the CPU: five tokens, four of them decoded.
+        let mut a = Session::new(&ctx, &model, opts).unwrap();
+        let mut want = vec![argmax(&a.prefill(&ctx, &model, &p).unwrap()).unwrap()];
+        for i in 0..4 {
+            let l = a.decode(&ctx, &model, want[i]).unwrap();
+            want.push(argmax(&l).unwrap());
+        }
+        for timing in [false, true] {
+            let mut b = Session::new(&ctx, &model, SessionOptions { gpu_timing: timing, ..opts }).unwrap();
+            assert!(b.decode_greedy(&ctx, &model, 3, |_| Ok(true)).is_err(), "{}: no logits yet", spec.arch);
+            b.prefill(&ctx, &model, &p).unwrap();
+            let mut got = Vec::new();
+            let n = b
+                .decode_greedy(&ctx, &model, 5, |t| {
+                    got.push(t);
+                    Ok(true)
+                })
+                .unwrap();
+            assert_eq!((n, &got), (5, &want), "{} timing {timing}: GPU greedy tokens", spec.arch);
+            assert_eq!(b.kv().pos(), a.kv().pos(), "{}: cache position", spec.arch);
+            // The same cache: the next decode gives the same logits.
+            let mut a2 = Session::new(&ctx, &model, opts).unwrap();
+            a2.prefill(&ctx, &model, &p).unwrap();
+            for &t in &want[..4] {
+                a2.decode(&ctx, &model, t).unwrap();
+            }
+            assert_eq!(a2.decode(&ctx, &model, 2).unwrap(), b.decode(&ctx, &model, 2).unwrap(), "{} timing {timing}: logits after greedy decoding", spec.arch);
+            if timing {
+                assert_eq!(b.gpu_seconds().1 > 0.0, ctx.caps().timestamps, "{}: GPU time counted", spec.arch);
+            }
+        }
+        // Told to stop after two tokens; and a full cache.
+        let mut c = Session::new(&ctx, &model, opts).unwrap();
+        c.prefill(&ctx, &model, &p).unwrap();
+        let mut seen = Vec::new();
+        let n = c
+            .decode_greedy(&ctx, &model, 9, |t| {
+                seen.push(t);
+                Ok(seen.len() < 2)
+            })
+            .unwrap();
+        assert_eq!((n, &seen[..], c.kv().pos()), (2, &want[..2], p.len() + 1), "{}: stop when told", spec.arch);
+        c.reset();
+        c.prefill(&ctx, &model, &p).unwrap();
+        let n = c.decode_greedy(&ctx, &model, 100, |_| Ok(true)).unwrap();
+        assert_eq!((n, c.kv().pos()), (opts.context - p.len(), opts.context - 1), "{}: full cache", spec.arch);
+    }
+}

@@ -42,6 +42,7 @@ use crate::kernels::{elementwise, turboquant as tq};
 use layer::QkvViews;
 use std::path::Path;
 
+mod greedy;
 mod layer;
 
 /// A model file and its weights on the GPU.
@@ -49,6 +50,8 @@ pub struct Model {
     pub file: GgufFile,
     pub config: Config,
     pub weights: Weights,
+    /// The embedding table on the GPU, uploaded on first use ([`Model::gpu_embeddings`]).
+    embd: std::sync::OnceLock<mm::WeightMatrix>,
 }
 
 impl Model {
@@ -58,7 +61,23 @@ impl Model {
         let weights = Weights::load(ctx, &file, &config, progress)?;
         // The weights' copies run now, as part of loading, not inside the first prefill.
         ctx.finish_uploads()?;
-        Ok(Model { file, config, weights })
+        Ok(Model { file, config, weights, embd: std::sync::OnceLock::new() })
+    }
+
+    /// The embedding table as a GPU matrix (for [`Session::decode_greedy`], which looks the
+    /// chosen tokens' rows up on the GPU): the LM head itself where the model ties them, else
+    /// `token_embd.weight`, uploaded on the first call (its size in GPU memory again, e.g.
+    /// 282 MiB for a Q4_K Llama-3-8B table).
+    pub fn gpu_embeddings(&self, ctx: &Context) -> Result<&mm::WeightMatrix> {
+        if self.config.tied_embeddings {
+            return Ok(&self.weights.lm_head);
+        }
+        if let Some(w) = self.embd.get() {
+            return Ok(w);
+        }
+        let w = mm::WeightMatrix::from_gguf(ctx, &self.file, "token_embd.weight")?;
+        ctx.finish_uploads()?;
+        Ok(self.embd.get_or_init(|| w))
     }
 
     /// Memory-map `path` and [`Model::load`] it.
@@ -142,6 +161,11 @@ pub struct Session {
     upload: HostUpload<f32>,
     /// Timestamp queries shared by every batch (`gpu_timing`, where the adapter has them).
     timer: Option<GpuTimer>,
+    /// Where the logits of the last position run so far start in `s.logits` (`None`: nothing
+    /// has run, or [`Session::decode_greedy`] left them stale).
+    logits_row: Option<usize>,
+    /// [`Session::decode_greedy`]'s ring of token slots and their host readbacks.
+    greedy: greedy::Ring,
     /// GPU nanoseconds of the prefill chunks and decode steps run so far (`gpu_timing`).
     gpu_ns: [f64; 2],
 }
@@ -213,7 +237,8 @@ impl Session {
         let upload = ctx.host_upload(c.hidden)?;
         let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };
         let host_x = Vec::with_capacity(mul(chunk, c.hidden)?);
-        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, upload, timer, gpu_ns: [0.0; 2] })
+        let greedy = greedy::Ring::new(ctx, opts.gpu_timing)?;
+        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, upload, timer, logits_row: None, greedy, gpu_ns: [0.0; 2] })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -252,6 +277,7 @@ impl Session {
     /// Forget the sequence (the cache keeps its buffers).
     pub fn reset(&mut self) {
         self.kv.clear();
+        self.logits_row = None;
     }
 
     /// Check the tokens and write their embeddings into `x`.
@@ -297,6 +323,7 @@ impl Session {
             Self::finish_timed(&mut self.gpu_ns, 0, self.opts.gpu_timing, b.submit()?)?;
             self.kv.advance(part.len())?;
             if head {
+                self.logits_row = Some(if self.opts.all_logits { (part.len() - 1) * c.vocab } else { 0 });
                 let mut logits = ctx.read(&self.s.logits)?;
                 if self.opts.all_logits {
                     out.extend_from_slice(&logits[..part.len() * c.vocab]);
@@ -367,6 +394,7 @@ impl Session {
         self.upload.write(ctx, &self.host_x)?;
         let running = step.submit()?;
         self.kv.advance(1)?;
+        self.logits_row = Some(0);
         self.readback.request_map()?;
         self.upload.request_map()?;
         let r = ahead(self);

@@ -66,6 +66,7 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         &ops::SWIGLU_PAIRS,
         &ops::COPY_ROW,
         &ops::SPLIT_QKV,
+        &ops::ARGMAX,
     ]);
     match kv {
         KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),

@@ -2,8 +2,9 @@
 //! invocation per output unit): a broadcast bias add over rows, the prefill's KV store (rotate a
 //! chunk of new keys at their positions and write them with the values into an f16 cache), a
 //! row copy, the SwiGLU of interleaved pairs and the split of a fused q/k/v projection's rows
-//! (plus bias) into q, k and v. Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
-//! model_copy_row.wgsl, model_swiglu_pairs.wgsl, model_split_qkv.wgsl.
+//! (plus bias) into q, k and v, and the greedy token of a logits row. Sources:
+//! wgsl/model_bias_add.wgsl, model_kv_store.wgsl, model_copy_row.wgsl, model_swiglu_pairs.wgsl,
+//! model_split_qkv.wgsl, model_argmax.wgsl.
 //! CPU references: [`reference_kv_store`] (f64), [`reference_split_qkv`]; the others are exact.
 
 use crate::batch::Batch;
@@ -20,12 +21,14 @@ pub const KV_STORE: KernelInfo = KernelInfo { name: "model_kv_store", variants: 
 pub const COPY_ROW: KernelInfo = KernelInfo { name: "model_copy_row", variants: &[Variant::Portable], extra: None };
 pub const SWIGLU_PAIRS: KernelInfo = KernelInfo { name: "model_swiglu_pairs", variants: &[Variant::Portable], extra: None };
 pub const SPLIT_QKV: KernelInfo = KernelInfo { name: "model_split_qkv", variants: &[Variant::Portable], extra: None };
+pub const ARGMAX: KernelInfo = KernelInfo { name: "model_argmax", variants: &[Variant::Portable], extra: None };
 
 const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
 const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");
 const COPY_WGSL: &str = include_str!("../../wgsl/model_copy_row.wgsl");
 const SWIGLU_WGSL: &str = include_str!("../../wgsl/model_swiglu_pairs.wgsl");
 const SPLIT_WGSL: &str = include_str!("../../wgsl/model_split_qkv.wgsl");
+const ARGMAX_WGSL: &str = include_str!("../../wgsl/model_argmax.wgsl");
 
 const BIAS_BINDINGS: &[StorageBinding] = &[StorageBinding::write("y", "f32"), StorageBinding::read("bias", "f32")];
 const KV_BINDINGS: &[StorageBinding] = &[
@@ -37,6 +40,7 @@ const KV_BINDINGS: &[StorageBinding] = &[
 ];
 const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
 const SWIGLU_BINDINGS: &[StorageBinding] = &[StorageBinding::read("gu", "vec2<f32>"), StorageBinding::write("out", "f32")];
+const ARGMAX_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("tok", "u32")];
 const SPLIT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("src", "f32"),
     StorageBinding::read("bias", "f32"),
@@ -85,6 +89,7 @@ pub enum ModelPipeline {
     CopyRow,
     SwigluPairs,
     SplitQkv,
+    Argmax,
 }
 
 impl PipelineKey for ModelPipeline {
@@ -95,8 +100,10 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::CopyRow => (COPY_WGSL, vec![], std::mem::size_of::<Params4>(), COPY_BINDINGS),
             ModelPipeline::SwigluPairs => (SWIGLU_WGSL, vec![], std::mem::size_of::<Params4>(), SWIGLU_BINDINGS),
             ModelPipeline::SplitQkv => (SPLIT_WGSL, vec![], std::mem::size_of::<SplitParams>(), SPLIT_BINDINGS),
+            ModelPipeline::Argmax => (ARGMAX_WGSL, vec![], std::mem::size_of::<Params4>(), ARGMAX_BINDINGS),
         };
-        PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [64, 1, 1], params_size: params_size as u64, bindings }
+        let wg = if matches!(self, ModelPipeline::Argmax) { 256 } else { 64 };
+        PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [wg, 1, 1], params_size: params_size as u64, bindings }
     }
 }
 
@@ -111,6 +118,7 @@ pub fn pipelines() -> Vec<(String, PipelineDesc)> {
         ModelPipeline::CopyRow,
         ModelPipeline::SwigluPairs,
         ModelPipeline::SplitQkv,
+        ModelPipeline::Argmax,
     ]
     .into_iter()
     .map(|k| (format!("{k:?}"), k.describe(&caps)))
@@ -144,6 +152,21 @@ pub fn copy_row(b: &mut Batch, src: &GpuBuffer<f32>, row: usize, n: usize, dst: 
     u32_of(end, "(row + 1) * n")?;
     let params = Params4 { a: row as u32, b: n as u32, _p: [0; 2] };
     b.dispatch(&ModelPipeline::CopyRow, &params, &[src.raw(), dst.raw()], ctx.grid((n as u64).div_ceil(64))?)
+}
+
+/// `tok[0]` = the greedy token of the logits row `src[offset .. offset + n]`: the lowest index
+/// of its largest value, NaN skipped, as [`crate::model::sample::argmax`]; `u32::MAX` when there
+/// is none (all NaN). One workgroup.
+pub fn argmax(b: &mut Batch, src: &GpuBuffer<f32>, offset: usize, n: usize, tok: &GpuBuffer<u32>) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&ARGMAX)?;
+    ensure(n > 0, || Error::Shape("n = 0".into()))?;
+    let end = offset.checked_add(n).ok_or_else(|| Error::Shape("offset + n overflows".into()))?;
+    src.require("src", end)?;
+    tok.require("tok", 1)?;
+    u32_of(end, "offset + n")?;
+    let params = Params4 { a: offset as u32, b: n as u32, _p: [0; 2] };
+    b.dispatch(&ModelPipeline::Argmax, &params, &[src.raw(), tok.raw()], [1, 1, 1])
 }
 
 /// `out[i] = silu(gu[2i]) * gu[2i + 1]` for `i < n` (`silu(g) = g / (1 + exp(-g))`): the SwiGLU

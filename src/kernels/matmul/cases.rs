@@ -344,7 +344,7 @@ impl Kernel for MmKernel {
                 })));
                 v
             }
-            Op::Dequant => describe_all([MmPipeline::Dequant { format }]),
+            Op::Dequant => describe_all([MmPipeline::Dequant { format }, MmPipeline::Gather { format }]),
         }
     }
 }

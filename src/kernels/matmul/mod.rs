@@ -45,6 +45,7 @@ const ITEMS_WGSL: &str = include_str!("../../../wgsl/mm_items.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../wgsl/mm_rows.wgsl");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/mm_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/mm_dequant.wgsl");
+const GATHER_WGSL: &str = include_str!("../../../wgsl/mm_gather.wgsl");
 
 /// The kernels of one format (names `mm_gemv_<format>`, `mm_gemv_q8_<format>`, `mm_gemm_<format>`,
 /// `mm_dequant_<format>`).
@@ -332,6 +333,7 @@ const GEMV_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>
 const GEMV_Q8_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("xq", "vec4<u32>"), StorageBinding::write("y", "f32")];
 const GEMV_QK_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("xk", "vec4<u32>"), StorageBinding::write("y", "f32")];
 const DEQUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::write("out", "vec4<f32>")];
+const GATHER_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("idx", "u32"), StorageBinding::write("out", "vec4<f32>")];
 
 /// A format as a pipeline-key field (compared and hashed by its name, unique among
 /// [`FORMATS`]).
@@ -435,6 +437,10 @@ pub enum MmPipeline {
     Dequant {
         format: Fmt,
     },
+    /// One row, chosen by an index on the GPU ([`gather_row`]).
+    Gather {
+        format: Fmt,
+    },
 }
 
 impl PipelineKey for MmPipeline {
@@ -497,6 +503,14 @@ impl PipelineKey for MmPipeline {
                 workgroup_size: [64, 1, 1],
                 params_size,
                 bindings: DEQUANT_BINDINGS,
+            },
+            MmPipeline::Gather { format } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, GATHER_WGSL]),
+                entry: "main",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size,
+                bindings: GATHER_BINDINGS,
             },
         }
     }
@@ -670,6 +684,23 @@ pub fn dequantize(b: &mut Batch, w: &WeightMatrix, out: &GpuBuffer<f32>) -> Resu
         let vec4s = if w.k % 4 == 0 { (e1 - e0) / 4 } else { e1.div_ceil(4) - e0 / 4 };
         let grid = ctx.grid((vec4s as u64).div_ceil(64))?;
         b.dispatch(&key, &w.params(c), &[c.data.raw(), out.raw()], grid)?;
+    }
+    Ok(())
+}
+
+/// `out[0..k]` = row `idx[0]` of `w`, dequantised bit-exactly as [`dequantize`]: a row lookup
+/// whose index the GPU wrote (the embedding of a token chosen on the GPU). An index `>= n`
+/// writes nothing. Needs `k % 4 == 0`.
+pub fn gather_row(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, out: &GpuBuffer<f32>) -> Result<()> {
+    let ctx = b.context();
+    ensure(w.k % 4 == 0, || Error::Shape(format!("gather_row needs k % 4 == 0, k = {}", w.k)))?;
+    idx.require("idx", 1)?;
+    out.require("out", w.k)?;
+    ctx.variant_for(&kernel_infos(w.format).dequant)?;
+    let key = MmPipeline::Gather { format: Fmt(w.format) };
+    let grid = ctx.grid(((w.k / 4) as u64).div_ceil(64))?;
+    for c in &w.chunks {
+        b.dispatch(&key, &w.params(c), &[c.data.raw(), idx.raw(), out.raw()], grid)?;
     }
     Ok(())
 }
