@@ -347,7 +347,9 @@ impl Session {
             self.record_chunk(&mut ctx.batch(), model, m, 0, false)?;
         }
         if self.kv.capacity() > 0 {
-            self.record_decode(&mut ctx.batch(), model, 0)?;
+            let mut b = ctx.batch();
+            self.record_decode(&mut b, model, 0)?;
+            ops::argmax(&mut b, &self.s.logits, 0, model.config.vocab, self.greedy.first_slot())?;
         }
         Ok(())
     }

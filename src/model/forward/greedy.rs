@@ -23,6 +23,11 @@ pub(super) struct Ring {
 }
 
 impl Ring {
+    /// A token slot (for recording, never running, the argmax when pipelines are warmed up).
+    pub(super) fn first_slot(&self) -> &GpuBuffer<u32> {
+        &self.toks[0]
+    }
+
     pub(super) fn new(ctx: &Context, timing: bool) -> Result<Ring> {
         let mut r = Ring { toks: Vec::new(), back: Vec::new(), timers: Vec::new() };
         for _ in 0..SLOTS {
