@@ -43,7 +43,7 @@ type Flight<'c> = VecDeque<(crate::batch::Submitted<'c>, usize)>;
 
 impl Session {
     /// Greedy decoding (the highest logit, the lowest token id among equal ones, as
-    /// [`super::super::sample::argmax`]) with the token choice and the embedding lookup on the
+    /// [`crate::model::sample::argmax`]) with the token choice and the embedding lookup on the
     /// GPU, starting from the logits of the last [`Session::prefill`] or decode step: `emit`
     /// gets each chosen token in order and returns whether to go on. Stops after `max` tokens,
     /// when `emit` says so or errs, or when the cache is full. Returns the tokens emitted.
