@@ -496,22 +496,17 @@ impl PipelineKey for MmPipeline {
                 }
             }
             MmPipeline::GemmMatrix { format, sg, tile } => matrix::matrix_desc(format, sg, tile),
-            MmPipeline::Dequant { format } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, DEQUANT_WGSL]),
-                entry: "main",
-                constants: vec![],
-                workgroup_size: [64, 1, 1],
-                params_size,
-                bindings: DEQUANT_BINDINGS,
-            },
-            MmPipeline::Gather { format } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, GATHER_WGSL]),
-                entry: "main",
-                constants: vec![],
-                workgroup_size: [64, 1, 1],
-                params_size,
-                bindings: GATHER_BINDINGS,
-            },
+            MmPipeline::Dequant { format } | MmPipeline::Gather { format } => {
+                let (text, bindings) = if matches!(self, MmPipeline::Dequant { .. }) { (DEQUANT_WGSL, DEQUANT_BINDINGS) } else { (GATHER_WGSL, GATHER_BINDINGS) };
+                PipelineDesc {
+                    source: ShaderSource::Wgsl(vec![COMMON_WGSL, format.0.wgsl, text]),
+                    entry: "main",
+                    constants: vec![],
+                    workgroup_size: [64, 1, 1],
+                    params_size,
+                    bindings,
+                }
+            }
         }
     }
 }
