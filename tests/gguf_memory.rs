@@ -1,37 +1,55 @@
 //! GGUF parsing on adversarial files: peak heap while parsing stays within twice the file size
 //! plus the parser's fixed slack (`METADATA_SLACK`, 64 KiB: a file image of N bytes plus at most
-//! N + slack bytes of metadata; a counting global allocator in this test binary measures it),
+//! N + slack bytes of metadata; a counting global allocator in this test binary measures it, per
+//! thread, so tests and the harness running beside a measurement do not count),
 //! and counts that claim more than the file holds are errors before anything is reserved.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::cell::Cell;
 use wgkernels::formats::gguf::{GgufFile, MetaArray, MetaValue, METADATA_SLACK};
 use wgkernels::formats::FormatError;
 
 struct Counting;
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// Counted per thread, and only on a thread inside `peak_during`: the test harness runs tests and
+// prints results on other threads at the same time. (Const-initialised thread locals: reading
+// them does not allocate.)
+thread_local! {
+    static ON: Cell<bool> = const { Cell::new(false) };
+    static CURRENT: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
+
+fn count(delta: isize) {
+    let _ = ON.try_with(|on| {
+        if on.get() {
+            let now = CURRENT.with(|c| {
+                c.set(c.get() + delta);
+                c.get()
+            });
+            PEAK.with(|p| p.set(p.get().max(now)));
+        }
+    });
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(l) };
         if !p.is_null() {
-            let now = CURRENT.fetch_add(l.size(), Relaxed) + l.size();
-            PEAK.fetch_max(now, Relaxed);
+            count(l.size() as isize);
         }
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         unsafe { System.dealloc(p, l) };
-        CURRENT.fetch_sub(l.size(), Relaxed);
+        count(-(l.size() as isize));
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         let q = unsafe { System.realloc(p, l, new) };
         if !q.is_null() {
             // Counted as if old and new blocks coexisted (a moving realloc does hold both).
-            let now = CURRENT.fetch_add(new, Relaxed) + new;
-            PEAK.fetch_max(now, Relaxed);
-            CURRENT.fetch_sub(l.size(), Relaxed);
+            count(new as isize);
+            count(-(l.size() as isize));
         }
         q
     }
@@ -40,12 +58,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-/// Peak heap above the level at the call while `f` runs.
+/// Peak heap this thread allocates above its level at the call while `f` runs.
 fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let base = CURRENT.load(Relaxed);
-    PEAK.store(base, Relaxed);
+    CURRENT.with(|c| c.set(0));
+    PEAK.with(|p| p.set(0));
+    ON.with(|on| on.set(true));
     let r = f();
-    (r, PEAK.load(Relaxed).saturating_sub(base))
+    ON.with(|on| on.set(false));
+    (r, PEAK.with(|p| p.get()).max(0) as usize)
 }
 
 #[derive(Default)]
