@@ -551,6 +551,8 @@ fn random_shapes() {
                     }
                 }
                 Err(Error::Unsupported { .. }) => {}
+                // Scalings that need more than one rotation pair refuse d = 2 with a typed error.
+                Err(Error::Shape(m)) if d == 2 && m.contains("head_dim > 2") => {}
                 Err(e) => failures.push(format!("{} {}: {e}", v.name(), case.name())),
             }
         }
