@@ -205,7 +205,6 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         write_npy(path, &logits, prompt.len(), c.vocab)?;
         eprintln!("wrote {path}: float32 [{}, {}]", prompt.len(), c.vocab);
     }
-    let last = logits[logits.len() - c.vocab..].to_vec();
     let mut dec = tok.decoder(false);
     let mut generated = Vec::new();
     print!("{}", a.prompt);
@@ -247,7 +246,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             std::io::stdout().flush()?;
             Ok((!tok.is_eog(next) && generated.len() < a.n).then_some(next))
         };
-        if let Some(first) = emit(&last)? {
+        if let Some(first) = emit(&logits[logits.len() - c.vocab..])? {
             if session.kv().remaining() == 0 {
                 eprintln!("\n[context of {context} tokens full]");
             } else {

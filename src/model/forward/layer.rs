@@ -3,6 +3,7 @@
 //! split), attention over the f16 or TurboQuant cache, the output projection and the FFN.
 
 use super::*;
+use crate::kernels::rope::Elem;
 
 /// Views of the first row of a session's `qkv` buffer: q, k, v, and each run of them.
 pub(super) struct QkvViews {
@@ -172,6 +173,28 @@ impl Session {
         }
     }
 
+    /// Causal attention of a prefill chunk (`m` queries at `pos0..`) over caches of rotated keys
+    /// holding positions `0..pos0 + m`, into `attn`.
+    #[allow(clippy::too_many_arguments)]
+    fn prefill_attention<KV: Elem>(&self, b: &mut Batch, c: &Config, m: usize, pos0: usize, q: &GpuBuffer<f32>, k: &GpuBuffer<KV>, v: &GpuBuffer<KV>) -> Result<()> {
+        let p = Prefill {
+            shape: AttnShape::new(c.heads, c.kv_heads, c.head_dim),
+            tokens: m,
+            offset: pos0,
+            kv_len: pos0 + m,
+            causal: true,
+            k_rotated: true,
+            layout: c.layout,
+            scale: None,
+            q,
+            k,
+            v,
+            table: &self.table,
+            out: &self.s.attn,
+        };
+        Ok(attention::prefill(b, &p)?)
+    }
+
     pub(super) fn record_layer(&self, b: &mut Batch, model: &Model, l: usize, m: usize, pos0: usize, decode: bool) -> Result<()> {
         let (c, s) = (&model.config, &self.s);
         let w = &model.weights.layers[l];
@@ -203,22 +226,7 @@ impl Session {
                 let store =
                     ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table: &self.table, k_cache: k, v_cache: v, capacity: cap };
                 ops::kv_store(b, &store)?;
-                let p = Prefill {
-                    shape,
-                    tokens: m,
-                    offset: pos0,
-                    kv_len: pos0 + m,
-                    causal: true,
-                    k_rotated: true,
-                    layout: c.layout,
-                    scale: None,
-                    q: qn,
-                    k,
-                    v,
-                    table: &self.table,
-                    out: &s.attn,
-                };
-                attention::prefill(b, &p)?;
+                self.prefill_attention(b, c, m, pos0, qn, k, v)?;
             }
             LayerKv::Tq { k, v } => {
                 let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
@@ -232,22 +240,7 @@ impl Session {
                 } else {
                     tq::dequantize(b, k, 0, pos0 + m, &scratch.k)?;
                     tq::dequantize(b, v, 0, pos0 + m, &scratch.v)?;
-                    let p = Prefill {
-                        shape,
-                        tokens: m,
-                        offset: pos0,
-                        kv_len: pos0 + m,
-                        causal: true,
-                        k_rotated: true,
-                        layout: c.layout,
-                        scale: None,
-                        q: qn,
-                        k: &scratch.k,
-                        v: &scratch.v,
-                        table: &self.table,
-                        out: &s.attn,
-                    };
-                    attention::prefill(b, &p)?;
+                    self.prefill_attention(b, c, m, pos0, qn, &scratch.k, &scratch.v)?;
                 }
             }
         }
