@@ -177,6 +177,12 @@ impl MapState {
         Ok(())
     }
 
+    /// Check that `ctx` made the buffer (`owner`) and that `n` elements fit its `len`.
+    fn check(ctx: &Context, owner: ContextId, len: usize, n: usize, what: &'static str) -> Result<()> {
+        ensure(ctx.id() == owner, || Error::ForeignBuffer { name: what })?;
+        ensure(n <= len, || Error::BufferTooSmall { name: what, needed: n as u64, got: len as u64 })
+    }
+
     /// Wait for the requested map (polling the device if it has not completed) and take it:
     /// `Ok` when the buffer is mapped (the caller uses and unmaps it). The state is idle after.
     fn take(&self, ctx: &Context, what: &str) -> Result<()> {
@@ -226,8 +232,7 @@ impl<T: Pod> HostReadback<T> {
     /// Copy the first `out.len()` elements into `out` and unmap. Waits for the device if the map
     /// asked for by [`HostReadback::request_map`] has not completed yet.
     pub fn read_into(&self, ctx: &Context, out: &mut [T]) -> Result<()> {
-        ensure(ctx.id() == self.owner, || Error::ForeignBuffer { name: "host readback" })?;
-        ensure(out.len() <= self.len, || Error::BufferTooSmall { name: "host readback", needed: out.len() as u64, got: self.len as u64 })?;
+        MapState::check(ctx, self.owner, self.len, out.len(), "host readback")?;
         self.state.take(ctx, "host readback")?;
         let result = {
             let view = self.buffer.slice(..).get_mapped_range().map_err(|e| Error::Readback(e.to_string()));
@@ -273,8 +278,7 @@ impl<T: Pod> HostUpload<T> {
     /// Write `data` at the start and unmap. Without a map asked for since the last write, asks
     /// for one and waits for the device.
     pub fn write(&self, ctx: &Context, data: &[T]) -> Result<()> {
-        ensure(ctx.id() == self.owner, || Error::ForeignBuffer { name: "host upload" })?;
-        ensure(data.len() <= self.len, || Error::BufferTooSmall { name: "host upload", needed: data.len() as u64, got: self.len as u64 })?;
+        MapState::check(ctx, self.owner, self.len, data.len(), "host upload")?;
         if self.state.0.load(Ordering::Acquire) == MAP_IDLE {
             self.request_map()?;
         }
@@ -307,30 +311,22 @@ pub(crate) const SCRATCH_SLOTS: usize = 4;
 impl Context {
     /// A [`HostReadback`] of `len` elements.
     pub fn host_readback<T: Pod>(&self, len: usize) -> Result<HostReadback<T>> {
-        let size = padded_bytes::<T>(len)?;
-        let limit = self.caps().limits.max_buffer_size;
-        ensure(size <= limit, || Error::Limit(format!("host readback of {size} bytes over max_buffer_size {limit}")))?;
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgkernels host readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let buffer = self.host_buffer::<T>(len, "host readback", wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST, false)?;
         Ok(HostReadback { buffer, len, owner: self.id(), state: MapState::new(MAP_IDLE), _t: PhantomData })
     }
 
     /// A [`HostUpload`] of `len` elements (mapped, ready for its first write).
     pub fn host_upload<T: Pod>(&self, len: usize) -> Result<HostUpload<T>> {
+        let buffer = self.host_buffer::<T>(len, "host upload", wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC, true)?;
+        Ok(HostUpload { buffer, len, owner: self.id(), state: MapState::new(MAP_DONE), _t: PhantomData })
+    }
+
+    /// The mappable buffer of a [`HostReadback`] or [`HostUpload`] of `len` elements of `T`.
+    fn host_buffer<T: Pod>(&self, len: usize, what: &str, usage: wgpu::BufferUsages, mapped: bool) -> Result<wgpu::Buffer> {
         let size = padded_bytes::<T>(len)?;
         let limit = self.caps().limits.max_buffer_size;
-        ensure(size <= limit, || Error::Limit(format!("host upload of {size} bytes over max_buffer_size {limit}")))?;
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgkernels host upload"),
-            size,
-            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: true,
-        });
-        Ok(HostUpload { buffer, len, owner: self.id(), state: MapState::new(MAP_DONE), _t: PhantomData })
+        ensure(size <= limit, || Error::Limit(format!("{what} of {size} bytes over max_buffer_size {limit}")))?;
+        Ok(self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(&format!("wgkernels {what}")), size, usage, mapped_at_creation: mapped }))
     }
 
     fn create_storage(&self, bytes: u64, label: &str, mapped: bool) -> Result<wgpu::Buffer> {
