@@ -94,6 +94,6 @@ impl Kernel for AttentionKernel {
             .collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        family_pipelines(&[TransformOp::Rotate, TransformOp::Merge], true)
+        family_pipelines(&[TransformOp::Merge], true)
     }
 }
