@@ -35,7 +35,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 0000000000000000
+//   tq_attend: twin fnv1a64 5365b8e9b4b954a5
 
 #include <metal_stdlib>
 using namespace metal;

@@ -15,9 +15,9 @@
 // positions lo + split * split_len + t, read from slot pos % capacity, so a ring buffer is
 // masked by logical position, never by slot.
 //   rotate:  q with K's signs into sh[0..d], transformed in place (`wht`).
-//   K phase: one invocation per pair of keys (sharing each q' load), q' (vec4 per coordinate)
-//            and the 16 centroids in workgroup memory; scores kept in workgroup memory (sh[512..])
-//            and the V norms fetched alongside the K codes.
+//   K phase: one invocation per four keys (two on splits of at most 256 positions), sharing
+//            each q' load; q' (vec4 per coordinate) and the 16 centroids in workgroup memory;
+//            scores kept in workgroup memory (sh[512..]), the norms fetched with the K codes.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
 //   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key,
 //            four keys a step, the next step's four code words loaded before this step's
@@ -150,6 +150,51 @@ fn key_dots(cv: u32, cv2: u32) -> KeyPair {
     return KeyPair(a, a2);
 }
 
+// Scores of four keys from their code vectors (every q' load serves all four).
+struct KeyQuad {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    c: vec4<f32>,
+    d: vec4<f32>,
+}
+
+fn key_dots4(cv0: u32, cv1: u32, cv2: u32, cv3: u32) -> KeyQuad {
+    let w4 = p.d / 32u;
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
+    var c = vec4<f32>(0.0);
+    var d = vec4<f32>(0.0);
+    for (var u = 0u; u < w4; u++) {
+        let w0 = kcodes[cv0 * w4 + u];
+        let w1 = kcodes[cv1 * w4 + u];
+        let w2 = kcodes[cv2 * w4 + u];
+        let w3 = kcodes[cv3 * w4 + u];
+        for (var e = 0u; e < 4u; e++) {
+            let x0 = w0[e];
+            let x1 = w1[e];
+            let x2 = w2[e];
+            let x3 = w3[e];
+            let i0 = u * 32u + e * 8u;
+            for (var k = 0u; k < 8u; k++) {
+                let qk = sh[i0 + k];
+                a += lut[(x0 >> (4u * k)) & 15u] * qk;
+                b += lut[(x1 >> (4u * k)) & 15u] * qk;
+                c += lut[(x2 >> (4u * k)) & 15u] * qk;
+                d += lut[(x3 >> (4u * k)) & 15u] * qk;
+            }
+        }
+    }
+    return KeyQuad(a, b, c, d);
+}
+
+// Store key j's score (dot * kscale * K norm) and scaled V norm; returns the score.
+fn keep(j: u32, dot: vec4<f32>, kn: f32, vnj: f32) -> vec4<f32> {
+    let s = dot * (p.kscale * kn);
+    sh[SC + j] = s;
+    vn[j] = p.vscale * vnj;
+    return s;
+}
+
 // Cache vector of the split's position j (j < count <= capacity): the slots run on from
 // `first` = slot of the split's first position and wrap at most once. (The caches' sizes keep
 // capacity far below 2^32, so first + j does not overflow.)
@@ -225,25 +270,47 @@ fn attend(ids: TqIds) {
     let first = (p.lo + t0) % p.capacity;
     wht(li);  // sh[0..d] = H D_K q (the 1 / sqrt(d) is in kscale)
 
-    // K phase: invocation li scores keys j = li and j + h (h = ceil(n / 2)).
-    let h = (n + 1u) / 2u;
+    // K phase: invocation li scores keys li + t * h for t < 4, h = ceil(n / 4) (every q' load
+    // serves four keys) where the split has more than 2 * ATT_WG positions, else t < 2,
+    // h = ceil(n / 2) (more invocations busy on short splits).
     var mloc = vec4<f32>(-3.0e38);
-    for (var j = li; j < h; j += ATT_WG) {
-        let j2 = j + h;
-        let has2 = j2 < n;
-        let cv = slot(head, first, j);
-        let cv2 = select(cv, slot(head, first, j2), has2);
-        vn[j] = p.vscale * vnorms[cv];
-        let vn2 = p.vscale * vnorms[cv2];
-        let a = key_dots(cv, cv2);
-        let s = a.a * (p.kscale * knorms[cv]);
-        sh[SC + j] = s;
-        mloc = max(mloc, s);
-        if (has2) {
-            vn[j2] = vn2;
-            let s2 = a.b * (p.kscale * knorms[cv2]);
-            sh[SC + j2] = s2;
-            mloc = max(mloc, s2);
+    if (n > 2u * ATT_WG) {
+        let h = (n + 3u) / 4u;
+        for (var j = li; j < h; j += ATT_WG) {
+            let j1 = j + h;
+            let j2 = j1 + h;
+            let j3 = j2 + h;
+            let cv0 = slot(head, first, j);
+            let cv1 = select(cv0, slot(head, first, j1), j1 < n);
+            let cv2 = select(cv0, slot(head, first, j2), j2 < n);
+            let cv3 = select(cv0, slot(head, first, j3), j3 < n);
+            let kn = vec4<f32>(knorms[cv0], knorms[cv1], knorms[cv2], knorms[cv3]);
+            let vv = vec4<f32>(vnorms[cv0], vnorms[cv1], vnorms[cv2], vnorms[cv3]);
+            let a = key_dots4(cv0, cv1, cv2, cv3);
+            mloc = max(mloc, keep(j, a.a, kn.x, vv.x));
+            if (j1 < n) {
+                mloc = max(mloc, keep(j1, a.b, kn.y, vv.y));
+            }
+            if (j2 < n) {
+                mloc = max(mloc, keep(j2, a.c, kn.z, vv.z));
+            }
+            if (j3 < n) {
+                mloc = max(mloc, keep(j3, a.d, kn.w, vv.w));
+            }
+        }
+    } else {
+        let h = (n + 1u) / 2u;
+        for (var j = li; j < h; j += ATT_WG) {
+            let j2 = j + h;
+            let cv = slot(head, first, j);
+            let cv2 = select(cv, slot(head, first, j2), j2 < n);
+            let kn = vec2<f32>(knorms[cv], knorms[cv2]);
+            let vv = vec2<f32>(vnorms[cv], vnorms[cv2]);
+            let a = key_dots(cv, cv2);
+            mloc = max(mloc, keep(j, a.a, kn.x, vv.x));
+            if (j2 < n) {
+                mloc = max(mloc, keep(j2, a.b, kn.y, vv.y));
+            }
         }
     }
     // The V phase's first four code words, loaded while the softmax runs.
