@@ -313,13 +313,17 @@ fn attend(ids: TqIds) {
             }
         }
     }
-    // The V phase's first four code words, loaded while the softmax runs.
+    // The V phase's first eight code words, loaded while the softmax runs.
     let words = p.d / 8u;
     let vk = VKeys(head, first, n, li / words, ATT_WG / words, words, li % words);
     var w0 = v_word(vk, 0u);
     var w1 = v_word(vk, 1u);
     var w2 = v_word(vk, 2u);
     var w3 = v_word(vk, 3u);
+    var w4 = v_word(vk, 4u);
+    var w5 = v_word(vk, 5u);
+    var w6 = v_word(vk, 6u);
+    var w7 = v_word(vk, 7u);
     let m = tq_reduce4(mloc, t, true);
 
     // Softmax weights (the reduction's barriers make the scores and vn visible).
@@ -331,21 +335,31 @@ fn attend(ids: TqIds) {
     }
     let l = tq_reduce4(lloc, t, false);
 
-    // V phase: four keys a step; the next step's words are loaded before this step's arithmetic.
+    // V phase: eight keys a step; the next step's words are loaded before this step's arithmetic.
     let z = vec4<f32>(0.0);
     var acc = VAcc(z, z, z, z, z, z, z, z);
     let keys = select(0u, (n - vk.s0 + vk.st - 1u) / vk.st, vk.s0 < n);
-    for (var k = 0u; k < keys; k += 4u) {
-        let n0 = v_word(vk, k + 4u);
-        let n1 = v_word(vk, k + 5u);
-        let n2 = v_word(vk, k + 6u);
-        let n3 = v_word(vk, k + 7u);
+    for (var k = 0u; k < keys; k += 8u) {
+        let n0 = v_word(vk, k + 8u);
+        let n1 = v_word(vk, k + 9u);
+        let n2 = v_word(vk, k + 10u);
+        let n3 = v_word(vk, k + 11u);
+        let n4 = v_word(vk, k + 12u);
+        let n5 = v_word(vk, k + 13u);
+        let n6 = v_word(vk, k + 14u);
+        let n7 = v_word(vk, k + 15u);
         acc = v_fold(v_fold(acc, w0, v_weight(vk, k)), w1, v_weight(vk, k + 1u));
         acc = v_fold(v_fold(acc, w2, v_weight(vk, k + 2u)), w3, v_weight(vk, k + 3u));
+        acc = v_fold(v_fold(acc, w4, v_weight(vk, k + 4u)), w5, v_weight(vk, k + 5u));
+        acc = v_fold(v_fold(acc, w6, v_weight(vk, k + 6u)), w7, v_weight(vk, k + 7u));
         w0 = n0;
         w1 = n1;
         w2 = n2;
         w3 = n3;
+        w4 = n4;
+        w5 = n5;
+        w6 = n6;
+        w7 = n7;
     }
 
     // Sum the stripes: invocation li's 8 coordinates at sh[stripe * d + 8 w + k] (stripes * d =
