@@ -17,11 +17,13 @@
 //   rotate:  q with K's signs into sh[0..d], transformed in place (`wht`).
 //   K phase: one invocation per four keys (two on splits of at most 256 positions), sharing
 //            each q' load; q' (vec4 per coordinate) and the 16 centroids in workgroup memory;
-//            scores kept in workgroup memory (sh[512..]), the norms fetched with the K codes.
+//            scores kept in workgroup memory (sh[512..]). The norms and the first code words
+//            (K and V) are loaded before the rotation, the next K words before the current
+//            ones' arithmetic.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
 //   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key,
-//            four keys a step, the next step's four code words loaded before this step's
-//            arithmetic (the first four before the softmax).
+//            eight keys a step, the next step's eight code words loaded before this step's
+//            arithmetic.
 //   output:  the stripes summed in workgroup memory, transformed back (`wht`), V's signs.
 // Output row per (head, split): [max, sum, 0, 0, o[d]] (unnormalised, in the original domain).
 
@@ -121,21 +123,25 @@ fn wht(li: u32) {
     workgroupBarrier();
 }
 
-// Scores of two keys (vec4 over the quad's heads) from their code vectors cv and cv2: every q'
-// load from workgroup memory serves both. (Results and accumulators are named values, not
+// Scores of two keys (vec4 over the quad's heads) from their code vectors cv and cv2, whose
+// first code words f0, f1 the caller loaded: every q' load from workgroup memory serves both,
+// and the next words are loaded before the current ones' arithmetic. (Results and accumulators are named values, not
 // arrays: an array indexed in a loop may be placed in local memory.)
 struct KeyPair {
     a: vec4<f32>,
     b: vec4<f32>,
 }
 
-fn key_dots(cv: u32, cv2: u32) -> KeyPair {
+fn key_dots(cv: u32, cv2: u32, f0: vec4<u32>, f1: vec4<u32>) -> KeyPair {
     let w4 = p.d / 32u;
     var a = vec4<f32>(0.0);
     var a2 = vec4<f32>(0.0);
+    var w = f0;
+    var w2 = f1;
     for (var c = 0u; c < w4; c++) {
-        let w = kcodes[cv * w4 + c];
-        let w2 = kcodes[cv2 * w4 + c];
+        let cn = min(c + 1u, w4 - 1u);
+        let n0 = kcodes[cv * w4 + cn];
+        let n1 = kcodes[cv2 * w4 + cn];
         for (var e = 0u; e < 4u; e++) {
             let x = w[e];
             let y = w2[e];
@@ -146,11 +152,13 @@ fn key_dots(cv: u32, cv2: u32) -> KeyPair {
                 a2 += lut[(y >> (4u * k)) & 15u] * qk;
             }
         }
+        w = n0;
+        w2 = n1;
     }
     return KeyPair(a, a2);
 }
 
-// Scores of four keys from their code vectors (every q' load serves all four).
+// Scores of four keys from their code vectors cv, as key_dots.
 struct KeyQuad {
     a: vec4<f32>,
     b: vec4<f32>,
@@ -158,17 +166,22 @@ struct KeyQuad {
     d: vec4<f32>,
 }
 
-fn key_dots4(cv0: u32, cv1: u32, cv2: u32, cv3: u32) -> KeyQuad {
+fn key_dots4(cv: vec4<u32>, f0: vec4<u32>, f1: vec4<u32>, f2: vec4<u32>, f3: vec4<u32>) -> KeyQuad {
     let w4 = p.d / 32u;
     var a = vec4<f32>(0.0);
     var b = vec4<f32>(0.0);
     var c = vec4<f32>(0.0);
     var d = vec4<f32>(0.0);
+    var w0 = f0;
+    var w1 = f1;
+    var w2 = f2;
+    var w3 = f3;
     for (var u = 0u; u < w4; u++) {
-        let w0 = kcodes[cv0 * w4 + u];
-        let w1 = kcodes[cv1 * w4 + u];
-        let w2 = kcodes[cv2 * w4 + u];
-        let w3 = kcodes[cv3 * w4 + u];
+        let un = min(u + 1u, w4 - 1u);
+        let n0 = kcodes[cv.x * w4 + un];
+        let n1 = kcodes[cv.y * w4 + un];
+        let n2 = kcodes[cv.z * w4 + un];
+        let n3 = kcodes[cv.w * w4 + un];
         for (var e = 0u; e < 4u; e++) {
             let x0 = w0[e];
             let x1 = w1[e];
@@ -183,6 +196,10 @@ fn key_dots4(cv0: u32, cv1: u32, cv2: u32, cv3: u32) -> KeyQuad {
                 d += lut[(x3 >> (4u * k)) & 15u] * qk;
             }
         }
+        w0 = n0;
+        w1 = n1;
+        w2 = n2;
+        w3 = n3;
     }
     return KeyQuad(a, b, c, d);
 }
@@ -257,6 +274,51 @@ fn attend(ids: TqIds) {
     if (li < 16u) {
         lut[li] = TQ_CENTROIDS[li];
     }
+    let t0 = split * p.split_len;
+    let n = min(p.split_len, p.count - t0);
+    let head = kvh * p.capacity;
+    let first = (p.lo + t0) % p.capacity;
+
+    // K phase plan: invocation li scores keys jk = li + t * h for t < 4, h = ceil(n / 4) (every
+    // q' load serves four keys) where the split has more than 2 * ATT_WG positions, else for
+    // t < 2, h = ceil(n / 2) (more invocations busy on short splits). Its norms and first code
+    // words are loaded before the queries are rotated.
+    let quadk = n > 2u * ATT_WG;
+    let h = select((n + 1u) / 2u, (n + 3u) / 4u, quadk);
+    let jk = vec4<u32>(li, li + h, li + 2u * h, li + 3u * h);
+    let live = (jk < vec4<u32>(n)) & vec4<bool>(li < h, true, quadk, quadk);
+    let w4 = p.d / 32u;
+    var cv = vec4<u32>(0u);
+    var kn = vec4<f32>(0.0);
+    var vv = vec4<f32>(0.0);
+    var f0 = vec4<u32>(0u);
+    var f1 = vec4<u32>(0u);
+    var f2 = vec4<u32>(0u);
+    var f3 = vec4<u32>(0u);
+    if (live.x) {
+        let c0 = slot(head, first, jk.x);
+        cv = vec4<u32>(c0, select(c0, slot(head, first, jk.y), live.y), select(c0, slot(head, first, jk.z), live.z), select(c0, slot(head, first, jk.w), live.w));
+        kn = vec4<f32>(knorms[cv.x], knorms[cv.y], knorms[cv.z], knorms[cv.w]);
+        vv = vec4<f32>(vnorms[cv.x], vnorms[cv.y], vnorms[cv.z], vnorms[cv.w]);
+        f0 = kcodes[cv.x * w4];
+        f1 = kcodes[cv.y * w4];
+        if (quadk) {
+            f2 = kcodes[cv.z * w4];
+            f3 = kcodes[cv.w * w4];
+        }
+    }
+    // The V phase's first eight code words.
+    let words = p.d / 8u;
+    let vk = VKeys(head, first, n, li / words, ATT_WG / words, words, li % words);
+    var w0 = v_word(vk, 0u);
+    var w1 = v_word(vk, 1u);
+    var w2 = v_word(vk, 2u);
+    var w3 = v_word(vk, 3u);
+    var w4v = v_word(vk, 4u);
+    var w5 = v_word(vk, 5u);
+    var w6 = v_word(vk, 6u);
+    var w7 = v_word(vk, 7u);
+
     for (var i = li; i < p.d; i += ATT_WG) {
         var v = vec4<f32>(0.0);
         for (var g = 0u; g < nh; g++) {
@@ -264,66 +326,31 @@ fn attend(ids: TqIds) {
         }
         sh[i] = select(v, -v, ksign(i));
     }
-    let t0 = split * p.split_len;
-    let n = min(p.split_len, p.count - t0);
-    let head = kvh * p.capacity;
-    let first = (p.lo + t0) % p.capacity;
     wht(li);  // sh[0..d] = H D_K q (the 1 / sqrt(d) is in kscale)
 
-    // K phase: invocation li scores keys li + t * h for t < 4, h = ceil(n / 4) (every q' load
-    // serves four keys) where the split has more than 2 * ATT_WG positions, else t < 2,
-    // h = ceil(n / 2) (more invocations busy on short splits).
+    // K phase.
     var mloc = vec4<f32>(-3.0e38);
-    if (n > 2u * ATT_WG) {
-        let h = (n + 3u) / 4u;
-        for (var j = li; j < h; j += ATT_WG) {
-            let j1 = j + h;
-            let j2 = j1 + h;
-            let j3 = j2 + h;
-            let cv0 = slot(head, first, j);
-            let cv1 = select(cv0, slot(head, first, j1), j1 < n);
-            let cv2 = select(cv0, slot(head, first, j2), j2 < n);
-            let cv3 = select(cv0, slot(head, first, j3), j3 < n);
-            let kn = vec4<f32>(knorms[cv0], knorms[cv1], knorms[cv2], knorms[cv3]);
-            let vv = vec4<f32>(vnorms[cv0], vnorms[cv1], vnorms[cv2], vnorms[cv3]);
-            let a = key_dots4(cv0, cv1, cv2, cv3);
-            mloc = max(mloc, keep(j, a.a, kn.x, vv.x));
-            if (j1 < n) {
-                mloc = max(mloc, keep(j1, a.b, kn.y, vv.y));
+    if (live.x) {
+        if (quadk) {
+            let a = key_dots4(cv, f0, f1, f2, f3);
+            mloc = keep(jk.x, a.a, kn.x, vv.x);
+            if (live.y) {
+                mloc = max(mloc, keep(jk.y, a.b, kn.y, vv.y));
             }
-            if (j2 < n) {
-                mloc = max(mloc, keep(j2, a.c, kn.z, vv.z));
+            if (live.z) {
+                mloc = max(mloc, keep(jk.z, a.c, kn.z, vv.z));
             }
-            if (j3 < n) {
-                mloc = max(mloc, keep(j3, a.d, kn.w, vv.w));
+            if (live.w) {
+                mloc = max(mloc, keep(jk.w, a.d, kn.w, vv.w));
             }
-        }
-    } else {
-        let h = (n + 1u) / 2u;
-        for (var j = li; j < h; j += ATT_WG) {
-            let j2 = j + h;
-            let cv = slot(head, first, j);
-            let cv2 = select(cv, slot(head, first, j2), j2 < n);
-            let kn = vec2<f32>(knorms[cv], knorms[cv2]);
-            let vv = vec2<f32>(vnorms[cv], vnorms[cv2]);
-            let a = key_dots(cv, cv2);
-            mloc = max(mloc, keep(j, a.a, kn.x, vv.x));
-            if (j2 < n) {
-                mloc = max(mloc, keep(j2, a.b, kn.y, vv.y));
+        } else {
+            let a = key_dots(cv.x, cv.y, f0, f1);
+            mloc = keep(jk.x, a.a, kn.x, vv.x);
+            if (live.y) {
+                mloc = max(mloc, keep(jk.y, a.b, kn.y, vv.y));
             }
         }
     }
-    // The V phase's first eight code words, loaded while the softmax runs.
-    let words = p.d / 8u;
-    let vk = VKeys(head, first, n, li / words, ATT_WG / words, words, li % words);
-    var w0 = v_word(vk, 0u);
-    var w1 = v_word(vk, 1u);
-    var w2 = v_word(vk, 2u);
-    var w3 = v_word(vk, 3u);
-    var w4 = v_word(vk, 4u);
-    var w5 = v_word(vk, 5u);
-    var w6 = v_word(vk, 6u);
-    var w7 = v_word(vk, 7u);
     let m = tq_reduce4(mloc, t, true);
 
     // Softmax weights (the reduction's barriers make the scores and vn visible).
@@ -350,13 +377,13 @@ fn attend(ids: TqIds) {
         let n7 = v_word(vk, k + 15u);
         acc = v_fold(v_fold(acc, w0, v_weight(vk, k)), w1, v_weight(vk, k + 1u));
         acc = v_fold(v_fold(acc, w2, v_weight(vk, k + 2u)), w3, v_weight(vk, k + 3u));
-        acc = v_fold(v_fold(acc, w4, v_weight(vk, k + 4u)), w5, v_weight(vk, k + 5u));
+        acc = v_fold(v_fold(acc, w4v, v_weight(vk, k + 4u)), w5, v_weight(vk, k + 5u));
         acc = v_fold(v_fold(acc, w6, v_weight(vk, k + 6u)), w7, v_weight(vk, k + 7u));
         w0 = n0;
         w1 = n1;
         w2 = n2;
         w3 = n3;
-        w4 = n4;
+        w4v = n4;
         w5 = n5;
         w6 = n6;
         w7 = n7;
