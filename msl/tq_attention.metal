@@ -8,13 +8,13 @@
 // visible logical positions, slot = position % capacity). The quad's 4 queries sit side by side in
 // a float4 per coordinate, so every code is decoded once for all of them.
 //   rotate:  q with K's signs into sh[0..d], Walsh-Hadamard transformed in place (wht).
-//   K phase: one thread per pair of keys (sharing each q' load), q' and the 16 centroids in
-//            threadgroup memory; scores kept in threadgroup memory (sh[512..]), the V norms
-//            fetched alongside the K codes.
+//   K phase: one thread per four keys (two on splits of at most 256 positions), sharing each
+//            q' load; q' and the 16 centroids in threadgroup memory; scores kept in threadgroup
+//            memory (sh[512..]). The norms and the first code words (K and V) are loaded before
+//            the rotation, the next K words before the current ones' arithmetic.
 //   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
-//   V phase: thread (w, stripe) owns code word w (8 coordinates) and every stripe-th key, four
-//            keys a step, the next step's four words loaded before this step's arithmetic (the
-//            first four before the softmax).
+//   V phase: thread (w, stripe) owns code word w (8 coordinates) and every stripe-th key, eight
+//            keys a step, the next step's eight words loaded before this step's arithmetic.
 //   output:  the stripes summed in threadgroup memory, transformed back (wht), V's signs.
 // Output row per (head, split): [max, sum, -, -, o[d]] (unnormalised, original domain; the pad is
 // not written).
@@ -35,7 +35,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 5365b8e9b4b954a5
+//   tq_attend: twin fnv1a64 04f7357dcf212d81
 
 #include <metal_stdlib>
 using namespace metal;
@@ -166,16 +166,21 @@ static void wht(constant TqAttendParams& p, threadgroup float4* sh, uint li) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
-// Scores of two keys (float4 over the quad's heads) from their code vectors cv and cv2: every q'
-// load from threadgroup memory serves both.
+// Scores of two keys (float4 over the quad's heads) from their code vectors cv and cv2, whose first
+// code words f0, f1 the caller loaded: every q' load from threadgroup memory serves both, and the
+// next words are loaded before the current ones' arithmetic.
 static inline void key_dots(constant TqAttendParams& p, device const uint4* kcodes, threadgroup const float4* qv,
-                            threadgroup const float* lut, uint cv, uint cv2, thread float4& a, thread float4& a2) {
+                            threadgroup const float* lut, uint cv, uint cv2, uint4 f0, uint4 f1, thread float4& a,
+                            thread float4& a2) {
     const uint w4 = p.d / 32u;
     a = float4(0.0f);
     a2 = float4(0.0f);
+    uint4 w = f0;
+    uint4 w2 = f1;
     for (uint c = 0; c < w4; ++c) {
-        const uint4 w = kcodes[cv * w4 + c];
-        const uint4 w2 = kcodes[cv2 * w4 + c];
+        const uint cn = min(c + 1u, w4 - 1u);
+        const uint4 n0 = kcodes[cv * w4 + cn];
+        const uint4 n1 = kcodes[cv2 * w4 + cn];
         for (uint e = 0; e < 4u; ++e) {
             const uint x = w[e];
             const uint y = w2[e];
@@ -186,7 +191,47 @@ static inline void key_dots(constant TqAttendParams& p, device const uint4* kcod
                 a2 += lut[(y >> (4u * k)) & 15u] * q;
             }
         }
+        w = n0;
+        w2 = n1;
     }
+}
+
+// Scores of four keys from their code vectors cv, as key_dots.
+static inline void key_dots4(constant TqAttendParams& p, device const uint4* kcodes, threadgroup const float4* qv,
+                             threadgroup const float* lut, uint4 cv, thread uint4* f, thread float4* acc) {
+    const uint w4 = p.d / 32u;
+    uint4 w[4] = {f[0], f[1], f[2], f[3]};
+    for (uint t = 0; t < 4u; ++t) {
+        acc[t] = float4(0.0f);
+    }
+    for (uint u = 0; u < w4; ++u) {
+        const uint un = min(u + 1u, w4 - 1u);
+        uint4 nx[4];
+        for (uint t = 0; t < 4u; ++t) {
+            nx[t] = kcodes[cv[t] * w4 + un];
+        }
+        for (uint e = 0; e < 4u; ++e) {
+            const uint i0 = u * 32u + e * 8u;
+            for (uint k = 0; k < 8u; ++k) {
+                const float4 q = qv[i0 + k];
+                for (uint t = 0; t < 4u; ++t) {
+                    acc[t] += lut[(w[t][e] >> (4u * k)) & 15u] * q;
+                }
+            }
+        }
+        for (uint t = 0; t < 4u; ++t) {
+            w[t] = nx[t];
+        }
+    }
+}
+
+// Store key j's score (dot * kscale * K norm) and scaled V norm; returns the score.
+static inline float4 keep(constant TqAttendParams& p, threadgroup float4* sh, threadgroup float* vn, uint j, float4 dot,
+                          float kn, float vnj) {
+    const float4 s = dot * (p.kscale * kn);
+    sh[SC + j] = s;
+    vn[j] = p.vscale * vnj;
+    return s;
 }
 
 // Cache vector of the split's position j (j < count <= capacity): the slots run on from `first`
@@ -256,43 +301,48 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     if (li < 16u) {
         lut[li] = TQ_CENTROIDS[li];
     }
-    for (uint i = li; i < p.d; i += ATT_WG) {
-        float4 v = float4(0.0f);
-        for (uint g = 0; g < nh; ++g) {
-            v[g] = q[(h0 + g) * p.d + i];
-        }
-        sh[i] = sign_bit(ksigns, i) ? -v : v;
-    }
     const uint t0 = split * p.split_len;
     const uint n = min(p.split_len, p.count - t0);
     const uint head = kvh * p.capacity;
     const uint first = (p.lo + t0) % p.capacity;
-    wht(p, sh, li);  // sh[0..d] = H D_K q (the 1 / sqrt(d) is in kscale)
 
-    // K phase: thread li scores keys j = li and j + h (h = ceil(n / 2)).
-    const uint h = (n + 1u) / 2u;
-    float4 mloc = float4(-3.0e38f);
-    for (uint j = li; j < h; j += ATT_WG) {
-        const uint j2 = j + h;
-        const bool has2 = j2 < n;
-        const uint cv = slot(p, head, first, j);
-        const uint cv2 = has2 ? slot(p, head, first, j2) : cv;
-        vn[j] = p.vscale * vnorms[cv];
-        const float vn2 = p.vscale * vnorms[cv2];
-        float4 a = float4(0.0f);
-        float4 a2 = float4(0.0f);
-        key_dots(p, kcodes, sh, lut, cv, cv2, a, a2);
-        const float4 s = a * (p.kscale * knorms[cv]);
-        sh[SC + j] = s;
-        mloc = max(mloc, s);
-        if (has2) {
-            vn[j2] = vn2;
-            const float4 s2 = a2 * (p.kscale * knorms[cv2]);
-            sh[SC + j2] = s2;
-            mloc = max(mloc, s2);
+    // K phase plan: thread li scores keys jk = li + t * h for t < 4, h = ceil(n / 4), where the
+    // split has more than 2 * ATT_WG positions, else for t < 2, h = ceil(n / 2). Its norms and
+    // first code words are loaded before the queries are rotated.
+    const bool quadk = n > 2u * ATT_WG;
+    const uint h = quadk ? (n + 3u) / 4u : (n + 1u) / 2u;
+    uint4 jk;  // (the multi-scalar vector constructors are spelled with component stores)
+    jk.x = li;
+    jk.y = li + h;
+    jk.z = li + 2u * h;
+    jk.w = li + 3u * h;
+    const bool live_x = li < h && jk.x < n;
+    const bool live_y = jk.y < n;
+    const bool live_z = quadk && jk.z < n;
+    const bool live_w = quadk && jk.w < n;
+    const uint w4 = p.d / 32u;
+    uint4 cv = uint4(0u);
+    float4 kn = float4(0.0f);
+    float4 vv = float4(0.0f);
+    uint4 f[4] = {uint4(0u), uint4(0u), uint4(0u), uint4(0u)};
+    if (live_x) {
+        const uint c0 = slot(p, head, first, jk.x);
+        cv.x = c0;
+        cv.y = live_y ? slot(p, head, first, jk.y) : c0;
+        cv.z = live_z ? slot(p, head, first, jk.z) : c0;
+        cv.w = live_w ? slot(p, head, first, jk.w) : c0;
+        for (uint u = 0; u < 4u; ++u) {
+            kn[u] = knorms[cv[u]];
+            vv[u] = vnorms[cv[u]];
+        }
+        f[0] = kcodes[cv.x * w4];
+        f[1] = kcodes[cv.y * w4];
+        if (quadk) {
+            f[2] = kcodes[cv.z * w4];
+            f[3] = kcodes[cv.w * w4];
         }
     }
-    // The V phase's first four code words, loaded while the softmax runs.
+    // The V phase's first eight code words.
     const uint words = p.d / 8u;
     VKeys vk;
     vk.head = head;
@@ -302,10 +352,46 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     vk.st = ATT_WG / words;
     vk.words = words;
     vk.w = li % words;
-    uint w0 = v_word(p, vcodes, vk, 0u);
-    uint w1 = v_word(p, vcodes, vk, 1u);
-    uint w2 = v_word(p, vcodes, vk, 2u);
-    uint w3 = v_word(p, vcodes, vk, 3u);
+    uint wv[8];
+    for (uint u = 0; u < 8u; ++u) {
+        wv[u] = v_word(p, vcodes, vk, u);
+    }
+
+    for (uint i = li; i < p.d; i += ATT_WG) {
+        float4 v = float4(0.0f);
+        for (uint g = 0; g < nh; ++g) {
+            v[g] = q[(h0 + g) * p.d + i];
+        }
+        sh[i] = sign_bit(ksigns, i) ? -v : v;
+    }
+    wht(p, sh, li);  // sh[0..d] = H D_K q (the 1 / sqrt(d) is in kscale)
+
+    // K phase.
+    float4 mloc = float4(-3.0e38f);
+    if (live_x) {
+        if (quadk) {
+            float4 a[4];
+            key_dots4(p, kcodes, sh, lut, cv, f, a);
+            mloc = keep(p, sh, vn, jk.x, a[0], kn.x, vv.x);
+            if (live_y) {
+                mloc = max(mloc, keep(p, sh, vn, jk.y, a[1], kn.y, vv.y));
+            }
+            if (live_z) {
+                mloc = max(mloc, keep(p, sh, vn, jk.z, a[2], kn.z, vv.z));
+            }
+            if (live_w) {
+                mloc = max(mloc, keep(p, sh, vn, jk.w, a[3], kn.w, vv.w));
+            }
+        } else {
+            float4 a = float4(0.0f);
+            float4 a2 = float4(0.0f);
+            key_dots(p, kcodes, sh, lut, cv.x, cv.y, f[0], f[1], a, a2);
+            mloc = keep(p, sh, vn, jk.x, a, kn.x, vv.x);
+            if (live_y) {
+                mloc = max(mloc, keep(p, sh, vn, jk.y, a2, kn.y, vv.y));
+            }
+        }
+    }
     const float4 m = tq_reduce4(mloc, t, true, red);
 
     // Softmax weights (the reduction's barriers make the scores and vn visible).
@@ -317,25 +403,23 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     }
     const float4 l = tq_reduce4(lloc, t, false, red);
 
-    // V phase: four keys a step; the next step's words are loaded before this step's arithmetic.
+    // V phase: eight keys a step; the next step's words are loaded before this step's arithmetic.
     float4 acc[8];
     for (uint k = 0; k < 8u; ++k) {
         acc[k] = float4(0.0f);
     }
     const uint keys = vk.s0 < n ? (n - vk.s0 + vk.st - 1u) / vk.st : 0u;
-    for (uint k = 0; k < keys; k += 4u) {
-        const uint n0 = v_word(p, vcodes, vk, k + 4u);
-        const uint n1 = v_word(p, vcodes, vk, k + 5u);
-        const uint n2 = v_word(p, vcodes, vk, k + 6u);
-        const uint n3 = v_word(p, vcodes, vk, k + 7u);
-        v_fold(acc, lut, w0, v_weight(sh, vk, k));
-        v_fold(acc, lut, w1, v_weight(sh, vk, k + 1u));
-        v_fold(acc, lut, w2, v_weight(sh, vk, k + 2u));
-        v_fold(acc, lut, w3, v_weight(sh, vk, k + 3u));
-        w0 = n0;
-        w1 = n1;
-        w2 = n2;
-        w3 = n3;
+    for (uint k = 0; k < keys; k += 8u) {
+        uint nx[8];
+        for (uint u = 0; u < 8u; ++u) {
+            nx[u] = v_word(p, vcodes, vk, k + 8u + u);
+        }
+        for (uint u = 0; u < 8u; ++u) {
+            v_fold(acc, lut, wv[u], v_weight(sh, vk, k + u));
+        }
+        for (uint u = 0; u < 8u; ++u) {
+            wv[u] = nx[u];
+        }
     }
 
     // Sum the stripes: thread li's 8 coordinates at sh[stripe * d + 8 w + k] (stripes * d = 1024),

@@ -390,7 +390,8 @@ kernel void tq_merge(constant TqTransformParams& p [[buffer(0)]],
         m = mx;
     }
     mo[li] = o;
-    mml[li] = float2(m, l);
+    mml[li].x = m;
+    mml[li].y = l;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (team == 0u) {
         float mt = mml[0].x;
