@@ -619,7 +619,7 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
         // Native and Portable share the plan (32 x 64 tiles, 32-column steps, the Portable
         // split-K target).
         let (key, tm, tn, tk, target) = match gemm_key(ctx, w.format, variant, m, w.k)? {
-            Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.tk(), tile.split_target()),
+            Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.tk(), ctx.options().tuning.gemm_workgroups.unwrap_or(tile.split_target())),
             Some(key @ MmPipeline::GemmNative { .. }) => (key, 32, 64, 32, super::splitk::TARGET),
             _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, 32, super::splitk::TARGET),
         };
