@@ -594,7 +594,7 @@ pub fn gemv_with(b: &mut Batch, w: &WeightMatrix, x: GemvInput, y: &GpuBuffer<f3
 
 /// `y[0..n] = W x_q8` on int8 activations (quantised by [`crate::kernels::q8::quantize_activations`];
 /// `xq.k() == k`): numerics of `reference::q8` (testkit) (x rounded to 8 bits per block of 32).
-/// Formats with an integer dot ([`has_integer_dot`]: Q4_K, Q6_K) multiply the int8 codes directly
+/// Formats with an integer dot ([`has_integer_dot`]: Q4_K, Q6_K, Q8_0, Q4_0) multiply the int8 codes directly
 /// when `k % 256 == 0`; the others dequantise the activations and run their f32 dot.
 pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     gemv_with(b, w, GemvInput::Q8(xq), y, Epilogue::Store)
