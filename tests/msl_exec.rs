@@ -248,14 +248,29 @@ impl NativeExecutor for CpuExecutor {
 /// invocation as a fiber: a long KV cache costs tens of seconds). Coverage of every entry point is
 /// still enforced below.
 const CPU_CASE_BYTES: u64 = 3 << 20;
+/// Likewise for cases whose cost is their arithmetic (attention prefill): the simdgroup-matrix
+/// kernels run each 8x8 product as a rendezvous of 32 fibers (a 1.1e8-flop prefill took 35 s).
+const CPU_CASE_FLOPS: f64 = 6e7;
 
 /// Small cases for the Native entry points a kernel's registered grid does not reach (the grid is
 /// sized for the GPU variants). Keyed by kernel name; derived from the kernel's own entry-point
 /// table, so a new head dim needs no edit here.
 fn supplementary_cases(kernel: &str) -> Vec<Box<dyn wgkernels::suite::Case>> {
-    use wgkernels::kernels::attention::{cases::DecodeCase, native_decode_entry, AttnShape};
+    use wgkernels::kernels::attention::{cases::DecodeCase, native_decode_entry, prefill_native::native_entries, AttnShape, PrefillCase};
     use wgkernels::kernels::rope::PairLayout;
     let mut v: Vec<Box<dyn wgkernels::suite::Case>> = Vec::new();
+    if kernel == "attn_prefill" {
+        // Per entry point: odd token counts, offsets and KV lengths, GQA groups of 3 and 4 (rows
+        // spanning two or three row blocks), several key tiles (the running max and the O
+        // rescale), causal or not, K rotated by the kernel or coming rotated.
+        for (i, (d, kv_f16, neox, _)) in native_entries().enumerate() {
+            let layout = if neox { PairLayout::HalfSplit } else { PairLayout::Interleaved };
+            let (tokens, offset) = (9 + 2 * (i % 4), 31 + 6 * (i % 5));
+            let shape = if i % 2 == 0 { AttnShape::new(6, 2, d) } else { AttnShape::new(8, 2, d) };
+            let (causal, k_rotated) = (i % 3 != 2, i % 4 == 1);
+            v.push(Box::new(PrefillCase { tokens, offset, kv_len: offset + tokens + 3 * (i % 2), shape, layout, kv_f16, causal, k_rotated, mode: i }));
+        }
+    }
     if kernel == "attn_decode" {
         for d in (2..=256).step_by(2) {
             for kv_f16 in [false, true] {
@@ -329,6 +344,10 @@ fn every_msl_entry_point_executes_against_the_reference() {
             for case in cases {
                 if case.bytes() > CPU_CASE_BYTES {
                     println!("{:<9} {:<16} {:<40} not run here: moves {} bytes (> {CPU_CASE_BYTES}); the GPU harness runs it", mode.name(), info.name, case.name(), case.bytes());
+                    continue;
+                }
+                if let Some(flops) = case.flop_count().filter(|&f| f > CPU_CASE_FLOPS) {
+                    println!("{:<9} {:<16} {:<40} not run here: {flops:.3e} flops (> {CPU_CASE_FLOPS:.0e}); the GPU harness runs it", mode.name(), info.name, case.name());
                     continue;
                 }
                 exec.take();
