@@ -561,3 +561,52 @@ fn a_wrong_msl_gemm_fails_the_check() {
     }
     cleanup(&root);
 }
+
+/// The same for the simdgroup-matrix prefill (msl/attn_prefill.metal): three subtle mutations,
+/// the O rescale skipped when a row's max grows, the causal limit one key too far, and the second
+/// lane pair of a row left out of its max, each fail the harness's own check of a small causal
+/// grouped-query prefill over several key tiles.
+#[test]
+fn a_wrong_msl_prefill_fails_the_check() {
+    use wgkernels::kernels::attention::{AttnShape, PrefillCase};
+    use wgkernels::kernels::rope::PairLayout;
+    let clang = clang();
+    let root = build_dir("mutant_prefill");
+    let rt_obj = build_rt(&clang, &root);
+    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("attn_prefill.metal")).expect("msl/attn_prefill.metal");
+    let original = std::fs::read_to_string(&path).expect("read");
+    let mutations = [
+        ("        if (rescale) {", "        if (rescale && false) {"),
+        ("lim = min(kend, p.offset + t_r + 1u);", "lim = min(kend, p.offset + t_r + 2u);"),
+        ("mt = max(mt, simd_shuffle_xor(mt, 2));", "mt = max(mt, simd_shuffle_xor(mt, 1));"),
+    ];
+    let base = common::context();
+    let case = PrefillCase {
+        tokens: 13,
+        offset: 70,
+        kv_len: 83,
+        shape: AttnShape::new(6, 2, 64),
+        layout: PairLayout::Interleaved,
+        kv_f16: false,
+        causal: true,
+        k_rotated: false,
+        mode: 0,
+    };
+    for (i, (from, to)) in mutations.iter().enumerate() {
+        assert!(original.contains(from), "mutation source `{from}` not in attn_prefill.metal");
+        let mutant_path = root.join(format!("m{i}")).join("attn_prefill.metal");
+        std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
+        let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
+        let exe = build(&clang, &root.join(format!("build{i}")), &mutant, Mode::Strict, &rt_obj).unwrap_or_else(|e| panic!("{e}"));
+        let exec = Arc::new(CpuExecutor { exes: vec![(original.clone(), Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
+        let ctx =
+            base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+        let mut rng = Rng::new(Rng::fresh_seed());
+        let c = run_case(&ctx, &case, &mut rng).unwrap_or_else(|e| panic!("{e}"));
+        println!("mutant {i} {}: {}", wgkernels::suite::Case::name(&case), c.summary());
+        assert!(exec.take().contains("attn_prefill_f32_d64"), "mutant {i} never ran");
+        assert!(!c.passed(), "mutant {i} ({to}) passed");
+    }
+    cleanup(&root);
+}
