@@ -3,13 +3,14 @@
 // accumulators (simdgroup_multiply_accumulate), one pass over the keys with an online softmax.
 //
 // WGSL twin (same plan, same Params, same bindings, same outputs): wgsl/attn_prefill_subgroup.wgsl
-// + wgsl/attn_prefill_params.wgsl + wgsl/attn_prefill.wgsl, the Subgroup prefill with BQ = 32
-// (the twin's own BK, RQ, RK, RO are internal to it). The twin computes in f32; this kernel rounds
+// + wgsl/attn_prefill_params.wgsl + wgsl/attn_prefill.wgsl, the Subgroup prefill with BQ = 32 on
+// Metal (in SPIR-V twin mode the BQ <= 32 it takes on that adapter; its BK, RQ, RK, RO are
+// internal to it). The twin computes in f32; this kernel rounds
 // Q (rotated, times scale * log2 e), K (rotated), V and the probabilities P to half as the Matrix
 // prefill does (wgsl/attn_prefill_matrix.wgsl), with f32 sums: the tests hold it to the Matrix
 // prefill's error bound (MATRIX_TOL in src/kernels/attention/cases.rs).
 //
-// Semantics (the twin's): one threadgroup = one KV head hk x BQ = 32 rows, a row being a (query
+// Semantics (the twin's): one threadgroup = one KV head hk x R rows, a row being a (query
 // token t, query head of hk's GQA group) pair, row g = t * group + (head - hk * group), so each K/V
 // tile in threadgroup memory serves the whole group. Query t sits at absolute position offset + t
 // and, when causal, sees keys j <= offset + t (and j < kv_len). Q is rotated at offset + t; K is
@@ -18,8 +19,12 @@
 // (cos, sin) = table[position * table_half + i]. Threadgroups: row blocks last to first (with a
 // causal mask the last blocks see the most keys), each over all KV heads; a threadgroup past
 // row_blocks * kv_heads (the grid may be rounded up to 2D) returns at once (uniformly).
+// R = ceil(rows / row_blocks) <= BQ = 32 (rows = tokens * group): the host plans row_blocks =
+// ceil(rows / BQ') for the twin's BQ' <= 32 (32 on Metal), so the blocks of R rows cover the rows
+// exactly as the twin's do, though not always with the same boundaries.
 //
-// Plan: 128 threads = 4 simdgroups of 32; simdgroup s owns rows 8 s .. 8 s + 7. Q is staged once
+// Plan: 128 threads = 4 simdgroups of 32; simdgroup s owns rows 8 s .. 8 s + 7 (rows past R are
+// zero Q and are not written). Q is staged once
 // (rotated, scaled, half) through threadgroup memory and kept as ND = D / 8 half matrices. Per tile
 // of BK keys (32, or 16 at D = 256) the threadgroup stages K (rotated) and V as half into `kv`
 // (rows padded to DS = D + 8 halves); each simdgroup then computes its 8 x BK scores S = Q K^T

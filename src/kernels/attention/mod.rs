@@ -27,7 +27,10 @@
 //! Subgroup (the same products; each softmax row is spread over a subgroup's lanes with
 //! subgroupShuffleXor, any subgroup size) and Matrix (cooperative matrices, f16 inputs and f32
 //! sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and otherwise falls back
-//! (or, when required, is unsupported for that shape).
+//! (or, when required, is unsupported for that shape), and Native (Metal passthrough:
+//! msl/attn_prefill.metal, the same flash attention on 8x8 simdgroup matrices with the Matrix
+//! variant's numerics; one entry point per K/V type, head_dim 64/128/256 and pair layout; its
+//! twin is the Subgroup prefill; other head dims run the Subgroup plan; see [`prefill_native`]).
 //!
 //! Code: this file (shapes, pipelines, the prefill), `decode.rs` (the decode plan and recording),
 //! [`prefill_matrix`] and [`decode_matrix`] (the Matrix variants), `cases.rs` (harness cases).
@@ -35,7 +38,7 @@
 //! attn_prefill_matrix.wgsl (+ attn_prefill_params.wgsl) with its staging pass
 //! attn_prefill_stage.wgsl, attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl
 //! (Portable), attn_decode_subgroup.wgsl (Subgroup), attn_decode_matrix.wgsl (Matrix),
-//! attn_merge.wgsl; msl/attn_decode.metal (Native decode).
+//! attn_merge.wgsl; msl/attn_decode.metal (Native decode), msl/attn_prefill.metal (Native prefill).
 //!
 //! ```no_run
 //! use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
