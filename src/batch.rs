@@ -34,6 +34,17 @@ pub struct Batch<'c> {
     /// Copies into host-readable buffers, recorded after the pass ([`Batch::copy_to_host`]).
     copies: Vec<(wgpu::Buffer, u64, wgpu::Buffer, u64)>,
     cache: Option<CacheUse<'c>>,
+    profile: Option<Profile>,
+}
+
+/// The per-dispatch timestamps of a profiled batch ([`Context::profiled_batch`]): two queries
+/// per dispatch, and the pipeline label of each.
+struct Profile {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    read: wgpu::Buffer,
+    labels: Vec<String>,
+    capacity: usize,
 }
 
 /// The timestamp queries of a timed batch and the buffers their results go through: made per
@@ -56,6 +67,7 @@ pub struct Recorded<'c> {
     /// so no other batch writes them before this one is on the queue.
     params: Vec<wgpu::Buffer>,
     timer: Option<wgpu::Buffer>,
+    profile: Option<(wgpu::Buffer, Vec<String>)>,
 }
 
 impl<'c> Recorded<'c> {
@@ -64,7 +76,7 @@ impl<'c> Recorded<'c> {
         let commands = self.commands.take().ok_or_else(|| Error::Device("batch already submitted".into()))?;
         let index = self.ctx.queue.submit(Some(commands));
         // Later uploads into the parameter buffers are ordered after this batch's reads by the queue.
-        Ok(Submitted { ctx: self.ctx, index, timer: self.timer.take() })
+        Ok(Submitted { ctx: self.ctx, index, timer: self.timer.take(), profile: self.profile.take() })
     }
 }
 
@@ -80,6 +92,7 @@ pub struct Submitted<'c> {
     ctx: &'c Context,
     pub index: wgpu::SubmissionIndex,
     timer: Option<wgpu::Buffer>,
+    profile: Option<(wgpu::Buffer, Vec<String>)>,
 }
 
 impl Context {
@@ -105,6 +118,25 @@ impl Context {
         })
     }
 
+    /// Start recording a batch that times every dispatch on its own (each in its own compute
+    /// pass, with timestamps at its start and end; [`Submitted::profile`] reads them): where a
+    /// batch's GPU time goes, per kernel. The extra passes and timestamps cost some GPU time, so
+    /// the sum is a little above the batch's time unprofiled. Holds up to `max_dispatches`
+    /// (at most 2048: a query set has at most 4096 queries); more is an error when recorded.
+    /// [`Error::Limit`] without timestamp queries.
+    pub fn profiled_batch(&self, max_dispatches: usize) -> Result<Batch<'_>> {
+        ensure(self.caps().timestamps, || Error::Limit("profiling needs timestamp queries, which this adapter lacks".into()))?;
+        let count = max_dispatches.checked_mul(2).filter(|&n| n > 0 && n <= wgpu::QUERY_SET_MAX_QUERIES as usize);
+        let count = count.ok_or_else(|| Error::Argument(format!("profiled batch of {max_dispatches} dispatches: 1 to 2048")))?;
+        let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgkernels profile"), ty: wgpu::QueryType::Timestamp, count: count as u32 });
+        let buffer = |label, usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: 8 * count as u64, usage, mapped_at_creation: false });
+        let resolve = buffer("wgkernels profile resolve", wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+        let read = buffer("wgkernels profile read", wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let mut b = Batch::new(self, false);
+        b.profile = Some(Profile { queries, resolve, read, labels: Vec::new(), capacity: max_dispatches });
+        Ok(b)
+    }
+
     /// [`Context::timed_batch`] with a timer made once ([`Context::gpu_timer`]).
     pub fn timed_batch_with(&self, timer: &GpuTimer) -> Batch<'_> {
         let mut b = Batch::new(self, false);
@@ -128,13 +160,13 @@ impl<'c> Batch<'c> {
         let encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
         let timer = if timed { ctx.gpu_timer() } else { None };
         let align = ctx.caps().limits.min_uniform_buffer_offset_alignment.max(16) as u64;
-        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, copies: Vec::new(), cache: None }
+        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, copies: Vec::new(), cache: None, profile: None }
     }
 
     /// Copy `src[0..len]` (written with [`HostUpload::write`] before this batch is submitted)
     /// into `dst`, ahead of the batch's dispatches: recorded before the first one (else an error).
     pub fn copy_from_host<T: Pod>(&mut self, src: &HostUpload<T>, len: usize, dst: &GpuBuffer<T>) -> Result<()> {
-        ensure(self.pass.is_none(), || Error::Argument("copies from the host are recorded before a batch's first dispatch".into()))?;
+        ensure(self.dispatches == 0, || Error::Argument("copies from the host are recorded before a batch's first dispatch".into()))?;
         ensure(src.owner() == self.ctx.id(), || Error::ForeignBuffer { name: "copy source" })?;
         dst.check_owner(self.ctx, "copy destination")?;
         ensure(src.len() >= len, || Error::BufferTooSmall { name: "copy source", needed: len as u64, got: src.len() as u64 })?;
@@ -262,7 +294,16 @@ impl<'c> Batch<'c> {
             Some(c) => c.0.bind_group(self.ctx, &pipe, bytemuck::bytes_of(params), buffers, self.align)?,
             None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), buffers)?,
         };
-        if self.pass.is_none() {
+        if let Some(p) = &mut self.profile {
+            let i = p.labels.len();
+            ensure(i < p.capacity, || Error::Limit(format!("a profiled batch of {} dispatches is full", p.capacity)))?;
+            drop(self.pass.take());
+            let at = |k: usize| Some(u32::try_from(k).expect("below QUERY_SET_MAX_QUERIES"));
+            let tw = wgpu::ComputePassTimestampWrites { query_set: &p.queries, beginning_of_pass_write_index: at(2 * i), end_of_pass_write_index: at(2 * i + 1) };
+            let pass = self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(&pipe.label), timestamp_writes: Some(tw) });
+            self.pass = Some(pass.forget_lifetime());
+            p.labels.push(pipe.label.clone());
+        } else if self.pass.is_none() {
             let tw =
                 self.timer.as_ref().map(|t| wgpu::ComputePassTimestampWrites { query_set: &t.queries, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) });
             let pass = self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgkernels"), timestamp_writes: tw });
@@ -325,6 +366,15 @@ impl<'c> Batch<'c> {
                 timer = Some(t.read.clone());
             }
         }
+        let mut profile = None;
+        if let Some(p) = self.profile.take() {
+            let n = p.labels.len() as u32 * 2;
+            if n > 0 {
+                self.encoder.resolve_query_set(&p.queries, 0..n, &p.resolve, 0);
+                self.encoder.copy_buffer_to_buffer(&p.resolve, 0, &p.read, 0, 8 * n as u64);
+            }
+            profile = Some((p.read, p.labels));
+        }
         for (src, offset, dst, bytes) in &self.copies {
             self.encoder.copy_buffer_to_buffer(src, *offset, dst, 0, *bytes);
         }
@@ -336,7 +386,7 @@ impl<'c> Batch<'c> {
         }
         let commands = self.encoder.finish();
         let params = self.chunks.drain(..).map(|(b, _)| b).collect();
-        Ok(Recorded { ctx: self.ctx, commands: Some(commands), params, timer })
+        Ok(Recorded { ctx: self.ctx, commands: Some(commands), params, timer, profile })
     }
 
     /// Submit and wait for completion.
@@ -358,7 +408,31 @@ impl Submitted<'_> {
             self.wait()?;
             return Ok(None);
         };
-        let slice = read.slice(..);
+        let t = self.read_ticks(read, 2)?;
+        let ticks = t[1].saturating_sub(t[0]) as f64;
+        Ok(Some(ticks * self.ctx.queue.get_timestamp_period() as f64))
+    }
+
+    /// The GPU time of each dispatch of a profiled batch ([`Context::profiled_batch`]) in
+    /// nanoseconds, with its pipeline's label, in recording order (waits for the batch). `None`
+    /// if the batch was not profiled.
+    pub fn profile(self) -> Result<Option<Vec<(String, f64)>>> {
+        let Some((read, labels)) = &self.profile else {
+            self.wait()?;
+            return Ok(None);
+        };
+        if labels.is_empty() {
+            self.wait()?;
+            return Ok(Some(Vec::new()));
+        }
+        let t = self.read_ticks(read, 2 * labels.len())?;
+        let period = self.ctx.queue.get_timestamp_period() as f64;
+        Ok(Some(labels.iter().zip(t.chunks_exact(2)).map(|(l, p)| (l.clone(), p[1].saturating_sub(p[0]) as f64 * period)).collect()))
+    }
+
+    /// Wait for the batch, then read `n` timestamps from `read`.
+    fn read_ticks(&self, read: &wgpu::Buffer, n: usize) -> Result<Vec<u64>> {
+        let slice = read.slice(..8 * n as u64);
         slice.map_async(wgpu::MapMode::Read, |_| {});
         self.wait()?;
         let view = match slice.get_mapped_range() {
@@ -369,11 +443,10 @@ impl Submitted<'_> {
                 slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?
             }
         };
-        let t: [u64; 2] = bytemuck::pod_read_unaligned(&view[..16]);
+        let t = bytemuck::pod_collect_to_vec(&view[..]);
         drop(view);
         read.unmap();
-        let ticks = t[1].saturating_sub(t[0]) as f64;
-        Ok(Some(ticks * self.ctx.queue.get_timestamp_period() as f64))
+        Ok(t)
     }
 }
 

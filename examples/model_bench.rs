@@ -1,0 +1,237 @@
+//! Prompt and generation throughput of a GGUF model, measured the way llama.cpp's `llama-bench`
+//! measures its `pp` and `tg` tests, so the two can be put side by side on the same file and GPU.
+//!
+//! ```text
+//! cargo run --release --example model_bench -- MODEL.gguf [-p 512] [-n 128] [-r 5]
+//!     [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S]
+//! ```
+//!
+//! - `pp N`: a prompt of N random token ids, from an empty cache, in chunks of `--chunk` (512,
+//!   as llama.cpp's default micro-batch); the time runs until the last position's logits are on
+//!   the host.
+//! - `tg N`: N greedy decode steps from an empty cache (one token of context), token choice and
+//!   embedding lookup on the GPU ([`Session::decode_greedy`]), each step's token read back.
+//!
+//! Each test runs once untimed first (reported as "first run"), then `-r` timed repetitions;
+//! the result is the mean ± standard deviation of the repetitions' tokens/s, as `llama-bench`
+//! reports. With `--gpu-time`, the GPU time of the timed repetitions (timestamp queries around
+//! each batch) and, for `tg`, the CPU time per token the GPU did not hide. `--profile` times
+//! every dispatch of a prompt chunk (once before the first run, once after the repetitions) and
+//! of a decode step ([`Context::profiled_batch`]) and prints the GPU time per kernel.
+
+use std::time::Instant;
+use wgkernels::formats::gguf::GgufFile;
+use wgkernels::model::{KvKind, Model, Session, SessionOptions};
+use wgkernels::{Context, ContextOptions};
+
+struct Args {
+    model: String,
+    pp: usize,
+    tg: usize,
+    reps: usize,
+    kv: KvKind,
+    chunk: usize,
+    f32_activations: bool,
+    gpu_time: bool,
+    profile: bool,
+    seed: u64,
+}
+
+const USAGE: &str = "usage: model_bench MODEL.gguf [-p 512] [-n 128] [-r 5] [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S]   (-p 0 or -n 0 skips that test)";
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args { model: String::new(), pp: 512, tg: 128, reps: 5, kv: KvKind::F16, chunk: 512, f32_activations: false, gpu_time: false, profile: false, seed: 1 };
+    let mut it = std::env::args().skip(1);
+    fn val<T: std::str::FromStr>(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<T, String> {
+        let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        v.parse().map_err(|_| format!("{flag}: cannot parse {v:?}"))
+    }
+    while let Some(s) = it.next() {
+        match s.as_str() {
+            "-p" => a.pp = val(&mut it, &s)?,
+            "-n" => a.tg = val(&mut it, &s)?,
+            "-r" => a.reps = val(&mut it, &s)?,
+            "--kv" => {
+                let v: String = val(&mut it, &s)?;
+                a.kv = KvKind::parse(&v).ok_or_else(|| format!("--kv {v}: expected f16 or turboquant"))?;
+            }
+            "--chunk" => a.chunk = val(&mut it, &s)?,
+            "--f32-activations" => a.f32_activations = true,
+            "--gpu-time" => a.gpu_time = true,
+            "--profile" => a.profile = true,
+            "--seed" => a.seed = val(&mut it, &s)?,
+            "-h" | "--help" => return Err(USAGE.into()),
+            other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
+            other if a.model.is_empty() => a.model = other.to_string(),
+            other => return Err(format!("unexpected argument {other:?}\n{USAGE}")),
+        }
+    }
+    if a.model.is_empty() {
+        return Err(USAGE.into());
+    }
+    if a.reps == 0 {
+        return Err("-r must be at least 1".into());
+    }
+    Ok(a)
+}
+
+/// Mean and sample standard deviation.
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (mean, var.sqrt())
+}
+
+/// One repetition's wall seconds and GPU seconds (zero without `--gpu-time`).
+struct Rep {
+    wall: f64,
+    gpu: f64,
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// `pp`: the prompt from an empty cache.
+fn run_pp(ctx: &Context, model: &Model, s: &mut Session, prompt: &[u32]) -> Res<Rep> {
+    s.reset();
+    let g0 = s.gpu_seconds().0;
+    let t = Instant::now();
+    s.prefill(ctx, model, prompt)?;
+    Ok(Rep { wall: t.elapsed().as_secs_f64(), gpu: s.gpu_seconds().0 - g0 })
+}
+
+/// `tg`: `n` greedy steps after one token of context (its prefill not timed).
+fn run_tg(ctx: &Context, model: &Model, s: &mut Session, first: u32, n: usize) -> Res<Rep> {
+    s.reset();
+    s.prefill(ctx, model, &[first])?;
+    let g0 = s.gpu_seconds().1;
+    let t = Instant::now();
+    let done = s.decode_greedy(ctx, model, n, |_| Ok(true))?;
+    let wall = t.elapsed().as_secs_f64();
+    if done != n {
+        return Err(format!("tg: {done} of {n} steps ran").into());
+    }
+    Ok(Rep { wall, gpu: s.gpu_seconds().1 - g0 })
+}
+
+fn report(name: &str, tokens: usize, first: &Rep, reps: &[Rep], gpu_time: bool) {
+    let ts: Vec<f64> = reps.iter().map(|r| tokens as f64 / r.wall).collect();
+    let (m, sd) = mean_sd(&ts);
+    print!("| {name:<6} | {m:>10.1} ± {sd:>7.1} | {:>10.1} |", tokens as f64 / first.wall);
+    if gpu_time {
+        let gpu: Vec<f64> = reps.iter().map(|r| r.gpu).collect();
+        let (g, _) = mean_sd(&gpu);
+        let wall = reps.iter().map(|r| r.wall).sum::<f64>() / reps.len() as f64;
+        let per = |x: f64| 1e3 * x / tokens as f64;
+        print!(" {:>10.3} | {:>10.1} | {:>12.3} |", per(g), tokens as f64 / g, per(wall - g));
+    }
+    println!();
+}
+
+/// Time every dispatch of one prompt chunk of `m` tokens (or, with `m == 0`, of one decode
+/// step) from an empty cache, and print the GPU time per kernel, largest first.
+fn profile(ctx: &Context, model: &Model, s: &mut Session, m: usize, title: &str) -> Res<()> {
+    s.reset();
+    let mut b = ctx.profiled_batch(2048)?;
+    if m == 0 {
+        s.record_decode(&mut b, model, 0)?;
+    } else {
+        s.record_chunk(&mut b, model, m, 0, false)?;
+    }
+    let times = b.submit()?.profile()?.unwrap_or_default();
+    let total: f64 = times.iter().map(|t| t.1).sum();
+    let mut per: Vec<(String, usize, f64)> = Vec::new();
+    for (label, ns) in times {
+        match per.iter_mut().find(|p| p.0 == label) {
+            Some(p) => {
+                p.1 += 1;
+                p.2 += ns;
+            }
+            None => per.push((label, 1, ns)),
+        }
+    }
+    per.sort_by(|a, b| b.2.total_cmp(&a.2));
+    println!("\n{title}: {} dispatches, {:.1} µs summed", per.iter().map(|p| p.1).sum::<usize>(), total * 1e-3);
+    println!("| kernel | dispatches | µs | % |");
+    for (label, n, ns) in &per {
+        println!("| {label} | {n} | {:.1} | {:.1} |", ns * 1e-3, 100.0 * ns / total.max(1.0));
+    }
+    Ok(())
+}
+
+fn run(a: Args) -> Res<()> {
+    let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
+    let caps = ctx.caps();
+    eprintln!("adapter: {} ({:?}, {:?})", caps.adapter_name, caps.device_type, caps.backend);
+    // SAFETY: this program neither writes nor truncates the model file while it runs; the user
+    // must not either (see GgufFile::open_mapped).
+    let file = unsafe { GgufFile::open_mapped(&a.model)? };
+    let t0 = Instant::now();
+    let model = Model::load(&ctx, file, &mut |_| {})?;
+    eprintln!("loaded in {:.1} s", t0.elapsed().as_secs_f64());
+    let c = &model.config;
+    let context = a.pp.max(a.tg + 1).max(2);
+    let mut s = Session::new(
+        &ctx,
+        &model,
+        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: false, int8_activations: !a.f32_activations, fused_norm: true, gpu_timing: a.gpu_time },
+    )?;
+    s.warm_up(&ctx, &model, a.pp.max(1))?;
+    let mut rng = fastrand::Rng::with_seed(a.seed);
+    let vocab = u32::try_from(c.vocab).map_err(|_| "vocabulary too large")?;
+    let prompt: Vec<u32> = (0..a.pp).map(|_| rng.u32(0..vocab)).collect();
+    println!(
+        "{} {} layers, hidden {}, vocab {}, {} KV cache, {} activations, chunks of {}, {} repetitions",
+        c.arch.name(),
+        c.layers,
+        c.hidden,
+        c.vocab,
+        a.kv.name(),
+        if a.f32_activations { "f32" } else { "int8 decode" },
+        a.chunk,
+        a.reps
+    );
+    let chunk = a.pp.min(a.chunk);
+    if a.profile && chunk > 0 {
+        // Before anything has run: what a first prompt pays.
+        profile(&ctx, &model, &mut s, chunk, &format!("profile: the first {chunk}-token chunk after loading"))?;
+        println!();
+    }
+    print!("| test   | tokens/s (mean ± sd) | first run  |");
+    if a.gpu_time {
+        print!(" GPU ms/tok | tok/s (GPU) | CPU ms/tok not hidden |");
+    }
+    println!();
+    if a.pp > 0 {
+        let first = run_pp(&ctx, &model, &mut s, &prompt)?;
+        let reps = (0..a.reps).map(|_| run_pp(&ctx, &model, &mut s, &prompt)).collect::<Res<Vec<_>>>()?;
+        report(&format!("pp{}", a.pp), a.pp, &first, &reps, a.gpu_time);
+    }
+    if a.tg > 0 {
+        let tok = rng.u32(0..vocab);
+        let first = run_tg(&ctx, &model, &mut s, tok, a.tg)?;
+        let reps = (0..a.reps).map(|_| run_tg(&ctx, &model, &mut s, tok, a.tg)).collect::<Res<Vec<_>>>()?;
+        report(&format!("tg{}", a.tg), a.tg, &first, &reps, a.gpu_time);
+    }
+    if a.profile {
+        if a.pp > 0 {
+            profile(&ctx, &model, &mut s, chunk, &format!("profile: a {chunk}-token chunk after the runs above"))?;
+        }
+        profile(&ctx, &model, &mut s, 0, "profile: one decode step")?;
+    }
+    Ok(())
+}
+
+fn main() {
+    let a = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(a) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
