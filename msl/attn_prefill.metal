@@ -15,7 +15,7 @@
 // tile in threadgroup memory serves the whole group. Query t sits at absolute position offset + t
 // and, when causal, sees keys j <= offset + t (and j < kv_len). Q is rotated at offset + t; K is
 // rotated at its position j unless it comes rotated (rotate_k = 0). Pairs: (2i, 2i + 1), or
-// (i, i + D/2) in the _neox entry points; (a, b) becomes (a cos - b sin, b cos + a sin) with
+// (i, i + D/2) where flags bit 0 is set; (a, b) becomes (a cos - b sin, b cos + a sin) with
 // (cos, sin) = table[position * table_half + i]. Threadgroups: row blocks last to first (with a
 // causal mask the last blocks see the most keys), each over all KV heads; a threadgroup past
 // row_blocks * kv_heads (the grid may be rounded up to 2D) returns at once (uniformly).
@@ -38,12 +38,13 @@
 // (tile staged; tile consumed). At the end each lane writes its row's O / l (through `ss`,
 // bounds-checked rows).
 //
-// Sizes. The params carry no head_dim or pair layout (the twin takes them as pipeline overrides,
-// which MSL passthrough cannot set): one entry point per (K/V type, head_dim, layout),
-// attn_prefill_{f32,f16}_d{64,128,256}[_neox]; other head dims have no entry point and run the
-// Subgroup plan (src/kernels/attention/prefill_native.rs). K and V are u32 words: an f32 each, or
-// two halves (even element low) for f16. Built for Apple's simdgroup width 32: a threadgroup that
-// runs with another width writes NaN (loud, never silently wrong).
+// Sizes. The params carry no head_dim (the twin takes it as a pipeline override, which MSL
+// passthrough cannot set): one entry point per head_dim, attn_prefill_d{64,128,256}; other head
+// dims have no entry point and run the Subgroup plan (src/kernels/attention/prefill_native.rs).
+// The pair layout and the K/V type come in `flags` (the twin's NEOX and KV_F16 overrides), and
+// each entry point branches once, uniformly, to the body compiled for them. K and V are u32
+// words: an f32 each, or two halves (even element low) for f16. Built for Apple's simdgroup width
+// 32: a threadgroup that runs with another width writes NaN (loud, never silently wrong).
 //
 // Passthrough conventions (see src/native.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer, no arrayLength;
@@ -53,7 +54,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   attn_prefill_{f32,f16}_d{64,128,256}[_neox]: twin fnv1a64 63a4911458cfac27
+//   attn_prefill_d{64,128,256}: twin fnv1a64 039839933d86a513
 
 #include <metal_stdlib>
 using namespace metal;
@@ -71,7 +72,7 @@ struct AttnPrefillParams {
     uint row_blocks;  // ceil(tokens * group / BQ)
     uint table_half;  // pairs per table row (= D / 2)
     float scale_log2; // softmax scale * log2(e)
-    uint _p;
+    uint flags;       // bit 0: half-split pairs (NEOX); bit 1: f16 K/V (the twin's overrides)
 };
 
 // Threads per threadgroup and rows per threadgroup (the twin's WG and BQ).
@@ -312,158 +313,83 @@ static void prefill_body(constant AttnPrefillParams& p, device const float* q, d
     }
 }
 
-kernel void attn_prefill_f32_d64(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                 device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                 device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                 uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                 uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                 uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
+kernel void attn_prefill_d64(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
+                             device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
+                             device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
+                             uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
+                             uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
+                             uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
     threadgroup half kv[KV_LEN];
     threadgroup float ss[SS_LEN];
     threadgroup half ps[PS_LEN];
     threadgroup float dg[DG_LEN];
-    prefill_body<false, 64, false>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
+    const uint wg = tg.x + tg.y * ntg.x;
+    switch (p.flags & 3u) {
+        case 0u:
+            prefill_body<false, 64, false>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        case 1u:
+            prefill_body<false, 64, true>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        case 2u:
+            prefill_body<true, 64, false>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        default:
+            prefill_body<true, 64, true>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+    }
 }
 
-kernel void attn_prefill_f32_d64_neox(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                      device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                      device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                      uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                      uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                      uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
+kernel void attn_prefill_d128(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
+                              device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
+                              device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
+                              uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
+                              uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
+                              uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
     threadgroup half kv[KV_LEN];
     threadgroup float ss[SS_LEN];
     threadgroup half ps[PS_LEN];
     threadgroup float dg[DG_LEN];
-    prefill_body<false, 64, true>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
+    const uint wg = tg.x + tg.y * ntg.x;
+    switch (p.flags & 3u) {
+        case 0u:
+            prefill_body<false, 128, false>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        case 1u:
+            prefill_body<false, 128, true>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        case 2u:
+            prefill_body<true, 128, false>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        default:
+            prefill_body<true, 128, true>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+    }
 }
 
-kernel void attn_prefill_f32_d128(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                  device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                  device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                  uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                  uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                  uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
+kernel void attn_prefill_d256(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
+                              device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
+                              device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
+                              uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
+                              uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
+                              uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
     threadgroup half kv[KV_LEN];
     threadgroup float ss[SS_LEN];
     threadgroup half ps[PS_LEN];
     threadgroup float dg[DG_LEN];
-    prefill_body<false, 128, false>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f32_d128_neox(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                       device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                       device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                       uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                       uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                       uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<false, 128, true>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f32_d256(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                  device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                  device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                  uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                  uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                  uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<false, 256, false>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f32_d256_neox(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                       device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                       device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                       uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                       uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                       uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<false, 256, true>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f16_d64(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                 device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                 device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                 uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                 uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                 uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<true, 64, false>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f16_d64_neox(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                      device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                      device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                      uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                      uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                      uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<true, 64, true>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f16_d128(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                  device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                  device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                  uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                  uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                  uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<true, 128, false>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f16_d128_neox(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                       device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                       device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                       uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                       uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                       uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<true, 128, true>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f16_d256(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                  device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                  device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                  uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                  uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                  uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<true, 256, false>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
-}
-
-kernel void attn_prefill_f16_d256_neox(constant AttnPrefillParams& p [[buffer(0)]], device const float* q [[buffer(1)]],
-                                       device const uint* k [[buffer(2)]], device const uint* v [[buffer(3)]],
-                                       device const float2* table [[buffer(4)]], device float* out [[buffer(5)]],
-                                       uint3 tg [[threadgroup_position_in_grid]], uint3 ntg [[threadgroups_per_grid]],
-                                       uint li [[thread_index_in_threadgroup]], uint sl [[thread_index_in_simdgroup]],
-                                       uint ss_w [[threads_per_simdgroup]], uint sid [[simdgroup_index_in_threadgroup]]) {
-    threadgroup half kv[KV_LEN];
-    threadgroup float ss[SS_LEN];
-    threadgroup half ps[PS_LEN];
-    threadgroup float dg[DG_LEN];
-    prefill_body<true, 256, true>(p, q, k, v, table, out, tg.x + tg.y * ntg.x, li, sl, ss_w, sid, kv, ss, ps, dg);
+    const uint wg = tg.x + tg.y * ntg.x;
+    switch (p.flags & 3u) {
+        case 0u:
+            prefill_body<false, 256, false>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        case 1u:
+            prefill_body<false, 256, true>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        case 2u:
+            prefill_body<true, 256, false>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+        default:
+            prefill_body<true, 256, true>(p, q, k, v, table, out, wg, li, sl, ss_w, sid, kv, ss, ps, dg);
+            break;
+    }
 }

@@ -300,7 +300,9 @@ struct PrefillParams {
     row_blocks: u32,
     table_half: u32,
     scale_log2: f32,
-    _p: u32,
+    /// Bit 0: half-split pairs; bit 1: f16 K/V (read by the Native kernel, which cannot take
+    /// overrides; the WGSL kernels take NEOX and KV_F16 as overrides).
+    flags: u32,
 }
 
 #[repr(C)]
@@ -668,7 +670,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
             row_blocks: row_blocks as u32,
             table_half: (d / 2) as u32,
             scale_log2,
-            _p: 0,
+            flags: neox as u32 | (KV::F16 as u32) << 1,
         };
         let grid = ctx.grid(dims::prod("row blocks * kv_heads", &[row_blocks, s.kv_heads])? as u64)?;
         if let AttnPipeline::PrefillMatrix { .. } = key {

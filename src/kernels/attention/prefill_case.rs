@@ -10,24 +10,24 @@ use crate::reference::{self, attention::Dims};
 use crate::suite::{compare, guarded_f32, upload_guarded, Case, Check, Prepared, Rng};
 
 /// The self-check cases of `attn_prefill`: one small grouped-query case per Native entry point
-/// ([`prefill_native::native_entries`]: K/V type x head_dim x pair layout), odd token count,
-/// offset and KV length, causal or not, K rotated by the kernel or coming rotated. Each case
-/// spans two row blocks of the Native plan and more than one key tile.
+/// (head_dim 64, 128, 256; [`prefill_native::native_entries`]), odd token count, offset and KV
+/// length, two row blocks and at least two key tiles, the K/V types and pair layouts spread over
+/// them (f32 interleaved, f16 half-split, f16 interleaved with K coming rotated).
 pub(crate) fn prefill_checks() -> Vec<Box<dyn Case>> {
     prefill_native::native_entries()
         .enumerate()
-        .map(|(i, (d, kv_f16, neox, _))| {
-            let layout = if neox { PairLayout::HalfSplit } else { PairLayout::Interleaved };
-            let (tokens, offset) = (11 + 2 * (i % 3), 22 + 5 * (i % 4));
+        .map(|(i, (d, _))| {
+            let layout = if i == 1 { PairLayout::HalfSplit } else { PairLayout::Interleaved };
+            let (tokens, offset) = (11 + 2 * i, 22 + 5 * i);
             Box::new(PrefillCase {
                 tokens,
                 offset,
                 kv_len: offset + tokens + i % 2,
                 shape: AttnShape::new(6, 2, d),
                 layout,
-                kv_f16,
-                causal: i % 5 != 4,
-                k_rotated: i % 7 == 3,
+                kv_f16: i > 0,
+                causal: true,
+                k_rotated: i == 2,
                 mode: i,
             }) as Box<dyn Case>
         })

@@ -9,9 +9,10 @@
 //! those of the Matrix prefill (Q, K, V and P rounded to f16, f32 sums; error bound
 //! [`super::prefill_case::MATRIX_TOL`]).
 //!
-//! One MSL entry point per (K/V type, head_dim, pair layout): head dims 64, 128 and 256, both
-//! layouts, f32 and f16 K/V. Other head dims have no entry point and run the Subgroup (else
-//! Portable) plan under every policy, as the Native decode does.
+//! One MSL entry point per head_dim (64, 128, 256); the K/V type (f32 or f16) and the pair layout
+//! travel in the params' `flags` (the WGSL kernels take them as overrides, which MSL passthrough
+//! cannot set). Other head dims have no entry point and run the Subgroup (else Portable) plan
+//! under every policy, as the Native decode does.
 
 use super::{prefill_tile_bytes, AttnPipeline};
 use crate::caps::{Caps, Variant};
@@ -25,38 +26,18 @@ pub const NATIVE_BQ: usize = 32;
 /// Head dims with Native entry points.
 const NATIVE_DIMS: [usize; 3] = [64, 128, 256];
 
-/// Entry point names, indexed by [`entry_index`].
-const ENTRIES: [&str; 12] = [
-    "attn_prefill_f32_d64",
-    "attn_prefill_f32_d64_neox",
-    "attn_prefill_f32_d128",
-    "attn_prefill_f32_d128_neox",
-    "attn_prefill_f32_d256",
-    "attn_prefill_f32_d256_neox",
-    "attn_prefill_f16_d64",
-    "attn_prefill_f16_d64_neox",
-    "attn_prefill_f16_d128",
-    "attn_prefill_f16_d128_neox",
-    "attn_prefill_f16_d256",
-    "attn_prefill_f16_d256_neox",
-];
+/// Entry point names, one per head dim of [`NATIVE_DIMS`]; the K/V type and the pair layout
+/// travel in the params (`flags`).
+const ENTRIES: [&str; 3] = ["attn_prefill_d64", "attn_prefill_d128", "attn_prefill_d256"];
 
-fn entry_index(d: usize, kv_f16: bool, neox: bool) -> Option<usize> {
-    let di = NATIVE_DIMS.iter().position(|&x| x == d)?;
-    Some(kv_f16 as usize * 2 * NATIVE_DIMS.len() + 2 * di + neox as usize)
+/// The MSL entry point of the Native prefill for head_dim `d`, if it has one.
+pub fn native_prefill_entry(d: usize) -> Option<&'static str> {
+    NATIVE_DIMS.iter().position(|&x| x == d).map(|i| ENTRIES[i])
 }
 
-/// The MSL entry point of the Native prefill for head_dim `d`, K/V type and pair layout
-/// (`neox`: half-split pairs), if it has one.
-pub fn native_prefill_entry(d: usize, kv_f16: bool, neox: bool) -> Option<&'static str> {
-    entry_index(d, kv_f16, neox).map(|i| ENTRIES[i])
-}
-
-/// Every entry point: (head_dim, kv_f16, neox, name).
-pub fn native_entries() -> impl Iterator<Item = (usize, bool, bool, &'static str)> {
-    [false, true]
-        .into_iter()
-        .flat_map(|kv_f16| NATIVE_DIMS.into_iter().flat_map(move |d| [false, true].map(|neox| (d, kv_f16, neox, ENTRIES[entry_index(d, kv_f16, neox).unwrap_or(0)]))))
+/// Every entry point: (head_dim, name).
+pub fn native_entries() -> impl Iterator<Item = (usize, &'static str)> {
+    NATIVE_DIMS.into_iter().zip(ENTRIES)
 }
 
 /// Workgroup memory the twin's tiles are sized for on Metal, where the twin is never built (the
@@ -75,9 +56,8 @@ fn twin_bk(d: usize) -> Option<usize> {
 /// BQ <= 32). The MSL takes R = ceil(rows / row_blocks) <= 32 rows per threadgroup, so it runs
 /// either plan.
 pub(super) fn native_key(caps: &Caps, d: usize, kv_f16: bool, neox: bool, rows: usize) -> crate::Result<Result<AttnPipeline, String>> {
-    let layout = if neox { "half-split" } else { "interleaved" };
-    if native_prefill_entry(d, kv_f16, neox).is_none() {
-        return Ok(Err(format!("no MSL entry point for head_dim {d} ({layout} pairs); it has 64, 128 and 256")));
+    if native_prefill_entry(d).is_none() {
+        return Ok(Err(format!("no MSL entry point for head_dim {d}; it has 64, 128 and 256")));
     }
     let (bq, bk) = if caps.backend == wgpu::Backend::Metal {
         match twin_bk(d) {
@@ -95,7 +75,7 @@ pub(super) fn native_key(caps: &Caps, d: usize, kv_f16: bool, neox: bool, rows: 
 /// (falls back, never runs wrong).
 pub(super) fn native_desc(d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool, caps: &Caps) -> PipelineDesc {
     let twin = twin_key(d, bq, bk, kv_f16, neox).describe(caps);
-    PipelineDesc::native(PREFILL_MSL, native_prefill_entry(d as usize, kv_f16, neox).unwrap_or("attn_prefill_no_entry_point"), twin)
+    PipelineDesc::native(PREFILL_MSL, native_prefill_entry(d as usize).unwrap_or("attn_prefill_no_entry_point"), twin)
 }
 
 fn twin_key(d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool) -> AttnPipeline {
@@ -107,10 +87,12 @@ fn twin_key(d: u32, bq: u32, bk: u32, kv_f16: bool, neox: bool) -> AttnPipeline 
 pub(super) fn sample_native_pipelines() -> Vec<AttnPipeline> {
     let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
     let mut v = Vec::new();
-    for (d, kv_f16, neox, _) in native_entries() {
-        if let Ok(Ok(key @ AttnPipeline::PrefillNative { bq, bk, .. })) = native_key(&metal, d, kv_f16, neox, 1 << 20) {
-            v.push(twin_key(d as u32, bq, bk, kv_f16, neox));
-            v.push(key);
+    for (d, _) in native_entries() {
+        for (kv_f16, neox) in [(false, false), (false, true), (true, false), (true, true)] {
+            if let Ok(Ok(key @ AttnPipeline::PrefillNative { bq, bk, .. })) = native_key(&metal, d, kv_f16, neox, 1 << 20) {
+                v.push(twin_key(d as u32, bq, bk, kv_f16, neox));
+                v.push(key);
+            }
         }
     }
     v
@@ -122,15 +104,11 @@ mod tests {
 
     #[test]
     fn entries_and_keys() {
-        let names: Vec<&str> = native_entries().map(|e| e.3).collect();
-        assert_eq!(names.len(), ENTRIES.len());
-        for (d, kv_f16, neox, name) in native_entries() {
-            assert_eq!(name, format!("attn_prefill_{}_d{d}{}", if kv_f16 { "f16" } else { "f32" }, if neox { "_neox" } else { "" }));
+        assert_eq!(native_entries().count(), ENTRIES.len());
+        for (d, name) in native_entries() {
+            assert_eq!(name, format!("attn_prefill_d{d}"));
+            assert_eq!(native_prefill_entry(d), Some(name));
         }
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), names.len(), "entry names repeat");
         let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
         let twin = Caps { backend: wgpu::Backend::Vulkan, limits: wgpu::Limits { max_compute_workgroup_storage_size: 32 << 10, ..Caps::nominal().limits }, ..Caps::nominal() };
         for d in (2..=256).step_by(2) {
