@@ -1,11 +1,7 @@
 //! Test and bench cases of the attention family (see [`crate::suite`]).
 
-use super::check::{aux, TOL};
 use super::*;
-use crate::kernels::rope::samples::sample_configs;
-use crate::kernels::rope::RopeConfig;
-use crate::reference::{self, attention::Dims};
-use crate::suite::{compare, describe_all, guarded_f32, upload_guarded, Case, Check, Kernel, Prepared, Rng};
+use crate::suite::{describe_all, Case, Kernel};
 
 pub use super::check::DecodeCase;
 pub use super::prefill_case::{PrefillCase, MATRIX_TOL};

@@ -29,7 +29,7 @@
 //! sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and otherwise falls back
 //! (or, when required, is unsupported for that shape), and Native (Metal passthrough:
 //! msl/attn_prefill.metal, the same flash attention on 8x8 simdgroup matrices with the Matrix
-//! variant's numerics; one entry point per K/V type, head_dim 64/128/256 and pair layout; its
+//! variant's numerics; one entry point per head_dim 64/128/256, f32 or f16 K/V, both layouts; its
 //! twin is the Subgroup prefill; other head dims run the Subgroup plan; see [`prefill_native`]).
 //!
 //! Code: this file (shapes, pipelines, the prefill), `decode.rs` (the decode plan and recording),
