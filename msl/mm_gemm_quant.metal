@@ -48,7 +48,7 @@ struct MmParams {
     uint tiles_n;    // 64-row tiles of this chunk
     uint sps;        // 32-column slices per split
     uint splits;     // K splits
-    uint _p;
+    uint xs;         // q8 GEMM: stride of the activation records' planes (unused here)
 };
 
 // The tile (the twin's TM, TN, TK) and the threadgroup arrays' row strides in halves.

@@ -42,7 +42,7 @@ struct MmParams {
     uint tiles_n;
     uint sps;
     uint splits;
-    uint _p;
+    uint xs;         // q8 GEMM: stride of the activation records' planes (unused here)
 };
 
 // Partials per threadgroup: one per simdgroup (1024 threads / width >= 8).
