@@ -30,7 +30,7 @@
 // ported here and the fingerprint updated):
 //   mm_gemm_q4_k: twin fnv1a64 f77dce44337c99cd
 //   mm_gemm_q6_k: twin fnv1a64 7906ed559718712e
-//   mm_gemm_q8_0: twin fnv1a64 ac8cb831e9a87a93
+//   mm_gemm_q8_0: twin fnv1a64 19d6f7232346752d
 
 #include <metal_stdlib>
 using namespace metal;

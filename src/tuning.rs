@@ -81,6 +81,14 @@ pub struct Tuning {
     pub elementwise_vec: bool,
     /// Small-m GEMM: split-K (`WGKERNELS_GEMM_SPLIT=0` turns it off).
     pub gemm_split: bool,
+    /// Matrix GEMM: the tile at every m, `sgm,sgn,mi,nj,tk` (`WGKERNELS_GEMM_TILE`, e.g.
+    /// `2,4,4,2,64`: 2 x 4 subgroups of 4 x 2 16x16 accumulators, 64-column K steps; sgm, sgn,
+    /// mi, nj in 1..=8 with sgm·sgn <= 16 and mi·nj <= 16, tk 32 or 64). A tile the adapter
+    /// cannot hold falls back to the default choice.
+    pub gemm_tile: Option<[u32; 5]>,
+    /// Matrix GEMM: the workgroups split-K aims for, 1..=65536 (`WGKERNELS_GEMM_WGS`; default
+    /// 528 for 4-subgroup tiles, 264 above).
+    pub gemm_workgroups: Option<usize>,
     /// INT4 GEMV plan (`WGKERNELS_GEMV_WG`, `_ROWS`, `_UNROLL`, `_TEAM`, `_PLANES`).
     pub int4_gemv: GemvTuning,
     /// INT8 GEMV plan (`WGKERNELS_INT8_*`).
@@ -110,6 +118,8 @@ impl Default for Tuning {
             rope_vec: true,
             elementwise_vec: true,
             gemm_split: true,
+            gemm_tile: None,
+            gemm_workgroups: None,
             int4_gemv: GemvTuning::default(),
             int8_gemv: GemvTuning::default(),
             q4k_gemv: GemvTuning::default(),
@@ -146,6 +156,17 @@ fn env_u32(var: Var, name: &str, ok: impl Fn(u32) -> bool) -> Result<Option<u32>
     env_parsed(var, name, |&v| ok(v), "a value in the documented range (see wgkernels::Tuning)")
 }
 
+/// A Matrix GEMM tile `sgm,sgn,mi,nj,tk` (see [`Tuning::gemm_tile`]).
+fn env_tile(var: Var, name: &str) -> Result<Option<[u32; 5]>> {
+    let Some(text) = var(name).filter(|t| !t.is_empty()) else { return Ok(None) };
+    let v: Vec<u32> = text.split(',').map(|p| p.trim().parse::<u32>()).collect::<std::result::Result<_, _>>().unwrap_or_default();
+    let ok = |a: u32, b: u32| (1..=8).contains(&a) && (1..=8).contains(&b) && a * b <= 16;
+    match v[..] {
+        [sgm, sgn, mi, nj, tk] if ok(sgm, sgn) && ok(mi, nj) && (tk == 32 || tk == 64) => Ok(Some([sgm, sgn, mi, nj, tk])),
+        _ => Err(Error::Argument(format!("{name}={text:?}: expected sgm,sgn,mi,nj,tk (1..=8 each, sgm·sgn and mi·nj <= 16, tk 32 or 64)"))),
+    }
+}
+
 /// An on/off switch: `0` off, `1` on, unset = `default`.
 fn env_switch(var: Var, name: &str, default: bool) -> Result<bool> {
     Ok(env_parsed::<u32>(var, name, |&v| v <= 1, "0 or 1")?.map_or(default, |v| v == 1))
@@ -179,6 +200,8 @@ impl Tuning {
             rope_vec: env_switch(var, "WGKERNELS_ROPE_VEC", true)?,
             elementwise_vec: env_switch(var, "WGKERNELS_ELEMENTWISE_VEC", true)?,
             gemm_split: env_switch(var, "WGKERNELS_GEMM_SPLIT", true)?,
+            gemm_tile: env_tile(var, "WGKERNELS_GEMM_TILE")?,
+            gemm_workgroups: env_usize(var, "WGKERNELS_GEMM_WGS", |v| (1..=1 << 16).contains(&v))?,
             int4_gemv: GemvTuning::from_vars(var, "WGKERNELS_GEMV")?,
             int8_gemv: GemvTuning::from_vars(var, "WGKERNELS_INT8")?,
             q4k_gemv: GemvTuning::from_vars(var, "WGKERNELS_Q4K")?,
@@ -211,10 +234,18 @@ mod tests {
         assert!(!t.rope_vec && t.elementwise_vec);
         assert_eq!(t.q4k_gemv.rows, Some(4));
         assert_eq!(t.decode_prefetch, Some(true));
+        let t = Tuning::from_vars(&vars(&[("WGKERNELS_GEMM_TILE", "4, 2,4,2,32"), ("WGKERNELS_GEMM_WGS", "132")])).unwrap();
+        assert_eq!((t.gemm_tile, t.gemm_workgroups), (Some([4, 2, 4, 2, 32]), Some(132)));
         assert_eq!(Tuning::from_vars(&vars(&[])).unwrap(), Tuning::default());
-        for (name, value) in
-            [("WGKERNELS_DECODE_WG", "96"), ("WGKERNELS_DECODE_KEYS", "x"), ("WGKERNELS_GEMM_SPLIT", "2"), ("WGKERNELS_PREFILL_TAU", "15"), ("WGKERNELS_INT8_WG", "512")]
-        {
+        for (name, value) in [
+            ("WGKERNELS_DECODE_WG", "96"),
+            ("WGKERNELS_DECODE_KEYS", "x"),
+            ("WGKERNELS_GEMM_SPLIT", "2"),
+            ("WGKERNELS_PREFILL_TAU", "15"),
+            ("WGKERNELS_INT8_WG", "512"),
+            ("WGKERNELS_GEMM_TILE", "2,4,4,2,48"),
+            ("WGKERNELS_GEMM_TILE", "4,8,2,2,64,1"),
+        ] {
             let table: &'static [(&'static str, &'static str)] = Box::leak(vec![(name, value)].into_boxed_slice());
             let e = Tuning::from_vars(&vars(table)).unwrap_err().to_string();
             assert!(e.contains(name) && e.contains(value), "{e}");

@@ -61,3 +61,40 @@ fn fmt_run(r: FmtRow) -> array<vec4<f32>, 8> {
         d * fmt_q4(r.q.x, 0u), d * fmt_q4(r.q.y, 0u), d * fmt_q4(r.q.z, 0u), d * fmt_q4(r.q.w, 0u),
         d * fmt_q4(r.q.x, 4u), d * fmt_q4(r.q.y, 4u), d * fmt_q4(r.q.z, 4u), d * fmt_q4(r.q.w, 4u));
 }
+
+// Integer dot (the quad-order int8 GEMV, MmQx). Quad u of a 256-column group g = word u of the
+// eight blocks j = 8g .. 8g + 7 (code vec4 8g + j): its low nibbles are positions 4u .. 4u + 3,
+// its high nibbles positions 4u + 16 .. 4u + 19, the order of the activation words. Codes 0..15
+// are valid signed bytes: sum (c - 8) xc = dot(c, xc) - 8 dot(1, xc), exact integers; then
+// sum_j d_j dx_j D_j with the scales of scale vec4 g.
+struct FmtQRow {
+    w03: vec4<u32>,  // word u of blocks 0 .. 3
+    w47: vec4<u32>,
+    sc: vec4<u32>,   // d of blocks 2i (low half) and 2i + 1 (high half) in word i
+}
+
+fn fmt_qload(base: u32, quad: u32) -> FmtQRow {
+    let g = quad / 4u;
+    let u = quad % 4u;
+    let v = base + 8u * g;
+    return FmtQRow(vec4<u32>(wq[v][u], wq[v + 1u][u], wq[v + 2u][u], wq[v + 3u][u]),
+                   vec4<u32>(wq[v + 4u][u], wq[v + 5u][u], wq[v + 6u][u], wq[v + 7u][u]),
+                   wq[base + p.k4 / 8u + g]);
+}
+
+// D_j of one block's word w with the activation codes xa (positions 4u ..) and xb (4u + 16 ..).
+fn fmt_qblock(w: u32, xa: u32, xb: u32) -> i32 {
+    let lo = w & 0x0f0f0f0fu;
+    let hi = (w >> 4u) & 0x0f0f0f0fu;
+    return dot4I8Packed(lo, xa) + dot4I8Packed(hi, xb) - 8 * (dot4I8Packed(0x01010101u, xa) + dot4I8Packed(0x01010101u, xb));
+}
+
+fn fmt_qdot(w: FmtQRow, x: MmQx) -> f32 {
+    let i03 = vec4<i32>(fmt_qblock(w.w03.x, x.c0.x, x.c0.y), fmt_qblock(w.w03.y, x.c0.z, x.c0.w),
+                        fmt_qblock(w.w03.z, x.c1.x, x.c1.y), fmt_qblock(w.w03.w, x.c1.z, x.c1.w));
+    let i47 = vec4<i32>(fmt_qblock(w.w47.x, x.c2.x, x.c2.y), fmt_qblock(w.w47.y, x.c2.z, x.c2.w),
+                        fmt_qblock(w.w47.z, x.c3.x, x.c3.y), fmt_qblock(w.w47.w, x.c3.z, x.c3.w));
+    let d03 = vec4<f32>(mm_f16x2(w.sc.x), mm_f16x2(w.sc.y));
+    let d47 = vec4<f32>(mm_f16x2(w.sc.z), mm_f16x2(w.sc.w));
+    return dot(d03 * x.d03, vec4<f32>(i03)) + dot(d47 * x.d47, vec4<f32>(i47));
+}

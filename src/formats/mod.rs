@@ -73,7 +73,7 @@
 //! `mm_gemv_<name>` with no other edit (binding, clang, CPU-execution and SPIR-V twin tests all
 //! find it through the kernel registry).
 //!
-//! Optionally, for the integer-dot GEMV on int8 activations (Q4_K and Q6_K define it): a
+//! Optionally, for the integer-dot GEMV on int8 activations (Q4_K, Q6_K, Q8_0 and Q4_0 define it): a
 //! `struct FmtQRow` (or an alias), `fn fmt_qload(base: u32, quad: u32) -> FmtQRow` (loads only)
 //! and `fn fmt_qdot(w: FmtQRow, x: MmQx) -> f32`, where a quad is 64 columns of a 256-column
 //! block (positions `4u .. 4u + 3` and `4u + 16 .. 4u + 19` of its eight 32-column sub-blocks,

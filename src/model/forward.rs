@@ -98,7 +98,7 @@ pub struct SessionOptions {
     pub chunk: usize,
     /// Keep the logits of every prompt position (a `[chunk, vocab]` buffer), not only the last.
     pub all_logits: bool,
-    /// Decode steps multiply weights of formats with an integer dot (Q4_K) by activations
+    /// Decode steps multiply weights of formats with an integer dot (Q4_K, Q6_K, Q8_0, Q4_0) by activations
     /// rounded to int8 per block of 32 (one quantisation per GEMV input, shared by q/k/v and by
     /// gate/up), as llama.cpp's GPU backends do; faster, and within the int8 rounding of the f32
     /// path. Other formats, and prefill, always use f32 activations.

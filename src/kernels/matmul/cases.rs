@@ -59,6 +59,10 @@ fn gcd(a: usize, b: usize) -> usize {
 fn test_ks(f: &WeightFormat, q8: bool) -> Vec<usize> {
     let q = k_quantum(f, q8);
     let mut v = vec![q, 3 * q, q * (300usize.div_ceil(q) | 1), q * 2560usize.div_ceil(q)];
+    if q8 && q < 256 {
+        // Three 256-column groups: the integer dot's quad order (k % 256 == 0) at an odd count.
+        v.push(768);
+    }
     v.dedup();
     v.sort();
     v.dedup();

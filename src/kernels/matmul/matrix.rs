@@ -148,10 +148,16 @@ pub(super) fn gemm_extra(caps: &Caps, v: Variant) -> std::result::Result<(), Str
 /// tile of [`tile_for`], that shape with 32-column steps, and the narrow tile with 64- and
 /// 32-column steps that fits the adapter's invocation and workgroup-memory limits.
 pub fn matrix_key(caps: &Caps, format: Fmt, m: usize) -> std::result::Result<MmPipeline, String> {
+    matrix_key_tuned(caps, format, m, None)
+}
+
+/// [`matrix_key`], trying `tile` (a [`crate::Tuning::gemm_tile`]) first.
+fn matrix_key_tuned(caps: &Caps, format: Fmt, m: usize, tile: Option<[u32; 5]>) -> std::result::Result<MmPipeline, String> {
     let l = &caps.limits;
     let mut why = String::new();
+    let tuned = tile.map(|[sgm, sgn, mi, nj, tk]| MatrixTile { sgm, sgn, mi, nj, tk });
     let tile = tile_for(m);
-    for tile in [tile, tile.short(), MatrixTile::NARROW, MatrixTile::NARROW.short()] {
+    for tile in tuned.into_iter().chain([tile, tile.short(), MatrixTile::NARROW, MatrixTile::NARROW.short()]) {
         let sg = match matrix_support_with(caps, tile.subgroups()) {
             Ok(sg) => sg,
             Err(e) => {
@@ -195,7 +201,7 @@ pub(super) fn gemm_choice(ctx: &Context, format: Fmt, info: &'static crate::caps
     } else if super::kernel_infos(format.0).runs && k % RUN != 0 {
         Err(format!("row length k = {k} is not a multiple of {RUN}"))
     } else {
-        matrix_key(ctx.caps(), format, m)
+        matrix_key_tuned(ctx.caps(), format, m, ctx.options().tuning.gemm_tile)
     };
     match key {
         Ok(key) => Ok(Some(key)),

@@ -612,7 +612,7 @@ pub fn gemv_with(b: &mut Batch, w: &WeightMatrix, x: GemvInput, y: &GpuBuffer<f3
 
 /// `y[0..n] = W x_q8` on int8 activations (quantised by [`crate::kernels::q8::quantize_activations`];
 /// `xq.k() == k`): numerics of `reference::q8` (testkit) (x rounded to 8 bits per block of 32).
-/// Formats with an integer dot ([`has_integer_dot`]: Q4_K, Q6_K) multiply the int8 codes directly
+/// Formats with an integer dot ([`has_integer_dot`]: Q4_K, Q6_K, Q8_0, Q4_0) multiply the int8 codes directly
 /// when `k % 256 == 0`; the others dequantise the activations and run their f32 dot.
 pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     gemv_with(b, w, GemvInput::Q8(xq), y, Epilogue::Store)
@@ -637,7 +637,7 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
         // Native and Portable share the plan (32 x 64 tiles, 32-column steps, the Portable
         // split-K target).
         let (key, tm, tn, tk, target) = match gemm_key(ctx, w.format, variant, m, w.k)? {
-            Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.tk(), tile.split_target()),
+            Some(key @ MmPipeline::GemmMatrix { tile, .. }) => (key, tile.tm(), tile.tn(), tile.tk(), ctx.options().tuning.gemm_workgroups.unwrap_or(tile.split_target())),
             Some(key @ MmPipeline::GemmNative { .. }) => (key, 32, 64, 32, super::splitk::TARGET),
             _ => (MmPipeline::Gemm { format: Fmt(w.format) }, 32, 64, 32, super::splitk::TARGET),
         };
