@@ -303,7 +303,8 @@ impl Kernel for MmKernel {
     /// the smallest k. GEMM: odd m and n over the test ks, a chunked one, m = 1, and a k that
     /// ends inside a K step. Dequantise: four shapes and a chunked one.
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
-        let ks = test_ks(self.format, matches!(self.op, Op::GemvQ8 | Op::GemmQ8));
+        // The int8 GEMM needs the quad order: k % 256 == 0 (one, three and ten 256-column groups).
+        let ks = if self.op == Op::GemmQ8 { vec![256, 768, 2560] } else { test_ks(self.format, self.op == Op::GemvQ8) };
         let mut v = Vec::new();
         match self.op {
             Op::Gemv | Op::GemvQ8 => {

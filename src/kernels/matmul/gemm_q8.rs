@@ -2,7 +2,7 @@
 //! for `m <= GEMM_Q8_MAX_M`, as one multi-row GEMV. Each weight item (a 64-column quad) is loaded
 //! once per dispatch and multiplied with the int8 codes of every activation row by the format's
 //! integer dot (`fmt_qload` / `fmt_qdot`, the parts that give `gemv_q8` its integer path: Q4_K,
-//! Q6_K), so the weights are read once, not once per row; each output is exactly what
+//! Q6_K, Q8_0, Q4_0), so the weights are read once, not once per row; each output is exactly what
 //! [`super::gemv_q8`] computes for that row (same dot, same order of the lane sums up to the
 //! team's reduction). The activations of all rows are quantised by one dispatch
 //! ([`crate::kernels::q8::quantize_rows`] into a [`Q8Activations`] of several rows).
