@@ -334,9 +334,13 @@ impl Kernel for MmKernel {
                 v.push(self.case(40, 70, q4 * if q4 >= 256 { 9 } else { 81 }, 1));
             }
             Op::GemmQ8 => {
-                // Every m the brief of the kernel names, n odd (not a multiple of any team's
-                // rows), k of one to ten 256-column blocks, a 3-chunk matrix.
-                let shapes = [(2, 33), (3, 1), (5, 255), (8, 31), (13, 3), (16, 67), (16, 130)];
+                // m = 2, 3, 5, 8, 13, 16 (both plans: 4 weight rows per team up to m = 8, 2
+                // above), n odd (not a multiple of any team's rows), k of one to ten 256-column
+                // groups, a 3-chunk matrix. Each m is its own pipeline (slow to build on a CPU
+                // adapter): the formats besides Q4_K and Q6_K take m = 2, 5 and 16 only.
+                let all = [(2, 33), (3, 1), (5, 255), (8, 31), (13, 3), (16, 67), (16, 130)];
+                let k_quants = matches!(self.format.ggml_type, Some(GgmlType::Q4_K | GgmlType::Q6_K));
+                let shapes: Vec<_> = all.into_iter().filter(|&(m, _)| k_quants || [2, 5, 16].contains(&m)).collect();
                 for (i, &(m, n)) in shapes.iter().enumerate() {
                     v.push(self.case(m, n, ks[i % ks.len()], 1));
                 }
