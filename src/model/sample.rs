@@ -47,6 +47,36 @@ pub fn argmax(logits: &[f32]) -> Option<u32> {
     best.map(|(i, _)| i as u32)
 }
 
+/// The `k` largest `(logit, id)` of `items` (ids increasing), the lowest id first among equal
+/// logits, in no particular order: one pass that keeps `k` candidates and replaces the worst
+/// when a larger logit comes (a later id never wins a tie), so a vocabulary costs one comparison
+/// per token instead of a selection over all of them.
+fn top_k_into(items: impl Iterator<Item = (f32, u32)>, k: usize, out: &mut Vec<(f32, u32)>) {
+    let mut worst = 0;
+    for item in items {
+        if out.len() < k {
+            out.push(item);
+            if out.len() == k {
+                worst = worst_of(out);
+            }
+        } else if item.0 > out[worst].0 {
+            out[worst] = item;
+            worst = worst_of(out);
+        }
+    }
+}
+
+/// The index of the entry that ranks last: the smallest logit, the highest id among equal ones.
+fn worst_of(c: &[(f32, u32)]) -> usize {
+    let mut w = 0;
+    for (i, e) in c.iter().enumerate().skip(1) {
+        if e.0 < c[w].0 || (e.0 == c[w].0 && e.1 > c[w].1) {
+            w = i;
+        }
+    }
+    w
+}
+
 impl Sampler {
     pub fn new(cfg: SamplerConfig) -> Result<Sampler> {
         if !(cfg.temperature.is_finite() && cfg.temperature >= 0.0) {
@@ -68,16 +98,16 @@ impl Sampler {
         if self.cfg.temperature == 0.0 {
             return argmax(logits).ok_or_else(none);
         }
+        let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         self.order.clear();
-        self.order.extend(logits.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32)));
+        let finite = logits.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32));
+        if self.cfg.top_k == 0 || self.cfg.top_k >= logits.len() {
+            self.order.extend(finite);
+        } else {
+            top_k_into(finite, self.cfg.top_k, &mut self.order);
+        }
         if self.order.is_empty() {
             return Err(none());
-        }
-        let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        let k = if self.cfg.top_k == 0 { self.order.len() } else { self.cfg.top_k.min(self.order.len()) };
-        if k < self.order.len() {
-            self.order.select_nth_unstable_by(k - 1, by_logit);
-            self.order.truncate(k);
         }
         self.order.sort_unstable_by(by_logit);
         let t = self.cfg.temperature as f64;
@@ -149,5 +179,31 @@ mod tests {
         assert_ne!(draw(11), draw(12));
         assert!(Sampler::new(SamplerConfig { temperature: -1.0, ..Default::default() }).is_err());
         assert!(Sampler::new(SamplerConfig { top_p: 0.0, ..Default::default() }).is_err());
+    }
+
+    /// The one-pass top-k keeps exactly the set a full sort keeps (ties to the lowest id,
+    /// non-finite logits never), on random logits with many ties.
+    #[test]
+    fn top_k_matches_a_full_sort() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        for _ in 0..200 {
+            let n = rng.usize(1..400);
+            let logits: Vec<f32> = (0..n)
+                .map(|_| match rng.u32(0..20) {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => f32::NEG_INFINITY,
+                    _ => rng.i32(-6..6) as f32 * 0.5,
+                })
+                .collect();
+            let k = rng.usize(1..n + 2);
+            let mut all: Vec<(f32, u32)> = logits.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32)).collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            all.truncate(k);
+            let mut got = Vec::new();
+            top_k_into(logits.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32)), k, &mut got);
+            got.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            assert_eq!(got, all, "n {n} k {k}");
+        }
     }
 }
