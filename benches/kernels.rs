@@ -10,8 +10,10 @@
 //!
 //!   cargo bench --bench kernels -- [--filter SUBSTR[|SUBSTR...]] [--reps N] [--csv PATH] [--svg PATH] [--rotate-mib M] [--no-read-ceiling] [--time-failed] [--variants portable,subgroup,native,matrix]
 //!   cargo bench --bench kernels -- --chart-from results.csv [--svg out.svg] [--title TEXT]
+//!   cargo bench --bench kernels -- --list [--filter SUBSTR]
 //!
-//! `--chart-from` only redraws the chart from a saved CSV (no GPU needed).
+//! `--chart-from` only redraws the chart from a saved CSV (no GPU needed); `--list` prints the
+//! label (`kernel case`) of every bench case the filter keeps, without a GPU.
 
 use std::fmt::Write as _;
 use wgkernels::suite::Rng;
@@ -26,6 +28,7 @@ struct Args {
     csv: String,
     svg: String,
     chart_from: Option<String>,
+    list: bool,
     title: Option<String>,
     rotate_bytes: u64,
     copy_bytes: u64,
@@ -42,6 +45,7 @@ fn args() -> Args {
         csv: "target/bench.csv".into(),
         svg: "target/bench.svg".into(),
         chart_from: None,
+        list: false,
         title: None,
         rotate_bytes: 512 << 20,
         copy_bytes: 1 << 30,
@@ -56,6 +60,7 @@ fn args() -> Args {
             "--csv" => a.csv = it.next().unwrap_or(a.csv),
             "--svg" => a.svg = it.next().unwrap_or(a.svg),
             "--chart-from" => a.chart_from = it.next(),
+            "--list" => a.list = true,
             "--title" => a.title = it.next(),
             "--no-read-ceiling" => a.read_ceiling = false,
             "--time-failed" => a.time_failed = true,
@@ -77,6 +82,17 @@ fn main() {
             Err(e) => {
                 eprintln!("chart from {src}: {e}");
                 std::process::exit(1);
+            }
+        }
+        return;
+    }
+    if a.list {
+        for kernel in kernels::registry() {
+            for case in kernel.bench_cases() {
+                let label = format!("{} {}", kernel.info().name, case.name());
+                if a.filter.as_ref().is_none_or(|f| f.split('|').any(|part| label.contains(part))) {
+                    println!("{label}");
+                }
             }
         }
         return;

@@ -28,9 +28,9 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemm_q4_k: twin fnv1a64 f77dce44337c99cd
-//   mm_gemm_q6_k: twin fnv1a64 7906ed559718712e
-//   mm_gemm_q8_0: twin fnv1a64 19d6f7232346752d
+//   mm_gemm_q4_k: twin fnv1a64 8797564981eb3cc9
+//   mm_gemm_q6_k: twin fnv1a64 d2d8aabc29de85ea
+//   mm_gemm_q8_0: twin fnv1a64 ce725686bead7969
 
 #include <metal_stdlib>
 using namespace metal;
@@ -48,7 +48,7 @@ struct MmParams {
     uint tiles_n;    // 64-row tiles of this chunk
     uint sps;        // 32-column slices per split
     uint splits;     // K splits
-    uint _p;
+    uint xs;         // q8 GEMM: stride of the activation records' planes (unused here)
 };
 
 // The tile (the twin's TM, TN, TK) and the threadgroup arrays' row strides in halves.

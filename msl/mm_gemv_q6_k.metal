@@ -24,7 +24,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q6_k_r2, mm_gemv_q6_k_r4: twin fnv1a64 fe0972c6a9bf8527
+//   mm_gemv_q6_k_r2, mm_gemv_q6_k_r4: twin fnv1a64 55ee5d9a8fb8320b
 
 #include <metal_stdlib>
 using namespace metal;
@@ -42,7 +42,7 @@ struct MmParams {
     uint tiles_n;
     uint sps;
     uint splits;
-    uint _p;
+    uint xs;         // q8 GEMM: stride of the activation records' planes (unused here)
 };
 
 // Partials per threadgroup: one per simdgroup (1024 threads / width >= 8).

@@ -20,7 +20,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q8_0_r2, mm_gemv_q8_0_r4: twin fnv1a64 b3752e0d2e6808ac
+//   mm_gemv_q8_0_r2, mm_gemv_q8_0_r4: twin fnv1a64 498e91e2febbd6a0
 
 #include <metal_stdlib>
 using namespace metal;
@@ -38,7 +38,7 @@ struct MmParams {
     uint tiles_n;
     uint sps;
     uint splits;
-    uint _p;
+    uint xs;         // q8 GEMM: stride of the activation records' planes (unused here)
 };
 
 // Partials per threadgroup: one per simdgroup (1024 threads / width >= 8).

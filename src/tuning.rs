@@ -97,6 +97,8 @@ pub struct Tuning {
     pub q4k_gemv: GemvTuning,
     /// GEMV on Q8 activations (`WGKERNELS_Q8_*`).
     pub q8_gemv: GemvTuning,
+    /// GEMM of a few rows on Q8 activations, `matmul::gemm_q8` (`WGKERNELS_Q8GEMM_*`).
+    pub q8_gemm: GemvTuning,
 }
 
 impl Default for Tuning {
@@ -122,6 +124,7 @@ impl Default for Tuning {
             int8_gemv: GemvTuning::default(),
             q4k_gemv: GemvTuning::default(),
             q8_gemv: GemvTuning::default(),
+            q8_gemm: GemvTuning::default(),
         }
     }
 }
@@ -203,6 +206,7 @@ impl Tuning {
             int8_gemv: GemvTuning::from_vars(var, "WGKERNELS_INT8")?,
             q4k_gemv: GemvTuning::from_vars(var, "WGKERNELS_Q4K")?,
             q8_gemv: GemvTuning::from_vars(var, "WGKERNELS_Q8")?,
+            q8_gemm: GemvTuning::from_vars(var, "WGKERNELS_Q8GEMM")?,
         })
     }
 }

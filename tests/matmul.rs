@@ -572,3 +572,55 @@ fn gather_row_matches_dequantiser() {
     assert!(matches!(matmul::gather_row(&mut b, &w, &idx, &out), Err(Error::Shape(_))));
     assert_eq!(b.len(), 0);
 }
+
+/// `gemm_q8` and the several-row int8 activations refuse bad input with typed errors, recording
+/// nothing: m out of 1..=16 or above the activations' rows, k mismatch, activations without the
+/// quad order, a format without an integer dot, y too short; the GEMVs refuse several-row
+/// activations; `quantize_rows` checks m and x.
+#[test]
+fn gemm_q8_bad_input() {
+    use wgkernels::kernels::q8::{self, Q8Activations};
+    let ctx = common::context();
+    let mut r = rng();
+    let upload = |ty: GgmlType, n: usize, k: usize, r: &mut fastrand::Rng| {
+        let f = format_of(ty).unwrap();
+        WeightMatrix::upload(&ctx, ty, n, k, &(f.random_blocks)(r, n * k / f.block_weights)).unwrap()
+    };
+    let (n, k) = (5, 256);
+    let w = upload(GgmlType::Q4_K, n, k, &mut r);
+    let w512 = upload(GgmlType::Q4_K, n, 512, &mut r);
+    let w8 = upload(GgmlType::Q8_0, n, k, &mut r);
+    let w96 = upload(GgmlType::Q8_0, n, 96, &mut r);
+    assert!(matches!(Q8Activations::alloc_rows(&ctx, k, 0), Err(Error::Shape(_))));
+    assert!(matches!(Q8Activations::alloc_rows(&ctx, 1 << 20, 1 << 12), Err(Error::Shape(_))), "rows * k overflows the u32 indices");
+    let xq = Q8Activations::alloc_rows(&ctx, k, 4).unwrap();
+    let xq96 = Q8Activations::alloc_rows(&ctx, 96, 4).unwrap();
+    let xq17 = Q8Activations::alloc_rows(&ctx, k, 17).unwrap();
+    let x = ctx.upload(&vec![0.5f32; 17 * k]).unwrap();
+    let x_short = ctx.upload(&vec![0.5f32; 3 * k - 1]).unwrap();
+    let y = ctx.alloc::<f32>(17 * n).unwrap();
+    let y_short = ctx.alloc::<f32>(3 * n - 1).unwrap();
+    let mut b = ctx.batch();
+    for m in [0, 17] {
+        assert!(matches!(matmul::gemm_q8(&mut b, &w, &xq17, &y, m), Err(Error::Shape(_))), "m = {m}");
+    }
+    assert!(matches!(matmul::gemm_q8(&mut b, &w, &xq, &y, 5), Err(Error::Shape(_))), "m above the activations' rows");
+    assert!(matches!(matmul::gemm_q8(&mut b, &w512, &xq, &y, 2), Err(Error::Shape(_))), "k mismatch");
+    assert!(matches!(matmul::gemm_q8(&mut b, &w96, &xq96, &y, 2), Err(Error::Shape(_))), "no quad order (k % 256 != 0)");
+    assert!(matches!(matmul::gemm_q8(&mut b, &w8, &xq, &y, 2), Err(Error::Unsupported { .. })), "Q8_0 has no integer dot");
+    assert!(matches!(matmul::gemm_q8(&mut b, &w, &xq, &y_short, 3), Err(Error::BufferTooSmall { name: "y", .. })));
+    assert!(matches!(matmul::gemv_q8(&mut b, &w, &xq, &y), Err(Error::Shape(_))), "a GEMV reads one row");
+    for m in [0, 5] {
+        assert!(matches!(q8::quantize_rows(&mut b, &x, &xq, m), Err(Error::Shape(_))), "quantise m = {m}");
+    }
+    assert!(matches!(q8::quantize_rows(&mut b, &x_short, &xq, 3), Err(Error::BufferTooSmall { name: "x", .. })));
+    assert_eq!(b.len(), 0, "nothing may be recorded after a rejected call");
+    // The same calls with good arguments record (quantiser + GEMM), and Require(Subgroup)
+    // refuses the Portable-only quantiser with a typed error.
+    q8::quantize_rows(&mut b, &x, &xq, 3).unwrap();
+    matmul::gemm_q8(&mut b, &w, &xq, &y, 3).unwrap();
+    assert_eq!(b.len(), 2);
+    let sub = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Subgroup)));
+    let mut b = sub.batch();
+    assert!(matches!(q8::quantize_rows(&mut b, &x, &xq, 3), Err(Error::Unsupported { .. })));
+}

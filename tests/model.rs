@@ -791,3 +791,42 @@ fn greedy_on_gpu_matches_cpu_greedy() {
         assert_eq!((n, c.kv().pos()), (opts.context - p.len(), opts.context - 1), "{}: full cache", spec.arch);
     }
 }
+
+/// Prefill chunks of at most 16 tokens multiply the quantised weights by int8-rounded
+/// activations (`matmul::gemm_q8`) when `int8_activations` is on: their logits against the f32
+/// path's, on the quantised fixtures (every layer's matrices have an integer dot), chunks of 16
+/// and of 5 (the prompt's 44-47 tokens end in a shorter chunk). The int8 rounding moves logits
+/// by a few percent of their spread on these tiny random-weight models, as in a decode step;
+/// the tolerance is the fixtures' int8 tolerance against llama.cpp (which rounds its
+/// activations the same way): 4e-2 of the spread for Q8_0, 6e-2 for Q4_K_M. The two paths must
+/// differ (else the int8 path did not run).
+#[test]
+fn int8_prefill_matches_f32_prefill() {
+    use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};
+    let ctx = common::context();
+    let mut checked = 0;
+    for m in manifest_models().iter().filter(|m| m.ftype != "F16") {
+        let r = read_keys(&dir().join(&m.reference));
+        let prompt = u32s(&r["prompt_tokens"]);
+        let model = Model::load(&ctx, GgufFile::open(dir().join(&m.file)).unwrap(), &mut |_| {}).unwrap();
+        let tol = if m.ftype == "Q8_0" { 4e-2 } else { 6e-2 };
+        for chunk in [16, 5] {
+            let run = |int8_activations: bool| {
+                let opts = SessionOptions { context: prompt.len(), chunk, all_logits: true, int8_activations, ..Default::default() };
+                Session::new(&ctx, &model, opts).unwrap().prefill(&ctx, &model, &prompt).unwrap()
+            };
+            let (q, f) = (run(true), run(false));
+            let vocab = model.config.vocab;
+            let mut worst: f64 = 0.0;
+            for (a, b) in q.chunks(vocab).zip(f.chunks(vocab)) {
+                let want: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+                worst = worst.max(row_error(a, &want));
+            }
+            println!("{} chunk {chunk}: int8 vs f32 prefill, worst logit difference {worst:.2e} of the spread (tol {tol})", m.name);
+            assert!(worst < tol, "{} chunk {chunk}: {worst:.2e}", m.name);
+            assert!(worst > 1e-6, "{} chunk {chunk}: int8 and f32 prefill agree exactly: the int8 path did not run", m.name);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "no quantised fixtures");
+}

@@ -41,8 +41,10 @@ to case (q4_k = q4_K, q8_0 = q8_0, bf16 = bf16, ...).
                   -> MUL_MAT type_a=<fmt> m=N k=K n=1 (the int8-activation GEMV too; for quantized
                      formats llama.cpp's CUDA mat-vec also quantizes x to 8 bits)
   q4k_gemv / q4k_gemv_q8 n=N k=K -> the same with type_a=q4_K
-  mm_gemm_<fmt> m=M n=N k=K (q4k_gemm: q4_K)
-                  -> MUL_MAT type_a=<fmt> m=N k=K n=M
+  mm_gemm_<fmt> m=M n=N k=K, mm_gemm_q8_<fmt> m=M n=N k=K (q4k_gemm: q4_K)
+                  -> MUL_MAT type_a=<fmt> m=N k=K n=M (mm_gemm_q8_<fmt>: the int8-activation GEMM
+                     of a few rows, its row timing quantisation + GEMM, as llama.cpp's small-n
+                     MUL_MAT quantizes x too; mm_gemm_q8_0 is <fmt> = q8_0 as for the GEMVs)
   Of the cases with that type and shape, the one with the most matrices per op wins (bs=[8,1]: 8
   matrices, whose 8 weight copies do not fit in L2, as our rotated copies do not), and its time is
   per matrix: us/run / 8, shown as "(8/op)". Without one, the single-matrix case's us/run.
@@ -251,7 +253,7 @@ def match_llamacpp(r, ll):
     # Format names are letters, digits and an optional _suffix (f16, bf16, q8_0, q4_k), so
     # mm_gemv_q8_0 is the f32-activation GEMV of q8_0 and mm_gemv_q8_q8_0 its int8-activation twin.
     gemv = re.fullmatch(r"mm_gemv_(?:q8_)?([a-z]+[0-9]+(?:_[0-9a-z])?)", k)
-    gemm = re.fullmatch(r"mm_gemm_([a-z]+[0-9]+(?:_[0-9a-z])?)", k)
+    gemm = re.fullmatch(r"mm_gemm_(?:q8_)?([a-z]+[0-9]+(?:_[0-9a-z])?)", k)
     n, kk = num(f.get("n")), num(f.get("k"))
     if gemv and n and kk:
         return mul_mat(gemv.group(1), n, kk, 1)

@@ -89,6 +89,8 @@ def main():
         check(ll, "mm_gemm_q4_k", "m=16 n=4096 k=4096", [("", 15.13)])
         check(ll, "mm_gemm_q4_k", "m=512 n=4096 k=4096", [("", 98.40)])
         check(ll, "mm_gemm_q8_0", "m=16 n=4096 k=4096", [("", 14.85)])
+        check(ll, "mm_gemm_q8_q4_k", "m=16 n=4096 k=4096", [("", 15.13)])  # int8 GEMM of a few rows
+        check(ll, "mm_gemm_q8_q8_0", "m=16 n=4096 k=4096", [("", 14.85)])
         check(ll, "mm_gemm_q4_k", "m=128 n=4096 k=4096", [])
         # Attention: f16 KV only; TurboQuant against q4_0 and q8_0 KV.
         check(ll, "attn_decode", "kv=4096 h=32/8 d=128 neox yarn f16 attend-only", [("", 20.0)])

@@ -14,7 +14,7 @@ struct Params {
     tiles_n: u32,    // GEMM: 64-row tiles of this chunk
     sps: u32,        // GEMM: 32-column slices per split
     splits: u32,     // GEMM: K splits
-    _p: u32,
+    xs: u32,         // q8 GEMM: stride of the activation records' planes
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

@@ -98,10 +98,13 @@ pub struct SessionOptions {
     pub chunk: usize,
     /// Keep the logits of every prompt position (a `[chunk, vocab]` buffer), not only the last.
     pub all_logits: bool,
-    /// Decode steps multiply weights of formats with an integer dot (Q4_K, Q6_K, Q8_0, Q4_0) by activations
-    /// rounded to int8 per block of 32 (one quantisation per GEMV input, shared by q/k/v and by
-    /// gate/up), as llama.cpp's GPU backends do; faster, and within the int8 rounding of the f32
-    /// path. Other formats, and prefill, always use f32 activations.
+    /// Decode steps, and prefill chunks of at most [`crate::kernels::matmul::GEMM_Q8_MAX_M`]
+    /// (16) tokens, multiply weights of formats with an integer dot (Q4_K, Q6_K, Q8_0, Q4_0) by
+    /// activations rounded to int8 per block of 32 (one quantisation per matrix input, shared by
+    /// q/k/v and by gate/up), as llama.cpp's GPU backends do; faster, and within the int8
+    /// rounding of the f32 path (so such a prefill chunk's logits differ from the f32 path's by
+    /// that rounding, as a decode step's do). Other formats, longer prefill chunks and the
+    /// logits of every position (`all_logits`) always use f32 activations.
     pub int8_activations: bool,
     /// With `int8_activations`, a decode step computes each RMSNorm and the int8 quantisation of
     /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two (default on; off is
@@ -142,6 +145,8 @@ struct Scratch {
     /// int8 activations of the decode GEMV inputs of width hidden, q_dim and ffn (where the
     /// width is a multiple of 256, which the integer dot needs).
     q8: [Option<Q8Activations>; 3],
+    /// The same for the GEMM inputs of prefill chunks of 2..=16 tokens (`min(chunk, 16)` rows).
+    q8_rows: [Option<Q8Activations>; 3],
     bytes: u64,
 }
 
@@ -174,6 +179,13 @@ pub struct Session {
 /// allows the integer dot.
 fn q8_slot(ctx: &Context, opts: SessionOptions, k: usize) -> Result<Option<Q8Activations>> {
     Ok(if opts.int8_activations && k % 256 == 0 { Some(Q8Activations::alloc(ctx, k)?) } else { None })
+}
+
+/// [`q8_slot`] for the prefill chunks of several tokens that [`crate::kernels::matmul::gemm_q8`]
+/// takes (none when every chunk is one token).
+fn q8_rows_slot(ctx: &Context, opts: SessionOptions, k: usize) -> Result<Option<Q8Activations>> {
+    let rows = opts.chunk.min(crate::kernels::matmul::GEMM_Q8_MAX_M);
+    Ok(if opts.int8_activations && k % 256 == 0 && rows > 1 { Some(Q8Activations::alloc_rows(ctx, k, rows)?) } else { None })
 }
 
 fn mul(a: usize, b: usize) -> Result<usize> {
@@ -229,10 +241,11 @@ impl Session {
             logits,
             decode,
             q8: [q8_slot(ctx, opts, c.hidden)?, q8_slot(ctx, opts, c.q_dim())?, q8_slot(ctx, opts, c.ffn)?],
+            q8_rows: [q8_rows_slot(ctx, opts, c.hidden)?, q8_rows_slot(ctx, opts, c.q_dim())?, q8_rows_slot(ctx, opts, c.ffn)?],
             bytes,
         };
         // int8 activations: 2 bytes per column in each of the two orders.
-        s.bytes += s.q8.iter().flatten().map(|q| 4 * q.k() as u64).sum::<u64>();
+        s.bytes += s.q8.iter().chain(&s.q8_rows).flatten().map(|q| 4 * (q.rows() * q.k()) as u64).sum::<u64>();
         let readback = ctx.host_readback(c.vocab)?;
         let upload = ctx.host_upload(c.hidden)?;
         let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };

@@ -55,6 +55,9 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
     for f in model.weights.formats() {
         let k = matmul::kernel_infos(f);
         v.extend([&k.gemv, &k.gemv_q8, &k.gemm]);
+        if k.integer_dot {
+            v.push(&k.gemm_q8);
+        }
     }
     v.extend([
         &crate::kernels::q8::QUANTIZE,

@@ -1,5 +1,6 @@
 //! Test and bench cases of the weight-matrix family (see [`crate::suite`]): for every format of
-//! [`FORMATS`], GEMV (f32 and int8 activations), GEMM and dequantise, on the format's random
+//! [`FORMATS`], GEMV (f32 and int8 activations), GEMM, the int8 GEMM of a few rows (formats with
+//! an integer dot; the GPU quantiser and the GEMM timed together) and dequantise, on the format's random
 //! valid blocks, odd row counts, a row-chunked matrix, poisoned guard regions and f64
 //! references (dequantise: bit equality with the CPU dequantiser). GEMM cases that run as Matrix
 //! (see [`super::matrix`]) or Native take weights within f16's range and the f16 error bound
@@ -15,6 +16,7 @@ enum Op {
     Gemv,
     GemvQ8,
     Gemm,
+    GemmQ8,
     Dequant,
 }
 
@@ -26,7 +28,10 @@ struct MmKernel {
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
     static ALL: OnceLock<Vec<MmKernel>> = OnceLock::new();
-    let all = ALL.get_or_init(|| FORMATS.iter().flat_map(|&format| [Op::Gemv, Op::GemvQ8, Op::Gemm, Op::Dequant].map(|op| MmKernel { format, op })).collect());
+    let all = ALL.get_or_init(|| {
+        let ops = |f: &'static WeightFormat| [Op::Gemv, Op::GemvQ8, Op::Gemm, Op::GemmQ8, Op::Dequant].into_iter().filter(move |&op| op != Op::GemmQ8 || has_integer_dot(f));
+        FORMATS.iter().flat_map(|&format| ops(format).map(move |op| MmKernel { format, op })).collect()
+    });
     all.iter().map(|k| k as &dyn Kernel).collect()
 }
 
@@ -99,6 +104,30 @@ impl Prepared for Q8Prepared {
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
         Ok(crate::suite::compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, TOL))
+    }
+}
+
+/// The q8 GEMM's prepared form: f32 x on the GPU, quantised by the GPU quantiser into
+/// activations of [`GEMM_Q8_MAX_M`] rows (so the record planes' stride is not `m`'s) and
+/// multiplied, both in the timed batch (the quantiser, Portable only, is recorded under every
+/// variant of the GEMM: it is its input stage, as in llama.cpp's MUL_MAT); the reference is the
+/// int8 GEMV's per row (x quantised by the CPU quantiser, which the GPU one matches bit for bit).
+struct GemmQ8Prepared {
+    weights: Vec<WeightMatrix>,
+    x: GpuBuffer<f32>,
+    xq: Q8Activations,
+    y: GpuBuffer<f32>,
+    m: usize,
+    reference: (Vec<f64>, Vec<f64>),
+}
+
+impl Prepared for GemmQ8Prepared {
+    fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+        crate::kernels::q8::record_quantize(b, &self.x, &self.xq, self.m)?;
+        gemm_q8(b, &self.weights[copy % self.weights.len()], &self.xq, &self.y, self.m)
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        Ok(compare(&ctx.read(&self.y)?, &self.reference.0, &self.reference.1, TOL))
     }
 }
 
@@ -200,6 +229,8 @@ impl Case for MatCase {
         match self.op {
             Op::Dequant => w + 4 * (self.n * self.k) as u64,
             Op::GemvQ8 => w + 2 * self.k as u64 + 4 * self.n as u64,
+            // x read and its codes written and read once, y written.
+            Op::GemmQ8 => w + 8 * (self.m * self.k) as u64 + 4 * (self.m * self.n) as u64,
             _ => w + 4 * (self.m * (self.k + self.n)) as u64,
         }
     }
@@ -222,6 +253,17 @@ impl Case for MatCase {
                 let xv: Vec<f32> = (0..k).map(|c| xq.value(c) as f32).collect();
                 let reference = reference::gemv(n, k, wv, mv, &xv);
                 Ok(Box::new(Q8Prepared { weights, xq: Q8Activations::upload(ctx, &xq)?, y: guarded_f32(ctx, n)?, reference }))
+            }
+            Op::GemmQ8 => {
+                let x = rng.normal_vec(m * k);
+                let mut xv = Vec::with_capacity(m * k);
+                for row in x.chunks_exact(k) {
+                    let xq = r8::quantize(row);
+                    xv.extend((0..k).map(|c| xq.value(c) as f32));
+                }
+                let reference = reference::gemm(m, n, k, wv, mv, &xv);
+                let xq = Q8Activations::alloc_rows(ctx, k, GEMM_Q8_MAX_M)?;
+                Ok(Box::new(GemmQ8Prepared { weights, x: ctx.upload(&x)?, xq, y: guarded_f32(ctx, m * n)?, m, reference }))
             }
             Op::Gemv => {
                 let x = rng.uniform_vec(m * k, -1.0, 1.0);
@@ -252,6 +294,7 @@ impl Kernel for MmKernel {
             Op::Gemv => &i.gemv,
             Op::GemvQ8 => &i.gemv_q8,
             Op::Gemm => &i.gemm,
+            Op::GemmQ8 => &i.gemm_q8,
             Op::Dequant => &i.dequant,
         }
     }
@@ -260,7 +303,8 @@ impl Kernel for MmKernel {
     /// the smallest k. GEMM: odd m and n over the test ks, a chunked one, m = 1, and a k that
     /// ends inside a K step. Dequantise: four shapes and a chunked one.
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
-        let ks = test_ks(self.format, self.op == Op::GemvQ8);
+        // The int8 GEMM needs the quad order: k % 256 == 0 (one, three and ten 256-column groups).
+        let ks = if self.op == Op::GemmQ8 { vec![256, 768, 2560] } else { test_ks(self.format, self.op == Op::GemvQ8) };
         let mut v = Vec::new();
         match self.op {
             Op::Gemv | Op::GemvQ8 => {
@@ -289,6 +333,19 @@ impl Kernel for MmKernel {
                 v.push(self.case(1, 20, ks[ks.len() - 1], 1));
                 v.push(self.case(40, 70, q4 * if q4 >= 256 { 9 } else { 81 }, 1));
             }
+            Op::GemmQ8 => {
+                // m = 2, 3, 5, 8, 13, 16 (both plans: 4 weight rows per team up to m = 8, 2
+                // above), n odd (not a multiple of any team's rows), k of one to ten 256-column
+                // groups, a 3-chunk matrix. Each m is its own pipeline (slow to build on a CPU
+                // adapter): the formats besides Q4_K and Q6_K take m = 2, 5 and 16 only.
+                let all = [(2, 33), (3, 1), (5, 255), (8, 31), (13, 3), (16, 67), (16, 130)];
+                let k_quants = matches!(self.format.ggml_type, Some(GgmlType::Q4_K | GgmlType::Q6_K));
+                let shapes: Vec<_> = all.into_iter().filter(|&(m, _)| k_quants || [2, 5, 16].contains(&m)).collect();
+                for (i, &(m, n)) in shapes.iter().enumerate() {
+                    v.push(self.case(m, n, ks[i % ks.len()], 1));
+                }
+                v.push(self.case(5, 67, ks[1], 3));
+            }
             Op::Dequant => {
                 for (i, n) in [1, 3, 33, 31].into_iter().enumerate() {
                     v.push(self.case(1, n, ks[i % ks.len()], 1));
@@ -308,6 +365,8 @@ impl Kernel for MmKernel {
                 let ms: &[usize] = if common { &[4, 8, 16, 128, 512, 2048] } else { &[16, 512] };
                 ms.iter().map(|&m| self.case(m, 4096, 4096, 1)).collect()
             }
+            // The int8 GEMM of a few rows at the shapes of the GEMVs.
+            Op::GemmQ8 => [4, 8, 16].iter().flat_map(|&m| LLM_SHAPES.iter().map(move |&(n, k)| self.case(m, n, k, 1))).collect(),
             Op::Dequant => vec![self.case(1, 4096, 4096, 1)],
         }
     }
@@ -347,6 +406,16 @@ impl Kernel for MmKernel {
                     _ => None,
                 })));
                 v
+            }
+            Op::GemmQ8 => {
+                let mut keys = Vec::new();
+                for variant in [Variant::Portable, Variant::Subgroup] {
+                    for (m, rows, unroll) in [(1, 1, 1), (2, 4, 2), (5, 3, 4), (8, 4, 2), (13, 2, 1), (16, 2, 2), (16, 4, 2)] {
+                        let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
+                        keys.push(MmPipeline::GemmQ8 { format, variant, plan, m });
+                    }
+                }
+                describe_all(keys)
             }
             Op::Dequant => describe_all([MmPipeline::Dequant { format }, MmPipeline::Gather { format }]),
         }

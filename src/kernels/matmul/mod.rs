@@ -33,9 +33,11 @@ use std::sync::OnceLock;
 #[cfg(feature = "testkit")]
 mod cases;
 pub(crate) mod check;
+mod gemm_q8;
 pub mod matrix;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
+pub use gemm_q8::{gemm_q8, gemm_q8_plan, GEMM_Q8_MAX_M};
 
 const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/mm_gemv.wgsl");
@@ -48,11 +50,14 @@ const DEQUANT_WGSL: &str = include_str!("../../../wgsl/mm_dequant.wgsl");
 const GATHER_WGSL: &str = include_str!("../../../wgsl/mm_gather.wgsl");
 
 /// The kernels of one format (names `mm_gemv_<format>`, `mm_gemv_q8_<format>`, `mm_gemm_<format>`,
-/// `mm_dequant_<format>`).
+/// `mm_gemm_q8_<format>`, `mm_dequant_<format>`).
 pub struct FormatKernels {
     pub gemv: KernelInfo,
     pub gemv_q8: KernelInfo,
     pub gemm: KernelInfo,
+    /// The GEMM of a few rows on int8 activations ([`gemm_q8`]); only formats with an integer
+    /// dot run it (`integer_dot`).
+    pub gemm_q8: KernelInfo,
     pub dequant: KernelInfo,
     /// Whether the format's WGSL part defines the integer dot ([`has_integer_dot`]).
     pub integer_dot: bool,
@@ -78,6 +83,7 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
                 gemv: KernelInfo { name: name("gemv", f), variants: if f.native.is_some() { GEMV_NATIVE } else { GEMV_VARIANTS }, extra: None },
                 gemv_q8: KernelInfo { name: name("gemv_q8", f), variants: GEMV_VARIANTS, extra: None },
                 gemm: KernelInfo { name: name("gemm", f), variants: if f.native_gemm.is_some() { GEMM_NATIVE } else { GEMM_VARIANTS }, extra: Some(matrix::gemm_extra) },
+                gemm_q8: KernelInfo { name: name("gemm_q8", f), variants: GEMV_VARIANTS, extra: None },
                 dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
                 integer_dot: f.wgsl.contains("fn fmt_qdot("),
                 runs: f.wgsl.contains("fn fmt_run_load("),
@@ -88,13 +94,14 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
     &all[i]
 }
 
-/// The [`KernelInfo`]s of every format's kernels (for the probe report).
+/// The [`KernelInfo`]s of every format's kernels (for the probe report; `mm_gemm_q8_<format>`
+/// for the formats with an integer dot).
 pub fn infos() -> Vec<&'static KernelInfo> {
     FORMATS
         .iter()
         .flat_map(|f| {
             let k = kernel_infos(f);
-            [&k.gemv, &k.gemv_q8, &k.gemm, &k.dequant]
+            [Some(&k.gemv), Some(&k.gemv_q8), Some(&k.gemm), k.integer_dot.then_some(&k.gemm_q8), Some(&k.dequant)].into_iter().flatten()
         })
         .collect()
 }
@@ -326,7 +333,8 @@ struct Params {
     tiles_n: u32,
     sps: u32,
     splits: u32,
-    _p: u32,
+    /// q8 GEMM: the stride of the activation records' planes (quads of the whole buffer).
+    xs: u32,
 }
 
 const GEMV_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("y", "f32")];
@@ -428,6 +436,14 @@ pub enum MmPipeline {
     GemmNative {
         format: Fmt,
     },
+    /// The GEMM of `m` rows on int8 activations ([`gemm_q8`]): the integer GEMV's teams, `m`
+    /// accumulators per output.
+    GemmQ8 {
+        format: Fmt,
+        variant: Variant,
+        plan: GemvPlan,
+        m: u32,
+    },
     /// The Matrix GEMM ([`matrix`]) built for subgroup size `sg`.
     GemmMatrix {
         format: Fmt,
@@ -496,6 +512,7 @@ impl PipelineKey for MmPipeline {
                 }
             }
             MmPipeline::GemmMatrix { format, sg, tile } => matrix::matrix_desc(format, sg, tile),
+            MmPipeline::GemmQ8 { format, variant, plan, m } => gemm_q8::desc(format, variant, plan, m, params_size),
             MmPipeline::Dequant { format } | MmPipeline::Gather { format } => {
                 let (text, bindings) = if matches!(self, MmPipeline::Dequant { .. }) { (DEQUANT_WGSL, DEQUANT_BINDINGS) } else { (GATHER_WGSL, GATHER_BINDINGS) };
                 PipelineDesc {
@@ -583,6 +600,7 @@ pub fn gemv_with(b: &mut Batch, w: &WeightMatrix, x: GemvInput, y: &GpuBuffer<f3
             gemv_any(b, w, x.raw(), y, Activations::F32, epi)
         }
         GemvInput::Q8(xq) => {
+            xq.require_one_row("gemv_q8")?;
             ensure(xq.k() == w.k, || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k(), w.k)))?;
             match (Activations::q8_for(w.format, xq.has_q4k()), xq.q4k_words()) {
                 (Activations::Q8Int, Some(xk)) => gemv_any(b, w, xk.raw(), y, Activations::Q8Int, epi),

@@ -25,7 +25,7 @@ impl Q8Activations {
     pub fn upload(ctx: &Context, h: &r8::HostQ8) -> Result<Q8Activations> {
         let k = h.k();
         ensure(k > 0 && k % QB == 0 && h.d.len() == k / QB, || Error::Shape(format!("host q8: k = {k}, {} scales", h.d.len())))?;
-        Ok(Q8Activations { k, x4: ctx.upload(&r8::pack_int4(h))?, xk: (k % QK_K == 0).then(|| ctx.upload(&r8::pack_q4k(h))).transpose()? })
+        Ok(Q8Activations { k, rows: 1, x4: ctx.upload(&r8::pack_int4(h))?, xk: (k % QK_K == 0).then(|| ctx.upload(&r8::pack_q4k(h))).transpose()? })
     }
 }
 
@@ -53,8 +53,15 @@ fn random_x(rng: &mut Rng, k: usize) -> Vec<f32> {
 // Quantiser
 
 struct QuantKernel;
+/// `m` of `rows` rows of `k` quantised (`quantize_rows`; `m == rows`: `quantize_activations`).
 struct QuantCase {
     k: usize,
+    rows: usize,
+    m: usize,
+}
+
+fn quant_case(k: usize, rows: usize, m: usize) -> Box<dyn Case> {
+    Box::new(QuantCase { k, rows, m })
 }
 
 impl Kernel for QuantKernel {
@@ -62,10 +69,13 @@ impl Kernel for QuantKernel {
         &QUANTIZE
     }
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
-        [32, 96, 256, 1056, 2560, 4096 + 256].iter().map(|&k| Box::new(QuantCase { k }) as Box<dyn Case>).collect()
+        let mut v: Vec<_> = [32, 96, 256, 1056, 2560, 4096 + 256].iter().map(|&k| quant_case(k, 1, 1)).collect();
+        // Several rows: all of them, and 3 of 5 (the Q4_K-order planes keep the 5-row stride).
+        v.extend([quant_case(96, 3, 3), quant_case(512, 4, 4), quant_case(768, 5, 3)]);
+        v
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-        [4096, 14336].iter().map(|&k| Box::new(QuantCase { k }) as Box<dyn Case>).collect()
+        [4096, 14336].iter().map(|&k| quant_case(k, 1, 1)).collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         describe_all([Q8Pipeline::Quantize])
@@ -74,6 +84,7 @@ impl Kernel for QuantKernel {
 
 struct QuantPrepared {
     x: GpuBuffer<f32>,
+    m: usize,
     out: Q8Activations,
     expect: r8::HostQ8,
 }
@@ -90,13 +101,27 @@ fn word_diff(got: &[u32], expect: &[u32], what: &str) -> (String, usize) {
 
 impl Prepared for QuantPrepared {
     fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
-        quantize_activations(b, &self.x, &self.out)
+        if self.m == self.out.rows {
+            quantize_activations(b, &self.x, &self.out)
+        } else {
+            quantize_rows(b, &self.x, &self.out, self.m)
+        }
     }
-    /// Bit equality of both layouts with the CPU quantiser, and intact guards.
+    /// Bit equality of both layouts with the CPU quantiser (rows past `m` untouched: poison),
+    /// and intact guards.
     fn check(&self, ctx: &Context) -> Result<Check> {
-        let (mut note, mut guard) = word_diff(&ctx.read(&self.out.x4)?, &r8::pack_int4(&self.expect), "int4 order");
+        let mut x4 = r8::pack_int4(&self.expect);
+        x4.resize(self.out.rows * self.out.k / 2, POISON_U32);
+        let (mut note, mut guard) = word_diff(&ctx.read(&self.out.x4)?, &x4, "int4 order");
         if let Some(xk) = &self.out.xk {
-            let (n2, g2) = word_diff(&ctx.read(xk)?, &r8::pack_q4k(&self.expect), "q4k order");
+            // The m rows' planes of 16-byte records, each at the buffer's plane stride.
+            let (mq, q) = (self.m * self.out.k / 64, self.out.quads());
+            let packed = r8::pack_q4k(&self.expect);
+            let mut want = vec![POISON_U32; q * XK_WORDS_PER_QUAD];
+            for t in 0..8 {
+                want[t * q * 4..(t * q + mq) * 4].copy_from_slice(&packed[t * mq * 4..(t + 1) * mq * 4]);
+            }
+            let (n2, g2) = word_diff(&ctx.read(xk)?, &want, "q4k order");
             guard += g2;
             if !n2.is_empty() {
                 note = if note.is_empty() { n2 } else { format!("{note}; {n2}") };
@@ -108,21 +133,26 @@ impl Prepared for QuantPrepared {
 
 impl Case for QuantCase {
     fn name(&self) -> String {
-        format!("k={}", self.k)
+        match self.rows {
+            1 => format!("k={}", self.k),
+            _ => format!("k={} m={} rows={}", self.k, self.m, self.rows),
+        }
     }
     /// x read, both orders written.
     fn bytes(&self) -> u64 {
-        (self.k * 4 + self.k * 2 + if self.k % QK_K == 0 { self.k * 2 } else { 0 }) as u64
+        let c = self.m * self.k;
+        (c * 4 + c * 2 + if self.k % QK_K == 0 { c * 2 } else { 0 }) as u64
     }
     fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
-        let k = self.k;
-        let mut x = random_x(rng, k);
+        let (k, rows) = (self.k, self.rows);
+        let mut x = random_x(rng, self.m * k);
         if k >= 96 {
             x[32..64].iter_mut().for_each(|v| *v = 0.0); // a zero block: d = 0, codes 0
         }
+        // Per row, as one vector: blocks never straddle rows.
         let expect = r8::quantize(&x);
-        let out = Q8Activations { k, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? };
-        Ok(Box::new(QuantPrepared { x: ctx.upload(&x)?, out, expect }))
+        let out = Q8Activations { k, rows, x4: guarded_u32(ctx, rows * k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, rows * k / 64 * XK_WORDS_PER_QUAD)).transpose()? };
+        Ok(Box::new(QuantPrepared { x: ctx.upload(&x)?, m: self.m, out, expect }))
     }
 }
 
@@ -204,7 +234,7 @@ impl Case for NormQuantCase {
         let w = rng.uniform_vec(k, -2.0, 2.0);
         let eps = rng.uniform(1e-6, 1e-5);
         let reference = crate::kernels::elementwise::reference_rmsnorm(&x, &w, 1, eps);
-        let out = Q8Activations { k, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? };
+        let out = Q8Activations { k, rows: 1, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? };
         Ok(Box::new(NormQuantPrepared { x: ctx.upload(&x)?, w: ctx.upload(&w)?, eps, xn: guarded_f32(ctx, k)?, out, reference }))
     }
 }

@@ -65,23 +65,46 @@ const Q4K_COMMON_WGSL: &str = include_str!("../../../wgsl/q4k_common.wgsl");
 /// u32 words of the Q4_K-order buffer per 64-column quad (8 vec4).
 const XK_WORDS_PER_QUAD: usize = 32;
 
-/// Quantised activations of length `k` on the GPU (see the module docs for the layout).
+/// Quantised activations on the GPU: `rows` rows of length `k` (one row for a GEMV; up to
+/// [`crate::kernels::matmul::GEMM_Q8_MAX_M`] for `matmul::gemm_q8`), see the module docs for the
+/// layout. Rows follow each other as if they were one vector of `rows * k` columns (blocks and
+/// Q4_K super-blocks never straddle rows since `k % 32 == 0`, and the Q4_K order exists only
+/// when `k % 256 == 0`).
 pub struct Q8Activations {
     k: usize,
+    rows: usize,
     x4: GpuBuffer<u32>,
     /// Q4_K order; present when `k % 256 == 0`.
     xk: Option<GpuBuffer<u32>>,
 }
 
 impl Q8Activations {
-    /// Storage for `k` activations (`k > 0`, `k % 32 == 0`).
+    /// Storage for `k` activations (`k > 0`, `k % 32 == 0`): one row.
     pub fn alloc(ctx: &Context, k: usize) -> Result<Q8Activations> {
+        Self::alloc_rows(ctx, k, 1)
+    }
+
+    /// Storage for `rows` rows of `k` activations each (`k > 0`, `k % 32 == 0`, `rows > 0`).
+    pub fn alloc_rows(ctx: &Context, k: usize, rows: usize) -> Result<Q8Activations> {
         ensure(k > 0 && k % QB == 0, || Error::Shape(format!("q8 activations need k > 0 and k % 32 == 0, got k = {k}")))?;
-        ensure(k <= u32::MAX as usize / 8, || Error::Shape(format!("k = {k} too large")))?;
-        Ok(Q8Activations { k, x4: ctx.alloc(k / 2)?, xk: (k % QK_K == 0).then(|| ctx.alloc(k / 64 * XK_WORDS_PER_QUAD)).transpose()? })
+        ensure(rows > 0, || Error::Shape("q8 activations need rows > 0".into()))?;
+        let total = rows.checked_mul(k).filter(|&t| t <= u32::MAX as usize / 8).ok_or_else(|| Error::Shape(format!("{rows} rows of k = {k} too large")))?;
+        Ok(Q8Activations { k, rows, x4: ctx.alloc(total / 2)?, xk: (k % QK_K == 0).then(|| ctx.alloc(total / 64 * XK_WORDS_PER_QUAD)).transpose()? })
     }
     pub fn k(&self) -> usize {
         self.k
+    }
+    /// Rows of `k` activations this buffer holds.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Quads (64 columns) of all rows: the stride between the record planes of the Q4_K order.
+    pub fn quads(&self) -> usize {
+        self.rows * self.k / 64
+    }
+    /// `Ok` when this holds one row (what the GEMVs read), else a shape error naming `op`.
+    pub(crate) fn require_one_row(&self, op: &str) -> Result<()> {
+        ensure(self.rows == 1, || Error::Shape(format!("{op} reads one row of q8 activations; these hold {} (matmul::gemm_q8 multiplies several)", self.rows)))
     }
     /// Whether the Q4_K order is present (`k % 256 == 0`).
     pub fn has_q4k(&self) -> bool {
@@ -212,16 +235,33 @@ fn plan(ctx: &Context, n: usize, k: usize, int4: bool, variant: Variant) -> Resu
     Ok((plan, plan_grid(ctx, &plan, n, variant)?))
 }
 
-/// Quantise `x[0..k]` (`k = xq.k()`) into `xq`: int8 blocks of 32 with one f32 scale each,
-/// written in both GEMV orders. Record it once per activation vector and reuse `xq` for every
-/// GEMV that multiplies it.
+/// Quantise `x[0..k]` (`k = xq.k()`; every row, `x[0..rows * k]`, when `xq` holds several) into
+/// `xq`: int8 blocks of 32 with one f32 scale each, written in both GEMV orders. Record it once
+/// per activation vector and reuse `xq` for every GEMV that multiplies it.
 pub fn quantize_activations(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activations) -> Result<()> {
+    quantize_rows(b, x, xq, xq.rows)
+}
+
+/// Quantise the first `m` rows of `x` (row-major, `m * k` values, `k = xq.k()`) into the first
+/// `m` rows of `xq` (`1 <= m <= xq.rows()`), each row exactly as [`quantize_activations`]
+/// quantises one vector (spec: `reference::q8::quantize` of the row, in the test kit).
+pub fn quantize_rows(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activations, m: usize) -> Result<()> {
+    b.context().variant_for(&QUANTIZE)?;
+    record_quantize(b, x, xq, m)
+}
+
+/// [`quantize_rows`] whatever variant the context's policy asks for (the quantiser has one, and
+/// runs on every adapter): for the harness cases that time it as the input stage of the kernel
+/// under test (`matmul::gemm_q8`) under each of that kernel's variants.
+pub(crate) fn record_quantize(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activations, m: usize) -> Result<()> {
     let ctx = b.context();
-    x.require("x", xq.k)?;
-    ctx.variant_for(&QUANTIZE)?;
-    let params = QuantParams { blocks: (xq.k / QB) as u32, quads: (xq.k / 64) as u32, has_q4k: xq.xk.is_some() as u32, eps: 0.0 };
+    ensure(m >= 1 && m <= xq.rows, || Error::Shape(format!("quantise m = {m} rows into q8 activations of {} rows", xq.rows)))?;
+    // m * k <= rows * k, which alloc_rows bounded.
+    let cols = m * xq.k;
+    x.require("x", cols)?;
+    let params = QuantParams { blocks: (cols / QB) as u32, quads: xq.quads() as u32, has_q4k: xq.xk.is_some() as u32, eps: 0.0 };
     let xk = xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw());
-    let grid = ctx.grid(xq.k.div_ceil(256) as u64)?; // 256 columns per workgroup
+    let grid = ctx.grid(cols.div_ceil(256) as u64)?; // 256 columns per workgroup
     b.dispatch(&Q8Pipeline::Quantize, &params, &[x.raw(), xq.x4.raw(), xk], grid)
 }
 
@@ -234,6 +274,7 @@ pub fn quantize_activations(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activation
 /// hidden size; not meant for long rows).
 pub fn rmsnorm_quantize(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, eps: f32, xn: &GpuBuffer<f32>, xq: &Q8Activations) -> Result<()> {
     let ctx = b.context();
+    xq.require_one_row("rmsnorm_quantize")?;
     ensure(eps.is_finite() && eps >= 0.0, || Error::Argument(format!("eps = {eps}: must be finite and >= 0")))?;
     x.require("x", xq.k)?;
     w.require("w", xq.k)?;
@@ -249,6 +290,7 @@ pub fn rmsnorm_quantize(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, e
 /// Needs `k % 32 == 0`, `group_size % 32 == 0` and `xq.k() == w.k()`.
 pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
+    xq.require_one_row("int4 gemv_q8")?;
     ensure(w.k() % QB == 0, || Error::Shape(format!("int4 gemv_q8 needs k % 32 == 0, got k = {}", w.k())))?;
     ensure(w.group_size() % QB == 0, || Error::Argument(format!("int4 gemv_q8 needs group_size % 32 == 0, got {}", w.group_size())))?;
     ensure(xq.k == w.k(), || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k, w.k())))?;
@@ -267,6 +309,7 @@ pub fn int4_gemv(b: &mut Batch, w: &Int4Matrix, xq: &Q8Activations, y: &GpuBuffe
 /// Needs `xq.k() == w.k()`.
 pub fn q4k_gemv(b: &mut Batch, w: &Q4kMatrix, xq: &Q8Activations, y: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
+    xq.require_one_row("q4k gemv_q8")?;
     ensure(xq.k == w.k(), || Error::Shape(format!("q8 activations have k = {}, the matrix k = {}", xq.k, w.k())))?;
     let xk = xq.xk.as_ref().ok_or_else(|| Error::Shape(format!("q8 activations of k = {} have no Q4_K order (k % 256 != 0)", xq.k)))?;
     y.require("y", w.n())?;

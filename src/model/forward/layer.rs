@@ -58,15 +58,26 @@ impl Session {
         Ok(())
     }
 
-    /// In a decode step (`m == 1`) with int8 activations: quantise `x` into slot `slot` when
-    /// `wanted` (one of the GEMVs reading it has an integer dot), and return the slot. `None`:
-    /// every GEMV reads f32 `x`.
+    /// In a decode step (`m == 1`) or a prefill chunk of up to 16 tokens (`m` rows, the
+    /// slot's rows) with int8 activations: quantise the `m` rows of `x` into slot `slot` when
+    /// `wanted` (one of the matrices reading it has an integer dot), and return the slot.
+    /// `None`: every GEMV / GEMM reads f32 `x`.
     fn quantised(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, wanted: bool) -> Result<Option<&Q8Activations>> {
-        let xq = self.s.q8[slot].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k());
+        let pool = if m == 1 { &self.s.q8 } else { &self.s.q8_rows };
+        let xq = pool[slot].as_ref().filter(|xq| wanted && m <= xq.rows() && xq.has_q4k());
         if let Some(xq) = xq {
-            q8::quantize_activations(b, x, xq)?;
+            q8::quantize_rows(b, x, xq, m)?;
         }
         Ok(xq)
+    }
+
+    /// `y = x W^T` for the `m > 1` rows of a prefill chunk: the int8 GEMM of a few rows where
+    /// `xq` holds them and `w` has an integer dot, else the f32 GEMM.
+    fn matmul_rows(b: &mut Batch, w: &mm::WeightMatrix, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+        match xq {
+            Some(xq) if has_integer_dot(w.format()) && m <= xq.rows() => Ok(mm::gemm_q8(b, w, xq, y, m)?),
+            _ => Ok(mm::matmul(b, w, x, y, m)?),
+        }
     }
 
     /// `y (op)= x W^T` for one decode-step projection: int8 activations where `xq` holds them
@@ -79,9 +90,10 @@ impl Session {
         Ok(mm::gemv_with(b, w, input, y, epi)?)
     }
 
-    /// `xn = rmsnorm(src) * weight` (`m` rows of `hidden`), and in a decode step (`m == 1`) with
-    /// int8 activations when `wanted` (a matrix reading `xn` has an integer dot), its
-    /// quantisation (returned): one dispatch ([`q8::rmsnorm_quantize`]) unless `fused_norm` is off.
+    /// `xn = rmsnorm(src) * weight` (`m` rows of `hidden`), and with int8 activations when
+    /// `wanted` (a matrix reading `xn` has an integer dot), its quantisation (returned): in a
+    /// decode step one dispatch ([`q8::rmsnorm_quantize`]) unless `fused_norm` is off; in a
+    /// prefill chunk of up to 16 tokens the norm, then the quantisation of its rows.
     fn norm(&self, b: &mut Batch, src: &GpuBuffer<f32>, weight: &GpuBuffer<f32>, m: usize, c: &Config, wanted: bool) -> Result<Option<&Q8Activations>> {
         let s = &self.s;
         match s.q8[0].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k()) {
@@ -103,7 +115,8 @@ impl Session {
             let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
         } else {
-            mm::matmul(b, w, a, &s.tmp, m)?;
+            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
+            Self::matmul_rows(b, w, a, xq, &s.tmp, m)?;
             Ok(elementwise::add_inplace(b, &s.x, &s.tmp, m * w.n())?)
         }
     }
@@ -114,7 +127,7 @@ impl Session {
         match f {
             FfnIn::GateUp(w) if m == 1 => Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu),
             FfnIn::GateUp(w) => {
-                mm::matmul(b, w, &s.xn, &s.up, m)?;
+                Self::matmul_rows(b, w, &s.xn, xq, &s.up, m)?;
                 Ok(ops::swiglu_pairs(b, &s.up, m * ffn, &s.gate)?)
             }
             FfnIn::Separate { gate, up } => {
@@ -122,7 +135,7 @@ impl Session {
                     if m == 1 {
                         Self::gemv(b, w, &s.xn, xq, y, Epilogue::Store)?;
                     } else {
-                        mm::matmul(b, w, &s.xn, y, m)?;
+                        Self::matmul_rows(b, w, &s.xn, xq, y, m)?;
                     }
                 }
                 Ok(elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * ffn)?)
@@ -163,7 +176,7 @@ impl Session {
                     if m == 1 {
                         Self::gemv(b, mat, &s.xn, xq, &s.qkv, Epilogue::Store)?;
                     } else {
-                        mm::matmul(b, mat, &s.xn, &s.qkv, m)?;
+                        Self::matmul_rows(b, mat, &s.xn, xq, &s.qkv, m)?;
                     }
                     ops::split_qkv(b, &s.qkv, m, r0, mat.n(), w.qkv_bias.as_ref(), &out)?;
                     r0 += mat.n();
