@@ -110,7 +110,8 @@ mod tests {
             assert_eq!(native_prefill_entry(d), Some(name));
         }
         let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
-        let twin = Caps { backend: wgpu::Backend::Vulkan, limits: wgpu::Limits { max_compute_workgroup_storage_size: 32 << 10, ..Caps::nominal().limits }, ..Caps::nominal() };
+        let twin =
+            Caps { backend: wgpu::Backend::Vulkan, limits: crate::caps::KeyLimits { max_compute_workgroup_storage_size: 32 << 10, ..Caps::nominal().limits }, ..Caps::nominal() };
         for d in (2..=256).step_by(2) {
             for kv_f16 in [false, true] {
                 for neox in [false, true] {
