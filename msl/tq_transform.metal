@@ -1,10 +1,9 @@
 // TurboQuant transforms, native tier (hand-written MSL for wgpu's passthrough path):
 //   tq_quantize    f32 vectors -> 4-bit codes + norm (prefill and decode append)
 //   tq_dequantize  codes + norm -> f32 vectors
-//   tq_rotate      q -> H D q / sqrt(d) (decode attention, before the split-K pass)
-//   tq_merge       split-K partials -> attention output, rotated back (after tq_attend)
+//   tq_merge       split-K partials -> attention output (after tq_attend)
 // Twins: wgsl/tq_subgroup.wgsl + the generated codebook constants + wgsl/tq_transform.wgsl,
-// entries quantize / dequantize / rotate / merge. Same algorithm, Params and bindings; see the
+// entries quantize / dequantize / merge. Same algorithm, Params and bindings; see the
 // WGSL for the layout. In short: a vector of d (power of two, 64..512) coordinates is held by a
 // team of lanes = d / 8 threads, lane r holding coordinates 8r..8r+7 as two float4s; a
 // threadgroup of 64 holds 64 / lanes vectors. The Walsh-Hadamard butterflies run on the 3 low
@@ -31,12 +30,13 @@
 //
 // Passthrough conventions (see src/native.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer, all sizes from the
-// params; threadgroup of 64 threads (the twin's @workgroup_size); threadgroup memory per kernel:
-// 2 x 128 float4 + 128 float + 65 uint (4.8 KiB).
+// params; threadgroups of 64 threads, tq_merge 256 (the twins' @workgroup_size); threadgroup memory:
+// tq_quantize / tq_dequantize 2 x 128 float4 + 128 float + 65 uint (4.8 KiB), tq_merge 256 float4 +
+// 256 float2 (6 KiB).
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_quantize, tq_dequantize, tq_rotate, tq_merge: twin fnv1a64 81ceec44e8ba0146
+//   tq_quantize, tq_dequantize, tq_merge: twin fnv1a64 01f6b1f591b55671
 
 #include <metal_stdlib>
 using namespace metal;
@@ -51,12 +51,14 @@ struct TqTransformParams {
     uint src_off;   // offset of the first source vector in `src`, in float4s
     uint splits;    // merge: split-K partials per head
     uint row;       // merge: floats per partial row (d + 4: max, sum, 2 pad, d outputs)
-    float scale;    // rotate / merge: 1 / sqrt(d)
+    float _scale;   // unused
     uint _p0;
     uint _p1;
 };
 
 constant constexpr uint WG = 64;
+// Threads of tq_merge (its twin's @workgroup_size).
+constant constexpr uint MERGE_WG = 256;
 // One simdgroup-size entry per simdgroup (at most one per thread), then the result.
 constant constexpr uint MAX_SIMDGROUPS = 64;
 
@@ -325,61 +327,10 @@ kernel void tq_dequantize(constant TqTransformParams& p [[buffer(0)]],
     }
 }
 
-kernel void tq_rotate(constant TqTransformParams& p [[buffer(0)]],
-                      device const float4* src [[buffer(1)]],
-                      device uint* codes [[buffer(2)]],
-                      device float* norms [[buffer(3)]],
-                      device const uint* signs [[buffer(4)]],
-                      device float4* dst [[buffer(5)]],
-                      uint3 tg [[threadgroup_position_in_grid]],
-                      uint3 ntg [[threadgroups_per_grid]],
-                      uint li [[thread_index_in_threadgroup]],
-                      uint sl [[thread_index_in_simdgroup]],
-                      uint ss [[threads_per_simdgroup]],
-                      uint sid [[simdgroup_index_in_threadgroup]],
-                      uint nsg [[simdgroups_per_threadgroup]]) {
-    threadgroup uint sizes[MAX_SIMDGROUPS + 1];
-    threadgroup float4 xa[2 * WG];
-    threadgroup float4 xb[2 * WG];
-    threadgroup float xs[2 * WG];
-    const TqLanes t = tq_begin(tg, ntg, li, sl, ss, sid, nsg, sizes);
-    const Lane ln = lane_of(p, t);
-    const uint i = (ln.v * p.d + ln.r * 8u) / 4u;
-    Chunk c;
-    c.a = src[i];
-    c.b = src[i + 1u];
-    c.s = 0.0f;
-    c = fwht(p, apply_signs(signs, c, ln.r), t, xa, xb, xs);
-    if (ln.valid) {
-        dst[i] = c.a * p.scale;
-        dst[i + 1u] = c.b * p.scale;
-    }
-}
-
-struct Part {
-    float m;
-    float l;
-    float4 a;
-    float4 b;
-};
-
-// Fold partial row `base` (max, sum, 2 pad, d outputs) into the running part of lane r.
-static inline Part fold_row(Part q, device const float4* src, uint base, uint r) {
-    const float4 ml = src[base];
-    const float m = max(q.m, ml.x);
-    const float f = exp(q.m - m);
-    const float e = exp(ml.x - m);
-    Part o;
-    o.m = m;
-    o.l = q.l * f + ml.y * e;
-    o.a = q.a * f + src[base + 1u + 2u * r] * e;
-    o.b = q.b * f + src[base + 2u + 2u * r] * e;
-    return o;
-}
-
-// One threadgroup per head: its WG / lanes teams take the partial rows g, g + G, .. (two a step)
-// with an online softmax, combine through threadgroup memory, and all rotate the combined vector
-// back; team 0 stores it.
+// One threadgroup of MERGE_WG per head; the partial rows (max, sum, 2 pad, d outputs, already in
+// the original domain) are combined by log-sum-exp. Team `team` of d / 4 threads (thread c holding
+// output float4 c) folds rows team, team + teams, .. with an online softmax, four rows loaded a
+// step; team 0 then combines the teams' (m, l, o) through threadgroup memory.
 kernel void tq_merge(constant TqTransformParams& p [[buffer(0)]],
                      device const float4* src [[buffer(1)]],
                      device uint* codes [[buffer(2)]],
@@ -388,64 +339,73 @@ kernel void tq_merge(constant TqTransformParams& p [[buffer(0)]],
                      device float4* dst [[buffer(5)]],
                      uint3 tg [[threadgroup_position_in_grid]],
                      uint3 ntg [[threadgroups_per_grid]],
-                     uint li [[thread_index_in_threadgroup]],
-                     uint sl [[thread_index_in_simdgroup]],
-                     uint ss [[threads_per_simdgroup]],
-                     uint sid [[simdgroup_index_in_threadgroup]],
-                     uint nsg [[simdgroups_per_threadgroup]]) {
-    threadgroup uint sizes[MAX_SIMDGROUPS + 1];
-    threadgroup float4 xa[2 * WG];
-    threadgroup float4 xb[2 * WG];
-    threadgroup float xs[2 * WG];
-    const TqLanes t = tq_begin(tg, ntg, li, sl, ss, sid, nsg, sizes);
-    const bool valid = t.wg < p.vectors;
-    const uint v = min(t.wg, p.vectors - 1u);
-    const uint r = t.l % p.lanes;
-    const uint g = t.l / p.lanes;
-    const uint groups = WG / p.lanes;
-    const uint rows = v * p.splits;
-    Part q;
-    q.m = -3.0e38f;
-    q.l = 0.0f;
-    q.a = float4(0.0f);
-    q.b = float4(0.0f);
-    uint s = g;
-    for (; s + groups < p.splits; s += 2u * groups) {
-        const Part q0 = fold_row(q, src, (rows + s) * p.row / 4u, r);
-        q = fold_row(q0, src, (rows + s + groups) * p.row / 4u, r);
+                     uint li [[thread_index_in_threadgroup]]) {
+    threadgroup float4 mo[MERGE_WG];
+    threadgroup float2 mml[MERGE_WG];
+    const uint h = tg.x + tg.y * ntg.x;
+    if (h >= p.vectors) {
+        return;  // whole threadgroup
     }
-    if (s < p.splits) {
-        q = fold_row(q, src, (rows + s) * p.row / 4u, r);
-    }
-    xa[t.l] = q.a;
-    xb[t.l] = q.b;
-    xs[t.l] = q.m;
-    xs[WG + t.l] = q.l;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    float m = xs[r];
-    for (uint h = 1; h < groups; ++h) {
-        m = max(m, xs[h * p.lanes + r]);
-    }
+    const uint q4 = p.d / 4u;
+    const uint teams = MERGE_WG / q4;
+    const uint c = li % q4;
+    const uint team = li / q4;
+    const uint r4 = p.row / 4u;
+    const uint rows = h * p.splits;
+    float m = -3.0e38f;
     float l = 0.0f;
-    float4 a = float4(0.0f);
-    float4 b = float4(0.0f);
-    for (uint h = 0; h < groups; ++h) {
-        const uint i = h * p.lanes + r;
-        const float e = exp(xs[i] - m);
-        l += xs[WG + i] * e;
-        a += xa[i] * e;
-        b += xb[i] * e;
+    float4 o = float4(0.0f);
+    uint s = team;
+    for (; s + 3u * teams < p.splits; s += 4u * teams) {
+        const uint b0 = (rows + s) * r4;
+        const uint b1 = b0 + teams * r4;
+        const uint b2 = b1 + teams * r4;
+        const uint b3 = b2 + teams * r4;
+        const float4 a0 = src[b0];
+        const float4 a1 = src[b1];
+        const float4 a2 = src[b2];
+        const float4 a3 = src[b3];
+        const float4 o0 = src[b0 + 1u + c];
+        const float4 o1 = src[b1 + 1u + c];
+        const float4 o2 = src[b2 + 1u + c];
+        const float4 o3 = src[b3 + 1u + c];
+        const float mx = max(max(m, max(a0.x, a1.x)), max(a2.x, a3.x));
+        const float f = exp(m - mx);
+        const float e0 = exp(a0.x - mx);
+        const float e1 = exp(a1.x - mx);
+        const float e2 = exp(a2.x - mx);
+        const float e3 = exp(a3.x - mx);
+        l = l * f + a0.y * e0 + a1.y * e1 + a2.y * e2 + a3.y * e3;
+        o = o * f + o0 * e0 + o1 * e1 + o2 * e2 + o3 * e3;
+        m = mx;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);  // fwht reuses xa, xb, xs
-    const float f = p.scale / l;
-    Chunk c;
-    c.a = a * f;
-    c.b = b * f;
-    c.s = 0.0f;
-    c = apply_signs(signs, fwht(p, c, t, xa, xb, xs), r);
-    if (valid && g == 0u) {
-        const uint o = (v * p.d + r * 8u) / 4u;
-        dst[o] = c.a;
-        dst[o + 1u] = c.b;
+    for (; s < p.splits; s += teams) {
+        const uint b0 = (rows + s) * r4;
+        const float4 a0 = src[b0];
+        const float mx = max(m, a0.x);
+        const float f = exp(m - mx);
+        const float e0 = exp(a0.x - mx);
+        l = l * f + a0.y * e0;
+        o = o * f + src[b0 + 1u + c] * e0;
+        m = mx;
+    }
+    mo[li] = o;
+    mml[li].x = m;
+    mml[li].y = l;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (team == 0u) {
+        float mt = mml[0].x;
+        for (uint k = 1; k < teams; ++k) {
+            mt = max(mt, mml[k * q4].x);
+        }
+        float lt = 0.0f;
+        float4 ot = float4(0.0f);
+        for (uint k = 0; k < teams; ++k) {
+            const float2 ml = mml[k * q4 + c];
+            const float e = exp(ml.x - mt);
+            lt += ml.y * e;
+            ot += mo[k * q4 + c] * e;
+        }
+        dst[h * q4 + c] = ot / lt;
     }
 }

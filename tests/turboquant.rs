@@ -242,6 +242,40 @@ fn attention_long_context_large_splits() {
     }
 }
 
+/// Forced split lengths put splits of every layout the attend pass distinguishes on the GPU: four
+/// keys per invocation (splits over 256 positions) with the last keys of a quad past the split's
+/// end, two keys per invocation with an odd count, head dims 64..256, a wrapped ring buffer.
+#[test]
+fn attention_forced_splits_cover_every_key_layout() {
+    let base = common::context();
+    let mut rng = rng();
+    for split in [512usize, 256] {
+        for (variant, _) in variants(&base) {
+            let tuning = wgkernels::Tuning { tq_split: Some(split), ..wgkernels::Tuning::default() };
+            let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(variant)).with_tuning(tuning));
+            for (heads, kvh, d, cap, len, kind) in
+                [(8usize, 2usize, 128usize, 813usize, 813usize, CacheKind::Global), (4, 1, 64, 700, 1501, CacheKind::Window), (6, 2, 256, 555, 555, CacheKind::Global)]
+            {
+                let kc = config(kvh, d, cap, kind, Some(91));
+                let vc = config(kvh, d, cap, kind, Some(92));
+                let (hk, hv) = (wgkernels::kernels::turboquant::cases::random_cache(&mut rng, kc), wgkernels::kernels::turboquant::cases::random_cache(&mut rng, vc));
+                let (k, v) = (TqCache::upload(&ctx, &hk).unwrap(), TqCache::upload(&ctx, &hv).unwrap());
+                let q = rng.normal_vec(heads * d);
+                let a = DecodeAttention { heads, kv_len: len, window: None, scale: 1.5 / (d as f32).sqrt() };
+                let ws = TqAttnWorkspace::new(&ctx, heads, &kc).unwrap();
+                let (sq, out) = (ctx.upload(&q).unwrap(), wgkernels::suite::guarded_f32(&ctx, heads * d).unwrap());
+                let mut b = ctx.batch();
+                tq::decode_attention(&mut b, &ws, &sq, &k, &v, &out, &a).unwrap();
+                b.run().unwrap();
+                let (r, mag) = attention_reference(&q, &hk, &hv, &a).unwrap();
+                let c = compare(&ctx.read(&out).unwrap(), &r, &mag, ATTENTION_TOL);
+                println!("{variant} split={split} h={heads} kvh={kvh} d={d} cap={cap} len={len} {kind:?}: {}", c.summary());
+                assert!(c.passed(), "{variant} split={split} d={d} len={len}: {}", c.summary());
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_inputs_are_typed_errors() {
     let ctx = common::context();

@@ -3,6 +3,7 @@
 //   TqIds        the entry points' builtins
 //   tq_begin     -> TqLanes: linear workgroup index and a logical invocation index `l` (a
 //                bijection onto 0..workgroup size that the transforms lay data out by)
+//   tq_lanes     -> TqLanes for kernels that use only tq_reduce4 (l = local index)
 //   tq_shfl_bits the number of low bits of `l` whose xor partners tq_shx reaches (0 here: every
 //                exchange goes through workgroup memory); workgroup-uniform
 //   tq_reduce4   max or sum of a vec4 over a 128-invocation workgroup (every invocation gets it)
@@ -24,6 +25,11 @@ struct TqLanes {
 
 fn tq_begin(ids: TqIds) -> TqLanes {
     return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, ids.li, ids.li, 0u, 1u, ids.li == 0u);
+}
+
+// tq_begin without a check (the Subgroup variant's skips its subgroup-shape check).
+fn tq_lanes(ids: TqIds) -> TqLanes {
+    return tq_begin(ids);
 }
 
 fn tq_shfl_bits() -> u32 {

@@ -52,6 +52,13 @@ fn tq_begin(ids: TqIds) -> TqLanes {
     return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, l, ids.li, ids.sid, ids.nsg, first);
 }
 
+// The subgroup facts tq_reduce4 needs, without tq_begin's check of the subgroup shape (for
+// kernels that exchange nothing by shuffles). Call in uniform control flow.
+fn tq_lanes(ids: TqIds) -> TqLanes {
+    let first = subgroupExclusiveAdd(1u) == 0u;
+    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, ids.li, ids.li, ids.sid, ids.nsg, first);
+}
+
 // Set once by tq_begin (which must run first); workgroupUniformLoad keeps it provably uniform.
 fn tq_shfl_bits() -> u32 {
     return workgroupUniformLoad(&tq_bits);

@@ -1,5 +1,5 @@
-// TurboQuant transforms: quantise (f32 -> codes + norm), dequantise (codes + norm -> f32),
-// rotate (q -> H D q / sqrt(d)) and merge (split-K partials -> attention output, rotated back).
+// TurboQuant transforms: quantise (f32 -> codes + norm), dequantise (codes + norm -> f32), and
+// the decode attention's merge (split-K partials -> attention output).
 // Included after tq_portable.wgsl or tq_subgroup.wgsl and the generated codebook constants.
 //
 // Layout: a vector of d (power of two, 64..512) coordinates is held by a team of
@@ -23,7 +23,7 @@ struct Params {
     src_off: u32,     // offset of the first source vector in `src`, in vec4s
     splits: u32,      // merge: split-K partials per head
     row: u32,         // merge: floats per partial row (d + 4: max, sum, 2 pad, d outputs)
-    scale: f32,       // rotate / merge: 1 / sqrt(d)
+    _scale: f32,      // unused
     _p0: u32,
     _p1: u32,
 }
@@ -179,83 +179,82 @@ fn dequantize(ids: TqIds) {
     }
 }
 
-@compute @workgroup_size(64)
-fn rotate(ids: TqIds) {
-    let t = tq_begin(ids);
-    let ln = lane_of(t);
-    let i = (ln.v * p.d + ln.r * 8u) / 4u;
-    var c = fwht(apply_signs(Chunk(src[i], src[i + 1u], 0.0), ln.r), t);
-    if (ln.valid) {
-        dst[i] = c.a * p.scale;
-        dst[i + 1u] = c.b * p.scale;
-    }
-}
+// Merge: one workgroup of MERGE_WG per head; the split-K partial rows (max, sum, 2 pad, d outputs
+// already in the original domain, see tq_attention.wgsl) are combined by log-sum-exp. Team
+// `team` of d / 4 invocations (invocation c holding output vec4 c) folds rows team,
+// team + teams, .. with an online softmax (running max m, sum l and output o rescaled whenever
+// m grows), four rows loaded per step; the teams' (m, l, o) are then combined through workgroup
+// memory by team 0.
+const MERGE_WG: u32 = 256u;
 
-// Merge: one workgroup per head. Its 64 / lanes teams ("groups") take the split-K partial rows
-// s = g, g + G, .. (G groups, two rows in flight per step) with an online softmax (running max m,
-// sum l and output a|b rescaled whenever m grows), combine the groups' (m, l, a, b) through
-// workgroup memory, and every team then rotates the same combined vector back; team 0 stores it.
-struct Part {
-    m: f32,
-    l: f32,
-    a: vec4<f32>,
-    b: vec4<f32>,
-}
+var<workgroup> mo: array<vec4<f32>, MERGE_WG>;
+var<workgroup> mml: array<vec2<f32>, MERGE_WG>;
 
-// Fold row `base` (max, sum, 2 pad, d outputs; lane r's coordinates 8r.. at vec4s 1 + 2r, 2 + 2r)
-// into the running part.
-fn fold_row(q: Part, base: u32, r: u32) -> Part {
-    let ml = src[base];
-    let m = max(q.m, ml.x);
-    let f = exp(q.m - m);
-    let e = exp(ml.x - m);
-    return Part(m, q.l * f + ml.y * e, q.a * f + src[base + 1u + 2u * r] * e, q.b * f + src[base + 2u + 2u * r] * e);
-}
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn merge(ids: TqIds) {
-    let t = tq_begin(ids);
-    let valid = t.wg < p.vectors;
-    let v = min(t.wg, p.vectors - 1u);
-    let r = t.l % p.lanes;
-    let g = t.l / p.lanes;
-    let groups = WG / p.lanes;
-    let rows = v * p.splits;
-    var q = Part(-3.0e38, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
-    var s = g;
-    for (; s + groups < p.splits; s += 2u * groups) {
-        let q0 = fold_row(q, (rows + s) * p.row / 4u, r);
-        q = fold_row(q0, (rows + s + groups) * p.row / 4u, r);
+    let h = ids.wid.x + ids.wid.y * ids.nwg.x;
+    if (h >= p.vectors) {
+        return;  // whole workgroup
     }
-    if (s < p.splits) {
-        q = fold_row(q, (rows + s) * p.row / 4u, r);
-    }
-    xa[t.l] = q.a;
-    xb[t.l] = q.b;
-    xs[t.l] = q.m;
-    xs[WG + t.l] = q.l;
-    workgroupBarrier();
-    var m = xs[r];
-    for (var h = 1u; h < groups; h++) {
-        m = max(m, xs[h * p.lanes + r]);
-    }
+    let q4 = p.d / 4u;
+    let teams = MERGE_WG / q4;
+    let c = ids.li % q4;
+    let team = ids.li / q4;
+    let r4 = p.row / 4u;
+    let rows = h * p.splits;
+    var m = -3.0e38;
     var l = 0.0;
-    var a = vec4<f32>(0.0);
-    var b = vec4<f32>(0.0);
-    for (var h = 0u; h < groups; h++) {
-        let i = h * p.lanes + r;
-        let e = exp(xs[i] - m);
-        l += xs[WG + i] * e;
-        a += xa[i] * e;
-        b += xb[i] * e;
+    var o = vec4<f32>(0.0);
+    var s = team;
+    for (; s + 3u * teams < p.splits; s += 4u * teams) {
+        let b0 = (rows + s) * r4;
+        let b1 = b0 + teams * r4;
+        let b2 = b1 + teams * r4;
+        let b3 = b2 + teams * r4;
+        let a0 = src[b0];
+        let a1 = src[b1];
+        let a2 = src[b2];
+        let a3 = src[b3];
+        let o0 = src[b0 + 1u + c];
+        let o1 = src[b1 + 1u + c];
+        let o2 = src[b2 + 1u + c];
+        let o3 = src[b3 + 1u + c];
+        let mx = max(max(m, max(a0.x, a1.x)), max(a2.x, a3.x));
+        let f = exp(m - mx);
+        let e0 = exp(a0.x - mx);
+        let e1 = exp(a1.x - mx);
+        let e2 = exp(a2.x - mx);
+        let e3 = exp(a3.x - mx);
+        l = l * f + a0.y * e0 + a1.y * e1 + a2.y * e2 + a3.y * e3;
+        o = o * f + o0 * e0 + o1 * e1 + o2 * e2 + o3 * e3;
+        m = mx;
     }
-    workgroupBarrier();  // fwht reuses xa, xb, xs
-    let f = p.scale / l;
-    var c = fwht(Chunk(a * f, b * f, 0.0), t);
-    c = apply_signs(c, r);
-    if (valid && g == 0u) {
-        let o = (v * p.d + r * 8u) / 4u;
-        dst[o] = c.a;
-        dst[o + 1u] = c.b;
+    for (; s < p.splits; s += teams) {
+        let b0 = (rows + s) * r4;
+        let a0 = src[b0];
+        let mx = max(m, a0.x);
+        let f = exp(m - mx);
+        let e0 = exp(a0.x - mx);
+        l = l * f + a0.y * e0;
+        o = o * f + src[b0 + 1u + c] * e0;
+        m = mx;
+    }
+    mo[ids.li] = o;
+    mml[ids.li] = vec2<f32>(m, l);
+    workgroupBarrier();
+    if (team == 0u) {
+        var mx = mml[0].x;
+        for (var k = 1u; k < teams; k++) {
+            mx = max(mx, mml[k * q4].x);
+        }
+        var lt = 0.0;
+        var ot = vec4<f32>(0.0);
+        for (var k = 0u; k < teams; k++) {
+            let ml = mml[k * q4 + c];
+            let e = exp(ml.x - mx);
+            lt += ml.y * e;
+            ot += mo[k * q4 + c] * e;
+        }
+        dst[h * q4 + c] = ot / lt;
     }
 }

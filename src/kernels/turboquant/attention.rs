@@ -1,7 +1,7 @@
-//! Decode attention over compressed K and V caches: rotate the query once (`rotate`), one
-//! split-K pass over the 4-bit codes in the rotated domain (`attend`), and one log-sum-exp merge
-//! that also rotates the output back (`merge`, one workgroup per head, its teams splitting the
-//! partial rows). Three dispatches per call.
+//! Decode attention over compressed K and V caches: one split-K pass over the 4-bit codes in the
+//! rotated domain (`attend`: each workgroup rotates its own queries and rotates its partial
+//! output back), and one log-sum-exp merge (`merge`, one workgroup per head, its teams splitting
+//! the partial rows). Two dispatches per call.
 
 use super::*;
 
@@ -56,12 +56,11 @@ pub(crate) fn plan(forced: Option<usize>, count: usize, units: usize) -> (usize,
     (split_len, count.div_ceil(split_len))
 }
 
-/// Scratch of [`decode_attention`]: the rotated query and the split-K partial rows.
+/// Scratch of [`decode_attention`]: the split-K partial rows.
 pub struct TqAttnWorkspace {
     heads: usize,
     head_dim: usize,
     max_splits: usize,
-    qrot: GpuBuffer<f32>,
     partial: GpuBuffer<f32>,
 }
 
@@ -79,14 +78,14 @@ impl TqAttnWorkspace {
             None => (TARGET_WORKGROUPS / units + 1).max(cap.div_ceil(SPLIT_MAX)),
         };
         let d = cache.head_dim;
-        let q = crate::error::dims::elems_u32("heads * head_dim", &[heads, d])?;
+        crate::error::dims::elems_u32("heads * head_dim", &[heads, d])?;
         let partial = crate::error::dims::elems_u32("heads * splits * (head_dim + 4)", &[heads, max_splits, d + 4])?;
-        Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, qrot: ctx.alloc(q)?, partial: ctx.alloc(partial)? })
+        Ok(TqAttnWorkspace { heads, head_dim: d, max_splits, partial: ctx.alloc(partial)? })
     }
 
     /// Bytes of scratch.
     pub fn bytes(&self) -> u64 {
-        (self.qrot.len() + self.partial.len()) as u64 * 4
+        self.partial.len() as u64 * 4
     }
 }
 
@@ -115,20 +114,9 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
     let (split_len, splits) = plan(forced_split(ctx.caps()), count, kc.kv_heads * quads);
     ensure(splits <= ws.max_splits, || Error::Limit(format!("{splits} splits > workspace's {}", ws.max_splits)))?;
     let row = d + 4;
-    let inv_sqrt_d = 1.0 / (d as f32).sqrt();
+    let inv_d = 1.0 / d as f32;
 
-    let tp = TransformParams {
-        d: d as u32,
-        lanes: (d / 8) as u32,
-        vectors: a.heads as u32,
-        kv_heads: kc.kv_heads as u32,
-        capacity: kc.capacity as u32,
-        splits: splits as u32,
-        row: row as u32,
-        scale: inv_sqrt_d,
-        ..Default::default()
-    };
-    let grid = transform_grid(ctx, a.heads, d)?;
+    let tp = TransformParams { d: d as u32, lanes: (d / 8) as u32, vectors: a.heads as u32, splits: splits as u32, row: row as u32, ..Default::default() };
 
     let ap = AttendParams {
         kv_heads: kc.kv_heads as u32,
@@ -141,27 +129,24 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         splits: splits as u32,
         group: group as u32,
         quads: quads as u32,
-        kscale: a.scale * inv_sqrt_d,
-        vscale: inv_sqrt_d,
+        kscale: a.scale * inv_d,
+        vscale: inv_d,
         row: row as u32,
         _p: [0; 3],
     };
-    let bufs = [ws.qrot.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw()];
+    let bufs = [q.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw(), k.signs.raw(), v.signs.raw()];
     // kv_heads * quads * splits <= heads * splits, bounded by the workspace size (checked at its creation).
     let attend_grid = ctx.grid((kc.kv_heads * quads * splits) as u64)?;
     // The merge runs one workgroup per head.
     let merge_grid = ctx.grid(a.heads as u64)?;
 
     ctx.with_native_fallback(&ATTENTION, |variant| {
-        let rotate = TqPipeline::Transform { variant, op: TransformOp::Rotate };
         let attend = TqPipeline::Attend { variant };
         let merge = TqPipeline::Transform { variant, op: TransformOp::Merge };
-        // Build all three first: a pipeline that fails to build then records nothing, so a
-        // Native failure falls back without a stray dispatch.
-        ctx.pipeline(&rotate)?;
+        // Build both first: a pipeline that fails to build then records nothing, so a Native
+        // failure falls back without a stray dispatch.
         ctx.pipeline(&attend)?;
         ctx.pipeline(&merge)?;
-        b.dispatch(&rotate, &tp, &[q.raw(), k.codes.raw(), k.norms.raw(), k.signs.raw(), ws.qrot.raw()], grid)?;
         b.dispatch(&attend, &ap, &bufs, attend_grid)?;
         b.dispatch(&merge, &tp, &[ws.partial.raw(), v.codes.raw(), v.norms.raw(), v.signs.raw(), out.raw()], merge_grid)
     })

@@ -84,6 +84,9 @@ impl Kernel for AttentionKernel {
             AttnCase { heads: 2, cfg: cfg(2, 256, 300, CacheKind::Global, Some(3)), kv_len: 300, window: Some(129), sharpness: 1.0 },
             AttnCase { heads: 4, cfg: cfg(4, 512, 40, CacheKind::Global, Some(4)), kv_len: 33, window: None, sharpness: 2.0 },
             AttnCase { heads: 16, cfg: cfg(4, 128, 600, CacheKind::Global, Some(5)), kv_len: 555, window: None, sharpness: 1.0 },
+            // 320-position splits (four keys per invocation in the K phase) and a last split of
+            // 200 (two keys per invocation).
+            AttnCase { heads: 16, cfg: cfg(8, 64, 8200, CacheKind::Global, Some(6)), kv_len: 8200, window: None, sharpness: 1.0 },
         ];
         v.into_iter().map(|c| Box::new(c) as Box<dyn Case>).collect()
     }
@@ -94,6 +97,6 @@ impl Kernel for AttentionKernel {
             .collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        family_pipelines(&[TransformOp::Rotate, TransformOp::Merge], true)
+        family_pipelines(&[TransformOp::Merge], true)
     }
 }

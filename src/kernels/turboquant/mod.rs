@@ -10,7 +10,7 @@
 //! A [`CacheKind::Window`] cache is a ring buffer (slot = pos % capacity); a
 //! [`CacheKind::Global`] cache rejects positions >= capacity.
 //!
-//! Sources: wgsl/tq_transform.wgsl (quantise, dequantise, rotate, merge), wgsl/tq_attention.wgsl
+//! Sources: wgsl/tq_transform.wgsl (quantise, dequantise, merge), wgsl/tq_attention.wgsl
 //! (split-K pass), each after wgsl/tq_portable.wgsl or wgsl/tq_subgroup.wgsl; the Native tier
 //! (Metal passthrough) is msl/tq_transform.metal and msl/tq_attention.metal, whose WGSL twins are
 //! the Subgroup pipelines.
@@ -54,7 +54,7 @@ pub(crate) use check::{attention_checks, dequantize_checks, quantize_checks};
 /// Variants are listed least preferred first.
 pub const QUANTIZE: KernelInfo = KernelInfo { name: "tq_quantize", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "tq_dequantize", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
-/// Three pipelines per call (rotate, attend, merge), all of the selected variant.
+/// Two pipelines per call (attend, merge), both of the selected variant.
 pub const ATTENTION: KernelInfo = KernelInfo { name: "tq_decode_attention", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
 
 const PORTABLE_WGSL: &str = include_str!("../../../wgsl/tq_portable.wgsl");
@@ -226,7 +226,7 @@ struct TransformParams {
     src_off: u32,
     splits: u32,
     row: u32,
-    scale: f32,
+    _scale: f32,
     _p: [u32; 2],
 }
 
@@ -257,12 +257,14 @@ const TRANSFORM_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("dst", "vec4<f32>"),
 ];
 const ATTEND_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("qrot", "f32"),
+    StorageBinding::read("q", "f32"),
     StorageBinding::read("kcodes", "vec4<u32>"),
     StorageBinding::read("knorms", "f32"),
     StorageBinding::read("vcodes", "u32"),
     StorageBinding::read("vnorms", "f32"),
     StorageBinding::write("partial", "f32"),
+    StorageBinding::read("ksigns", "u32"),
+    StorageBinding::read("vsigns", "u32"),
 ];
 
 /// Entry points of tq_transform.wgsl.
@@ -270,18 +272,23 @@ const ATTEND_BINDINGS: &[StorageBinding] = &[
 pub enum TransformOp {
     Quantize,
     Dequantize,
-    Rotate,
     Merge,
 }
 
 impl TransformOp {
-    pub const ALL: [TransformOp; 4] = [TransformOp::Quantize, TransformOp::Dequantize, TransformOp::Rotate, TransformOp::Merge];
+    pub const ALL: [TransformOp; 3] = [TransformOp::Quantize, TransformOp::Dequantize, TransformOp::Merge];
     fn entry(self) -> &'static str {
         match self {
             TransformOp::Quantize => "quantize",
             TransformOp::Dequantize => "dequantize",
-            TransformOp::Rotate => "rotate",
             TransformOp::Merge => "merge",
+        }
+    }
+    /// Invocations per workgroup (`@workgroup_size` of the entry point).
+    fn workgroup_size(self) -> u32 {
+        match self {
+            TransformOp::Merge => 256,
+            _ => 64,
         }
     }
     /// The kernel of msl/tq_transform.metal.
@@ -289,7 +296,6 @@ impl TransformOp {
         match self {
             TransformOp::Quantize => "tq_quantize",
             TransformOp::Dequantize => "tq_dequantize",
-            TransformOp::Rotate => "tq_rotate",
             TransformOp::Merge => "tq_merge",
         }
     }
@@ -321,7 +327,7 @@ impl PipelineKey for TqPipeline {
                 source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), TRANSFORM_WGSL]),
                 entry: op.entry(),
                 constants: vec![],
-                workgroup_size: [64, 1, 1],
+                workgroup_size: [op.workgroup_size(), 1, 1],
                 params_size: std::mem::size_of::<TransformParams>() as u64,
                 bindings: TRANSFORM_BINDINGS,
             },
