@@ -575,7 +575,7 @@ fn gather_row_matches_dequantiser() {
 
 /// `gemm_q8` and the several-row int8 activations refuse bad input with typed errors, recording
 /// nothing: m out of 1..=16 or above the activations' rows, k mismatch, activations without the
-/// quad order, a format without an integer dot, y too short; the GEMVs refuse several-row
+/// quad order, a format without an integer dot (Q5_0), y too short; the GEMVs refuse several-row
 /// activations; `quantize_rows` checks m and x.
 #[test]
 fn gemm_q8_bad_input() {
@@ -589,7 +589,7 @@ fn gemm_q8_bad_input() {
     let (n, k) = (5, 256);
     let w = upload(GgmlType::Q4_K, n, k, &mut r);
     let w512 = upload(GgmlType::Q4_K, n, 512, &mut r);
-    let w8 = upload(GgmlType::Q8_0, n, k, &mut r);
+    let w5 = upload(GgmlType::Q5_0, n, k, &mut r);
     let w96 = upload(GgmlType::Q8_0, n, 96, &mut r);
     assert!(matches!(Q8Activations::alloc_rows(&ctx, k, 0), Err(Error::Shape(_))));
     assert!(matches!(Q8Activations::alloc_rows(&ctx, 1 << 20, 1 << 12), Err(Error::Shape(_))), "rows * k overflows the u32 indices");
@@ -607,7 +607,8 @@ fn gemm_q8_bad_input() {
     assert!(matches!(matmul::gemm_q8(&mut b, &w, &xq, &y, 5), Err(Error::Shape(_))), "m above the activations' rows");
     assert!(matches!(matmul::gemm_q8(&mut b, &w512, &xq, &y, 2), Err(Error::Shape(_))), "k mismatch");
     assert!(matches!(matmul::gemm_q8(&mut b, &w96, &xq96, &y, 2), Err(Error::Shape(_))), "no quad order (k % 256 != 0)");
-    assert!(matches!(matmul::gemm_q8(&mut b, &w8, &xq, &y, 2), Err(Error::Unsupported { .. })), "Q8_0 has no integer dot");
+    assert!(!matmul::has_integer_dot(w5.format()));
+    assert!(matches!(matmul::gemm_q8(&mut b, &w5, &xq, &y, 2), Err(Error::Unsupported { .. })), "Q5_0 has no integer dot");
     assert!(matches!(matmul::gemm_q8(&mut b, &w, &xq, &y_short, 3), Err(Error::BufferTooSmall { name: "y", .. })));
     assert!(matches!(matmul::gemv_q8(&mut b, &w, &xq, &y), Err(Error::Shape(_))), "a GEMV reads one row");
     for m in [0, 5] {
