@@ -63,7 +63,7 @@ pub struct PrefillCase {
     pub kv_f16: bool,
     pub causal: bool,
     pub k_rotated: bool,
-    /// Index into [`sample_configs`].
+    /// Index into `sample_configs` (the RoPE configurations the cases draw from).
     pub mode: usize,
 }
 
