@@ -191,6 +191,12 @@ pub trait Case: Send + Sync {
     /// Bytes the kernel must move per dispatch (for GB/s).
     #[cfg(feature = "testkit")]
     fn bytes(&self) -> u64;
+    /// Floating-point operations per dispatch, for cases whose cost is set by them rather than
+    /// by the bytes moved (attention prefill); `None` for the others.
+    #[cfg(feature = "testkit")]
+    fn flop_count(&self) -> Option<f64> {
+        None
+    }
     /// Upload fresh random inputs: `copies` independent weight sets for benches that must not
     /// be served from cache (copy 0 is the one checked).
     fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>>;

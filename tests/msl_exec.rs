@@ -248,14 +248,30 @@ impl NativeExecutor for CpuExecutor {
 /// invocation as a fiber: a long KV cache costs tens of seconds). Coverage of every entry point is
 /// still enforced below.
 const CPU_CASE_BYTES: u64 = 3 << 20;
+/// Likewise for cases whose cost is their arithmetic (attention prefill): the simdgroup-matrix
+/// kernels run each 8x8 product as a rendezvous of 32 fibers (a 1.1e8-flop prefill took 35 s).
+const CPU_CASE_FLOPS: f64 = 6e7;
 
 /// Small cases for the Native entry points a kernel's registered grid does not reach (the grid is
 /// sized for the GPU variants). Keyed by kernel name; derived from the kernel's own entry-point
 /// table, so a new head dim needs no edit here.
 fn supplementary_cases(kernel: &str) -> Vec<Box<dyn wgkernels::suite::Case>> {
-    use wgkernels::kernels::attention::{cases::DecodeCase, native_decode_entry, AttnShape};
+    use wgkernels::kernels::attention::{cases::DecodeCase, native_decode_entry, prefill_native::native_entries, AttnShape, PrefillCase};
     use wgkernels::kernels::rope::PairLayout;
     let mut v: Vec<Box<dyn wgkernels::suite::Case>> = Vec::new();
+    if kernel == "attn_prefill" {
+        // Per entry point, K/V type and pair layout: odd token counts, offsets and KV lengths, GQA groups of 3 and 4 (rows
+        // spanning two or three row blocks), several key tiles (the running max and the O
+        // rescale), causal or not, K rotated by the kernel or coming rotated.
+        let variants = native_entries().flat_map(|(d, _)| [(false, false), (false, true), (true, false), (true, true)].map(|(f, n)| (d, f, n)));
+        for (i, (d, kv_f16, neox)) in variants.enumerate() {
+            let layout = if neox { PairLayout::HalfSplit } else { PairLayout::Interleaved };
+            let (tokens, offset) = (9 + 2 * (i % 4), 31 + 6 * (i % 5));
+            let shape = if i % 2 == 0 { AttnShape::new(6, 2, d) } else { AttnShape::new(8, 2, d) };
+            let (causal, k_rotated) = (i % 3 != 2, i % 4 == 1);
+            v.push(Box::new(PrefillCase { tokens, offset, kv_len: offset + tokens + 3 * (i % 2), shape, layout, kv_f16, causal, k_rotated, mode: i }));
+        }
+    }
     if kernel == "attn_decode" {
         for d in (2..=256).step_by(2) {
             for kv_f16 in [false, true] {
@@ -329,6 +345,10 @@ fn every_msl_entry_point_executes_against_the_reference() {
             for case in cases {
                 if case.bytes() > CPU_CASE_BYTES {
                     println!("{:<9} {:<16} {:<40} not run here: moves {} bytes (> {CPU_CASE_BYTES}); the GPU harness runs it", mode.name(), info.name, case.name(), case.bytes());
+                    continue;
+                }
+                if let Some(flops) = case.flop_count().filter(|&f| f > CPU_CASE_FLOPS) {
+                    println!("{:<9} {:<16} {:<40} not run here: {flops:.3e} flops (> {CPU_CASE_FLOPS:.0e}); the GPU harness runs it", mode.name(), info.name, case.name());
                     continue;
                 }
                 exec.take();
@@ -539,6 +559,55 @@ fn a_wrong_msl_gemm_fails_the_check() {
         }
         assert!(exec.take().contains("mm_gemm_q4_k"), "mutant {i} never ran");
         assert!(failed > 0, "mutant {i} ({to}) passed every case");
+    }
+    cleanup(&root);
+}
+
+/// The same for the simdgroup-matrix prefill (msl/attn_prefill.metal): three subtle mutations,
+/// the O rescale skipped when a row's max grows, the causal limit one key too far, and the second
+/// lane pair of a row left out of its max, each fail the harness's own check of a small causal
+/// grouped-query prefill over several key tiles.
+#[test]
+fn a_wrong_msl_prefill_fails_the_check() {
+    use wgkernels::kernels::attention::{AttnShape, PrefillCase};
+    use wgkernels::kernels::rope::PairLayout;
+    let clang = clang();
+    let root = build_dir("mutant_prefill");
+    let rt_obj = build_rt(&clang, &root);
+    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("attn_prefill.metal")).expect("msl/attn_prefill.metal");
+    let original = std::fs::read_to_string(&path).expect("read");
+    let mutations = [
+        ("        if (rescale) {", "        if (rescale && false) {"),
+        ("lim = min(kend, p.offset + t_r + 1u);", "lim = min(kend, p.offset + t_r + 2u);"),
+        ("mt = max(mt, simd_shuffle_xor(mt, 2));", "mt = max(mt, simd_shuffle_xor(mt, 1));"),
+    ];
+    let base = common::context();
+    let case = PrefillCase {
+        tokens: 13,
+        offset: 70,
+        kv_len: 83,
+        shape: AttnShape::new(6, 2, 64),
+        layout: PairLayout::Interleaved,
+        kv_f16: false,
+        causal: true,
+        k_rotated: false,
+        mode: 0,
+    };
+    for (i, (from, to)) in mutations.iter().enumerate() {
+        assert!(original.contains(from), "mutation source `{from}` not in attn_prefill.metal");
+        let mutant_path = root.join(format!("m{i}")).join("attn_prefill.metal");
+        std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
+        let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
+        let exe = build(&clang, &root.join(format!("build{i}")), &mutant, Mode::Strict, &rt_obj).unwrap_or_else(|e| panic!("{e}"));
+        let exec = Arc::new(CpuExecutor { exes: vec![(original.clone(), Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
+        let ctx =
+            base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+        let mut rng = Rng::new(Rng::fresh_seed());
+        let c = run_case(&ctx, &case, &mut rng).unwrap_or_else(|e| panic!("{e}"));
+        println!("mutant {i} {}: {}", wgkernels::suite::Case::name(&case), c.summary());
+        assert!(exec.take().contains("attn_prefill_d64"), "mutant {i} never ran");
+        assert!(!c.passed(), "mutant {i} ({to}) passed");
     }
     cleanup(&root);
 }

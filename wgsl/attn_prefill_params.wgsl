@@ -13,5 +13,6 @@ struct Params {
     row_blocks: u32, // ceil(tokens * group / BQ)
     table_half: u32, // pairs per table row (= D / 2)
     scale_log2: f32, // softmax scale * log2(e)
-    _p: u32,
+    flags: u32,      // bit 0: half-split (NEOX) pairs, bit 1: f16 K/V; the WGSL kernels take these as
+                     // overrides (NEOX, KV_F16), the Native MSL (which cannot) reads them here
 }

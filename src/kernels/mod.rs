@@ -55,7 +55,7 @@ pub fn infos() -> Vec<&'static KernelInfo> {
 /// Native variant has an entry (a unit test below checks it).
 pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Case>>> {
     type Cases = fn() -> Vec<Box<dyn crate::suite::Case>>;
-    let table: [(&KernelInfo, Cases); 8] = [
+    let table: [(&KernelInfo, Cases); 9] = [
         (&int4::GEMV, int4::gemv_checks),
         (&int4::QUANTIZE, int4::quantize_checks),
         (&int8::GEMV, int8::gemv_checks),
@@ -64,6 +64,7 @@ pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Ca
         (&turboquant::DEQUANTIZE, turboquant::dequantize_checks),
         (&turboquant::ATTENTION, turboquant::attention_checks),
         (&attention::DECODE, attention::decode_checks),
+        (&attention::PREFILL, attention::prefill_checks),
     ];
     table.iter().find(|(info, _)| info.name == kernel).map(|(_, cases)| cases()).or_else(|| matmul::check::gemv_checks(kernel)).or_else(|| matmul::check::gemm_checks(kernel))
 }

@@ -27,7 +27,10 @@
 //! Subgroup (the same products; each softmax row is spread over a subgroup's lanes with
 //! subgroupShuffleXor, any subgroup size) and Matrix (cooperative matrices, f16 inputs and f32
 //! sums; see [`prefill_matrix`]), which takes head_dim a multiple of 16 and otherwise falls back
-//! (or, when required, is unsupported for that shape).
+//! (or, when required, is unsupported for that shape), and Native (Metal passthrough:
+//! msl/attn_prefill.metal, the same flash attention on 8x8 simdgroup matrices with the Matrix
+//! variant's numerics; one entry point per head_dim 64/128/256, f32 or f16 K/V, both layouts; its
+//! twin is the Subgroup prefill; other head dims run the Subgroup plan; see [`prefill_native`]).
 //!
 //! Code: this file (shapes, pipelines, the prefill), `decode.rs` (the decode plan and recording),
 //! [`prefill_matrix`] and [`decode_matrix`] (the Matrix variants), `cases.rs` (harness cases).
@@ -35,7 +38,7 @@
 //! attn_prefill_matrix.wgsl (+ attn_prefill_params.wgsl) with its staging pass
 //! attn_prefill_stage.wgsl, attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl
 //! (Portable), attn_decode_subgroup.wgsl (Subgroup), attn_decode_matrix.wgsl (Matrix),
-//! attn_merge.wgsl; msl/attn_decode.metal (Native decode).
+//! attn_merge.wgsl; msl/attn_decode.metal (Native decode), msl/attn_prefill.metal (Native prefill).
 //!
 //! ```no_run
 //! use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
@@ -66,12 +69,16 @@ pub mod cases;
 mod check;
 mod decode;
 pub mod decode_matrix;
+mod prefill_case;
 pub mod prefill_matrix;
+pub mod prefill_native;
 
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
 pub(crate) use check::decode_checks;
 pub use decode::*;
+pub(crate) use prefill_case::prefill_checks;
+pub use prefill_case::{PrefillCase, MATRIX_TOL};
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -146,7 +153,10 @@ pub(crate) fn unrolled(text: &'static str, templates: &[(&'static str, &'static 
 /// Prefill variants, most preferred last: Matrix where it runs; then Portable ahead of Subgroup,
 /// which measured 3-4% slower on the H200 (the serial per-row softmax of one warp overlaps the
 /// other warps' V loads; see docs/PERFORMANCE.md).
-pub const PREFILL: KernelInfo = KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix], extra: Some(prefill_matrix::prefill_extra) };
+/// Native (msl/attn_prefill.metal, 8x8 simdgroup matrices) runs only on Metal, where Matrix
+/// (16x16) does not: there it is preferred over the WGSL variants.
+pub const PREFILL: KernelInfo =
+    KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix, Variant::Native], extra: Some(prefill_matrix::prefill_extra) };
 /// Decode variants, least preferred first. Native and Matrix replace the split-K partial pass
 /// only; Matrix takes f16 caches (see [`decode_matrix`]), other decodes fall back. Matrix ranks
 /// below Subgroup: on the H100 (2026-11-22) it measured 2.3-2.8x slower than the teams kernel at
@@ -290,7 +300,9 @@ struct PrefillParams {
     row_blocks: u32,
     table_half: u32,
     scale_log2: f32,
-    _p: u32,
+    /// Bit 0: half-split pairs; bit 1: f16 K/V (read by the Native kernel, which cannot take
+    /// overrides; the WGSL kernels take NEOX and KV_F16 as overrides).
+    flags: u32,
 }
 
 #[repr(C)]
@@ -364,9 +376,9 @@ const APPEND_BINDINGS: &[StorageBinding] = &[
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AttnPipeline {
-    /// Portable or Subgroup prefill.
+    /// Portable or Subgroup prefill (`variant`).
     Prefill {
-        subgroup: bool,
+        variant: Variant,
         d: u32,
         bq: u32,
         bk: u32,
@@ -381,6 +393,15 @@ pub enum AttnPipeline {
         nsg: u32,
         neox: bool,
         tau: u32,
+    },
+    /// Native prefill (msl/attn_prefill.metal, see [`prefill_native`]); `bq` rows per block (the
+    /// MSL's and its twin's plan), `bk` its twin's keys per tile.
+    PrefillNative {
+        d: u32,
+        bq: u32,
+        bk: u32,
+        kv_f16: bool,
+        neox: bool,
     },
     /// The Matrix prefill's staging pass: K (rotated unless it comes rotated) or V to f16.
     PrefillStage {
@@ -438,8 +459,9 @@ impl PipelineKey for AttnPipeline {
             AttnPipeline::PrefillMatrix { d, bk, sg, nsg, tau, .. } => prefill_matrix::matrix_desc(d, bk, sg, nsg, f32::from_bits(tau)),
             AttnPipeline::DecodeMatrix { d, gb, sg, nw, maxc } => decode_matrix::matrix_desc(d, gb, sg, nw, maxc),
             AttnPipeline::PrefillStage { d, in_f16, neox } => prefill_matrix::stage_desc(d, in_f16, neox),
-            AttnPipeline::Prefill { subgroup, d, bq, bk, kv_f16, neox } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![if subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL]),
+            AttnPipeline::PrefillNative { d, bq, bk, kv_f16, neox } => prefill_native::native_desc(d, bq, bk, kv_f16, neox, _caps),
+            AttnPipeline::Prefill { variant, d, bq, bk, kv_f16, neox } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![if variant == Variant::Subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL]),
                 entry: "main",
                 constants: {
                     let (rq, rk) = score_block(bq as usize, bk as usize);
@@ -538,30 +560,54 @@ fn pv_rows(bq: usize) -> usize {
     (bq / 8).clamp(1, 4)
 }
 
+/// Workgroup memory of the Portable / Subgroup prefill at head_dim `d`, `bq` rows and `bk` keys
+/// per tile, or `None` where its P V step would hold more than 32 column pairs per invocation.
+pub(crate) fn prefill_tile_bytes(d: usize, bq: usize, bk: usize) -> Option<usize> {
+    let bytes = 4 * (bq * (d + 1) + bk * (d + 1) + bq * (bk + 1) + 3 * bq);
+    let ro = pv_rows(bq);
+    let pairs_per_inv = (d / 2).div_ceil(PREFILL_WG * ro / bq);
+    (ro * pairs_per_inv <= 32).then_some(bytes)
+}
+
 /// Prefill tiles (rows per workgroup, keys per tile) for head_dim `d` within `mem` bytes of
 /// workgroup memory, with at most `rows` rows worth having.
 pub fn prefill_tiles(d: usize, rows: usize, mem: usize) -> Result<(usize, usize)> {
-    let half = d / 2;
     let candidates = [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 8), (4, 4), (2, 4), (1, 4)];
     let max_rows = rows.next_power_of_two().max(1);
     for (bq, bk) in candidates {
         let bq = usize::min(bq, max_rows);
-        let bytes = 4 * (bq * (d + 1) + bk * (d + 1) + bq * (bk + 1) + 3 * bq);
-        let ro = pv_rows(bq);
-        let pairs_per_inv = half.div_ceil(PREFILL_WG * ro / bq);
-        if bytes <= mem && ro * pairs_per_inv <= 32 {
+        if prefill_tile_bytes(d, bq, bk).is_some_and(|bytes| bytes <= mem) {
             return Ok((bq, bk));
         }
     }
     Err(Error::Limit(format!("head_dim {d} needs more workgroup memory than the adapter's {mem} bytes")))
 }
 
-/// The prefill pipeline for head_dim `d` in `ctx`: the selected variant, or, when the Matrix
-/// variant is selected but can't take this head_dim (not a multiple of 16, tiles over the
-/// workgroup-memory limit), the best other supported variant, unless Matrix is required
-/// ([`crate::Error::Unsupported`] then).
+/// The prefill pipeline for head_dim `d` in `ctx`: that of the selected variant (see
+/// [`prefill_pipeline_for`]).
 pub fn prefill_pipeline(ctx: &Context, d: usize, kv_f16: bool, neox: bool, rows: usize) -> Result<(Variant, AttnPipeline)> {
-    let mut variant = ctx.variant_for(&PREFILL)?;
+    prefill_pipeline_for(ctx, ctx.variant_for(&PREFILL)?, d, kv_f16, neox, rows)
+}
+
+/// The best supported prefill variant other than those in `skip`.
+fn prefill_fallback(ctx: &Context, skip: &[Variant]) -> Variant {
+    PREFILL.variants.iter().rev().copied().find(|v| !skip.contains(v) && PREFILL.support(ctx.caps(), *v).is_ok()).unwrap_or(Variant::Portable)
+}
+
+/// The prefill pipeline of `variant` for head_dim `d`, and the variant it is:
+/// * Native: the MSL entry point for `d`, the K/V type and the pair layout; where there is none
+///   (head dims other than 64, 128, 256), the best other variant's plan, under every policy, as the
+///   Native decode does ([`prefill_native`]);
+/// * Matrix, where it can't take this head_dim (not a multiple of 16, tiles over the
+///   workgroup-memory limit): the best other supported variant, unless Matrix is required
+///   ([`crate::Error::Unsupported`] then).
+pub fn prefill_pipeline_for(ctx: &Context, mut variant: Variant, d: usize, kv_f16: bool, neox: bool, rows: usize) -> Result<(Variant, AttnPipeline)> {
+    if variant == Variant::Native {
+        match prefill_native::native_key(ctx.caps(), d, kv_f16, neox, rows)? {
+            Ok(key) => return Ok((variant, key)),
+            Err(_) => variant = prefill_fallback(ctx, &[Variant::Native]),
+        }
+    }
     if variant == Variant::Matrix {
         match prefill_matrix::matrix_key(ctx.caps(), d, neox) {
             Ok(key) => return Ok((variant, key)),
@@ -569,12 +615,13 @@ pub fn prefill_pipeline(ctx: &Context, d: usize, kv_f16: bool, neox: bool, rows:
                 if let crate::caps::VariantPolicy::Require(_) = ctx.options().policy {
                     return Err(Error::Unsupported { kernel: PREFILL.name, variant, reason });
                 }
-                variant = PREFILL.variants.iter().rev().copied().find(|&v| v != Variant::Matrix && PREFILL.support(ctx.caps(), v).is_ok()).unwrap_or(Variant::Portable);
+                variant = prefill_fallback(ctx, &[Variant::Native, Variant::Matrix]);
             }
         }
     }
     let (bq, bk) = prefill_tiles(d, rows, ctx.caps().limits.max_compute_workgroup_storage_size as usize)?;
-    Ok((variant, AttnPipeline::Prefill { subgroup: variant == Variant::Subgroup, d: d as u32, bq: bq as u32, bk: bk as u32, kv_f16, neox }))
+    let variant = if variant == Variant::Subgroup { Variant::Subgroup } else { Variant::Portable };
+    Ok((variant, AttnPipeline::Prefill { variant, d: d as u32, bq: bq as u32, bk: bk as u32, kv_f16, neox }))
 }
 
 /// Record a prefill (see [`Prefill`]).
@@ -601,32 +648,36 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     a.v.require("v", kv_elems)?;
     let scale_log2 = scale_log2(a.scale, d)?;
     let rows = dims::elems_u32("tokens * group", &[a.tokens, s.group()])?;
-    let (_, key) = prefill_pipeline(ctx, d, KV::F16, a.layout == PairLayout::HalfSplit, rows)?;
-    let bq = match key {
-        AttnPipeline::Prefill { bq, .. } => bq as usize,
-        AttnPipeline::PrefillMatrix { nsg, .. } => prefill_matrix::rows_per_workgroup(nsg),
-        _ => return Err(Error::Argument("not a prefill pipeline".into())),
-    };
-    let row_blocks = rows.div_ceil(bq);
-    let params = PrefillParams {
-        tokens: a.tokens as u32,
-        heads: s.heads as u32,
-        kv_heads: s.kv_heads as u32,
-        group: s.group() as u32,
-        kv_len: a.kv_len as u32,
-        offset: a.offset as u32,
-        causal: a.causal as u32,
-        rotate_k: !a.k_rotated as u32,
-        row_blocks: row_blocks as u32,
-        table_half: (d / 2) as u32,
-        scale_log2,
-        _p: 0,
-    };
-    let grid = ctx.grid(dims::prod("row blocks * kv_heads", &[row_blocks, s.kv_heads])? as u64)?;
-    if let AttnPipeline::PrefillMatrix { .. } = key {
-        return prefill_matrix::encode(b, a, key, params, grid);
-    }
-    b.dispatch(&key, &params, &[a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), a.out.raw()], grid)
+    let neox = a.layout == PairLayout::HalfSplit;
+    ctx.with_native_fallback(&PREFILL, |variant| {
+        let (_, key) = prefill_pipeline_for(ctx, variant, d, KV::F16, neox, rows)?;
+        let bq = match key {
+            AttnPipeline::Prefill { bq, .. } => bq as usize,
+            AttnPipeline::PrefillMatrix { nsg, .. } => prefill_matrix::rows_per_workgroup(nsg),
+            AttnPipeline::PrefillNative { bq, .. } => bq as usize,
+            _ => return Err(Error::Argument("not a prefill pipeline".into())),
+        };
+        let row_blocks = rows.div_ceil(bq);
+        let params = PrefillParams {
+            tokens: a.tokens as u32,
+            heads: s.heads as u32,
+            kv_heads: s.kv_heads as u32,
+            group: s.group() as u32,
+            kv_len: a.kv_len as u32,
+            offset: a.offset as u32,
+            causal: a.causal as u32,
+            rotate_k: !a.k_rotated as u32,
+            row_blocks: row_blocks as u32,
+            table_half: (d / 2) as u32,
+            scale_log2,
+            flags: neox as u32 | (KV::F16 as u32) << 1,
+        };
+        let grid = ctx.grid(dims::prod("row blocks * kv_heads", &[row_blocks, s.kv_heads])? as u64)?;
+        if let AttnPipeline::PrefillMatrix { .. } = key {
+            return prefill_matrix::encode(b, a, key, params, grid);
+        }
+        b.dispatch(&key, &params, &[a.q.raw(), a.k.raw(), a.v.raw(), a.table.buffer().raw(), a.out.raw()], grid)
+    })
 }
 
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
@@ -634,6 +685,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
     let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
     v.extend(prefill_matrix::sample_matrix_pipelines());
+    v.extend(prefill_native::sample_native_pipelines());
     v.extend(decode_matrix::sample_matrix_pipelines());
     for kv_f16 in [false, true] {
         for neox in [false, true] {
@@ -641,8 +693,8 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
         }
         for d in [6u32, 64, 80, 128, 256] {
             let (bq, bk) = prefill_tiles(d as usize, 1 << 20, 16 << 10).unwrap_or((1, 4));
-            for subgroup in [false, true] {
-                v.push(AttnPipeline::Prefill { subgroup, d, bq: bq as u32, bk: bk as u32, kv_f16, neox: d % 4 == 0 });
+            for variant in [Variant::Portable, Variant::Subgroup] {
+                v.push(AttnPipeline::Prefill { variant, d, bq: bq as u32, bk: bk as u32, kv_f16, neox: d % 4 == 0 });
             }
             for gb in [1u32, 8] {
                 let wg = (d / 2).next_power_of_two().clamp(32, 128);
