@@ -154,7 +154,7 @@ impl Context {
             wgpu::Backend::Metal if self.caps().passthrough => d.msl = Some((*text).into()),
             #[cfg(feature = "testkit")]
             wgpu::Backend::Vulkan if self.caps().passthrough && self.caps().native_twins => {
-                let mut words = crate::shaders::twin_spirv(desc).map_err(|e| Error::Pipeline(format!("{label}: twin: {e}")))?;
+                let mut words = crate::shaders::twin_spirv(desc, self.options().bounds_checks).map_err(|e| Error::Pipeline(format!("{label}: twin: {e}")))?;
                 if self.options().native_testing.twin_fault == Some(desc.entry) {
                     corrupt_spirv(&mut words);
                 }

@@ -54,10 +54,11 @@ fn native_plumbing_runs_spirv_twins_correctly() {
         assert_eq!(ctx.variant_for(info), Ok(Variant::Native), "{} not selected as Native in twin mode", info.name);
         kernels_run += 1;
         for case in kernel.test_cases() {
+            let start = std::time::Instant::now();
             match run_case(&ctx, case.as_ref(), &mut rng) {
                 Ok(c) if c.passed() => {
                     passed += 1;
-                    println!("{:<16} native(spirv twin) {:<36} PASS  {}", info.name, case.name(), c.summary());
+                    println!("{:<16} native(spirv twin) {:<36} PASS  {} ({:.1} s)", info.name, case.name(), c.summary(), start.elapsed().as_secs_f64());
                 }
                 Ok(c) => failures.push(format!("{} {}: {}", info.name, case.name(), c.summary())),
                 Err(e) => failures.push(format!("{} {}: {e}", info.name, case.name())),
@@ -73,7 +74,9 @@ fn native_plumbing_runs_spirv_twins_correctly() {
     assert!(passed > 0 && kernels_run > 0);
     // The probe builds every Native pipeline up front and reports each kernel.
     let auto = twin_context(&base, VariantPolicy::Auto).expect("twin mode");
+    let start = std::time::Instant::now();
     let report = wgkernels::probe_report(&auto);
+    println!("probe (builds every Native pipeline, runs every self-check): {:.1} s", start.elapsed().as_secs_f64());
     println!("{report}");
     assert!(report.contains("native pipelines built") && !report.contains("FAILED"), "{report}");
 }
