@@ -54,9 +54,28 @@ pub(crate) fn nibble_words_gpu(src: &[u8], dst: &mut [u32]) {
     }
 }
 
+/// A random Q4_0 or Q5_0 block of `B` bytes: a finite f16 scale `d` at byte 0 (mostly a
+/// realistic positive or negative scale, sometimes zero or an f16 subnormal), random bytes after.
+pub(crate) fn random_block_d<const B: usize>(rng: &mut fastrand::Rng) -> [u8; B] {
+    let mut b = [0u8; B];
+    b[0..2].copy_from_slice(&random_scale32(rng, 5e-2, true).to_le_bytes());
+    rng.fill(&mut b[2..]);
+    b
+}
+
+/// A random Q4_1 or Q5_1 block of `B` bytes: finite f16 `d` at byte 0 and `m` at byte 2, mostly
+/// realistic (`d` > 0, `m` of either sign), sometimes zero or f16 subnormals; random bytes after.
+pub(crate) fn random_block_dm<const B: usize>(rng: &mut fastrand::Rng) -> [u8; B] {
+    let mut b = [0u8; B];
+    b[0..2].copy_from_slice(&random_scale32(rng, 5e-2, false).to_le_bytes());
+    b[2..4].copy_from_slice(&random_scale32(rng, 0.5, true).to_le_bytes());
+    rng.fill(&mut b[4..]);
+    b
+}
+
 /// Random finite f16 bits for the scales of Q4_0, Q4_1, Q5_0 and Q5_1 test blocks: 1 in 16 zero
 /// (either sign) or subnormal, else in 1e-4..`max` (negative half of the time when `signed`).
-pub(crate) fn random_scale32(rng: &mut fastrand::Rng, max: f32, signed: bool) -> u16 {
+fn random_scale32(rng: &mut fastrand::Rng, max: f32, signed: bool) -> u16 {
     if rng.u32(0..16) == 0 {
         return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200][rng.usize(0..5)];
     }

@@ -56,17 +56,13 @@ pub fn block(d: f32, codes: &[u8; 16]) -> [u8; BLOCK_BYTES] {
 /// Dequantises one block: `d * q` in f32.
 pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = scale(b);
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32);
 }
 
 /// Per weight, `|d * q|` (the only operand; the value is one rounding of it).
 pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = scale(b).abs();
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i).unsigned_abs() as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i).unsigned_abs() as f32);
 }
 
 /// A random valid f32 scale: mostly in ±(1e-4..5e-2), sometimes zero (either sign) or a

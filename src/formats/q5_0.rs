@@ -6,7 +6,7 @@
 //!
 //! `d` has an 11-bit significand and `code - 16` at most 5 bits, so the product is exact in f32.
 
-use super::blocks::{bit32, nibble32, random_scale32};
+use super::blocks::{bit32, nibble32, random_block_d};
 use super::gguf::GgmlType;
 use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, le16, magnitudes_blocks, pack_words, WeightFormat};
 
@@ -24,26 +24,19 @@ fn code(b: &[u8; BLOCK_BYTES], i: usize) -> i32 {
 /// Dequantises one block, bit-exactly as gguf-py.
 pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = f16_at(b, 0);
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32);
 }
 
 /// Per weight, `|d * q|` (the value is exact, so this is `|w|`).
 pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = f16_at(b, 0).abs();
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i).unsigned_abs() as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i).unsigned_abs() as f32);
 }
 
 /// A random block with a finite scale: mostly realistic positive or negative scales, sometimes
 /// zero or an f16 subnormal; random codes.
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    b[0..2].copy_from_slice(&random_scale32(rng, 5e-2, true).to_le_bytes());
-    rng.fill(&mut b[2..]);
-    b
+    random_block_d(rng)
 }
 
 /// GPU layout (per row, `nb = k / 32` blocks): `nb` vec4s of low-nibble bytes (block `b`: vec4

@@ -7,7 +7,7 @@
 //! `d * code` is exact in f32 (11-bit by 5-bit significands); the addition of `m` is the only
 //! rounding (a fused multiply-add gives the same bits).
 
-use super::blocks::{bit32, nibble32, random_scale32};
+use super::blocks::{bit32, nibble32, random_block_dm};
 use super::gguf::GgmlType;
 use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, magnitudes_blocks, pack_words, WeightFormat};
 
@@ -25,27 +25,19 @@ fn code(b: &[u8; BLOCK_BYTES], i: usize) -> u8 {
 /// Dequantises one block, bit-exactly as gguf-py.
 pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let (d, m) = (f16_at(b, 0), f16_at(b, 2));
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32 + m;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32 + m);
 }
 
 /// Per weight, `|d * code| + |m|`: the magnitudes of the terms summed into the weight.
 pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let (d, m) = (f16_at(b, 0).abs(), f16_at(b, 2).abs());
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32 + m;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32 + m);
 }
 
 /// A random block with finite `d` and `m`: mostly realistic (`d` > 0, `m` of either sign),
 /// sometimes zero or f16 subnormals; random codes.
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    b[0..2].copy_from_slice(&random_scale32(rng, 5e-2, false).to_le_bytes());
-    b[2..4].copy_from_slice(&random_scale32(rng, 0.5, true).to_le_bytes());
-    rng.fill(&mut b[4..]);
-    b
+    random_block_dm(rng)
 }
 
 /// GPU layout (per row, `nb = k / 32` blocks): `nb` vec4s of low-nibble bytes (block `b`: vec4
