@@ -216,6 +216,13 @@ pub trait Kernel: Sync {
     fn info(&self) -> &'static KernelInfo;
     /// The correctness grid (small, odd shapes).
     fn test_cases(&self) -> Vec<Box<dyn Case>>;
+    /// The grid the harness runs again with wgpu's shader bounds checks on (where an access out of
+    /// range would be clamped, so a result that differs from the unchecked run's exposes it): by
+    /// default the whole correctness grid; a kernel whose pipelines are slow to build on a CPU
+    /// adapter may give a subset that still runs each of its plans.
+    fn bounds_checked_cases(&self) -> Vec<Box<dyn Case>> {
+        self.test_cases()
+    }
     /// LLM-sized shapes for the bench.
     fn bench_cases(&self) -> Vec<Box<dyn Case>>;
     /// Every pipeline this kernel can build (all variants and override combinations), for the

@@ -1,6 +1,7 @@
 //! The harness: every kernel of every family (from the registry) x every variant x its shape
 //! grid, against the CPU reference, with guard regions, fresh random inputs, and wgpu's shader
-//! bounds checks both off (the default) and on. Variants the adapter can't run are printed as
+//! bounds checks both off (the default) and on (a kernel may run a subset of its grid with them
+//! on: `Kernel::bounds_checked_cases`). Variants the adapter can't run are printed as
 //! UNSUPPORTED and never counted as passed. A variant that runs on the adapter but not for some
 //! shapes (the Matrix prefill needs head_dim % 16 == 0) reports those cases UNSUPPORTED; if it
 //! takes none of a kernel's cases, that is a failure.
@@ -22,6 +23,8 @@ fn every_kernel_every_variant() {
     let filter = std::env::var("WGKERNELS_KERNEL").ok().filter(|f| !f.is_empty());
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     let mut failures = Vec::new();
+    // Seconds per kernel x variant x bounds-check mode (pipeline builds included), slowest listed last.
+    let mut times = Vec::new();
     for bounds_checks in [false, true] {
         println!("== shader bounds checks {} ==", if bounds_checks { "ON" } else { "OFF" });
         for kernel in kernels::registry() {
@@ -37,7 +40,9 @@ fn every_kernel_every_variant() {
                 }
                 let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)).with_bounds_checks(bounds_checks));
                 let mut ran = 0;
-                for case in kernel.test_cases() {
+                let start = std::time::Instant::now();
+                let cases = if bounds_checks { kernel.bounds_checked_cases() } else { kernel.test_cases() };
+                for case in cases {
                     let result = run_case(&ctx, case.as_ref(), &mut rng);
                     ran += !matches!(result, Err(Error::Unsupported { .. })) as usize;
                     let line = match result {
@@ -62,6 +67,7 @@ fn every_kernel_every_variant() {
                     };
                     println!("{:<18} {:<9} {:<36} {line}", info.name, v.name(), case.name());
                 }
+                times.push((start.elapsed().as_secs_f64(), info.name, v.name(), bounds_checks));
                 if ran == 0 {
                     failed += 1;
                     failures.push(format!("{} {}: supported by the adapter but took none of the test cases", info.name, v.name()));
@@ -70,6 +76,12 @@ fn every_kernel_every_variant() {
         }
     }
     println!("\nharness: {passed} cases passed, {failed} failed, {unsupported} kernel x variant combinations or cases unsupported on {}", base.caps().adapter_name);
+    times.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let total: f64 = times.iter().map(|t| t.0).sum();
+    println!("slowest kernel x variant runs ({total:.1} s in all):");
+    for (secs, name, variant, bounds) in times.iter().take(12) {
+        println!("  {secs:>7.1} s  {name} {variant} (bounds checks {})", if *bounds { "on" } else { "off" });
+    }
     for f in &failures {
         println!("FAILED: {f}");
     }

@@ -334,17 +334,18 @@ impl Kernel for MmKernel {
                 v.push(self.case(40, 70, q4 * if q4 >= 256 { 9 } else { 81 }, 1));
             }
             Op::GemmQ8 => {
-                // m = 2, 3, 5, 8, 13, 16 (both plans: 4 weight rows per team up to m = 8, 2
-                // above), n odd (not a multiple of any team's rows), k of one to ten 256-column
-                // groups, a 3-chunk matrix. Each m is its own pipeline (slow to build on a CPU
-                // adapter): the formats besides Q4_K and Q6_K take m = 2, 5 and 16 only.
-                let all = [(2, 33), (3, 1), (5, 255), (8, 31), (13, 3), (16, 67), (16, 130)];
+                // m = 3, 8 and 16 (an odd m; both plans: two quads per lane in flight up to
+                // m = 8, one above; every accumulator), n odd (not a multiple of any team's
+                // rows), k of one to ten 256-column groups, a 3-chunk matrix. Each m is its own
+                // pipeline, slow to build on a CPU adapter: the formats besides Q4_K and Q6_K
+                // take m = 3 and 16 only.
+                let all = [(3, 33), (3, 1), (8, 255), (8, 31), (16, 3), (16, 67), (16, 130)];
                 let k_quants = matches!(self.format.ggml_type, Some(GgmlType::Q4_K | GgmlType::Q6_K));
-                let shapes: Vec<_> = all.into_iter().filter(|&(m, _)| k_quants || [2, 5, 16].contains(&m)).collect();
+                let shapes: Vec<_> = all.into_iter().filter(|&(m, _)| k_quants || m != 8).collect();
                 for (i, &(m, n)) in shapes.iter().enumerate() {
                     v.push(self.case(m, n, ks[i % ks.len()], 1));
                 }
-                v.push(self.case(5, 67, ks[1], 3));
+                v.push(self.case(3, 67, ks[1], 3));
             }
             Op::Dequant => {
                 for (i, n) in [1, 3, 33, 31].into_iter().enumerate() {
@@ -354,6 +355,16 @@ impl Kernel for MmKernel {
             }
         }
         v
+    }
+
+    /// With shader bounds checks on, the int8 GEMM runs one case of each plan (m = 3 and 16):
+    /// each m is a pipeline of its own, built again with the checks, and slow to build on a CPU
+    /// adapter. The other ops run their whole grid.
+    fn bounds_checked_cases(&self) -> Vec<Box<dyn Case>> {
+        match self.op {
+            Op::GemmQ8 => vec![self.case(3, 33, 256, 1), self.case(16, 67, 2560, 1)],
+            _ => self.test_cases(),
+        }
     }
 
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {

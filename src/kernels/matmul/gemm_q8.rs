@@ -9,9 +9,12 @@
 //!
 //! Plan: the int8 GEMV's teams (a subgroup, or 32 lanes of a Portable workgroup) of `ROWS`
 //! weight rows, `m * ROWS` f32 accumulators per lane, `m` compiled in (one pipeline per m).
-//! Defaults (not yet tuned on a GPU): 4 weight rows per team up to m = 8, 2 above (register use:
-//! 16 to 32 accumulators), two quads per lane in flight; `WGKERNELS_Q8GEMM_WG` / `_ROWS` /
-//! `_UNROLL` / `_TEAM` / `_PLANES` override them ([`crate::Tuning::q8_gemm`]).
+//! Defaults (swept on an H200 for Q4_K 4096 x 4096, see docs/PERFORMANCE.md): 4 weight rows per
+//! team (each activation record loaded once serves 4 rows: the records, 128 bytes per row and
+//! quad, are most of what a lane reads), two quads per lane in flight up to m = 8 and one above
+//! (at m = 16 two would need 64 accumulators plus two slabs, and spill);
+//! `WGKERNELS_Q8GEMM_WG` / `_ROWS` / `_UNROLL` / `_TEAM` / `_PLANES` override them
+//! ([`crate::Tuning::q8_gemm`]).
 //! Source: wgsl/mm_gemm_q8.wgsl (+ team_*.wgsl, mm_common.wgsl and the format part).
 
 use super::*;
@@ -36,7 +39,7 @@ pub(super) fn desc(format: Fmt, variant: Variant, plan: GemvPlan, m: u32, params
 /// The plan [`gemm_q8`] runs `m` rows with on `caps` as `variant` (see the module docs).
 pub fn gemm_q8_plan(caps: &Caps, variant: Variant, m: usize) -> GemvPlan {
     let portable = variant == Variant::Portable;
-    let default = GemvPlan { wg: if portable { 256 } else { 128 }, rows: if m <= 8 { 4 } else { 2 }, unroll: 2, team: if portable { 32 } else { 1 } };
+    let default = GemvPlan { wg: if portable { 256 } else { 128 }, rows: 4, unroll: if m <= 8 { 2 } else { 1 }, team: if portable { 32 } else { 1 } };
     tuned_plan(&caps.tuning.q8_gemm, variant, default)
 }
 
