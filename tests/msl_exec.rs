@@ -249,8 +249,10 @@ impl NativeExecutor for CpuExecutor {
 /// still enforced below.
 const CPU_CASE_BYTES: u64 = 3 << 20;
 /// Likewise for cases whose cost is their arithmetic (attention prefill): the simdgroup-matrix
-/// kernels run each 8x8 product as a rendezvous of 32 fibers (a 1.1e8-flop prefill took 35 s).
-const CPU_CASE_FLOPS: f64 = 6e7;
+/// kernels run each 8x8 product as a rendezvous of 32 fibers (a 1.1e8-flop prefill took 35 s, the
+/// grid's 1.4e7-1.7e7-flop ones 6-16 s each per mode). Every prefill entry point, K/V type and
+/// layout still runs here on the small cases below.
+const CPU_CASE_FLOPS: f64 = 1e7;
 
 /// Small cases for the Native entry points a kernel's registered grid does not reach (the grid is
 /// sized for the GPU variants). Keyed by kernel name; derived from the kernel's own entry-point
@@ -267,7 +269,9 @@ fn supplementary_cases(kernel: &str) -> Vec<Box<dyn wgkernels::suite::Case>> {
         for (i, (d, kv_f16, neox)) in variants.enumerate() {
             let layout = if neox { PairLayout::HalfSplit } else { PairLayout::Interleaved };
             let (tokens, offset) = (9 + 2 * (i % 4), 31 + 6 * (i % 5));
-            let shape = if i % 2 == 0 { AttnShape::new(6, 2, d) } else { AttnShape::new(8, 2, d) };
+            // Two KV heads (the KV-head offsets), one at head_dim 256 (the same code, at half the cost).
+            let kv_heads = if d >= 256 { 1 } else { 2 };
+            let shape = AttnShape::new(kv_heads * if i % 2 == 0 { 3 } else { 4 }, kv_heads, d);
             let (causal, k_rotated) = (i % 3 != 2, i % 4 == 1);
             v.push(Box::new(PrefillCase { tokens, offset, kv_len: offset + tokens + 3 * (i % 2), shape, layout, kv_f16, causal, k_rotated, mode: i }));
         }
