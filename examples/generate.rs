@@ -15,7 +15,8 @@
 //! (`Session::decode_greedy`), so steps run ahead of the host; `--cpu-greedy` reads each step's
 //! logits and picks the token on the CPU instead (`Session::decode_stream`). Sampling with a
 //! temperature and `--top-k` 1..=256 reads back only the top-k candidates the GPU chose
-//! (`Session::decode_stream_top_k`); `--top-k 0` or above 256 reads back the logits. `--print-tokens` prints the prompt's token ids and the generated ids;
+//! (`Session::decode_stream_top_k`); `--top-k 0` or above 256 reads back the logits.
+//! `--print-tokens` prints the prompt's token ids and the generated ids;
 //! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
 //! `[prompt tokens, vocab]`. Decode steps multiply Q4_K weights by int8-rounded activations (as
 //! llama.cpp's GPU backends do), each RMSNorm and that rounding in one dispatch;
@@ -24,12 +25,13 @@
 //! and reports, per decode token, GPU time, the CPU time not hidden behind the GPU, end-to-end
 //! tokens/s and the dispatches of a step.
 
+#[path = "common/cli.rs"]
+mod cli;
+
 use std::io::Write;
 use std::time::Instant;
-use wgkernels::formats::gguf::GgufFile;
 use wgkernels::model::tokenizer::Tokenizer;
 use wgkernels::model::{ops, KvKind, Model, ModelError, Sampler, SamplerConfig, Session, SessionOptions};
-use wgkernels::{Context, ContextOptions};
 
 struct Args {
     model: String,
@@ -67,41 +69,28 @@ fn parse_args() -> Result<Args, String> {
         cpu_greedy: false,
         gpu_time: false,
     };
-    let mut it = std::env::args().skip(1);
-    fn val<T: std::str::FromStr>(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<T, String> {
-        let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        v.parse().map_err(|_| format!("{flag}: cannot parse {v:?}"))
-    }
-    while let Some(s) = it.next() {
-        match s.as_str() {
-            "-p" | "--prompt" => a.prompt = val(&mut it, &s)?,
-            "-n" => a.n = val(&mut it, &s)?,
-            "--temp" => a.sampler.temperature = val(&mut it, &s)?,
-            "--top-k" => a.sampler.top_k = val(&mut it, &s)?,
-            "--top-p" => a.sampler.top_p = val(&mut it, &s)?,
-            "--seed" => a.sampler.seed = val(&mut it, &s)?,
-            "--kv" => {
-                let v: String = val(&mut it, &s)?;
-                a.kv = KvKind::parse(&v).ok_or_else(|| format!("--kv {v}: expected f16 or turboquant"))?;
-            }
-            "--ctx" => a.ctx = Some(val(&mut it, &s)?),
-            "--chunk" => a.chunk = val(&mut it, &s)?,
+    a.model = cli::parse(USAGE, std::env::args().skip(1), |f, v| {
+        match f {
+            "-p" | "--prompt" => a.prompt = v.value(f)?,
+            "-n" => a.n = v.value(f)?,
+            "--temp" => a.sampler.temperature = v.value(f)?,
+            "--top-k" => a.sampler.top_k = v.value(f)?,
+            "--top-p" => a.sampler.top_p = v.value(f)?,
+            "--seed" => a.sampler.seed = v.value(f)?,
+            "--kv" => a.kv = v.kv(f)?,
+            "--ctx" => a.ctx = Some(v.value(f)?),
+            "--chunk" => a.chunk = v.value(f)?,
             "--print-tokens" => a.print_tokens = true,
-            "--dump-logits" => a.dump_logits = Some(val(&mut it, &s)?),
+            "--dump-logits" => a.dump_logits = Some(v.value(f)?),
             "--no-bos" => a.bos = false,
             "--f32-activations" => a.f32_activations = true,
             "--unfused-norm" => a.unfused_norm = true,
             "--cpu-greedy" => a.cpu_greedy = true,
             "--gpu-time" => a.gpu_time = true,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
-            other if a.model.is_empty() => a.model = other.to_string(),
-            other => return Err(format!("unexpected argument {other:?}\n{USAGE}")),
+            _ => return Ok(false),
         }
-    }
-    if a.model.is_empty() {
-        return Err(USAGE.into());
-    }
+        Ok(true)
+    })?;
     Ok(a)
 }
 
@@ -132,16 +121,8 @@ fn write_npy(path: &str, data: &[f32], rows: usize, cols: usize) -> std::io::Res
     std::fs::write(path, out)
 }
 
-fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
-    let caps = ctx.caps();
-    eprintln!("adapter: {} ({:?}, {:?})", caps.adapter_name, caps.device_type, caps.backend);
-    // Mapped, not read: the weights go from the page cache to the GPU, and the pages the model
-    // keeps using (embedding rows) stay evictable file pages instead of a second copy of the
-    // model in RAM (which on unified-memory machines would halve the model that fits).
-    // SAFETY: this program neither writes nor truncates the model file while it runs; the
-    // user must not either (see GgufFile::open_mapped).
-    let file = unsafe { GgufFile::open_mapped(&a.model)? };
+fn run(a: Args) -> cli::Res<()> {
+    let (ctx, file) = cli::open(&a.model)?;
     let tok = Tokenizer::from_gguf(&file)?;
     let t0 = Instant::now();
     let mut last_pct = usize::MAX;
@@ -324,15 +305,5 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn main() {
-    let a = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
-    if let Err(e) = run(a) {
-        eprintln!("error: {e}");
-        std::process::exit(1);
-    }
+    cli::main_with(parse_args(), run);
 }

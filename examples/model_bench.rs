@@ -19,10 +19,13 @@
 //! every dispatch of a prompt chunk (once before the first run, once after the repetitions) and
 //! of a decode step ([`Context::profiled_batch`]) and prints the GPU time per kernel.
 
+#[path = "common/cli.rs"]
+mod cli;
+
+use cli::Res;
 use std::time::Instant;
-use wgkernels::formats::gguf::GgufFile;
 use wgkernels::model::{KvKind, Model, Session, SessionOptions};
-use wgkernels::{Context, ContextOptions};
+use wgkernels::Context;
 
 struct Args {
     model: String,
@@ -41,34 +44,21 @@ const USAGE: &str = "usage: model_bench MODEL.gguf [-p 512] [-n 128] [-r 5] [--k
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args { model: String::new(), pp: 512, tg: 128, reps: 5, kv: KvKind::F16, chunk: 512, f32_activations: false, gpu_time: false, profile: false, seed: 1 };
-    let mut it = std::env::args().skip(1);
-    fn val<T: std::str::FromStr>(it: &mut impl Iterator<Item = String>, flag: &str) -> Result<T, String> {
-        let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        v.parse().map_err(|_| format!("{flag}: cannot parse {v:?}"))
-    }
-    while let Some(s) = it.next() {
-        match s.as_str() {
-            "-p" => a.pp = val(&mut it, &s)?,
-            "-n" => a.tg = val(&mut it, &s)?,
-            "-r" => a.reps = val(&mut it, &s)?,
-            "--kv" => {
-                let v: String = val(&mut it, &s)?;
-                a.kv = KvKind::parse(&v).ok_or_else(|| format!("--kv {v}: expected f16 or turboquant"))?;
-            }
-            "--chunk" => a.chunk = val(&mut it, &s)?,
+    a.model = cli::parse(USAGE, std::env::args().skip(1), |f, v| {
+        match f {
+            "-p" => a.pp = v.value(f)?,
+            "-n" => a.tg = v.value(f)?,
+            "-r" => a.reps = v.value(f)?,
+            "--kv" => a.kv = v.kv(f)?,
+            "--chunk" => a.chunk = v.value(f)?,
             "--f32-activations" => a.f32_activations = true,
             "--gpu-time" => a.gpu_time = true,
             "--profile" => a.profile = true,
-            "--seed" => a.seed = val(&mut it, &s)?,
-            "-h" | "--help" => return Err(USAGE.into()),
-            other if other.starts_with('-') => return Err(format!("unknown option {other}\n{USAGE}")),
-            other if a.model.is_empty() => a.model = other.to_string(),
-            other => return Err(format!("unexpected argument {other:?}\n{USAGE}")),
+            "--seed" => a.seed = v.value(f)?,
+            _ => return Ok(false),
         }
-    }
-    if a.model.is_empty() {
-        return Err(USAGE.into());
-    }
+        Ok(true)
+    })?;
     if a.reps == 0 {
         return Err("-r must be at least 1".into());
     }
@@ -88,8 +78,6 @@ struct Rep {
     wall: f64,
     gpu: f64,
 }
-
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// `pp`: the prompt from an empty cache.
 fn run_pp(ctx: &Context, model: &Model, s: &mut Session, prompt: &[u32]) -> Res<Rep> {
@@ -160,12 +148,7 @@ fn profile(ctx: &Context, model: &Model, s: &mut Session, m: usize, title: &str)
 }
 
 fn run(a: Args) -> Res<()> {
-    let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
-    let caps = ctx.caps();
-    eprintln!("adapter: {} ({:?}, {:?})", caps.adapter_name, caps.device_type, caps.backend);
-    // SAFETY: this program neither writes nor truncates the model file while it runs; the user
-    // must not either (see GgufFile::open_mapped).
-    let file = unsafe { GgufFile::open_mapped(&a.model)? };
+    let (ctx, file) = cli::open(&a.model)?;
     let t0 = Instant::now();
     let model = Model::load(&ctx, file, &mut |_| {})?;
     eprintln!("loaded in {:.1} s", t0.elapsed().as_secs_f64());
@@ -223,15 +206,5 @@ fn run(a: Args) -> Res<()> {
 }
 
 fn main() {
-    let a = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
-    if let Err(e) = run(a) {
-        eprintln!("error: {e}");
-        std::process::exit(1);
-    }
+    cli::main_with(parse_args(), run);
 }

@@ -6,10 +6,10 @@
 
 mod common;
 
-use wgkernels::kernels::turboquant::cases::{attention_reference, check_quantized, test_vectors, ATTENTION_TOL};
+use wgkernels::kernels::turboquant::cases::{attention_reference, check_quantized, random_cache, test_vectors, ATTENTION_TOL};
 use wgkernels::kernels::turboquant::{self as tq, codebook, CacheKind, DecodeAttention, TqAttnWorkspace, TqCache, TqConfig};
 use wgkernels::reference::turboquant as reference;
-use wgkernels::suite::{compare, Rng};
+use wgkernels::suite::{compare, guarded_f32, Rng};
 use wgkernels::{Context, ContextOptions, Error, Variant, VariantPolicy};
 
 /// Paper bound at 4 bits (0.0095) with 15 % slack.
@@ -217,28 +217,49 @@ fn ring_buffer_wraps_and_masks_by_logical_position() {
     }
 }
 
+/// One decode-attention case over a random compressed K/V cache (signs from `seeds`), uploaded
+/// as is: the GPU output (poison-guarded) must match f64 attention over the same codes.
+struct CacheCase {
+    heads: usize,
+    kv_heads: usize,
+    d: usize,
+    capacity: usize,
+    len: usize,
+    kind: CacheKind,
+    seeds: (u64, u64),
+    /// Attention scale times sqrt(d).
+    scale: f32,
+}
+
+fn check_cache_attention(ctx: &Context, rng: &mut Rng, c: &CacheCase, label: &str) {
+    let (heads, d) = (c.heads, c.d);
+    let kc = config(c.kv_heads, d, c.capacity, c.kind, Some(c.seeds.0));
+    let vc = config(c.kv_heads, d, c.capacity, c.kind, Some(c.seeds.1));
+    let (hk, hv) = (random_cache(rng, kc), random_cache(rng, vc));
+    let (k, v) = (TqCache::upload(ctx, &hk).unwrap(), TqCache::upload(ctx, &hv).unwrap());
+    let q = rng.normal_vec(heads * d);
+    let a = DecodeAttention { heads, kv_len: c.len, window: None, scale: c.scale / (d as f32).sqrt() };
+    let ws = TqAttnWorkspace::new(ctx, heads, &kc).unwrap();
+    let (sq, out) = (ctx.upload(&q).unwrap(), guarded_f32(ctx, heads * d).unwrap());
+    let mut b = ctx.batch();
+    tq::decode_attention(&mut b, &ws, &sq, &k, &v, &out, &a).unwrap();
+    b.run().unwrap();
+    let (r, mag) = attention_reference(&q, &hk, &hv, &a).unwrap();
+    let check = compare(&ctx.read(&out).unwrap(), &r, &mag, ATTENTION_TOL);
+    let case = format!("{label} h={heads} kvh={} d={d} cap={} len={} {:?}", c.kv_heads, c.capacity, c.len, c.kind);
+    println!("{case}: {}", check.summary());
+    assert!(check.passed(), "{case}: {}", check.summary());
+}
+
 /// Enough work units that the split-K plan takes its longest splits (512 positions).
 #[test]
 fn attention_long_context_large_splits() {
     let base = common::context();
     let mut rng = rng();
     for (variant, ctx) in variants(&base) {
-        let (heads, kvh, d, len) = (64usize, 8usize, 64usize, 8300usize);
-        let kc = config(kvh, d, len, CacheKind::Global, Some(77));
-        let vc = config(kvh, d, len, CacheKind::Global, Some(78));
-        let (hk, hv) = (wgkernels::kernels::turboquant::cases::random_cache(&mut rng, kc), wgkernels::kernels::turboquant::cases::random_cache(&mut rng, vc));
-        let (k, v) = (TqCache::upload(&ctx, &hk).unwrap(), TqCache::upload(&ctx, &hv).unwrap());
-        let q = rng.normal_vec(heads * d);
-        let a = DecodeAttention { heads, kv_len: len, window: None, scale: 2.0 / (d as f32).sqrt() };
-        let ws = TqAttnWorkspace::new(&ctx, heads, &kc).unwrap();
-        let (sq, out) = (ctx.upload(&q).unwrap(), wgkernels::suite::guarded_f32(&ctx, heads * d).unwrap());
-        let mut b = ctx.batch();
-        tq::decode_attention(&mut b, &ws, &sq, &k, &v, &out, &a).unwrap();
-        b.run().unwrap();
-        let (r, mag) = attention_reference(&q, &hk, &hv, &a).unwrap();
-        let c = compare(&ctx.read(&out).unwrap(), &r, &mag, ATTENTION_TOL);
-        println!("{variant} h={heads} kvh={kvh} d={d} len={len}: {}", c.summary());
-        assert!(c.passed(), "{variant}: {}", c.summary());
+        let len = 8300;
+        let case = CacheCase { heads: 64, kv_heads: 8, d: 64, capacity: len, len, kind: CacheKind::Global, seeds: (77, 78), scale: 2.0 };
+        check_cache_attention(&ctx, &mut rng, &case, &variant.to_string());
     }
 }
 
@@ -253,24 +274,11 @@ fn attention_forced_splits_cover_every_key_layout() {
         for (variant, _) in variants(&base) {
             let tuning = wgkernels::Tuning { tq_split: Some(split), ..wgkernels::Tuning::default() };
             let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(variant)).with_tuning(tuning));
-            for (heads, kvh, d, cap, len, kind) in
+            for (heads, kv_heads, d, capacity, len, kind) in
                 [(8usize, 2usize, 128usize, 813usize, 813usize, CacheKind::Global), (4, 1, 64, 700, 1501, CacheKind::Window), (6, 2, 256, 555, 555, CacheKind::Global)]
             {
-                let kc = config(kvh, d, cap, kind, Some(91));
-                let vc = config(kvh, d, cap, kind, Some(92));
-                let (hk, hv) = (wgkernels::kernels::turboquant::cases::random_cache(&mut rng, kc), wgkernels::kernels::turboquant::cases::random_cache(&mut rng, vc));
-                let (k, v) = (TqCache::upload(&ctx, &hk).unwrap(), TqCache::upload(&ctx, &hv).unwrap());
-                let q = rng.normal_vec(heads * d);
-                let a = DecodeAttention { heads, kv_len: len, window: None, scale: 1.5 / (d as f32).sqrt() };
-                let ws = TqAttnWorkspace::new(&ctx, heads, &kc).unwrap();
-                let (sq, out) = (ctx.upload(&q).unwrap(), wgkernels::suite::guarded_f32(&ctx, heads * d).unwrap());
-                let mut b = ctx.batch();
-                tq::decode_attention(&mut b, &ws, &sq, &k, &v, &out, &a).unwrap();
-                b.run().unwrap();
-                let (r, mag) = attention_reference(&q, &hk, &hv, &a).unwrap();
-                let c = compare(&ctx.read(&out).unwrap(), &r, &mag, ATTENTION_TOL);
-                println!("{variant} split={split} h={heads} kvh={kvh} d={d} cap={cap} len={len} {kind:?}: {}", c.summary());
-                assert!(c.passed(), "{variant} split={split} d={d} len={len}: {}", c.summary());
+                let case = CacheCase { heads, kv_heads, d, capacity, len, kind, seeds: (91, 92), scale: 1.5 };
+                check_cache_attention(&ctx, &mut rng, &case, &format!("{variant} split={split}"));
             }
         }
     }

@@ -19,17 +19,17 @@
 //! then the `nb` scales as f32 words (block `b`: word `b`), padded to a whole vec4. An item is
 //! one block.
 
-use super::weight::{pack_words, WeightFormat};
+use super::weight::{dequantize_blocks, le32, magnitudes_blocks, pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 32;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 20;
 
-/// The scale of a block.
+/// The f32 scale of a block (its first 4 bytes; also INT8's).
 #[inline]
-fn scale(b: &[u8]) -> f32 {
-    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+pub(crate) fn scale(b: &[u8]) -> f32 {
+    f32::from_bits(le32(b, 0))
 }
 
 /// Whether `d` is a valid block scale: finite and normal or zero.
@@ -56,17 +56,13 @@ pub fn block(d: f32, codes: &[u8; 16]) -> [u8; BLOCK_BYTES] {
 /// Dequantises one block: `d * q` in f32.
 pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = scale(b);
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32);
 }
 
 /// Per weight, `|d * q|` (the only operand; the value is one rounding of it).
 pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = scale(b).abs();
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i).unsigned_abs() as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i).unsigned_abs() as f32);
 }
 
 /// A random valid f32 scale: mostly in ±(1e-4..5e-2), sometimes zero (either sign) or a
@@ -103,8 +99,8 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 32,
     gpu_row_words: |k| 4 * (k / 32) + (k / 32).div_ceil(4) * 4,
     relayout_row,
-    dequantize,
-    magnitudes,
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
     first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !valid_scale(scale(b))),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_int4.wgsl"),
@@ -121,18 +117,9 @@ fn relayout_row(src: &[u8], dst: &mut [u32]) {
     }
 }
 
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::{dequantize_format, FormatError};
 
     #[test]
     fn known_block() {
@@ -151,19 +138,7 @@ mod tests {
 
     #[test]
     fn validation_and_lengths() {
-        let f = &FORMAT;
-        let mut rng = fastrand::Rng::with_seed(1);
-        let bytes = (f.random_blocks)(&mut rng, 3);
-        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
-        f.validate(&bytes).unwrap();
-        dequantize_format(f, &bytes, &mut out).unwrap();
-        assert!(matches!(dequantize_format(f, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
-        assert!(matches!(f.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
-        for bad in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::from_bits(1), -f32::MIN_POSITIVE / 2.0] {
-            let mut m = bytes.clone();
-            m[BLOCK_BYTES..BLOCK_BYTES + 4].copy_from_slice(&bad.to_le_bytes());
-            assert!(matches!(f.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{bad:e}");
-        }
-        f.validate(&[]).unwrap();
+        let bad = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::from_bits(1), -f32::MIN_POSITIVE / 2.0];
+        crate::formats::weight::check_invalid_scales(&FORMAT, &bad.map(|v| (0, v.to_le_bytes())));
     }
 }

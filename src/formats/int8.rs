@@ -18,19 +18,13 @@
 //! block after block), then the `nb` scales as f32 words, padded to a whole vec4. An item is 16
 //! weights: one vec4 of codes; its scale is word `item / 2` of the scale area.
 
-use super::int4::{random_scale, valid_scale};
-use super::weight::{pack_bytes, WeightFormat};
+use super::int4::{random_scale, scale, valid_scale};
+use super::weight::{dequantize_blocks, magnitudes_blocks, pack_bytes, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 32;
 /// Bytes per block.
 pub const BLOCK_BYTES: usize = 36;
-
-/// The scale of a block.
-#[inline]
-fn scale(b: &[u8]) -> f32 {
-    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
 
 /// One block from its scale and its 32 codes (two's-complement bytes).
 pub fn block(d: f32, codes: &[u8; 32]) -> [u8; BLOCK_BYTES] {
@@ -71,8 +65,8 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 16,
     gpu_row_words: |k| k / 4 + (k / 32).div_ceil(4) * 4,
     relayout_row,
-    dequantize,
-    magnitudes,
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
     first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !valid_scale(scale(b))),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_int8.wgsl"),
@@ -89,18 +83,9 @@ fn relayout_row(src: &[u8], dst: &mut [u32]) {
     }
 }
 
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::{dequantize_format, FormatError};
 
     #[test]
     fn known_block() {
@@ -114,19 +99,7 @@ mod tests {
 
     #[test]
     fn validation_and_lengths() {
-        let f = &FORMAT;
-        let mut rng = fastrand::Rng::with_seed(1);
-        let bytes = (f.random_blocks)(&mut rng, 3);
-        let mut out = vec![0f32; 3 * BLOCK_WEIGHTS];
-        f.validate(&bytes).unwrap();
-        dequantize_format(f, &bytes, &mut out).unwrap();
-        assert!(matches!(dequantize_format(f, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })));
-        assert!(matches!(f.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })));
-        for bad in [f32::INFINITY, f32::NAN, f32::from_bits(0x8000_0001)] {
-            let mut m = bytes.clone();
-            m[BLOCK_BYTES..BLOCK_BYTES + 4].copy_from_slice(&bad.to_le_bytes());
-            assert!(matches!(f.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{bad:e}");
-        }
-        f.validate(&[]).unwrap();
+        let bad = [f32::INFINITY, f32::NAN, f32::from_bits(0x8000_0001)];
+        crate::formats::weight::check_invalid_scales(&FORMAT, &bad.map(|v| (0, v.to_le_bytes())));
     }
 }

@@ -105,6 +105,7 @@
 
 use std::fmt;
 
+mod blocks;
 pub mod gguf;
 mod weight;
 pub use weight::*;

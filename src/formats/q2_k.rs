@@ -8,10 +8,9 @@
 //! `d * sc * q` (11 + 4 + 2 significand bits) and `dmin * m` are exact in f32, so the
 //! subtraction is the only rounding (a fused multiply-add gives the same bits).
 
-use half::f16;
-
+use super::blocks::{crumb, crumb_words_gpu, random_scale256};
 use super::gguf::GgmlType;
-use super::weight::{pack_words, WeightFormat, f16_at};
+use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, le32, magnitudes_blocks, pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
@@ -21,8 +20,7 @@ pub const BLOCK_BYTES: usize = 84;
 /// The 2-bit code of weight `i` of a block.
 #[inline]
 fn code(b: &[u8; BLOCK_BYTES], i: usize) -> u8 {
-    let (h, r) = (i / 128, i % 128);
-    (b[16 + 32 * h + r % 32] >> (2 * (r / 32))) & 3
+    crumb(b, 16, i)
 }
 
 /// Dequantises one block, bit-exactly as gguf-py.
@@ -54,18 +52,9 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
     let mut b = [0u8; BLOCK_BYTES];
     rng.fill(&mut b[..80]);
-    b[80..82].copy_from_slice(&random_f16(rng, 2e-2).to_le_bytes());
-    b[82..84].copy_from_slice(&random_f16(rng, 2e-2).to_le_bytes());
+    b[80..82].copy_from_slice(&random_scale256(rng, 2e-2).to_le_bytes());
+    b[82..84].copy_from_slice(&random_scale256(rng, 2e-2).to_le_bytes());
     b
-}
-
-/// Random finite f16 bits: 1 in 16 zero (either sign), subnormal or negative, else in
-/// 1e-5..`max`.
-fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
-    if rng.u32(0..16) == 0 {
-        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)];
-    }
-    f16::from_f32(1e-5 + rng.f32() * max).to_bits()
 }
 
 /// GPU layout (per row, `nb = k / 256` blocks): 5 vec4 per block - the 16 scale bytes, then 4 of
@@ -80,9 +69,9 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 32,
     gpu_row_words: |k| 20 * (k / 256) + (k / 256).div_ceil(4) * 4,
     relayout_row,
-    dequantize,
-    magnitudes,
-    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 80).is_finite() && f16_at(b, 82).is_finite())),
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[80, 82]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q2_k.wgsl"),
     native: None,
@@ -92,30 +81,18 @@ pub const FORMAT: WeightFormat = WeightFormat {
 fn relayout_row(src: &[u8], dst: &mut [u32]) {
     let nb = src.len() / BLOCK_BYTES;
     let (blocks, heads) = dst.split_at_mut(20 * nb);
-    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     for (b, (blk, d)) in src.chunks_exact(BLOCK_BYTES).zip(blocks.chunks_exact_mut(20)).enumerate() {
         pack_words(&blk[..16], &mut d[..4]);
-        // GPU word 4 + 4v + c = qs word 2v + c / 2 + 8 (c % 2).
-        for (gw, w) in d[4..].iter_mut().enumerate() {
-            *w = word(blk, 16 + 4 * (2 * (gw / 4) + (gw % 4) / 2 + 8 * (gw % 2)));
-        }
-        heads[b] = word(blk, 80);
+        crumb_words_gpu(&blk[16..80], &mut d[4..]);
+        heads[b] = le32(blk, 80);
     }
-}
-
-/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
 }
 
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)] // indices are layout positions
 mod tests {
     use super::*;
+    use half::f16;
 
     #[test]
     fn known_block() {

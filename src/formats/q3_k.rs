@@ -9,10 +9,9 @@
 //!
 //! `d * scale * code` (11 + 6 + 3 significand bits) is exact in f32: no rounding at all.
 
-use half::f16;
-
+use super::blocks::{crumb, crumb_words_gpu, random_scale256};
 use super::gguf::GgmlType;
-use super::weight::{le16, pack_words, WeightFormat, f16_at};
+use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, le16, magnitudes_blocks, pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
@@ -22,8 +21,7 @@ pub const BLOCK_BYTES: usize = 110;
 /// The signed code (-4..=3) of weight `i` of a block.
 #[inline]
 fn code(b: &[u8; BLOCK_BYTES], i: usize) -> i32 {
-    let (h, r) = (i / 128, i % 128);
-    let low = (b[32 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    let low = crumb(b, 32, i);
     let high = (b[i % 32] >> (i / 32)) & 1;
     low as i32 - if high == 0 { 4 } else { 0 }
 }
@@ -64,8 +62,7 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
     let mut b = [0u8; BLOCK_BYTES];
     rng.fill(&mut b[..108]);
-    let d = if rng.u32(0..16) == 0 { [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)] } else { f16::from_f32(1e-5 + rng.f32() * 5e-3).to_bits() };
-    b[108..].copy_from_slice(&d.to_le_bytes());
+    b[108..].copy_from_slice(&random_scale256(rng, 5e-3).to_le_bytes());
     b
 }
 
@@ -81,9 +78,9 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 32,
     gpu_row_words: |k| 28 * (k / 256),
     relayout_row,
-    dequantize,
-    magnitudes,
-    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 108).is_finite())),
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[108]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q3_k.wgsl"),
     native: None,
@@ -91,31 +88,19 @@ pub const FORMAT: WeightFormat = WeightFormat {
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {
-    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     for (blk, d) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(28)) {
         pack_words(&blk[96..108], &mut d[..3]);
         d[3] = le16(blk, 108) as u32;
-        // GPU word 4 + 4v + c = qs word 2v + c / 2 + 8 (c % 2).
-        for (gw, w) in d[4..20].iter_mut().enumerate() {
-            *w = word(blk, 32 + 4 * (2 * (gw / 4) + (gw % 4) / 2 + 8 * (gw % 2)));
-        }
+        crumb_words_gpu(&blk[32..96], &mut d[4..20]);
         pack_words(&blk[..32], &mut d[20..]);
     }
-}
-
-/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
 }
 
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)] // indices are layout positions
 mod tests {
     use super::*;
+    use half::f16;
 
     #[test]
     fn known_block() {

@@ -6,10 +6,9 @@
 //! `d` has an 11-bit significand and `code - 8` at most 4 bits, so the product is exact in f32:
 //! the dequantised value has no rounding at all.
 
-use half::f16;
-
+use super::blocks::{nibble32, random_block_d};
 use super::gguf::GgmlType;
-use super::weight::{le16, pack_words, WeightFormat, f16_at};
+use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, le16, magnitudes_blocks, pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 32;
@@ -19,49 +18,26 @@ pub const BLOCK_BYTES: usize = 18;
 /// The signed code (-8..=7) of weight `i` of a block.
 #[inline]
 fn code(b: &[u8; BLOCK_BYTES], i: usize) -> i32 {
-    let byte = b[2 + i % 16];
-    let nib = if i < 16 { byte & 15 } else { byte >> 4 };
-    nib as i32 - 8
+    nibble32(b, 2, i) as i32 - 8
 }
 
 /// Dequantises one block, bit-exactly as gguf-py.
 pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = f16_at(b, 0);
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32);
 }
 
 /// Per weight, the sum of the magnitudes of the terms that form it (`|d * q|`): a bound for
 /// rounding analyses (the dequantised value is exact here, so this is just `|w|`).
 pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let d = f16_at(b, 0).abs();
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i).unsigned_abs() as f32;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i).unsigned_abs() as f32);
 }
 
 /// A random block with a finite scale: mostly realistic positive or negative scales, sometimes
 /// zero or an f16 subnormal; random codes.
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    b[0..2].copy_from_slice(&random_scale(rng, true).to_le_bytes());
-    rng.fill(&mut b[2..]);
-    b
-}
-
-/// Random finite f16 scale bits: 1 in 16 zero (either sign) or subnormal, else in
-/// 1e-4..5e-2 (negative too when `signed`).
-fn random_scale(rng: &mut fastrand::Rng, signed: bool) -> u16 {
-    if rng.u32(0..16) == 0 {
-        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200][rng.usize(0..5)];
-    }
-    let v = f16::from_f32(1e-4 + rng.f32() * 5e-2).to_bits();
-    if signed && rng.bool() {
-        v | 0x8000
-    } else {
-        v
-    }
+    random_block_d(rng)
 }
 
 /// GPU layout (per row, `nb = k / 32` blocks): `nb` vec4s of code bytes (block `b`: vec4 `b`),
@@ -75,9 +51,9 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 32,
     gpu_row_words: |k| 4 * (k / 32) + (k / 32).div_ceil(8) * 4,
     relayout_row,
-    dequantize,
-    magnitudes,
-    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 0).is_finite())),
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q4_0.wgsl"),
     native: None,
@@ -93,19 +69,11 @@ fn relayout_row(src: &[u8], dst: &mut [u32]) {
     }
 }
 
-/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
-}
-
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)] // indices are layout positions
 mod tests {
     use super::*;
+    use half::f16;
 
     #[test]
     fn known_block() {

@@ -7,10 +7,9 @@
 //! rounding, so a fused multiply-add gives the same bits, but adding `m` to anything else first
 //! would not.
 
-use half::f16;
-
+use super::blocks::{nibble32, random_block_dm};
 use super::gguf::GgmlType;
-use super::weight::{pack_words, WeightFormat, f16_at};
+use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, magnitudes_blocks, pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 32;
@@ -20,52 +19,25 @@ pub const BLOCK_BYTES: usize = 20;
 /// The unsigned code (0..=15) of weight `i` of a block.
 #[inline]
 fn code(b: &[u8; BLOCK_BYTES], i: usize) -> u8 {
-    let byte = b[4 + i % 16];
-    if i < 16 {
-        byte & 15
-    } else {
-        byte >> 4
-    }
+    nibble32(b, 4, i)
 }
 
 /// Dequantises one block, bit-exactly as gguf-py.
 pub fn dequantize_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let (d, m) = (f16_at(b, 0), f16_at(b, 2));
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32 + m;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32 + m);
 }
 
 /// Per weight, `|d * code| + |m|`: the magnitudes of the terms summed into the weight.
 pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     let (d, m) = (f16_at(b, 0).abs(), f16_at(b, 2).abs());
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = d * code(b, i) as f32 + m;
-    }
+    *out = std::array::from_fn(|i| d * code(b, i) as f32 + m);
 }
 
 /// A random block with finite `d` and `m`: mostly realistic (`d` > 0, `m` of either sign),
 /// sometimes zero or f16 subnormals; random codes.
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    b[0..2].copy_from_slice(&random_f16(rng, 5e-2, false).to_le_bytes());
-    b[2..4].copy_from_slice(&random_f16(rng, 0.5, true).to_le_bytes());
-    rng.fill(&mut b[4..]);
-    b
-}
-
-/// Random finite f16 bits: 1 in 16 zero (either sign) or subnormal, else in 1e-4..`max`
-/// (negative too when `signed`).
-fn random_f16(rng: &mut fastrand::Rng, max: f32, signed: bool) -> u16 {
-    if rng.u32(0..16) == 0 {
-        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200][rng.usize(0..5)];
-    }
-    let v = f16::from_f32(1e-4 + rng.f32() * max).to_bits();
-    if signed && rng.bool() {
-        v | 0x8000
-    } else {
-        v
-    }
+    random_block_dm(rng)
 }
 
 /// GPU layout (per row, `nb = k / 32` blocks): `nb` vec4s of code bytes (block `b`: vec4 `b`),
@@ -78,9 +50,9 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 32,
     gpu_row_words: |k| 4 * (k / 32) + (k / 32).div_ceil(4) * 4,
     relayout_row,
-    dequantize,
-    magnitudes,
-    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite())),
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0, 2]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q4_1.wgsl"),
     native: None,
@@ -96,19 +68,11 @@ fn relayout_row(src: &[u8], dst: &mut [u32]) {
     }
 }
 
-/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
-}
-
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)] // indices are layout positions
 mod tests {
     use super::*;
+    use half::f16;
 
     #[test]
     fn known_block() {

@@ -9,8 +9,9 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::blocks::nibble_words_gpu;
 use super::gguf::GgmlType;
-use super::weight::{le16, random_f16_scale, WeightFormat};
+use super::weight::{first_nonfinite_f16, pack_words, random_f16_scale, WeightFormat};
 use super::FormatError;
 
 /// The Q4_K weight format of the matmul family.
@@ -36,7 +37,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
         }
     },
     magnitudes,
-    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16::from_bits(le16(b, 0)).is_finite() && f16::from_bits(le16(b, 2)).is_finite())),
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0, 2]),
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q4_k.wgsl"),
     native: None,
@@ -45,14 +46,9 @@ pub const FORMAT: WeightFormat = WeightFormat {
 
 /// GPU word `gw` (0..32) of a block's nibble area holds GGUF nibble word `8 * (gw % 4) + gw / 4`.
 fn relayout_row(src: &[u8], dst: &mut [u32]) {
-    let word = |c: &[u8]| u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
     for (blk, d) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(36)) {
-        for (i, w) in d[..4].iter_mut().enumerate() {
-            *w = word(&blk[4 * i..]);
-        }
-        for (gw, w) in d[4..].iter_mut().enumerate() {
-            *w = word(&blk[16 + 4 * (8 * (gw % 4) + gw / 4)..]);
-        }
+        pack_words(&blk[..16], &mut d[..4]);
+        nibble_words_gpu(&blk[16..], &mut d[4..]);
     }
 }
 

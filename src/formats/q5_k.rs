@@ -9,11 +9,10 @@
 //! subtraction is the only rounding: any product order, or a fused multiply-add, gives the same
 //! bits.
 
-use half::f16;
-
-use super::q4k::get_scale_min;
+use super::blocks::{nibble_words_gpu, random_scale256};
 use super::gguf::GgmlType;
-use super::weight::{f16_at, WeightFormat};
+use super::q4k::get_scale_min;
+use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, le32, magnitudes_blocks, pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
@@ -62,19 +61,10 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
 /// zero, negative or an f16 subnormal; random scales and codes.
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
     let mut b = [0u8; BLOCK_BYTES];
-    b[0..2].copy_from_slice(&random_f16(rng, 2e-3).to_le_bytes());
-    b[2..4].copy_from_slice(&random_f16(rng, 2e-3).to_le_bytes());
+    b[0..2].copy_from_slice(&random_scale256(rng, 2e-3).to_le_bytes());
+    b[2..4].copy_from_slice(&random_scale256(rng, 2e-3).to_le_bytes());
     rng.fill(&mut b[4..]);
     b
-}
-
-/// Random finite f16 bits: 1 in 16 zero (either sign), subnormal or negative, else in
-/// 1e-5..`max`.
-fn random_f16(rng: &mut fastrand::Rng, max: f32) -> u16 {
-    if rng.u32(0..16) == 0 {
-        return [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)];
-    }
-    f16::from_f32(1e-5 + rng.f32() * max).to_bits()
 }
 
 /// GPU layout (per block, 11 vec4 = 176 bytes, blocks of a row contiguous): vec4 0 = bytes 0..16
@@ -91,9 +81,9 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 64,
     gpu_row_words: |k| k / 256 * 44,
     relayout_row,
-    dequantize,
-    magnitudes,
-    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 0).is_finite() && f16_at(b, 2).is_finite())),
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0, 2]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q5_k.wgsl"),
     native: None,
@@ -101,29 +91,14 @@ pub const FORMAT: WeightFormat = WeightFormat {
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {
-    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     for (blk, d) in src.chunks_exact(BLOCK_BYTES).zip(dst.chunks_exact_mut(44)) {
-        for (i, w) in d[..4].iter_mut().enumerate() {
-            *w = word(blk, 4 * i);
-        }
-        // GPU word 4 + 4wi + pp = GGUF nibble word 8pp + wi.
-        for (gw, w) in d[4..36].iter_mut().enumerate() {
-            *w = word(blk, 48 + 4 * (8 * (gw % 4) + gw / 4));
-        }
+        pack_words(&blk[..16], &mut d[..4]);
+        nibble_words_gpu(&blk[48..], &mut d[4..36]);
         // GPU words 36.. = qh words 0, 4, 1, 5, 2, 6, 3, 7.
         for (gw, w) in d[36..].iter_mut().enumerate() {
-            *w = word(blk, 16 + 4 * (gw / 2 + 4 * (gw % 2)));
+            *w = le32(blk, 16 + 4 * (gw / 2 + 4 * (gw % 2)));
         }
     }
-}
-
-/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
 }
 
 #[cfg(test)]
@@ -131,6 +106,7 @@ fn magnitudes(src: &[u8], out: &mut [f64]) {
 mod tests {
     use super::super::q4k::pack_scale_min;
     use super::*;
+    use half::f16;
 
     #[test]
     fn known_block() {

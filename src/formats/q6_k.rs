@@ -8,10 +8,9 @@
 //! `d * sc` (11 + 7 significand bits) times `q` (5 bits) is exact in f32: the dequantised value
 //! has no rounding, in any product order.
 
-use half::f16;
-
+use super::blocks::{crumb, crumb_words_gpu, nibble_words_gpu, random_scale256};
 use super::gguf::GgmlType;
-use super::weight::{le16, pack_words, WeightFormat, f16_at};
+use super::weight::{dequantize_blocks, f16_at, first_nonfinite_f16, le16, magnitudes_blocks, pack_words, WeightFormat};
 
 /// Weights per block.
 pub const BLOCK_WEIGHTS: usize = 256;
@@ -23,7 +22,7 @@ pub const BLOCK_BYTES: usize = 210;
 fn code(b: &[u8; BLOCK_BYTES], i: usize) -> i32 {
     let (h, r) = (i / 128, i % 128);
     let lo = (b[64 * h + r % 64] >> (4 * (r / 64))) & 15;
-    let hi = (b[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 3;
+    let hi = crumb(b, 128, i);
     (lo | hi << 4) as i32 - 32
 }
 
@@ -60,8 +59,7 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
 pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
     let mut b = [0u8; BLOCK_BYTES];
     rng.fill(&mut b[..208]);
-    let d = if rng.u32(0..16) == 0 { [0x0000, 0x8000, 0x0001, 0x03ff, 0x0200, 0x9400][rng.usize(0..6)] } else { f16::from_f32(1e-5 + rng.f32() * 1e-3).to_bits() };
-    b[208..].copy_from_slice(&d.to_le_bytes());
+    b[208..].copy_from_slice(&random_scale256(rng, 1e-3).to_le_bytes());
     b
 }
 
@@ -77,9 +75,9 @@ pub const FORMAT: WeightFormat = WeightFormat {
     item_weights: 32,
     gpu_row_words: |k| 52 * (k / 256) + (k / 256).div_ceil(8) * 4,
     relayout_row,
-    dequantize,
-    magnitudes,
-    first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !(f16_at(b, 208).is_finite())),
+    dequantize: |src, out| dequantize_blocks(src, out, dequantize_block),
+    magnitudes: |src, out| magnitudes_blocks(src, out, magnitudes_block),
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[208]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q6_k.wgsl"),
     native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q6_k.metal"), entries: &[(2, "mm_gemv_q6_k_r2"), (4, "mm_gemv_q6_k_r4")] }),
@@ -89,34 +87,19 @@ pub const FORMAT: WeightFormat = WeightFormat {
 fn relayout_row(src: &[u8], dst: &mut [u32]) {
     let nb = src.len() / BLOCK_BYTES;
     let (blocks, ds) = dst.split_at_mut(52 * nb);
-    let word = |b: &[u8], i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     for (b, (blk, d)) in src.chunks_exact(BLOCK_BYTES).zip(blocks.chunks_exact_mut(52)).enumerate() {
-        // GPU word 4u + c = ql word 8c + u.
-        for (gw, w) in d[..32].iter_mut().enumerate() {
-            *w = word(blk, 4 * (8 * (gw % 4) + gw / 4));
-        }
-        // GPU word 32 + 4v + c = qh word 2v + c / 2 + 8 (c % 2).
-        for (gw, w) in d[32..48].iter_mut().enumerate() {
-            *w = word(blk, 128 + 4 * (2 * (gw / 4) + (gw % 4) / 2 + 8 * (gw % 2)));
-        }
+        nibble_words_gpu(&blk[..128], &mut d[..32]);
+        crumb_words_gpu(&blk[128..192], &mut d[32..48]);
         pack_words(&blk[192..208], &mut d[48..]);
         ds[b / 2] |= (le16(blk, 208) as u32) << (16 * (b % 2));
     }
-}
-
-/// Dequantises whole blocks (`out.len()` = blocks * {BLOCK_WEIGHTS}), bit-exactly as gguf-py.
-fn dequantize(src: &[u8], out: &mut [f32]) {
-    super::weight::dequantize_blocks(src, out, dequantize_block);
-}
-
-fn magnitudes(src: &[u8], out: &mut [f64]) {
-    super::weight::magnitudes_blocks(src, out, magnitudes_block);
 }
 
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)] // indices are layout positions
 mod tests {
     use super::*;
+    use half::f16;
 
     #[test]
     fn known_block() {

@@ -7,7 +7,7 @@
 //! area. The 34-byte blocks are thereby split into 16-byte-aligned parts, read once each.
 
 use super::gguf::GgmlType;
-use super::weight::{le16, pack_bytes, random_f16_scale, WeightFormat};
+use super::weight::{first_nonfinite_f16, le16, pack_bytes, random_f16_scale, WeightFormat};
 use half::f16;
 
 /// Weights per block.
@@ -25,7 +25,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     relayout_row,
     dequantize,
     magnitudes,
-    first_invalid_block,
+    first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0]),
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q8_0.wgsl"),
     native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8_0.metal"), entries: &[(2, "mm_gemv_q8_0_r2"), (4, "mm_gemv_q8_0_r4")] }),
@@ -63,10 +63,6 @@ fn magnitudes(src: &[u8], out: &mut [f64]) {
             *v = d * ((q as i8) as f64).abs();
         }
     }
-}
-
-fn first_invalid_block(src: &[u8]) -> Option<usize> {
-    src.chunks_exact(BLOCK_BYTES).position(|b| !f16::from_bits(le16(b, 0)).is_finite())
 }
 
 fn random_blocks(rng: &mut fastrand::Rng, count: usize) -> Vec<u8> {

@@ -192,10 +192,22 @@ pub(crate) fn le16(b: &[u8], i: usize) -> u16 {
     u16::from_le_bytes([b[i], b[i + 1]])
 }
 
+/// Little-endian u32 at byte `i`.
+#[inline]
+pub(crate) fn le32(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
 /// Little-endian f16 at byte `at`, as f32 (the block scales of the quantised formats).
 #[inline]
 pub(crate) fn f16_at(b: &[u8], at: usize) -> f32 {
     half::f16::from_bits(le16(b, at)).to_f32()
+}
+
+/// The first block of `src` (blocks of `block_bytes`) with a NaN or infinite f16 at any of the
+/// byte offsets `scales` (its scales): a format's [`WeightFormat::first_invalid_block`].
+pub(crate) fn first_nonfinite_f16(src: &[u8], block_bytes: usize, scales: &[usize]) -> Option<usize> {
+    src.chunks_exact(block_bytes).position(|b| !scales.iter().all(|&at| f16_at(b, at).is_finite()))
 }
 
 /// Packs bytes (length a multiple of 4) into little-endian words.
@@ -232,12 +244,20 @@ pub(crate) fn magnitudes_blocks<const B: usize, const W: usize>(src: &[u8], out:
     }
 }
 
-/// The validation and length checks every quantised format must pass: random blocks validate and
-/// dequantise; a wrong output length and a partial block are errors; an infinite or NaN f16
-/// scale at any of `scale_offsets` (bytes within a block) of the second block is reported as
-/// that block.
+/// The validation and length checks every quantised format with f16 scales must pass: those of
+/// [`check_invalid_scales`], with an infinite and a NaN f16 at each of `scale_offsets` (bytes
+/// within a block).
 #[cfg(test)]
 pub(crate) fn check_validation_and_lengths(f: &WeightFormat, scale_offsets: &[usize]) {
+    let bad: Vec<(usize, [u8; 2])> = scale_offsets.iter().flat_map(|&at| [0x7c00u16, 0xfe00].map(|bits| (at, bits.to_le_bytes()))).collect();
+    check_invalid_scales(f, &bad);
+}
+
+/// Random blocks validate and dequantise; a wrong output length and a partial block are errors;
+/// each `(offset, bytes)` of `bad` (an invalid scale written at that byte of a block) in the
+/// second block is reported as that block.
+#[cfg(test)]
+pub(crate) fn check_invalid_scales<const N: usize>(f: &WeightFormat, bad: &[(usize, [u8; N])]) {
     let mut rng = fastrand::Rng::with_seed(1);
     let bytes = (f.random_blocks)(&mut rng, 3);
     let mut out = vec![0f32; 3 * f.block_weights];
@@ -245,13 +265,11 @@ pub(crate) fn check_validation_and_lengths(f: &WeightFormat, scale_offsets: &[us
     dequantize_format(f, &bytes, &mut out).unwrap();
     assert!(matches!(dequantize_format(f, &bytes, &mut out[1..]), Err(FormatError::WrongLength { .. })), "{}", f.name);
     assert!(matches!(f.validate(&bytes[1..]), Err(FormatError::NotBlockMultiple { .. })), "{}", f.name);
-    assert!(!scale_offsets.is_empty());
-    for &at in scale_offsets {
-        for bits in [0x7c00u16, 0xfe00] {
-            let mut m = bytes.clone();
-            m[f.block_bytes + at..f.block_bytes + at + 2].copy_from_slice(&bits.to_le_bytes());
-            assert!(matches!(f.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{} {at} {bits:#x}", f.name);
-        }
+    assert!(!bad.is_empty());
+    for (at, value) in bad {
+        let mut m = bytes.clone();
+        m[f.block_bytes + at..f.block_bytes + at + N].copy_from_slice(value);
+        assert!(matches!(f.validate(&m), Err(FormatError::NonFiniteScale { block: 1 })), "{} {at} {value:?}", f.name);
     }
     f.validate(&[]).unwrap();
 }
