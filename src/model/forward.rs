@@ -383,7 +383,8 @@ impl Session {
         Ok(self.logits.clone())
     }
 
-    /// The logits `[vocab]` of the last decode step.
+    /// The logits `[vocab]` of the last [`Session::decode`] or [`Session::decode_stream`] step
+    /// ([`Session::decode_stream_top_k`] leaves them as they were).
     pub fn logits(&self) -> &[f32] {
         &self.logits
     }
@@ -461,15 +462,8 @@ impl Session {
         let mut step = self.record_step(ctx, model, pos, &cache, top_k)?;
         let mut steps = 0;
         loop {
-            let ahead =
-                self.run_step(
-                    ctx,
-                    model,
-                    token,
-                    step,
-                    top_k,
-                    |this| if this.kv.remaining() > 0 { this.record_step(ctx, model, pos + 1, &cache, top_k).map(Some) } else { Ok(None) },
-                )?;
+            let record_next = |this: &Self| if this.kv.remaining() > 0 { this.record_step(ctx, model, pos + 1, &cache, top_k).map(Some) } else { Ok(None) };
+            let ahead = self.run_step(ctx, model, token, step, top_k, record_next)?;
             steps += 1;
             let (Some(t), Some(r)) = (next(self)?, ahead) else { break };
             token = known(t)?;
