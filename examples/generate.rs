@@ -13,8 +13,10 @@
 //! kernel variant chosen for each kernel the forward pass uses. `--temp 0` is greedy (the
 //! default): the token is chosen and its embedding looked up on the GPU
 //! (`Session::decode_greedy`), so steps run ahead of the host; `--cpu-greedy` reads each step's
-//! logits and picks the token on the CPU instead (`Session::decode_stream`, as sampling with a
-//! temperature does). `--print-tokens` prints the prompt's token ids and the generated ids;
+//! logits and picks the token on the CPU instead (`Session::decode_stream`). Sampling with a
+//! temperature and `--top-k` 1..=256 reads back only the top-k candidates the GPU chose
+//! (`Session::decode_stream_top_k`); `--top-k 0` or above 256 reads back the logits.
+//! `--print-tokens` prints the prompt's token ids and the generated ids;
 //! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
 //! `[prompt tokens, vocab]`. Decode steps multiply Q4_K weights by int8-rounded activations (as
 //! llama.cpp's GPU backends do), each RMSNorm and that rounding in one dispatch;
@@ -29,7 +31,7 @@ mod cli;
 use std::io::Write;
 use std::time::Instant;
 use wgkernels::model::tokenizer::Tokenizer;
-use wgkernels::model::{KvKind, Model, Sampler, SamplerConfig, Session, SessionOptions};
+use wgkernels::model::{ops, KvKind, Model, ModelError, Sampler, SamplerConfig, Session, SessionOptions};
 
 struct Args {
     model: String,
@@ -226,27 +228,32 @@ fn run(a: Args) -> cli::Res<()> {
     } else {
         // The first token comes from the prompt's logits; each later one from the previous
         // step's, with the next step recorded while the GPU runs the current one
-        // (Session::decode_stream).
-        let mut emit = |logits: &[f32]| -> Result<Option<u32>, Box<dyn std::error::Error>> {
-            let next = sampler.sample(logits)?;
+        // (Session::decode_stream). Sampling with 0 < top-k <= ops::TOP_K_MAX reads back only
+        // the top-k candidates the GPU chose (Session::decode_stream_top_k), else the logits.
+        let gpu_top_k = (a.sampler.temperature > 0.0 && (1..=ops::TOP_K_MAX).contains(&a.sampler.top_k)).then_some(a.sampler.top_k);
+        let mut emit = |next: u32| -> Result<Option<u32>, Box<dyn std::error::Error>> {
             generated.push(next);
             print!("{}", dec.push(next)?);
             std::io::stdout().flush()?;
             Ok((!tok.is_eog(next) && generated.len() < a.n).then_some(next))
         };
-        if let Some(first) = emit(&logits[logits.len() - c.vocab..])? {
+        if let Some(first) = emit(sampler.sample(&logits[logits.len() - c.vocab..])?)? {
             if session.kv().remaining() == 0 {
                 eprintln!("\n[context of {context} tokens full]");
             } else {
                 let t = Instant::now();
                 let mut failed = None;
-                session.decode_stream(&ctx, &model, first, |logits| match emit(logits) {
+                let mut step = |next: Result<u32, ModelError>| match next.map_err(Into::into).and_then(&mut emit) {
                     Ok(t) => Ok(t),
                     Err(e) => {
                         failed = Some(e);
                         Ok(None)
                     }
-                })?;
+                };
+                match gpu_top_k {
+                    Some(k) => session.decode_stream_top_k(&ctx, &model, first, k, |cands| step(sampler.sample_top_k(cands)))?,
+                    None => session.decode_stream(&ctx, &model, first, |logits| step(sampler.sample(logits)))?,
+                };
                 decode_s = t.elapsed().as_secs_f64();
                 if let Some(e) = failed {
                     return Err(e);

@@ -44,6 +44,7 @@ use std::path::Path;
 
 mod greedy;
 mod layer;
+mod top_k;
 
 /// A model file and its weights on the GPU.
 pub struct Model {
@@ -171,6 +172,8 @@ pub struct Session {
     logits_row: Option<usize>,
     /// [`Session::decode_greedy`]'s ring of token slots and their host readbacks.
     greedy: greedy::Ring,
+    /// [`Session::decode_stream_top_k`]'s top-k buffers, readback and candidates.
+    top: top_k::TopK,
     /// GPU nanoseconds of the prefill chunks and decode steps run so far (`gpu_timing`).
     gpu_ns: [f64; 2],
 }
@@ -251,7 +254,9 @@ impl Session {
         let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };
         let host_x = Vec::with_capacity(mul(chunk, c.hidden)?);
         let greedy = greedy::Ring::new(ctx, opts.gpu_timing)?;
-        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, upload, timer, logits_row: None, greedy, gpu_ns: [0.0; 2] })
+        let top = top_k::TopK::new(ctx, c.vocab)?;
+        s.bytes += top.bytes();
+        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, upload, timer, logits_row: None, greedy, top, gpu_ns: [0.0; 2] })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -363,6 +368,7 @@ impl Session {
             let mut b = ctx.batch();
             self.record_decode(&mut b, model, 0)?;
             ops::argmax(&mut b, &self.s.logits, 0, model.config.vocab, self.greedy.first_slot())?;
+            self.top.record(&mut b, &self.s.logits, model.config.vocab, 1)?;
         }
         Ok(())
     }
@@ -372,12 +378,13 @@ impl Session {
     pub fn decode(&mut self, ctx: &Context, model: &Model, token: u32) -> Result<Vec<f32>> {
         let pos = self.kv.check_room(1)?;
         let cache = self.bind.clone();
-        let step = self.record_step(ctx, model, pos, &cache)?;
-        self.run_step(ctx, model, token, step, |_| Ok(()))?;
+        let step = self.record_step(ctx, model, pos, &cache, None)?;
+        self.run_step(ctx, model, token, step, None, |_| Ok(()))?;
         Ok(self.logits.clone())
     }
 
-    /// The logits `[vocab]` of the last decode step.
+    /// The logits `[vocab]` of the last [`Session::decode`] or [`Session::decode_stream`] step
+    /// ([`Session::decode_stream_top_k`] leaves them as they were).
     pub fn logits(&self) -> &[f32] {
         &self.logits
     }
@@ -391,31 +398,42 @@ impl Session {
 
     /// A decode step for the token at `pos`, recorded and finished: it starts with the copy of
     /// the embedding row from the host upload into `x` (written before the submit) and ends
-    /// with the copy of the logits into the host readback, in the same command buffer.
-    fn record_step<'c>(&self, ctx: &'c Context, model: &Model, pos: usize, cache: &'c BindCache) -> Result<crate::batch::Recorded<'c>> {
+    /// with the copy of the logits into the host readback, in the same command buffer (with
+    /// `top_k`, the top-k of the logits and the copy of its candidates instead).
+    fn record_step<'c>(&self, ctx: &'c Context, model: &Model, pos: usize, cache: &'c BindCache, top_k: Option<usize>) -> Result<crate::batch::Recorded<'c>> {
         let mut b = self.new_batch(ctx).with_cache(cache);
         b.copy_from_host(&self.upload, model.config.hidden, &self.s.x)?;
         self.record_decode(&mut b, model, pos)?;
-        b.copy_to_host(&self.s.logits, model.config.vocab, &self.readback)?;
+        match top_k {
+            None => b.copy_to_host(&self.s.logits, model.config.vocab, &self.readback)?,
+            Some(k) => self.top.record(&mut b, &self.s.logits, model.config.vocab, k)?,
+        }
         Ok(b.finish()?)
     }
 
     /// Run a step of [`Session::record_step`] for `token`: write its embedding into the host
     /// upload, submit, advance the cache, run `ahead` (work for the CPU while the GPU runs the
     /// step), then wait once (the batch, its timer and the maps of the logits' readback and of
-    /// the upload for the next step) and read the logits into `self.logits`.
-    fn run_step<R>(&mut self, ctx: &Context, model: &Model, token: u32, step: crate::batch::Recorded, ahead: impl FnOnce(&Self) -> Result<R>) -> Result<R> {
+    /// the upload for the next step) and read the logits into `self.logits` (with `top_k`, a
+    /// step of `record_step` with the same `top_k`: the candidates into `self.top`).
+    fn run_step<R>(&mut self, ctx: &Context, model: &Model, token: u32, step: crate::batch::Recorded, top_k: Option<usize>, ahead: impl FnOnce(&Self) -> Result<R>) -> Result<R> {
         self.embed_host(model, &[token])?;
         self.upload.write(ctx, &self.host_x)?;
         let running = step.submit()?;
         self.kv.advance(1)?;
         self.logits_row = Some(0);
-        self.readback.request_map()?;
+        match top_k {
+            None => self.readback.request_map()?,
+            Some(_) => self.top.back.request_map()?,
+        }
         self.upload.request_map()?;
         let r = ahead(self);
         // Wait and unmap even when `ahead` failed, so the readback is free for the next step.
         let waited = Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, running);
-        let read = self.readback.read_into(ctx, &mut self.logits).map_err(ModelError::from);
+        let read = match top_k {
+            None => self.readback.read_into(ctx, &mut self.logits).map_err(ModelError::from),
+            Some(k) => self.top.read(ctx, k),
+        };
         waited?;
         read?;
         r
@@ -430,17 +448,24 @@ impl Session {
     /// the timer and the bind groups are the session's). Returns the steps run (the logits of
     /// each went to `next`).
     pub fn decode_stream(&mut self, ctx: &Context, model: &Model, first: u32, mut next: impl FnMut(&[f32]) -> Result<Option<u32>>) -> Result<usize> {
+        self.stream(ctx, model, first, None, |s| next(&s.logits))
+    }
+
+    /// The loop of [`Session::decode_stream`] (`top_k` None: `next` reads `self.logits`) and
+    /// of [`Session::decode_stream_top_k`] (`top_k` Some: `next` reads `self.top`).
+    fn stream(&mut self, ctx: &Context, model: &Model, first: u32, top_k: Option<usize>, mut next: impl FnMut(&Self) -> Result<Option<u32>>) -> Result<usize> {
         let vocab = model.config.vocab;
         let known = |t: u32| if (t as usize) < vocab { Ok(t) } else { Err(ModelError::BadToken { token: t, vocab }) };
         let mut token = known(first)?;
         let mut pos = self.kv.check_room(1)?;
         let cache = self.bind.clone();
-        let mut step = self.record_step(ctx, model, pos, &cache)?;
+        let mut step = self.record_step(ctx, model, pos, &cache, top_k)?;
         let mut steps = 0;
         loop {
-            let ahead = self.run_step(ctx, model, token, step, |this| if this.kv.remaining() > 0 { this.record_step(ctx, model, pos + 1, &cache).map(Some) } else { Ok(None) })?;
+            let record_next = |this: &Self| if this.kv.remaining() > 0 { this.record_step(ctx, model, pos + 1, &cache, top_k).map(Some) } else { Ok(None) };
+            let ahead = self.run_step(ctx, model, token, step, top_k, record_next)?;
             steps += 1;
-            let (Some(t), Some(r)) = (next(&self.logits)?, ahead) else { break };
+            let (Some(t), Some(r)) = (next(self)?, ahead) else { break };
             token = known(t)?;
             step = r;
             pos += 1;

@@ -1,7 +1,7 @@
 //! Running a GGUF model: tokenizer ([`tokenizer::Tokenizer`], from the file's own vocabulary), configuration from the file's metadata ([`Config`]), weights streamed
 //! to the GPU ([`Weights`]), a KV cache ([`KvCache`], f16 or TurboQuant), the forward pass
 //! ([`Session`]: a prefill chunk or a decode step recorded into one batch) and sampling
-//! ([`Sampler`], on the CPU).
+//! ([`Sampler`], on the CPU, from the logits or from the GPU's top-k candidates).
 //!
 //! Architectures: `llama` (Llama 2/3/3.1, Mistral) and `qwen2`; see [`config`].
 //!
@@ -70,6 +70,7 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         &ops::COPY_ROW,
         &ops::SPLIT_QKV,
         &ops::ARGMAX,
+        &ops::TOP_K,
     ]);
     match kv {
         KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),

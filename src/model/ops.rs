@@ -2,10 +2,12 @@
 //! invocation per output unit): a broadcast bias add over rows, the prefill's KV store (rotate a
 //! chunk of new keys at their positions and write them with the values into an f16 cache), a
 //! row copy, the SwiGLU of interleaved pairs and the split of a fused q/k/v projection's rows
-//! (plus bias) into q, k and v, and the greedy token of a logits row. Sources:
-//! wgsl/model_bias_add.wgsl, model_kv_store.wgsl, model_copy_row.wgsl, model_swiglu_pairs.wgsl,
-//! model_split_qkv.wgsl, model_argmax.wgsl.
-//! CPU references: [`reference_kv_store`] (f64), [`reference_split_qkv`]; the others are exact.
+//! (plus bias) into q, k and v, the greedy token of a logits row and the exact top-k of a logits
+//! row (sampling's candidates). Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
+//! model_copy_row.wgsl, model_swiglu_pairs.wgsl, model_split_qkv.wgsl, model_argmax.wgsl,
+//! model_top_k.wgsl.
+//! CPU references: [`reference_kv_store`] (f64), [`reference_split_qkv`]; the others are exact
+//! (argmax and top-k choose what [`crate::model::sample`] chooses).
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -22,6 +24,7 @@ pub const COPY_ROW: KernelInfo = KernelInfo { name: "model_copy_row", variants: 
 pub const SWIGLU_PAIRS: KernelInfo = KernelInfo { name: "model_swiglu_pairs", variants: &[Variant::Portable], extra: None };
 pub const SPLIT_QKV: KernelInfo = KernelInfo { name: "model_split_qkv", variants: &[Variant::Portable], extra: None };
 pub const ARGMAX: KernelInfo = KernelInfo { name: "model_argmax", variants: &[Variant::Portable], extra: None };
+pub const TOP_K: KernelInfo = KernelInfo { name: "model_top_k", variants: &[Variant::Portable], extra: None };
 
 const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
 const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");
@@ -29,6 +32,7 @@ const COPY_WGSL: &str = include_str!("../../wgsl/model_copy_row.wgsl");
 const SWIGLU_WGSL: &str = include_str!("../../wgsl/model_swiglu_pairs.wgsl");
 const SPLIT_WGSL: &str = include_str!("../../wgsl/model_split_qkv.wgsl");
 const ARGMAX_WGSL: &str = include_str!("../../wgsl/model_argmax.wgsl");
+const TOP_K_WGSL: &str = include_str!("../../wgsl/model_top_k.wgsl");
 
 const BIAS_BINDINGS: &[StorageBinding] = &[StorageBinding::write("y", "f32"), StorageBinding::read("bias", "f32")];
 const KV_BINDINGS: &[StorageBinding] = &[
@@ -41,6 +45,7 @@ const KV_BINDINGS: &[StorageBinding] = &[
 const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
 const SWIGLU_BINDINGS: &[StorageBinding] = &[StorageBinding::read("gu", "vec2<f32>"), StorageBinding::write("out", "f32")];
 const ARGMAX_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("tok", "u32")];
+const TOP_K_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "u32"), StorageBinding::write("dst", "u32")];
 const SPLIT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("src", "f32"),
     StorageBinding::read("bias", "f32"),
@@ -71,6 +76,15 @@ struct Params4 {
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
+struct TopKParams {
+    n: u32,
+    k: u32,
+    off: u32,
+    mode: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
 struct KvParams {
     tokens: u32,
     kv_heads: u32,
@@ -90,6 +104,7 @@ pub enum ModelPipeline {
     SwigluPairs,
     SplitQkv,
     Argmax,
+    TopK,
 }
 
 impl PipelineKey for ModelPipeline {
@@ -101,8 +116,9 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::SwigluPairs => (SWIGLU_WGSL, vec![], std::mem::size_of::<Params4>(), SWIGLU_BINDINGS),
             ModelPipeline::SplitQkv => (SPLIT_WGSL, vec![], std::mem::size_of::<SplitParams>(), SPLIT_BINDINGS),
             ModelPipeline::Argmax => (ARGMAX_WGSL, vec![], std::mem::size_of::<Params4>(), ARGMAX_BINDINGS),
+            ModelPipeline::TopK => (TOP_K_WGSL, vec![], std::mem::size_of::<Params4>(), TOP_K_BINDINGS),
         };
-        let wg = if matches!(self, ModelPipeline::Argmax) { 256 } else { 64 };
+        let wg = if matches!(self, ModelPipeline::Argmax | ModelPipeline::TopK) { 256 } else { 64 };
         PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [wg, 1, 1], params_size: params_size as u64, bindings }
     }
 }
@@ -119,6 +135,7 @@ pub fn pipelines() -> Vec<(String, PipelineDesc)> {
         ModelPipeline::SwigluPairs,
         ModelPipeline::SplitQkv,
         ModelPipeline::Argmax,
+        ModelPipeline::TopK,
     ]
     .into_iter()
     .map(|k| (format!("{k:?}"), k.describe(&caps)))
@@ -167,6 +184,80 @@ pub fn argmax(b: &mut Batch, src: &GpuBuffer<f32>, offset: usize, n: usize, tok:
     u32_of(end, "offset + n")?;
     let params = Params4 { a: offset as u32, b: n as u32, _p: [0; 2] };
     b.dispatch(&ModelPipeline::Argmax, &params, &[src.raw(), tok.raw()], [1, 1, 1])
+}
+
+/// The most candidates [`top_k`] keeps.
+pub const TOP_K_MAX: usize = 256;
+/// Entries one workgroup of [`top_k`] sorts (`BLOCK` in model_top_k.wgsl).
+const TOP_K_BLOCK: usize = 1024;
+/// The id of an empty [`top_k`] output slot.
+pub const TOP_K_NONE: u32 = u32::MAX;
+
+/// Words each of [`top_k`]'s two scratch buffers needs for a row of `n` logits and `k`
+/// candidates: the first level's output, `2 k ceil(n / 1024)` (0 when one level does it all,
+/// `n <= 1024`).
+pub fn top_k_scratch_len(n: usize, k: usize) -> Result<usize> {
+    let blocks = n.div_ceil(TOP_K_BLOCK);
+    if blocks <= 1 {
+        return Ok(0);
+    }
+    let len = blocks.checked_mul(k).and_then(|x| x.checked_mul(2)).ok_or_else(|| Error::Shape(format!("top-k scratch for n = {n}, k = {k} overflows")))?;
+    u32_of(len, "top-k scratch words")?;
+    Ok(len)
+}
+
+/// The exact top-k of the logits row `src[offset .. offset + n]`: the `k` largest finite logits
+/// (NaN and +-inf are never candidates), the lowest id first among equal ones (-0 equals +0),
+/// the set [`crate::model::sample::Sampler`] keeps on the CPU. Writes `out[2 r]` = the bits of
+/// the r-th logit and `out[2 r + 1]` = its id (its index in the row), `r < k`, in rank order
+/// (larger logit first, then lower id); slots past the row's finite logits hold id
+/// [`TOP_K_NONE`]. `1 <= k <=` [`TOP_K_MAX`] (a `k` above `n` gives every finite logit).
+///
+/// Levels of one dispatch each: every workgroup sorts 1024 entries (a bitonic network in
+/// workgroup memory) and keeps its best `k`, first of the row and then of the previous level's
+/// output, until one workgroup is left; the levels' outputs alternate between `scratch[0]` and
+/// `scratch[1]` (each of [`top_k_scratch_len`] words; any buffer where `n <= 1024`).
+#[allow(clippy::too_many_arguments)]
+pub fn top_k(b: &mut Batch, src: &GpuBuffer<f32>, offset: usize, n: usize, k: usize, scratch: [&GpuBuffer<u32>; 2], out: &GpuBuffer<u32>) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&TOP_K)?;
+    ensure(n > 0, || Error::Shape("n = 0".into()))?;
+    ensure((1..=TOP_K_MAX).contains(&k), || Error::Argument(format!("top-k of k = {k} (1..={TOP_K_MAX})")))?;
+    let end = offset.checked_add(n).ok_or_else(|| Error::Shape("offset + n overflows".into()))?;
+    src.require("src", end)?;
+    u32_of(end, "offset + n")?;
+    out.require("out", 2 * k)?;
+    let scratch_len = top_k_scratch_len(n, k)?;
+    if scratch_len > 0 {
+        scratch[0].require("scratch[0]", scratch_len)?;
+        scratch[1].require("scratch[1]", scratch_len)?;
+    }
+    // Every level's count and workgroups, checked before anything is recorded.
+    let mut levels = Vec::new();
+    let mut count = n;
+    loop {
+        let blocks = count.div_ceil(TOP_K_BLOCK);
+        levels.push((count, ctx.grid(blocks as u64)?));
+        if blocks == 1 {
+            break;
+        }
+        // blocks * k <= 2 k ceil(n / 1024) / 2 <= scratch_len / 2 (checked above); below count.
+        count = blocks * k;
+    }
+    let last = levels.len() - 1;
+    for (i, &(count, grid)) in levels.iter().enumerate() {
+        let input = if i == 0 { src.raw() } else { scratch[(i - 1) % 2].raw() };
+        let dst = if i == last { out } else { scratch[i % 2] };
+        let params = TopKParams { n: count as u32, k: k as u32, off: if i == 0 { offset as u32 } else { 0 }, mode: (i > 0) as u32 };
+        b.dispatch(&ModelPipeline::TopK, &params, &[input, dst.raw()], grid)?;
+    }
+    Ok(())
+}
+
+/// The candidates of a [`top_k`] output (`2 k` words) as `(logit, id)`, empty slots dropped,
+/// appended to `out` in the output's (rank) order.
+pub fn top_k_candidates(words: &[u32], out: &mut Vec<(f32, u32)>) {
+    out.extend(words.chunks_exact(2).filter(|w| w[1] != TOP_K_NONE).map(|w| (f32::from_bits(w[0]), w[1])));
 }
 
 /// `out[i] = silu(gu[2i]) * gu[2i + 1]` for `i < n` (`silu(g) = g / (1 + exp(-g))`): the SwiGLU

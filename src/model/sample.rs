@@ -5,6 +5,11 @@
 //! simpler than a GPU sampler, exact (no approximate top-k/top-p), reproducible from a seed on any
 //! adapter, and the application sees the logits (for logit bias, grammars, ...).
 //!
+//! With a top-k, the GPU can choose the candidates instead ([`crate::model::ops::top_k`], the
+//! same exact set) so that only `k` `(logit, id)` pairs are read back
+//! ([`Sampler::sample_top_k`], [`crate::model::Session::decode_stream_top_k`]); the draw from
+//! them is this module's, so both paths give the same tokens for a seed.
+//!
 //! Order, as in common samplers: top-k (0 = off), then temperature softmax, then top-p (nucleus,
 //! 1 = off) over the sorted probabilities, then a draw from the renormalised rest with a seeded RNG.
 //! Temperature 0 is greedy: the highest logit, the lowest token id among equal ones.
@@ -94,11 +99,9 @@ impl Sampler {
 
     /// The next token from `logits`.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
-        let none = || ModelError::Argument("no finite logits to sample from".into());
         if self.cfg.temperature == 0.0 {
-            return argmax(logits).ok_or_else(none);
+            return argmax(logits).ok_or_else(no_logits);
         }
-        let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         self.order.clear();
         let finite = logits.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32));
         if self.cfg.top_k == 0 || self.cfg.top_k >= logits.len() {
@@ -106,9 +109,40 @@ impl Sampler {
         } else {
             top_k_into(finite, self.cfg.top_k, &mut self.order);
         }
-        if self.order.is_empty() {
-            return Err(none());
+        self.draw()
+    }
+
+    /// The next token from `candidates`, the exact top-k of a logits row for k = `top_k` of the
+    /// config (the `k` largest finite logits as `(logit, id)`, the lowest id first among equal
+    /// ones; fewer where the row has fewer finite logits), in any order, e.g. from
+    /// [`crate::model::ops::top_k`]: the token [`Sampler::sample`] gives for that row, with the
+    /// same draws of the seeded generator. At temperature 0 the best candidate (the token of
+    /// [`argmax`] where the row has no infinities). A `top_k` of 0, more candidates than
+    /// `top_k` or a non-finite candidate is an error.
+    pub fn sample_top_k(&mut self, candidates: &[(f32, u32)]) -> Result<u32> {
+        let k = self.cfg.top_k;
+        if k == 0 || candidates.len() > k {
+            return Err(ModelError::Argument(format!("{} candidates for top_k = {k} (1 or more, at most top_k)", candidates.len())));
         }
+        if let Some(c) = candidates.iter().find(|c| !c.0.is_finite()) {
+            return Err(ModelError::Argument(format!("candidate {} has a non-finite logit {}", c.1, c.0)));
+        }
+        if self.cfg.temperature == 0.0 {
+            let best = candidates.iter().copied().reduce(|b, c| if c.0 > b.0 || (c.0 == b.0 && c.1 < b.1) { c } else { b });
+            return best.map(|c| c.1).ok_or_else(no_logits);
+        }
+        self.order.clear();
+        self.order.extend_from_slice(candidates);
+        self.draw()
+    }
+
+    /// The draw shared by [`Sampler::sample`] and [`Sampler::sample_top_k`] from the candidates
+    /// in `order` (finite, after top-k): sort them, temperature softmax, top-p, a seeded draw.
+    fn draw(&mut self) -> Result<u32> {
+        if self.order.is_empty() {
+            return Err(no_logits());
+        }
+        let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         self.order.sort_unstable_by(by_logit);
         let t = self.cfg.temperature as f64;
         let max = self.order[0].0 as f64;
@@ -135,6 +169,10 @@ impl Sampler {
         }
         Ok(self.order[keep - 1].1)
     }
+}
+
+fn no_logits() -> ModelError {
+    ModelError::Argument("no finite logits to sample from".into())
 }
 
 #[cfg(test)]
@@ -179,6 +217,47 @@ mod tests {
         assert_ne!(draw(11), draw(12));
         assert!(Sampler::new(SamplerConfig { temperature: -1.0, ..Default::default() }).is_err());
         assert!(Sampler::new(SamplerConfig { top_p: 0.0, ..Default::default() }).is_err());
+    }
+
+    /// Sampling from the exact top-k candidates (in any order) gives the tokens of sampling the
+    /// whole row, draw for draw, for the same seed; misuse is an error.
+    #[test]
+    fn candidates_sample_as_the_row() {
+        let mut rng = fastrand::Rng::with_seed(9);
+        for round in 0..100 {
+            let n = rng.usize(1..300);
+            let logits: Vec<f32> = (0..n)
+                .map(|_| match rng.u32(0..15) {
+                    0 => f32::NAN,
+                    1 => f32::NEG_INFINITY,
+                    2 => -0.0,
+                    _ => rng.i32(-8..8) as f32 * 0.25,
+                })
+                .collect();
+            let k = rng.usize(1..n + 3);
+            let temperature = if round % 10 == 0 { 0.0 } else { 0.5 + rng.f32() };
+            let cfg = SamplerConfig { temperature, top_k: k, top_p: [1.0, 0.9, 0.5][round % 3], seed: round as u64 };
+            let mut cands = Vec::new();
+            top_k_into(logits.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32)), k, &mut cands);
+            rng.shuffle(&mut cands);
+            let (mut a, mut b) = (Sampler::new(cfg).unwrap(), Sampler::new(cfg).unwrap());
+            if cands.is_empty() {
+                // (Greedy sampling of the row may still pick a -inf.)
+                assert!(b.sample_top_k(&cands).is_err());
+                continue;
+            }
+            for _ in 0..20 {
+                let want = a.sample(&logits);
+                let got = b.sample_top_k(&cands);
+                assert_eq!(got.ok(), want.ok(), "n {n} k {k} cfg {cfg:?}");
+            }
+        }
+        let mut s = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 2, top_p: 1.0, seed: 0 }).unwrap();
+        assert!(s.sample_top_k(&[(1.0, 0), (2.0, 1), (0.0, 2)]).is_err(), "more candidates than top_k");
+        assert!(s.sample_top_k(&[(f32::INFINITY, 0)]).is_err(), "non-finite candidate");
+        assert!(s.sample_top_k(&[]).is_err(), "no candidates");
+        let mut off = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 0, top_p: 1.0, seed: 0 }).unwrap();
+        assert!(off.sample_top_k(&[(1.0, 0)]).is_err(), "top_k 0");
     }
 
     /// The one-pass top-k keeps exactly the set a full sort keeps (ties to the lowest id,
