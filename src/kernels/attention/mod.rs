@@ -602,6 +602,7 @@ fn prefill_fallback(ctx: &Context, skip: &[Variant]) -> Variant {
 ///   workgroup-memory limit): the best other supported variant, unless Matrix is required
 ///   ([`crate::Error::Unsupported`] then).
 pub fn prefill_pipeline_for(ctx: &Context, mut variant: Variant, d: usize, kv_f16: bool, neox: bool, rows: usize) -> Result<(Variant, AttnPipeline)> {
+    let asked = variant;
     if variant == Variant::Native {
         match prefill_native::native_key(ctx.caps(), d, kv_f16, neox, rows)? {
             Ok(key) => return Ok((variant, key)),
@@ -612,7 +613,9 @@ pub fn prefill_pipeline_for(ctx: &Context, mut variant: Variant, d: usize, kv_f1
         match prefill_matrix::matrix_key(ctx.caps(), d, neox) {
             Ok(key) => return Ok((variant, key)),
             Err(reason) => {
-                if let crate::caps::VariantPolicy::Require(_) = ctx.options().policy {
+                // Only a required Matrix is an error: a Native head dim without an entry point
+                // that fell back to Matrix falls back further.
+                if asked == Variant::Matrix && matches!(ctx.options().policy, crate::caps::VariantPolicy::Require(_)) {
                     return Err(Error::Unsupported { kernel: PREFILL.name, variant, reason });
                 }
                 variant = prefill_fallback(ctx, &[Variant::Native, Variant::Matrix]);
