@@ -493,6 +493,24 @@ fn the_runtime_implements_metal_semantics_and_refuses_mistakes() {
     cleanup(&root);
 }
 
+/// A context whose Native kernels run msl/`file` with `from` replaced by `to` (once), compiled
+/// strict and executed on the CPU in place of the real file (built under `root`/`tag`), and its
+/// executor (which records what ran).
+#[allow(clippy::too_many_arguments)]
+fn mutant_context(base: &wgkernels::Context, clang: &str, root: &Path, rt_obj: &Path, file: &str, tag: &str, from: &str, to: &str) -> (wgkernels::Context, Arc<CpuExecutor>) {
+    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with(file)).unwrap_or_else(|| panic!("msl/{file}"));
+    let original = std::fs::read_to_string(&path).expect("read");
+    assert!(original.contains(from), "mutation source `{from}` not in {file}");
+    let mutant_path = root.join(tag).join(file);
+    std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
+    let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
+    let exe = build(clang, &root.join(format!("build_{tag}")), &mutant, Mode::Strict, rt_obj).unwrap_or_else(|e| panic!("{e}"));
+    let exec = Arc::new(CpuExecutor { exes: vec![(original, Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
+    let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+    (ctx, exec)
+}
+
 /// The execution path has teeth: a subtly wrong kernel (the first lane's partial of the last row of a
 /// row block dropped from the simdgroup sum) built from a mutated msl/int8_gemv.metal, executed
 /// in place of the real one, fails the harness's own check.
@@ -501,17 +519,8 @@ fn a_wrong_msl_kernel_fails_the_check() {
     let clang = clang();
     let root = build_dir("mutant");
     let rt_obj = build_rt(&clang, &root);
-    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("int8_gemv.metal")).expect("msl/int8_gemv.metal");
-    let original = std::fs::read_to_string(&path).expect("read");
-    let (from, to) = ("s.w = simd_sum(v.w);", "s.w = simd_sum(t.first ? 0.0f : v.w);");
-    assert!(original.contains(from), "mutation source `{from}` not in int8_gemv.metal");
-    let mutant_path = root.join("int8_gemv.metal");
-    std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
-    let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
-    let exe = build(&clang, &root.join("build"), &mutant, Mode::Strict, &rt_obj).unwrap_or_else(|e| panic!("{e}"));
-    let exec = Arc::new(CpuExecutor { exes: vec![(original, Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
     let base = common::context();
-    let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+    let (ctx, exec) = mutant_context(&base, &clang, &root, &rt_obj, "int8_gemv.metal", "m0", "s.w = simd_sum(v.w);", "s.w = simd_sum(t.first ? 0.0f : v.w);");
     let registry = kernels::registry();
     let kernel = registry.iter().find(|k| k.info().name == "int8_gemv").expect("int8_gemv");
     let mut rng = Rng::new(Rng::fresh_seed());
@@ -535,8 +544,6 @@ fn a_wrong_msl_gemm_fails_the_check() {
     let clang = clang();
     let root = build_dir("mutant_gemm");
     let rt_obj = build_rt(&clang, &root);
-    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("mm_gemm_quant.metal")).expect("msl/mm_gemm_quant.metal");
-    let original = std::fs::read_to_string(&path).expect("read");
     let mutations = [
         ("(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 4)", "(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 3)"),
         ("y[(split * p.m + row) * p.ldy + p.y_off + col]", "y[row * p.ldy + p.y_off + col]"),
@@ -545,15 +552,7 @@ fn a_wrong_msl_gemm_fails_the_check() {
     let registry = kernels::registry();
     let kernel = registry.iter().find(|k| k.info().name == "mm_gemm_q4_k").expect("mm_gemm_q4_k");
     for (i, (from, to)) in mutations.iter().enumerate() {
-        assert!(original.contains(from), "mutation source `{from}` not in mm_gemm_quant.metal");
-        let mutant_path = root.join(format!("m{i}")).join("mm_gemm_quant.metal");
-        std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
-        std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
-        let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
-        let exe = build(&clang, &root.join(format!("build{i}")), &mutant, Mode::Strict, &rt_obj).unwrap_or_else(|e| panic!("{e}"));
-        let exec = Arc::new(CpuExecutor { exes: vec![(original.clone(), Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
-        let ctx =
-            base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+        let (ctx, exec) = mutant_context(&base, &clang, &root, &rt_obj, "mm_gemm_quant.metal", &format!("m{i}"), from, to);
         let mut rng = Rng::new(Rng::fresh_seed());
         let mut failed = 0;
         for case in kernel.test_cases().into_iter().filter(|c| c.name().contains("m=2 n=33") || c.name().contains("m=33 n=31")) {
@@ -578,8 +577,6 @@ fn a_wrong_msl_prefill_fails_the_check() {
     let clang = clang();
     let root = build_dir("mutant_prefill");
     let rt_obj = build_rt(&clang, &root);
-    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with("attn_prefill.metal")).expect("msl/attn_prefill.metal");
-    let original = std::fs::read_to_string(&path).expect("read");
     let mutations = [
         ("        if (rescale) {", "        if (rescale && false) {"),
         ("lim = min(kend, p.offset + t_r + 1u);", "lim = min(kend, p.offset + t_r + 2u);"),
@@ -598,15 +595,7 @@ fn a_wrong_msl_prefill_fails_the_check() {
         mode: 0,
     };
     for (i, (from, to)) in mutations.iter().enumerate() {
-        assert!(original.contains(from), "mutation source `{from}` not in attn_prefill.metal");
-        let mutant_path = root.join(format!("m{i}")).join("attn_prefill.metal");
-        std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
-        std::fs::write(&mutant_path, original.replacen(from, to, 1)).expect("write");
-        let mutant = mslparse::parse(mutant_path).unwrap_or_else(|e| panic!("{e}"));
-        let exe = build(&clang, &root.join(format!("build{i}")), &mutant, Mode::Strict, &rt_obj).unwrap_or_else(|e| panic!("{e}"));
-        let exec = Arc::new(CpuExecutor { exes: vec![(original.clone(), Mode::Strict, exe)], mode: Mutex::new(Mode::Strict), ran: Mutex::new(BTreeSet::new()) });
-        let ctx =
-            base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)).with_native_spirv_twins(true).with_native_executor(exec.clone()));
+        let (ctx, exec) = mutant_context(&base, &clang, &root, &rt_obj, "attn_prefill.metal", &format!("m{i}"), from, to);
         let mut rng = Rng::new(Rng::fresh_seed());
         let c = run_case(&ctx, &case, &mut rng).unwrap_or_else(|e| panic!("{e}"));
         println!("mutant {i} {}: {}", wgkernels::suite::Case::name(&case), c.summary());
