@@ -292,7 +292,8 @@ fn matrix_gemm_every_format_or_unsupported() {
     let (mut passed, mut refused, mut odd_k) = (0, 0, 0);
     for bounds_checks in [false, true] {
         let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Matrix)).with_bounds_checks(bounds_checks));
-        for kernel in kernels::registry().into_iter().filter(|k| k.info().name.starts_with("mm_gemm_")) {
+        // The weight-matrix GEMMs with a Matrix variant (not the int8 multi-row GEMMs, mm_gemm_q8_*).
+        for kernel in kernels::registry().into_iter().filter(|k| k.info().name.starts_with("mm_gemm_") && k.info().variants.contains(&Variant::Matrix)) {
             let name = kernel.info().name;
             let support = kernel.info().support(base.caps(), Variant::Matrix);
             for case in kernel.test_cases() {
