@@ -116,7 +116,7 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::SwigluPairs => (SWIGLU_WGSL, vec![], std::mem::size_of::<Params4>(), SWIGLU_BINDINGS),
             ModelPipeline::SplitQkv => (SPLIT_WGSL, vec![], std::mem::size_of::<SplitParams>(), SPLIT_BINDINGS),
             ModelPipeline::Argmax => (ARGMAX_WGSL, vec![], std::mem::size_of::<Params4>(), ARGMAX_BINDINGS),
-            ModelPipeline::TopK => (TOP_K_WGSL, vec![], std::mem::size_of::<Params4>(), TOP_K_BINDINGS),
+            ModelPipeline::TopK => (TOP_K_WGSL, vec![], std::mem::size_of::<TopKParams>(), TOP_K_BINDINGS),
         };
         let wg = if matches!(self, ModelPipeline::Argmax | ModelPipeline::TopK) { 256 } else { 64 };
         PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [wg, 1, 1], params_size: params_size as u64, bindings }
