@@ -22,6 +22,8 @@
 
 use crate::caps::Variant;
 use crate::formats::FormatError;
+use crate::model::tokenizer::TokenizerError;
+use crate::model::ModelError;
 use std::fmt;
 use std::sync::Arc;
 
@@ -42,8 +44,31 @@ impl std::ops::Deref for FormatCause {
     }
 }
 
+/// A [`ModelError`] shared by clones of the [`Error`] that wraps it.
+#[derive(Debug, Clone)]
+pub struct ModelCause(pub Arc<ModelError>);
+
+impl PartialEq for ModelCause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl std::ops::Deref for ModelCause {
+    type Target = ModelError;
+    fn deref(&self) -> &ModelError {
+        &self.0
+    }
+}
+
 /// Everything that can go wrong, typed so callers can match on it. New variants may be added
 /// (`#[non_exhaustive]`): match with a `_` arm.
+///
+/// The crate's other error types convert into it, so `?` works on any of the crate's calls in a
+/// function returning [`Result`]: [`FormatError`] (as [`Error::FormatError`]),
+/// [`ModelError`] (as itself for a kernel error, else [`Error::Model`]) and
+/// [`TokenizerError`] (as [`Error::Tokenizer`]). [`ModelError`] also converts from each of
+/// them, for the model runner's callbacks.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Error {
@@ -67,7 +92,8 @@ pub enum Error {
     Pipeline(String),
     /// Reading a buffer back failed.
     Readback(String),
-    /// A file or block format error (GGUF, Q4_K, ...).
+    /// A malformed block or tensor found by a kernel's upload or validation, described in text
+    /// naming the tensor or buffer (a malformed file as such is [`Error::FormatError`]).
     Format(String),
     /// A position past the end of a fixed-capacity (global) KV cache.
     PositionOutOfRange { pos: u64, capacity: u64 },
@@ -82,6 +108,10 @@ pub enum Error {
     ForeignBuffer { name: &'static str },
     /// A writable binding of a dispatch is bound to the same buffer as another binding.
     Aliased { first: &'static str, second: &'static str },
+    /// A model runner error ([`ModelError`], also the error's `source()`'s origin).
+    Model(ModelCause),
+    /// A tokenizer error.
+    Tokenizer(TokenizerError),
 }
 
 impl From<FormatError> for Error {
@@ -118,6 +148,8 @@ impl fmt::Display for Error {
             Error::FormatError(e) => write!(f, "format error: {}", e.0),
             Error::ForeignBuffer { name } => write!(f, "buffer `{name}` belongs to another context"),
             Error::Aliased { first, second } => write!(f, "bindings `{first}` and `{second}` are the same buffer and one of them is written"),
+            Error::Model(e) => write!(f, "{}", e.0),
+            Error::Tokenizer(e) => write!(f, "{e}"),
         }
     }
 }
@@ -126,6 +158,8 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::FormatError(e) => Some(&*e.0),
+            Error::Model(e) => std::error::Error::source(&*e.0),
+            Error::Tokenizer(e) => std::error::Error::source(e),
             _ => None,
         }
     }

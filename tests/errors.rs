@@ -387,3 +387,81 @@ fn q4k_non_finite_block_scales_are_rejected_at_upload() {
         assert!(matches!(Q4kMatrix::upload_bytes(&ctx, 2, 256, &bad), Err(Error::Argument(_))), "byte {at} = {bits:#x}");
     }
 }
+
+/// What an application writes: `?` on every kind of the crate's errors in a function returning
+/// [`wgkernels::Result`] (a file error, a model error, a tokenizer error), and `?` on a
+/// tokenizer call inside a decoding callback (which returns the model runner's `Result`).
+fn greedy_text(path: &std::path::Path, prompt: &str, n: usize) -> wgkernels::Result<String> {
+    use wgkernels::formats::gguf::GgufFile;
+    use wgkernels::model::tokenizer::Tokenizer;
+    use wgkernels::model::{Model, Session, SessionOptions};
+    let ctx = common::context();
+    let tok = Tokenizer::from_gguf(&GgufFile::open(path)?)?;
+    let model = Model::open(&ctx, path, &mut |_| {})?;
+    let mut session = Session::new(&ctx, &model, SessionOptions { context: 64, ..Default::default() })?;
+    session.prefill(&ctx, &model, &tok.encode(prompt, true)?)?;
+    let mut decoder = tok.decoder(false);
+    let mut text = String::new();
+    session.decode_greedy(&ctx, &model, n, |t| {
+        text.push_str(&decoder.push(t)?);
+        Ok(true)
+    })?;
+    Ok(text)
+}
+
+#[test]
+fn errors_compose_with_question_mark() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models");
+    greedy_text(&dir.join("llama-tiny-q8_0.gguf"), "Once upon a time", 4).expect("greedy text");
+    // A missing file names its path, through every conversion.
+    let missing = dir.join("no-such-model.gguf");
+    let e = greedy_text(&missing, "x", 1).unwrap_err();
+    assert!(e.to_string().contains("no-such-model.gguf"), "{e}");
+    // Each error type converts both ways with the model runner's.
+    use wgkernels::model::tokenizer::TokenizerError;
+    use wgkernels::model::ModelError;
+    let t = TokenizerError::TokenOutOfRange { id: 9, n_vocab: 3 };
+    let m: ModelError = t.clone().into();
+    let e: Error = m.into();
+    assert_eq!(e, Error::Tokenizer(t.clone()));
+    let back: ModelError = e.into();
+    assert!(matches!(back, ModelError::Tokenizer(ref x) if *x == t));
+    let e: Error = ModelError::MissingTensor("blk.0.attn_q.weight".into()).into();
+    assert!(matches!(e, Error::Model(_)) && e.to_string().contains("blk.0.attn_q.weight"), "{e}");
+    assert!(matches!(ModelError::from(e), ModelError::MissingTensor(ref n) if n == "blk.0.attn_q.weight"));
+    let e: Error = ModelError::Gpu(Error::Shape("s".into())).into();
+    assert_eq!(e, Error::Shape("s".into()));
+}
+
+/// Every message names its subject: a missing file its path, a directory that it is one, a
+/// cut file that it is truncated, a wrong magic as text, a context too large its size.
+#[test]
+fn messages_name_their_subject() {
+    use wgkernels::formats::gguf::GgufFile;
+    use wgkernels::model::{Model, Session, SessionOptions};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models");
+    let ctx = common::context();
+    let msg = |e: &dyn std::fmt::Display| e.to_string();
+
+    let e = Model::open(&ctx, dir.join("absent.gguf"), &mut |_| {}).err().expect("missing file");
+    assert!(msg(&e).contains("absent.gguf"), "{e}");
+    let e = GgufFile::open(&dir).expect_err("a directory");
+    assert!(msg(&e).contains("is a directory") && msg(&e).contains("models"), "{e}");
+    // SAFETY: the fixture directory is not written while the test runs.
+    let e = unsafe { GgufFile::open_mapped(&dir) }.expect_err("a directory");
+    assert!(msg(&e).contains("is a directory"), "{e}");
+
+    let bytes = std::fs::read(dir.join("llama-tiny-q8_0.gguf")).unwrap();
+    for cut in [bytes.len() - 100, bytes.len() / 2] {
+        let e = GgufFile::from_vec(bytes[..cut].to_vec()).expect_err("truncated");
+        assert!(msg(&e).contains("truncated"), "cut at {cut}: {e}");
+    }
+    let mut ggml = bytes[..64].to_vec();
+    ggml[..4].copy_from_slice(b"GGML");
+    let e = GgufFile::from_vec(ggml).expect_err("bad magic");
+    assert!(msg(&e).contains("\"GGML\""), "{e}");
+
+    let model = Model::open(&ctx, dir.join("llama-tiny-q8_0.gguf"), &mut |_| {}).unwrap();
+    let e = Session::new(&ctx, &model, SessionOptions { context: 1 << 30, ..Default::default() }).err().expect("context too large");
+    assert!(msg(&e).contains("context of 1073741824") && !msg(&e).contains("wgkernels buffer"), "{e}");
+}

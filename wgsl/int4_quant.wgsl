@@ -10,6 +10,9 @@
 // ties-to-even), so the GPU agrees code-for-code with the CPU quantiser.
 // Scales: signed s = absmax * fl(1/7); asymmetric s = (max(x,0) - min(x,0)) * fl(1/15),
 // zero = clamp(round(-min/s), 0, 15).
+// A group holding a NaN or an infinity gets the scale NaN (its values dequantise to NaN, as the
+// data policy propagates them): the scan reads such a value as +inf (scan_load), which min/max
+// keep, and store_scale writes NaN for a non-finite maximum.
 
 struct Params {
     n: u32,
@@ -38,6 +41,14 @@ fn load(i: u32) -> f32 {
         return unpack2x16float(src[i >> 1u])[i & 1u];
     }
     return bitcast<f32>(src[i]);
+}
+
+// load(i) for the min/max scan: a NaN or an infinity reads as +inf (built from its own bits, so
+// no constant infinity), which max() keeps where it could drop a NaN.
+fn scan_load(i: u32) -> f32 {
+    let v = load(i);
+    let e = bitcast<u32>(v) & 0x7f800000u;
+    return select(v, bitcast<f32>(e), e == 0x7f800000u);
 }
 
 // round-half-away(|x| / s), capped at 16, exactly. s > 0.
@@ -71,7 +82,7 @@ fn scales_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     var lo = 0.0;
     var hi = 0.0;
     for (var c = c0; c < c1; c++) {
-        let v = load(row * p.k + c);
+        let v = scan_load(row * p.k + c);
         lo = min(lo, v);
         hi = max(hi, v);
     }
@@ -80,6 +91,15 @@ fn scales_main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 
 // Scale (and zero) of group `id` from its min/max (both started at 0).
 fn store_scale(id: u32, lo: f32, hi: f32) {
+    let hb = bitcast<u32>(hi);
+    if (hb == 0x7f800000u) {
+        // A non-finite value in the group (scan_load): NaN, from the +inf's own bits.
+        scales[id] = bitcast<f32>(hb | 0x00400000u);
+        if (p.asym != 0u) {
+            zeros[id] = 0.0;
+        }
+        return;
+    }
     if (p.asym != 0u) {
         let s = (hi - lo) * INV15;
         scales[id] = s;

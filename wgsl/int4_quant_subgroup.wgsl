@@ -28,7 +28,7 @@ fn scales_subgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         var lo = 0.0;
         var hi = 0.0;
         for (var c = c0 + li; c < c1; c += QUANT_TG) {
-            let v = load(row * p.k + c);
+            let v = scan_load(row * p.k + c);
             lo = min(lo, v);
             hi = max(hi, v);
         }

@@ -8,7 +8,9 @@
 // bits, lo the other 8), so (2m+1)*hi and (2m+1)*lo are exact f32 products (2m+1 has at most 8
 // bits) and 2|x| - (2m+1)*hi is exact wherever the comparison is close (Sterbenz). Only correctly
 // rounded f32 operations feed the outputs, so GPU and CPU agree bit-for-bit (finite, normal
-// inputs; a GPU that flushes subnormal scales may differ there).
+// inputs; a GPU that flushes subnormal scales may differ there). A block holding a NaN or an
+// infinity (found from the bits: max() may drop a NaN) gets codes 0 and the scale NaN, so every
+// product it enters is NaN, as in the f32 path.
 // Outputs:
 //   x4: per 8-column word w, vec4<u32>(i8x4 of cols 0,2,4,6, i8x4 of cols 1,3,5,7, bits(d),
 //       bits(fl(d * sum of the 8 codes))): the order of INT4 nibbles under masks 0x0f0f0f0f.
@@ -41,6 +43,9 @@ const INV127: f32 = 0.0078740157480314960629921259842519685; // rounds to fl(1/1
 var<workgroup> wmax: array<f32, 64>;
 var<workgroup> wq: array<i32, 256>;
 var<workgroup> wd: array<f32, 8>;
+// Per invocation, then per block: some value is NaN or infinite.
+var<workgroup> wbad: array<u32, 64>;
+var<workgroup> wdbad: array<u32, 8>;
 
 fn code(v: f32, inv: f32, hi: f32, lo: f32) -> i32 {
     let ax = abs(v);
@@ -49,6 +54,18 @@ fn code(v: f32, inv: f32, hi: f32, lo: f32) -> i32 {
     let up = select(0.0, 1.0, 2.0 * ax - kf * hi >= kf * lo);
     let r = i32(min(m + up, 127.0));
     return select(r, -r, v < 0.0);
+}
+
+const NAN_BITS: u32 = 0x7fc00000u;
+
+// The bits of a scale (or scaled sum), NaN when its block is non-finite.
+fn nan_if(bits: u32, nan: bool) -> u32 {
+    return select(bits, NAN_BITS, nan);
+}
+
+// nan_if for the scales of blocks j..j+3.
+fn nan_if4(r: vec4<u32>, j: u32) -> vec4<u32> {
+    return select(r, vec4<u32>(NAN_BITS), vec4<u32>(wdbad[j], wdbad[j + 1u], wdbad[j + 2u], wdbad[j + 3u]) != vec4<u32>(0u));
 }
 
 fn pack(a: i32, b: i32, c: i32, e: i32) -> u32 {
@@ -113,22 +130,28 @@ fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
     let live = sb * 8u < p.blocks;     // workgroup-uniform
     let av = abs(v);
     wmax[t] = max(max(av.x, av.y), max(av.z, av.w));
+    let inf = vec4<u32>(0x7f800000u);
+    wbad[t] = select(0u, 1u, any((bitcast<vec4<u32>>(v) & inf) == inf));
     workgroupBarrier();
     var amax = 0.0;
+    var bad = 0u;
     for (var i = 0u; i < 8u; i++) {
         amax = max(amax, wmax[8u * lb + i]);
+        bad |= wbad[8u * lb + i];
     }
     let d = amax * INV127;
     let inv = select(0.0, 1.0 / d, d > 0.0);
     let hi = bitcast<f32>(bitcast<u32>(d) & 0xffffff00u);
     let lo = d - hi;
-    let z = d == 0.0;  // a zero block: codes 0 (the threshold test 0 >= 0 would round up)
+    // A zero block: codes 0 (the threshold test 0 >= 0 would round up); a non-finite one too.
+    let z = d == 0.0 || bad != 0u;
     wq[4u * t] = select(code(v.x, inv, hi, lo), 0, z);
     wq[4u * t + 1u] = select(code(v.y, inv, hi, lo), 0, z);
     wq[4u * t + 2u] = select(code(v.z, inv, hi, lo), 0, z);
     wq[4u * t + 3u] = select(code(v.w, inv, hi, lo), 0, z);
     if (t % 8u == 0u) {
         wd[lb] = d;
+        wdbad[lb] = bad;
     }
     workgroupBarrier();
     if (!live) {
@@ -140,8 +163,9 @@ fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
         if (sb * 8u + t / 4u < p.blocks) {
             let s = sum4(c) + sum4(c + 4u);
             let dw = wd[t / 4u];
+            let nan = wdbad[t / 4u] != 0u;
             x4[sb * 32u + t] = vec4<u32>(pack(wq[c], wq[c + 2u], wq[c + 4u], wq[c + 6u]), pack(wq[c + 1u], wq[c + 3u], wq[c + 5u], wq[c + 7u]),
-                                         bitcast<u32>(dw), bitcast<u32>(dw * f32(s)));
+                                         nan_if(bitcast<u32>(dw), nan), nan_if(bitcast<u32>(dw * f32(s)), nan));
         }
     } else if (p.has_q4k != 0u) {
         // Q4_K order: quad u of this super-block, vec4 tt of its record.
@@ -157,6 +181,7 @@ fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
         } else if (tt < 6u) {
             let j = 4u * (tt - 4u);
             r = bitcast<vec4<u32>>(vec4<f32>(wd[j], wd[j + 1u], wd[j + 2u], wd[j + 3u]));
+            r = nan_if4(r, j);
         } else {
             let j = 4u * (tt - 6u);
             var f: vec4<f32>;
@@ -164,7 +189,7 @@ fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
                 let o = 32u * (j + e) + a;
                 f[e] = wd[j + e] * f32(sum4(o) + sum4(o + 16u));
             }
-            r = bitcast<vec4<u32>>(f);
+            r = nan_if4(bitcast<vec4<u32>>(f), j);
         }
         xk[tt * p.quads + 4u * sb + u] = r;
     }

@@ -285,6 +285,20 @@ pub struct GgufFile {
     bytes: Image,
 }
 
+/// An I/O error of `path`, naming it.
+fn io_at(path: &Path) -> impl Fn(std::io::Error) -> FormatError + '_ {
+    move |e| FormatError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+/// [`FormatError::Io`] of kind `IsADirectory` when `path` is a directory (which reading or
+/// mapping would report obscurely, e.g. "No such device").
+fn not_a_directory(path: &Path) -> Result<(), FormatError> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(FormatError::Io(std::io::Error::new(std::io::ErrorKind::IsADirectory, format!("{}: is a directory, not a GGUF file", path.display())))),
+        _ => Ok(()),
+    }
+}
+
 impl GgufFile {
     /// Parses a file image (copies `bytes`; see [`GgufFile::from_vec`] to avoid the copy).
     pub fn parse(bytes: &[u8]) -> Result<Self, FormatError> {
@@ -374,12 +388,14 @@ impl GgufFile {
     pub unsafe fn open_mapped(path: impl AsRef<Path>) -> Result<Self, FormatError> {
         #[cfg(not(target_arch = "wasm32"))]
         {
-            let file = std::fs::File::open(path)?;
-            if file.metadata()?.len() == 0 {
+            let path = path.as_ref();
+            not_a_directory(path)?;
+            let file = std::fs::File::open(path).map_err(io_at(path))?;
+            if file.metadata().map_err(io_at(path))?.len() == 0 {
                 return Self::from_vec(Vec::new());
             }
             // SAFETY: a read-only mapping; the caller upholds the no-truncation contract above.
-            let map = unsafe { memmap2::Mmap::map(&file)? };
+            let map = unsafe { memmap2::Mmap::map(&file).map_err(io_at(path))? };
             Self::from_image(Image::Mapped(map))
         }
         #[cfg(target_arch = "wasm32")]
@@ -387,8 +403,11 @@ impl GgufFile {
     }
 
     /// Reads a whole file into memory and parses it.
+    /// An I/O error ([`FormatError::Io`]) names the path, and a directory is reported as one.
     pub fn read(path: impl AsRef<Path>) -> Result<Self, FormatError> {
-        Self::from_vec(std::fs::read(path)?)
+        let path = path.as_ref();
+        not_a_directory(path)?;
+        Self::from_vec(std::fs::read(path).map_err(io_at(path))?)
     }
 
     /// Format version (2 or 3).

@@ -186,9 +186,10 @@ impl fmt::Display for FormatError {
                 write!(f, "{what}: length {len} is not a multiple of {block}")
             }
             NonFinite { index } => write!(f, "non-finite input value at index {index}"),
-            BadMagic(m) => write!(f, "bad GGUF magic {m:02x?}"),
+            BadMagic(m) if m.iter().all(|b| b.is_ascii_graphic() || *b == b' ') => write!(f, "not a GGUF file: magic {:?}, expected \"GGUF\"", String::from_utf8_lossy(m)),
+            BadMagic(m) => write!(f, "not a GGUF file: magic bytes {m:02x?}, expected \"GGUF\""),
             UnsupportedVersion(v) => write!(f, "unsupported GGUF version {v} (need 2 or 3)"),
-            Truncated { what, offset } => write!(f, "truncated input: {what} at byte {offset}"),
+            Truncated { what, offset } => write!(f, "truncated file: {what} at byte {offset} runs past the end"),
             LengthExceedsFile { what, len, remaining } => {
                 write!(f, "{what} {len} needs more than the {remaining} bytes left")
             }
@@ -212,7 +213,9 @@ impl fmt::Display for FormatError {
             MisalignedTensor { name, offset, alignment } => {
                 write!(f, "tensor {name:?}: offset {offset} is not a multiple of {alignment}")
             }
-            TensorOutOfRange { name, start, len, available } => write!(f, "tensor {name:?}: bytes {start}..{start}+{len} exceed the {available} available"),
+            TensorOutOfRange { name, start, len, available } => {
+                write!(f, "tensor {name:?}: bytes {start}..{} run past the end of the data ({available} bytes): truncated or corrupt", start.saturating_add(*len))
+            }
             UnknownTensorType { name, id } => {
                 write!(f, "tensor {name:?}: ggml type {id} has no known size")
             }

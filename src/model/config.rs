@@ -81,6 +81,9 @@ pub struct Config {
     pub tied_embeddings: bool,
 }
 
+/// Tensors every block has at least (attention and FFN norms, q, k, v, output, gate, up, down).
+pub(crate) const MIN_BLOCK_TENSORS: usize = 9;
+
 fn key_u(file: &GgufFile, key: &str) -> Result<Option<usize>> {
     match file.get(key) {
         None => Ok(None),
@@ -151,6 +154,15 @@ impl Config {
         let a = arch.name();
         let k = |s: &str| format!("{a}.{s}");
         let layers = need_u(file, &k("block_count"))?;
+        // Every block has at least MIN_BLOCK_TENSORS tensors: a count the file's tensor table
+        // cannot hold is rejected before anything is sized from it.
+        let most = file.tensors().len() / MIN_BLOCK_TENSORS;
+        if layers > most {
+            return Err(ModelError::BadKey {
+                key: k("block_count"),
+                reason: format!("{layers} blocks, but the file's {} tensors hold at most {most} ({MIN_BLOCK_TENSORS} per block)", file.tensors().len()),
+            });
+        }
         let hidden = need_u(file, &k("embedding_length"))?;
         let ffn = need_u(file, &k("feed_forward_length"))?;
         let heads = need_u(file, &k("attention.head_count"))?;
@@ -164,8 +176,8 @@ impl Config {
         }
         let context_length = need_u(file, &k("context_length"))?;
         let rms_eps = key_f(file, &k("attention.layer_norm_rms_epsilon"))?.ok_or_else(|| ModelError::MissingKey(k("attention.layer_norm_rms_epsilon")))?;
-        if rms_eps.is_nan() || rms_eps < 0.0 {
-            return Err(ModelError::BadKey { key: k("attention.layer_norm_rms_epsilon"), reason: format!("{rms_eps} is negative") });
+        if rms_eps.is_nan() || rms_eps < 0.0 || !(rms_eps as f32).is_finite() {
+            return Err(ModelError::BadKey { key: k("attention.layer_norm_rms_epsilon"), reason: format!("{rms_eps} must be >= 0 and finite as f32") });
         }
         let head_dim = match key_u(file, &k("attention.key_length"))? {
             Some(v) => v,
@@ -204,6 +216,9 @@ impl Config {
             Some("none") => RopeScalingKind::None,
             Some("yarn") => {
                 let factor = factor.ok_or_else(|| ModelError::MissingKey(k("rope.scaling.factor")))?;
+                if factor <= 0.0 {
+                    return Err(ModelError::BadKey { key: k("rope.scaling.factor"), reason: format!("{factor} must be > 0") });
+                }
                 let original_context = need_u(file, &k("rope.scaling.original_context_length"))?;
                 RopeScalingKind::Yarn { factor, original_context }
             }
@@ -214,6 +229,24 @@ impl Config {
             return Err(ModelError::BadTensor { name: "token_embd.weight".into(), reason: format!("shape {embd:?}, expected [{hidden}, vocab]") });
         }
         let vocab = embd[1];
+        if vocab == 0 {
+            return Err(ModelError::BadTensor { name: "token_embd.weight".into(), reason: format!("shape {embd:?}: no rows (vocabulary of 0)") });
+        }
+        let embd_type = file.tensor("token_embd.weight").map(|t| t.ggml_type).ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+        if crate::formats::format_of(embd_type).is_err() {
+            return Err(ModelError::BadTensor { name: "token_embd.weight".into(), reason: format!("ggml type {embd_type:?} is not a supported weight format") });
+        }
+        // q, k and v widths: checked products, and bound to the file by blk.0's projections (the
+        // loader checks every block's shapes before uploading).
+        let width = |n: usize, what: &str| n.checked_mul(head_dim).ok_or_else(|| ModelError::BadKey { key: k(what), reason: format!("{n} heads x head dim {head_dim} overflows") });
+        let (q_dim, kv_dim) = (width(heads, "attention.head_count")?, width(kv_heads, "attention.head_count_kv")?);
+        kv_dim
+            .checked_mul(2)
+            .and_then(|v| v.checked_add(q_dim))
+            .ok_or_else(|| ModelError::BadKey { key: k("attention.head_count"), reason: "q + k + v widths overflow".into() })?;
+        expect_dims(file, "blk.0.attn_q.weight", &[hidden, q_dim])?;
+        expect_dims(file, "blk.0.attn_k.weight", &[hidden, kv_dim])?;
+        expect_dims(file, "blk.0.ffn_gate.weight", &[hidden, ffn])?;
         let rope_freqs = match file.tensor("rope_freqs.weight") {
             None => None,
             Some(t) => {
@@ -237,7 +270,7 @@ impl Config {
             Arch::Qwen2 => (PairLayout::HalfSplit, true),
         };
         let tied_embeddings = file.tensor("output.weight").is_none();
-        Ok(Config {
+        let config = Config {
             arch,
             layers,
             hidden,
@@ -254,17 +287,23 @@ impl Config {
             layout,
             qkv_bias,
             tied_embeddings,
-        })
+        };
+        // The RoPE parameters as the kernels will check them, so a bad value fails here.
+        config
+            .rope_config()
+            .validate()
+            .map_err(|e| ModelError::BadKey { key: k(if config.rope_freqs.is_some() { "rope.freq_base" } else { "rope.scaling.factor" }), reason: e.to_string() })?;
+        Ok(config)
     }
 
     /// Width of the q projection (`heads * head_dim`).
     pub fn q_dim(&self) -> usize {
-        self.heads * self.head_dim
+        self.heads.saturating_mul(self.head_dim)
     }
 
     /// Width of the k and v projections (`kv_heads * head_dim`).
     pub fn kv_dim(&self) -> usize {
-        self.kv_heads * self.head_dim
+        self.kv_heads.saturating_mul(self.head_dim)
     }
 
     /// The RoPE frequencies: `inv_freq_i = rope_theta^(-2i/d) / (rope_freqs[i] * linear factor)`.

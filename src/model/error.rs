@@ -1,5 +1,12 @@
 //! The model runner's error type: what went wrong, naming the key, tensor or architecture.
+//!
+//! [`ModelError`] converts both ways with the crate's [`crate::Error`] (which holds it as
+//! [`crate::Error::Model`]), and from [`FormatError`] and [`TokenizerError`], so `?` works in
+//! either kind of function: on a tokenizer call inside a callback of
+//! [`super::Session::decode_greedy`], or on [`super::Model::open`] in a function returning
+//! [`crate::Result`].
 
+use super::tokenizer::TokenizerError;
 use crate::formats::FormatError;
 use std::fmt;
 
@@ -28,6 +35,10 @@ pub enum ModelError {
     Format(FormatError),
     /// A kernel or device error.
     Gpu(crate::Error),
+    /// A tokenizer error (e.g. from a [`super::tokenizer::Decoder`] inside a decoding callback).
+    Tokenizer(TokenizerError),
+    /// A [`super::Session`] was given a [`super::Model`] other than the one it was made for.
+    ForeignModel,
 }
 
 impl fmt::Display for ModelError {
@@ -43,6 +54,8 @@ impl fmt::Display for ModelError {
             ModelError::Argument(s) => write!(f, "invalid argument: {s}"),
             ModelError::Format(e) => write!(f, "GGUF: {e}"),
             ModelError::Gpu(e) => write!(f, "{e}"),
+            ModelError::Tokenizer(e) => write!(f, "{e}"),
+            ModelError::ForeignModel => write!(f, "the session was made for another model (make a Session per Model)"),
         }
     }
 }
@@ -52,6 +65,7 @@ impl std::error::Error for ModelError {
         match self {
             ModelError::Format(e) => Some(e),
             ModelError::Gpu(e) => Some(e),
+            ModelError::Tokenizer(e) => std::error::Error::source(e),
             _ => None,
         }
     }
@@ -63,11 +77,34 @@ impl From<FormatError> for ModelError {
     }
 }
 
+impl From<TokenizerError> for ModelError {
+    fn from(e: TokenizerError) -> Self {
+        ModelError::Tokenizer(e)
+    }
+}
+
 impl From<crate::Error> for ModelError {
     fn from(e: crate::Error) -> Self {
         match e {
-            crate::Error::PositionOutOfRange { pos, capacity } => ModelError::ContextFull { needed: pos as usize + 1, capacity: capacity as usize },
+            crate::Error::PositionOutOfRange { pos, capacity } => {
+                ModelError::ContextFull { needed: usize::try_from(pos).unwrap_or(usize::MAX).saturating_add(1), capacity: usize::try_from(capacity).unwrap_or(usize::MAX) }
+            }
+            crate::Error::Tokenizer(t) => ModelError::Tokenizer(t),
+            crate::Error::Model(m) => std::sync::Arc::try_unwrap(m.0).unwrap_or_else(|shared| ModelError::Gpu(crate::Error::Model(crate::error::ModelCause(shared)))),
             e => ModelError::Gpu(e),
+        }
+    }
+}
+
+impl From<ModelError> for crate::Error {
+    /// A kernel error comes back as itself, a file error as [`crate::Error::FormatError`], a
+    /// tokenizer error as [`crate::Error::Tokenizer`], the rest as [`crate::Error::Model`].
+    fn from(e: ModelError) -> Self {
+        match e {
+            ModelError::Gpu(e) => e,
+            ModelError::Format(f) => f.into(),
+            ModelError::Tokenizer(t) => crate::Error::Tokenizer(t),
+            e => crate::Error::Model(crate::error::ModelCause(std::sync::Arc::new(e))),
         }
     }
 }

@@ -53,7 +53,13 @@ pub struct Model {
     pub weights: Weights,
     /// The embedding table on the GPU, uploaded on first use ([`Model::gpu_embeddings`]).
     embd: std::sync::OnceLock<mm::WeightMatrix>,
+    /// Unique per loaded model in the process: a [`Session`] runs only with the model it was
+    /// made for.
+    id: u64,
 }
+
+/// The ids of [`Model`]s loaded so far.
+static MODEL_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Model {
     /// Read the configuration and upload the weights of an opened file.
@@ -62,7 +68,8 @@ impl Model {
         let weights = Weights::load(ctx, &file, &config, progress)?;
         // The weights' copies run now, as part of loading, not inside the first prefill.
         ctx.finish_uploads()?;
-        Ok(Model { file, config, weights, embd: std::sync::OnceLock::new() })
+        let id = MODEL_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Model { file, config, weights, embd: std::sync::OnceLock::new(), id })
     }
 
     /// The embedding table as a GPU matrix (for [`Session::decode_greedy`], which looks the
@@ -151,8 +158,11 @@ struct Scratch {
     bytes: u64,
 }
 
-/// A KV cache and the work buffers of the forward pass, for one sequence.
+/// A KV cache and the work buffers of the forward pass, for one sequence, of the [`Model`] it
+/// was made for: every method taking a model returns [`ModelError::ForeignModel`] for another.
 pub struct Session {
+    /// [`Model::id`] of the model the session was made for.
+    model: u64,
     opts: SessionOptions,
     kv: KvCache,
     table: RopeTable,
@@ -217,7 +227,7 @@ impl Session {
             bufs.push(ctx.alloc::<f32>(len)?);
             bytes += 4 * len as u64;
         }
-        let n3 = c.q_dim() + 2 * c.kv_dim();
+        let n3 = mul(2, c.kv_dim())?.checked_add(c.q_dim()).ok_or_else(|| ModelError::Argument("q + k + v widths overflow".into()))?;
         let qkv = ctx.alloc::<f32>(mul(chunk, n3)?)?;
         bytes += 4 * qkv.len() as u64;
         let qkv_views = QkvViews::new(ctx, &qkv, c.q_dim(), c.kv_dim())?;
@@ -256,7 +266,23 @@ impl Session {
         let greedy = greedy::Ring::new(ctx, opts.gpu_timing)?;
         let top = top_k::TopK::new(ctx, c.vocab)?;
         s.bytes += top.bytes();
-        Ok(Session { opts, kv, table, s, bind: Default::default(), host_x, logits: vec![0.0; c.vocab], readback, upload, timer, logits_row: None, greedy, top, gpu_ns: [0.0; 2] })
+        Ok(Session {
+            model: model.id,
+            opts,
+            kv,
+            table,
+            s,
+            bind: Default::default(),
+            host_x,
+            logits: vec![0.0; c.vocab],
+            readback,
+            upload,
+            timer,
+            logits_row: None,
+            greedy,
+            top,
+            gpu_ns: [0.0; 2],
+        })
     }
 
     pub fn options(&self) -> &SessionOptions {
@@ -292,6 +318,15 @@ impl Session {
         Ok(())
     }
 
+    /// [`ModelError::ForeignModel`] unless `model` is the one the session was made for.
+    fn check_model(&self, model: &Model) -> Result<()> {
+        if model.id == self.model {
+            Ok(())
+        } else {
+            Err(ModelError::ForeignModel)
+        }
+    }
+
     /// Forget the sequence (the cache keeps its buffers).
     pub fn reset(&mut self) {
         self.kv.clear();
@@ -317,6 +352,7 @@ impl Session {
     /// last token `[vocab]`, or with `all_logits` of every token `[tokens, vocab]`.
     /// A prompt longer than the room left is [`ModelError::ContextFull`] before anything runs.
     pub fn prefill(&mut self, ctx: &Context, model: &Model, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.check_model(model)?;
         let c = &model.config;
         if tokens.is_empty() {
             return Err(ModelError::Argument("no tokens".into()));
@@ -376,6 +412,7 @@ impl Session {
     /// One decode step: `token` at the cache's next position; returns its logits `[vocab]`
     /// (a copy of [`Session::logits`]).
     pub fn decode(&mut self, ctx: &Context, model: &Model, token: u32) -> Result<Vec<f32>> {
+        self.check_model(model)?;
         let pos = self.kv.check_room(1)?;
         let cache = self.bind.clone();
         let step = self.record_step(ctx, model, pos, &cache, None)?;
@@ -454,6 +491,7 @@ impl Session {
     /// The loop of [`Session::decode_stream`] (`top_k` None: `next` reads `self.logits`) and
     /// of [`Session::decode_stream_top_k`] (`top_k` Some: `next` reads `self.top`).
     fn stream(&mut self, ctx: &Context, model: &Model, first: u32, top_k: Option<usize>, mut next: impl FnMut(&Self) -> Result<Option<u32>>) -> Result<usize> {
+        self.check_model(model)?;
         let vocab = model.config.vocab;
         let known = |t: u32| if (t as usize) < vocab { Ok(t) } else { Err(ModelError::BadToken { token: t, vocab }) };
         let mut token = known(first)?;
@@ -477,6 +515,7 @@ impl Session {
     /// already in `x`): every layer, the final norm and the LM head (`all`: every row; else the
     /// last). The cache position is not advanced (the caller does once the batch ran).
     pub fn record_chunk(&self, b: &mut Batch, model: &Model, m: usize, pos0: usize, all: bool) -> Result<()> {
+        self.check_model(model)?;
         if m == 0 || m > self.opts.chunk {
             return Err(ModelError::Argument(format!("chunk of {m} tokens (1..={})", self.opts.chunk)));
         }
@@ -490,6 +529,7 @@ impl Session {
     /// Record the layers of a prefill chunk (no final norm or LM head): the cache positions
     /// `pos0..pos0 + m` are written, `x` holds the chunk's last hidden states.
     pub fn record_layers(&self, b: &mut Batch, model: &Model, m: usize, pos0: usize) -> Result<()> {
+        self.check_model(model)?;
         if m == 0 || m > self.opts.chunk {
             return Err(ModelError::Argument(format!("chunk of {m} tokens (1..={})", self.opts.chunk)));
         }
@@ -502,6 +542,7 @@ impl Session {
 
     /// Record a decode step for the token at `pos` (its embedding already in `x`).
     pub fn record_decode(&self, b: &mut Batch, model: &Model, pos: usize) -> Result<()> {
+        self.check_model(model)?;
         self.check_span(pos, 1)?;
         for l in 0..model.config.layers {
             self.record_layer(b, model, l, 1, pos, true)?;

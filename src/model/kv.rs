@@ -77,6 +77,24 @@ impl KvCache {
         if capacity == 0 {
             return Err(ModelError::Argument("context of 0 tokens".into()));
         }
+        Self::build(ctx, cfg, kind, capacity).map_err(|e| match e {
+            // A device limit hit by the cache's buffers: name the context that sized them (the
+            // buffers themselves have no names a user knows).
+            ModelError::Gpu(crate::Error::BindingTooLarge { .. } | crate::Error::Limit(_) | crate::Error::Argument(_) | crate::Error::Shape(_) | crate::Error::Device(_)) => {
+                let l = &ctx.caps().limits;
+                ModelError::Argument(format!(
+                    "context of {capacity} tokens: its {} KV cache needs {} values per layer and tensor, over this device's buffer limits ({} bytes per buffer, {} per binding)",
+                    kind.name(),
+                    capacity.saturating_mul(cfg.kv_dim()),
+                    l.max_buffer_size,
+                    l.max_storage_buffer_binding_size
+                ))
+            }
+            e => e,
+        })
+    }
+
+    fn build(ctx: &Context, cfg: &Config, kind: KvKind, capacity: usize) -> Result<KvCache> {
         let n = elems(capacity, cfg)?;
         let mut layers = Vec::with_capacity(cfg.layers);
         let mut bytes = 0u64;

@@ -84,7 +84,7 @@ impl std::error::Error for TokenizerError {}
 
 impl From<TokenizerError> for crate::Error {
     fn from(e: TokenizerError) -> Self {
-        crate::Error::Format(e.to_string())
+        crate::Error::Tokenizer(e)
     }
 }
 

@@ -6,7 +6,7 @@
 //! step dequantises only its tokens' rows on the CPU ([`Weights::embed`]) and uploads them. It is
 //! uploaded to the GPU only where it is also the LM head (tied embeddings, no `output.weight`).
 
-use super::config::{expect_dims, tensor_dims, Config};
+use super::config::{expect_dims, Config};
 use super::error::{ModelError, Result};
 use super::mm::{self, WeightMatrix};
 use crate::buffer::GpuBuffer;
@@ -85,11 +85,14 @@ fn vector(ctx: &Context, file: &GgufFile, name: &str, len: usize) -> Result<GpuB
 
 /// 1-D tensors `(name, len)` uploaded as one f32 vector, concatenated in order.
 fn vectors(ctx: &Context, file: &GgufFile, parts: &[(&str, usize)]) -> Result<GpuBuffer<f32>> {
+    // Shapes first: nothing is allocated from a length the file's tensors do not back.
+    for &(name, len) in parts {
+        expect_dims(file, name, &[len])?;
+    }
     let total = parts.iter().try_fold(0usize, |a, &(_, len)| a.checked_add(len)).ok_or_else(|| ModelError::Argument("vector lengths overflow".into()))?;
     let mut v = vec![0f32; total];
     let mut at = 0;
     for &(name, len) in parts {
-        expect_dims(file, name, &[len])?;
         let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
         mm::dequantize(t.ggml_type, file.tensor_data(t)?, &mut v[at..at + len]).map_err(|e| bad(name, e.to_string()))?;
         at += len;
@@ -145,41 +148,69 @@ fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usi
 impl Weights {
     /// Names of every tensor [`Weights::load`] uploads, in load order.
     pub fn tensor_names(cfg: &Config) -> Vec<String> {
+        Self::tensor_shapes(cfg).into_iter().map(|(n, _)| n).collect()
+    }
+
+    /// Every tensor [`Weights::load`] uploads, in load order, with its expected dims (`ne0`
+    /// first). Do not call it with a [`Config`] not read from a file ([`Config::from_gguf`]
+    /// bounds `layers` by the file's tensor count).
+    pub fn tensor_shapes(cfg: &Config) -> Vec<(String, Vec<usize>)> {
+        let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
         let mut v = Vec::new();
         for l in 0..cfg.layers {
-            let p = |s: &str| format!("blk.{l}.{s}");
-            v.extend([p("attn_norm.weight"), p("attn_q.weight"), p("attn_k.weight"), p("attn_v.weight")]);
+            let mut t = |s: &str, dims: &[usize]| v.push((format!("blk.{l}.{s}"), dims.to_vec()));
+            t("attn_norm.weight", &[h]);
+            t("attn_q.weight", &[h, q]);
+            t("attn_k.weight", &[h, kv]);
+            t("attn_v.weight", &[h, kv]);
             if cfg.qkv_bias {
-                v.extend([p("attn_q.bias"), p("attn_k.bias"), p("attn_v.bias")]);
+                t("attn_q.bias", &[q]);
+                t("attn_k.bias", &[kv]);
+                t("attn_v.bias", &[kv]);
             }
-            v.extend([p("attn_output.weight"), p("ffn_norm.weight"), p("ffn_gate.weight"), p("ffn_up.weight"), p("ffn_down.weight")]);
+            t("attn_output.weight", &[q, h]);
+            t("ffn_norm.weight", &[h]);
+            t("ffn_gate.weight", &[h, f]);
+            t("ffn_up.weight", &[h, f]);
+            t("ffn_down.weight", &[f, h]);
         }
-        v.push("output_norm.weight".into());
-        v.push(if cfg.tied_embeddings { "token_embd.weight".into() } else { "output.weight".into() });
+        v.push(("output_norm.weight".into(), vec![h]));
+        v.push((if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" }.into(), vec![h, cfg.vocab]));
         v
     }
 
     /// Upload every weight, calling `progress` after each tensor. Every tensor's presence and
-    /// shape is checked before anything is uploaded.
+    /// shape is checked, and an untied embedding table's block scales validated, before
+    /// anything is uploaded.
     pub fn load(ctx: &Context, file: &GgufFile, cfg: &Config, progress: &mut dyn FnMut(&Progress)) -> Result<Weights> {
-        let names = Self::tensor_names(cfg);
+        if cfg.layers.saturating_mul(super::config::MIN_BLOCK_TENSORS) > file.tensors().len() {
+            return Err(ModelError::Argument(format!("a config of {} blocks for a file of {} tensors", cfg.layers, file.tensors().len())));
+        }
+        let shapes = Self::tensor_shapes(cfg);
         let mut total = 0u64;
-        for n in &names {
-            tensor_dims(file, n)?;
+        for (n, dims) in &shapes {
+            expect_dims(file, n, dims)?;
             total = total.checked_add(stored_bytes(file, n)?).ok_or_else(|| bad(n, "sizes overflow".into()))?;
         }
-        let embd = file.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+        let embd_name = "token_embd.weight";
+        expect_dims(file, embd_name, &[cfg.hidden, cfg.vocab])?;
+        let embd = file.tensor(embd_name).ok_or_else(|| ModelError::MissingTensor(embd_name.into()))?;
         let embd_type = embd.ggml_type;
-        let embd_row_bytes =
-            embd_type.bytes_for(cfg.hidden as u64).ok_or_else(|| bad("token_embd.weight", format!("type {embd_type:?}: rows of {} values are not whole blocks", cfg.hidden)))?;
-        let embd_row_bytes = usize::try_from(embd_row_bytes).map_err(|_| bad("token_embd.weight", "row too large".into()))?;
+        let embd_format = crate::formats::format_of(embd_type).map_err(|_| bad(embd_name, format!("ggml type {embd_type:?} is not a supported weight format")))?;
+        let embd_row_bytes = embd_format.bytes_for(cfg.hidden).ok_or_else(|| bad(embd_name, format!("type {embd_type:?}: rows of {} values are not whole blocks", cfg.hidden)))?;
+        // The table is read row by row on the CPU: its block scales are validated here, once, as
+        // the upload of every matrix validates its own.
+        if !cfg.tied_embeddings {
+            embd_format.validate(file.tensor_data(embd)?).map_err(|e| bad(embd_name, e.to_string()))?;
+        }
         let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
+        let tensors_total = shapes.len();
         let mut done = (0usize, 0u64);
         let mut gpu_bytes = 0u64;
         let mut step = |name: &str| -> Result<()> {
             done.0 += 1;
             done.1 += stored_bytes(file, name)?;
-            progress(&Progress { tensors_done: done.0, tensors_total: names.len(), bytes_done: done.1, bytes_total: total, name });
+            progress(&Progress { tensors_done: done.0, tensors_total, bytes_done: done.1, bytes_total: total, name });
             Ok(())
         };
         macro_rules! load {

@@ -50,11 +50,17 @@ pub fn round_mag127(ax: f32, d: f32) -> i32 {
     m.min(127.0) as i32
 }
 
-/// Quantise x (`x.len() % 32 == 0`).
+/// Quantise x (`x.len() % 32 == 0`). A block holding a NaN or an infinity gets the scale NaN
+/// and codes 0, so every product it enters is NaN (the crate's policy: non-finite activations
+/// propagate; an infinity becomes NaN here, not ±inf).
 pub fn quantize(x: &[f32]) -> HostQ8 {
     let mut q = vec![0i8; x.len()];
     let mut d = Vec::with_capacity(x.len() / QB);
     for (b, blk) in x.chunks(QB).enumerate() {
+        if blk.iter().any(|v| !v.is_finite()) {
+            d.push(f32::NAN);
+            continue;
+        }
         let amax = blk.iter().fold(0f32, |a, v| a.max(v.abs()));
         let s = amax * INV127;
         d.push(s);

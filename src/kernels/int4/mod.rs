@@ -264,6 +264,16 @@ impl Int4Matrix {
         })
     }
 
+    /// After a [`quantize`] ran: [`crate::formats::FormatError::NonFiniteScale`] (the first
+    /// group, counted row-major) when a source group held a NaN or an infinity. Reads the
+    /// scales back (4 bytes per group).
+    pub fn check_finite(&self, ctx: &Context) -> Result<()> {
+        match ctx.read(&self.scales)?.iter().position(|s| !s.is_finite()) {
+            Some(block) => Err(crate::formats::FormatError::NonFiniteScale { block }.into()),
+            None => Ok(()),
+        }
+    }
+
     /// Read back into the plain host layout.
     pub fn download(&self, ctx: &Context) -> Result<HostInt4> {
         let raw = ctx.read(&self.codes)?;
@@ -613,6 +623,11 @@ pub fn matmul(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
 
 /// Quantise a row-major [n, k] f32 or f16 matrix into `dst` (shape, group size and mode are
 /// taken from `dst`). Two dispatches: per-group scales/zeros, then codes.
+///
+/// A group holding a NaN or an infinity gets the scale NaN (the Portable and Subgroup variants),
+/// so its values dequantise to NaN and every GEMV output reading it is NaN; the CPU quantiser
+/// rejects such input instead. [`Int4Matrix::check_finite`] turns that into the same typed error
+/// on the host after the batch ran.
 pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Matrix) -> Result<()> {
     let ctx = b.context();
     src.require("src", dst.n * dst.k)?;

@@ -54,6 +54,7 @@ impl Session {
     /// position are then not kept: decode a token or prefill before calling this again.
     /// Needs the embedding table on the GPU ([`Model::gpu_embeddings`], uploaded on first use).
     pub fn decode_greedy(&mut self, ctx: &Context, model: &Model, max: usize, mut emit: impl FnMut(u32) -> Result<bool>) -> Result<usize> {
+        self.check_model(model)?;
         let offset = self.logits_row.ok_or_else(|| ModelError::Argument("decode_greedy needs the logits of a prefill or a decode step first".into()))?;
         if max == 0 {
             return Ok(0);
