@@ -4,7 +4,16 @@
 //! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
 //!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
 //!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time]
+//!     [--pipeline-cache FILE | --no-pipeline-cache]
 //! ```
+//!
+//! `--help` describes every flag. Arguments are checked before anything is loaded (`-p` is
+//! required; sampler values, `--ctx`, `--chunk`, and that `--dump-logits` can be written).
+//! Pipelines are built before the prompt runs (the decode step's on a second thread) through the
+//! on-disk pipeline cache (`cli::default_pipeline_cache`), and the time to the first generated
+//! token is printed, measured from the start of `main`, with its parts. `-n 0` generates nothing;
+//! generation stops when the KV cache is full (`--ctx`), every mode emitting the same count
+//! there: as many tokens as the cache has free positions after the prompt.
 //!
 //! Loads the weights tensor by tensor from the memory-mapped file (progress on stderr; the file
 //! must not change while the example runs), prints
@@ -35,6 +44,7 @@ use wgkernels::model::{ops, KvKind, Model, ModelError, Sampler, SamplerConfig, S
 
 struct Args {
     model: String,
+    common: cli::Common,
     prompt: String,
     n: usize,
     sampler: SamplerConfig,
@@ -50,11 +60,40 @@ struct Args {
     gpu_time: bool,
 }
 
-const USAGE: &str = "usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time]";
+const HELP: &str = "\
+usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time] [--pipeline-cache FILE | --no-pipeline-cache]
+
+Generates text from a GGUF model (llama, qwen2) on the GPU.
+
+  MODEL.gguf             the model file (memory-mapped; it must not change while this runs)
+  -p, --prompt TEXT      the prompt (required; may be empty: then generation starts from BOS)
+  -n N                   tokens to generate, at most (default 128; 0 generates nothing)
+  --temp T               sampling temperature, finite and >= 0 (default 0: greedy)
+  --top-k K              sample from the K most likely tokens (default 40; 0: all). With 1..=256 the
+                         GPU picks the candidates and only they are read back
+  --top-p P              sample from the smallest set of tokens whose probability reaches P, in (0, 1]
+                         (default 0.95)
+  --seed S               sampler seed (default 0)
+  --kv f16|turboquant    KV cache: f16, or TurboQuant 4-bit codes (default f16)
+  --ctx N                KV cache positions (default: prompt + N, capped at the model's trained
+                         context); generation stops when the cache is full. A warning is printed
+                         past the trained context
+  --chunk N              most prompt tokens per prefill batch (default 512)
+  --print-tokens         print the prompt's and the generated token ids
+  --dump-logits FILE     write the logits of every prompt position to FILE as float32 .npy
+                         [prompt tokens, vocab] (checked to be writable before the model loads)
+  --no-bos               do not start the prompt with the vocabulary's BOS token
+  --f32-activations      multiply weights by f32 activations (default: int8-rounded in decode steps
+                         and short chunks, as llama.cpp's GPU backends)
+  --unfused-norm         RMSNorm and the int8 rounding as two dispatches (for comparisons)
+  --cpu-greedy           with --temp 0, read each step's logits and pick the token on the CPU
+                         (default: the token is chosen on the GPU)
+  --gpu-time             time prefill chunks and decode steps on the GPU";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
         model: String::new(),
+        common: cli::Common { pipeline_cache: None },
         prompt: String::new(),
         n: 128,
         sampler: SamplerConfig { temperature: 0.0, top_k: 40, top_p: 0.95, seed: 0 },
@@ -69,9 +108,10 @@ fn parse_args() -> Result<Args, String> {
         cpu_greedy: false,
         gpu_time: false,
     };
-    a.model = cli::parse(USAGE, std::env::args().skip(1), |f, v| {
+    let mut prompt = None;
+    (a.model, a.common) = cli::parse(HELP, std::env::args().skip(1), |f, v| {
         match f {
-            "-p" | "--prompt" => a.prompt = v.value(f)?,
+            "-p" | "--prompt" => prompt = Some(v.value(f)?),
             "-n" => a.n = v.value(f)?,
             "--temp" => a.sampler.temperature = v.value(f)?,
             "--top-k" => a.sampler.top_k = v.value(f)?,
@@ -91,6 +131,19 @@ fn parse_args() -> Result<Args, String> {
         }
         Ok(true)
     })?;
+    a.prompt = prompt.ok_or_else(|| format!("-p PROMPT is required (it may be empty: -p \"\")\n{}", HELP.lines().next().unwrap_or_default()))?;
+    // Everything that can be checked without the model, checked before anything is loaded.
+    Sampler::new(a.sampler).map_err(|e| e.to_string())?;
+    if a.ctx == Some(0) {
+        return Err("--ctx must be at least 1".into());
+    }
+    if a.chunk == 0 {
+        return Err("--chunk must be at least 1".into());
+    }
+    if let Some(path) = &a.dump_logits {
+        // Created (or truncated) now, so that an unwritable path fails before the model loads.
+        std::fs::File::create(path).map_err(|e| format!("--dump-logits {path}: {e}"))?;
+    }
     Ok(a)
 }
 
@@ -122,7 +175,8 @@ fn write_npy(path: &str, data: &[f32], rows: usize, cols: usize) -> std::io::Res
 }
 
 fn run(a: Args) -> cli::Res<()> {
-    let (ctx, file) = cli::open(&a.model)?;
+    let (ctx, file) = cli::open(&a.model, &a.common)?;
+    let t_ctx = cli::since_start();
     let tok = Tokenizer::from_gguf(&file)?;
     let t0 = Instant::now();
     let mut last_pct = usize::MAX;
@@ -134,10 +188,11 @@ fn run(a: Args) -> cli::Res<()> {
             eprint!("\rloading [{bar}] {pct:3}% {}/{} tensors {:.0}/{:.0} MiB  ", p.tensors_done, p.tensors_total, mib(p.bytes_done), mib(p.bytes_total));
         }
     })?;
-    eprintln!("\nloaded in {:.1} s", t0.elapsed().as_secs_f64());
+    let load_s = t0.elapsed().as_secs_f64();
+    eprintln!("\nloaded in {load_s:.1} s");
     let c = &model.config;
     eprintln!(
-        "model: {} {} layers, hidden {}, heads {}/{} of {}, FFN {}, vocab {}, rope base {} ({:?}{}), {}",
+        "model: {} {} layers, hidden {}, heads {}/{} of {}, FFN {}, vocab {}, rope base {} ({:?}{}), {}, trained context {}",
         c.arch.name(),
         c.layers,
         c.hidden,
@@ -149,7 +204,8 @@ fn run(a: Args) -> cli::Res<()> {
         c.rope_theta,
         c.rope_scaling,
         if c.rope_freqs.is_some() { ", rope_freqs" } else { "" },
-        if c.tied_embeddings { "tied embeddings" } else { "separate LM head" }
+        if c.tied_embeddings { "tied embeddings" } else { "separate LM head" },
+        c.context_length
     );
     let mut prompt = tok.encode(&a.prompt, a.bos)?;
     if prompt.is_empty() {
@@ -159,6 +215,12 @@ fn run(a: Args) -> cli::Res<()> {
         return Err("the prompt tokenises to nothing and the vocabulary has no BOS".into());
     }
     let context = a.ctx.unwrap_or_else(|| (prompt.len() + a.n).min(c.context_length).max(prompt.len() + 1));
+    if context > c.context_length {
+        eprintln!(
+            "warning: a context of {context} positions exceeds the {} the model was trained for: past it, output quality is not what the model was made for",
+            c.context_length
+        );
+    }
     let all = a.dump_logits.is_some();
     let mut session = Session::new(
         &ctx,
@@ -178,16 +240,10 @@ fn run(a: Args) -> cli::Res<()> {
     }
     let mut sampler = Sampler::new(a.sampler)?;
     let gpu_greedy = a.sampler.temperature == 0.0 && !a.cpu_greedy;
-    let tw = Instant::now();
-    session.warm_up(&ctx, &model, prompt.len())?;
-    eprintln!("pipelines built in {:.2} s (not counted below)", tw.elapsed().as_secs_f64());
-    if gpu_greedy {
-        // Greedy decoding looks the chosen tokens' embedding rows up on the GPU: upload the table
-        // now, not inside the first decode step's time.
-        let tu = Instant::now();
-        model.gpu_embeddings(&ctx)?;
-        eprintln!("embedding table on the GPU for greedy decoding in {:.2} s (not counted below)", tu.elapsed().as_secs_f64());
-    }
+    // Greedy decoding looks the chosen tokens' embedding rows up on the GPU: the table is
+    // uploaded here too, not inside the first decode step's time.
+    let warm_s = cli::warm_up(&ctx, &model, &session, prompt.len(), gpu_greedy && a.n > 0)?;
+    eprintln!("{} pipelines built{} in {warm_s:.2} s (not counted below)", ctx.built_pipelines().len(), if gpu_greedy && a.n > 0 { " and embedding table uploaded" } else { "" });
     let t1 = Instant::now();
     let logits = session.prefill(&ctx, &model, &prompt)?;
     let prefill_s = t1.elapsed().as_secs_f64();
@@ -199,6 +255,8 @@ fn run(a: Args) -> cli::Res<()> {
     let mut generated = Vec::new();
     print!("{}", a.prompt);
     let mut decode_s = 0.0;
+    // Seconds from process start to the first generated token on the host.
+    let mut first_token = None;
     // Decode steps whose time decode_s covers.
     let steps;
     if gpu_greedy {
@@ -206,6 +264,7 @@ fn run(a: Args) -> cli::Res<()> {
         let t = Instant::now();
         let mut failed = None;
         session.decode_greedy(&ctx, &model, a.n, |next| {
+            first_token.get_or_insert_with(cli::since_start);
             generated.push(next);
             let shown = dec.push(next).map_err(|e| e.to_string()).and_then(|text| {
                 print!("{text}");
@@ -230,44 +289,56 @@ fn run(a: Args) -> cli::Res<()> {
         // step's, with the next step recorded while the GPU runs the current one
         // (Session::decode_stream). Sampling with 0 < top-k <= ops::TOP_K_MAX reads back only
         // the top-k candidates the GPU chose (Session::decode_stream_top_k), else the logits.
+        //
+        // Every emitted token but the last takes a cache position; like the GPU path (whose
+        // steps each place their chosen token in the cache), this one emits at most as many
+        // tokens as the cache has free positions, so both emit the same count at a full cache.
         let gpu_top_k = (a.sampler.temperature > 0.0 && (1..=ops::TOP_K_MAX).contains(&a.sampler.top_k)).then_some(a.sampler.top_k);
+        let room = a.n.min(session.kv().remaining());
         let mut emit = |next: u32| -> Result<Option<u32>, Box<dyn std::error::Error>> {
+            first_token.get_or_insert_with(cli::since_start);
             generated.push(next);
             print!("{}", dec.push(next)?);
             std::io::stdout().flush()?;
-            Ok((!tok.is_eog(next) && generated.len() < a.n).then_some(next))
+            Ok((!tok.is_eog(next) && generated.len() < room).then_some(next))
         };
-        if let Some(first) = emit(sampler.sample(&logits[logits.len() - c.vocab..])?)? {
-            if session.kv().remaining() == 0 {
-                eprintln!("\n[context of {context} tokens full]");
-            } else {
-                let t = Instant::now();
-                let mut failed = None;
-                let mut step = |next: Result<u32, ModelError>| match next.map_err(Into::into).and_then(&mut emit) {
-                    Ok(t) => Ok(t),
-                    Err(e) => {
-                        failed = Some(e);
-                        Ok(None)
-                    }
-                };
-                match gpu_top_k {
-                    Some(k) => session.decode_stream_top_k(&ctx, &model, first, k, |cands| step(sampler.sample_top_k(cands)))?,
-                    None => session.decode_stream(&ctx, &model, first, |logits| step(sampler.sample(logits)))?,
-                };
-                decode_s = t.elapsed().as_secs_f64();
-                if let Some(e) = failed {
-                    return Err(e);
+        let first = match room {
+            0 => None,
+            _ => emit(sampler.sample(&logits[logits.len() - c.vocab..])?)?,
+        };
+        if let Some(first) = first {
+            let t = Instant::now();
+            let mut failed = None;
+            let mut step = |next: Result<u32, ModelError>| match next.map_err(Into::into).and_then(&mut emit) {
+                Ok(t) => Ok(t),
+                Err(e) => {
+                    failed = Some(e);
+                    Ok(None)
                 }
-                if session.kv().remaining() == 0 && generated.len() < a.n {
-                    eprintln!("\n[context of {context} tokens full]");
-                }
+            };
+            match gpu_top_k {
+                Some(k) => session.decode_stream_top_k(&ctx, &model, first, k, |cands| step(sampler.sample_top_k(cands)))?,
+                None => session.decode_stream(&ctx, &model, first, |logits| step(sampler.sample(logits)))?,
+            };
+            decode_s = t.elapsed().as_secs_f64();
+            if let Some(e) = failed {
+                return Err(e);
             }
+        }
+        if room < a.n && generated.len() == room && !generated.last().is_some_and(|&t| tok.is_eog(t)) {
+            eprintln!("\n[context of {context} tokens full]");
         }
         steps = generated.len().saturating_sub(1);
     }
     println!("{}", dec.finish());
     if a.print_tokens {
         println!("generated tokens ({}): {:?}", generated.len(), generated);
+    }
+    if let Some(at) = first_token {
+        eprintln!(
+            "time to first token: {at:.2} s from process start (device and file {t_ctx:.2} s, weights {load_s:.2} s, pipelines {warm_s:.2} s, prompt {prefill_s:.2} s; pipeline cache: {})",
+            a.common.pipeline_cache.as_ref().map_or("off".to_string(), |p| p.display().to_string())
+        );
     }
     eprintln!("prompt: {} tokens in {:.3} s = {:.1} tok/s (chunks of {})", prompt.len(), prefill_s, prompt.len() as f64 / prefill_s, session.options().chunk);
     if steps > 0 {
@@ -305,5 +376,6 @@ fn run(a: Args) -> cli::Res<()> {
 }
 
 fn main() {
+    cli::process_start();
     cli::main_with(parse_args(), run);
 }

@@ -4,7 +4,12 @@
 //! ```text
 //! cargo run --release --example model_bench -- MODEL.gguf [-p 512] [-n 128] [-r 5]
 //!     [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S]
+//!     [--pipeline-cache FILE | --no-pipeline-cache]
 //! ```
+//!
+//! The tables are Markdown. After them, the time to first token from the start of `main` (the
+//! first `pp` run's logits on the host, or the first `tg` token without a `pp` test), with its
+//! parts: device, weights, pipelines (built up front, through the on-disk pipeline cache).
 //!
 //! - `pp N`: a prompt of N random token ids, from an empty cache, in chunks of `--chunk` (512,
 //!   as llama.cpp's default micro-batch); the time runs until the last position's logits are on
@@ -29,6 +34,7 @@ use wgkernels::Context;
 
 struct Args {
     model: String,
+    common: cli::Common,
     pp: usize,
     tg: usize,
     reps: usize,
@@ -40,11 +46,38 @@ struct Args {
     seed: u64,
 }
 
-const USAGE: &str = "usage: model_bench MODEL.gguf [-p 512] [-n 128] [-r 5] [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S]   (-p 0 or -n 0 skips that test)";
+const HELP: &str = "\
+usage: model_bench MODEL.gguf [-p 512] [-n 128] [-r 5] [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S] [--pipeline-cache FILE | --no-pipeline-cache]
+
+Prompt (pp) and generation (tg) tokens/s of a GGUF model, measured as llama.cpp's llama-bench
+does; prints a Markdown table.
+
+  MODEL.gguf             the model file (memory-mapped; it must not change while this runs)
+  -p N                   pp test: a prompt of N random tokens from an empty cache (default 512; 0 skips it)
+  -n N                   tg test: N greedy decode steps after one token (default 128; 0 skips it)
+  -r N                   timed repetitions after one untimed first run (default 5, at least 1)
+  --kv f16|turboquant    KV cache: f16, or TurboQuant 4-bit codes (default f16)
+  --chunk N              most prompt tokens per prefill batch (default 512)
+  --f32-activations      multiply weights by f32 activations (default: int8-rounded in decode steps)
+  --gpu-time             also report GPU time per token and the CPU time the GPU did not hide
+  --profile              GPU time of every kernel of a prompt chunk and of a decode step
+  --seed S               seed of the random prompt tokens (default 1)";
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { model: String::new(), pp: 512, tg: 128, reps: 5, kv: KvKind::F16, chunk: 512, f32_activations: false, gpu_time: false, profile: false, seed: 1 };
-    a.model = cli::parse(USAGE, std::env::args().skip(1), |f, v| {
+    let mut a = Args {
+        model: String::new(),
+        common: cli::Common { pipeline_cache: None },
+        pp: 512,
+        tg: 128,
+        reps: 5,
+        kv: KvKind::F16,
+        chunk: 512,
+        f32_activations: false,
+        gpu_time: false,
+        profile: false,
+        seed: 1,
+    };
+    (a.model, a.common) = cli::parse(HELP, std::env::args().skip(1), |f, v| {
         match f {
             "-p" => a.pp = v.value(f)?,
             "-n" => a.tg = v.value(f)?,
@@ -61,6 +94,12 @@ fn parse_args() -> Result<Args, String> {
     })?;
     if a.reps == 0 {
         return Err("-r must be at least 1".into());
+    }
+    if a.chunk == 0 {
+        return Err("--chunk must be at least 1".into());
+    }
+    if a.pp == 0 && a.tg == 0 && !a.profile {
+        return Err("-p 0 and -n 0: nothing to measure".into());
     }
     Ok(a)
 }
@@ -88,13 +127,17 @@ fn run_pp(ctx: &Context, model: &Model, s: &mut Session, prompt: &[u32]) -> Res<
     Ok(Rep { wall: t.elapsed().as_secs_f64(), gpu: s.gpu_seconds().0 - g0 })
 }
 
-/// `tg`: `n` greedy steps after one token of context (its prefill not timed).
-fn run_tg(ctx: &Context, model: &Model, s: &mut Session, first: u32, n: usize) -> Res<Rep> {
+/// `tg`: `n` greedy steps after one token of context (its prefill not timed). `first_token`
+/// gets the seconds from process start to the first generated token, if it has none.
+fn run_tg(ctx: &Context, model: &Model, s: &mut Session, first: u32, n: usize, first_token: &mut Option<f64>) -> Res<Rep> {
     s.reset();
     s.prefill(ctx, model, &[first])?;
     let g0 = s.gpu_seconds().1;
     let t = Instant::now();
-    let done = s.decode_greedy(ctx, model, n, |_| Ok(true))?;
+    let done = s.decode_greedy(ctx, model, n, |_| {
+        first_token.get_or_insert_with(cli::since_start);
+        Ok(true)
+    })?;
     let wall = t.elapsed().as_secs_f64();
     if done != n {
         return Err(format!("tg: {done} of {n} steps ran").into());
@@ -139,8 +182,9 @@ fn profile(ctx: &Context, model: &Model, s: &mut Session, m: usize, title: &str)
         }
     }
     per.sort_by(|a, b| b.2.total_cmp(&a.2));
-    println!("\n{title}: {} dispatches, {:.1} µs summed", per.iter().map(|p| p.1).sum::<usize>(), total * 1e-3);
+    println!("\n{title}: {} dispatches, {:.1} µs summed\n", per.iter().map(|p| p.1).sum::<usize>(), total * 1e-3);
     println!("| kernel | dispatches | µs | % |");
+    println!("|---|--:|--:|--:|");
     for (label, n, ns) in &per {
         println!("| {label} | {n} | {:.1} | {:.1} |", ns * 1e-3, 100.0 * ns / total.max(1.0));
     }
@@ -148,23 +192,29 @@ fn profile(ctx: &Context, model: &Model, s: &mut Session, m: usize, title: &str)
 }
 
 fn run(a: Args) -> Res<()> {
-    let (ctx, file) = cli::open(&a.model)?;
+    let (ctx, file) = cli::open(&a.model, &a.common)?;
+    let t_ctx = cli::since_start();
     let t0 = Instant::now();
     let model = Model::load(&ctx, file, &mut |_| {})?;
-    eprintln!("loaded in {:.1} s", t0.elapsed().as_secs_f64());
+    let load_s = t0.elapsed().as_secs_f64();
+    eprintln!("loaded in {load_s:.1} s");
     let c = &model.config;
     let context = a.pp.max(a.tg + 1).max(2);
+    if context > c.context_length {
+        eprintln!("warning: a context of {context} positions exceeds the {} the model was trained for", c.context_length);
+    }
     let mut s = Session::new(
         &ctx,
         &model,
         SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: false, int8_activations: !a.f32_activations, fused_norm: true, gpu_timing: a.gpu_time },
     )?;
-    s.warm_up(&ctx, &model, a.pp.max(1))?;
+    let warm_s = cli::warm_up(&ctx, &model, &s, a.pp.max(1), a.tg > 0)?;
+    eprintln!("{} pipelines built in {warm_s:.2} s", ctx.built_pipelines().len());
     let mut rng = fastrand::Rng::with_seed(a.seed);
     let vocab = u32::try_from(c.vocab).map_err(|_| "vocabulary too large")?;
     let prompt: Vec<u32> = (0..a.pp).map(|_| rng.u32(0..vocab)).collect();
     println!(
-        "{} {} layers, hidden {}, vocab {}, {} KV cache, {} activations, chunks of {}, {} repetitions",
+        "{} {} layers, hidden {}, vocab {}, {} KV cache, {} activations, chunks of {}, {} repetitions\n",
         c.arch.name(),
         c.layers,
         c.hidden,
@@ -180,21 +230,38 @@ fn run(a: Args) -> Res<()> {
         profile(&ctx, &model, &mut s, chunk, &format!("profile: the first {chunk}-token chunk after loading"))?;
         println!();
     }
-    print!("| test   | tokens/s (mean ± sd) | first run  |");
-    if a.gpu_time {
-        print!(" GPU ms/tok | tok/s (GPU) | CPU ms/tok not hidden |");
+    let mut first_token = None;
+    if a.pp > 0 || a.tg > 0 {
+        print!("| test   | tokens/s (mean ± sd) | first run  |");
+        if a.gpu_time {
+            print!(" GPU ms/tok | tok/s (GPU) | CPU ms/tok not hidden |");
+        }
+        println!();
+        print!("|--------|---------------------:|-----------:|");
+        if a.gpu_time {
+            print!("-----------:|------------:|----------------------:|");
+        }
+        println!();
     }
-    println!();
     if a.pp > 0 {
         let first = run_pp(&ctx, &model, &mut s, &prompt)?;
+        // The first prompt's last logits are on the host: its next token could be drawn now.
+        first_token.get_or_insert_with(cli::since_start);
         let reps = (0..a.reps).map(|_| run_pp(&ctx, &model, &mut s, &prompt)).collect::<Res<Vec<_>>>()?;
         report(&format!("pp{}", a.pp), a.pp, &first, &reps, a.gpu_time);
     }
     if a.tg > 0 {
         let tok = rng.u32(0..vocab);
-        let first = run_tg(&ctx, &model, &mut s, tok, a.tg)?;
-        let reps = (0..a.reps).map(|_| run_tg(&ctx, &model, &mut s, tok, a.tg)).collect::<Res<Vec<_>>>()?;
+        let first = run_tg(&ctx, &model, &mut s, tok, a.tg, &mut first_token)?;
+        let reps = (0..a.reps).map(|_| run_tg(&ctx, &model, &mut s, tok, a.tg, &mut None)).collect::<Res<Vec<_>>>()?;
         report(&format!("tg{}", a.tg), a.tg, &first, &reps, a.gpu_time);
+    }
+    if let Some(at) = first_token {
+        println!(
+            "\ntime to first token: {at:.2} s from process start (device and file {t_ctx:.2} s, weights {load_s:.2} s, pipelines {warm_s:.2} s, then the first {}; pipeline cache: {})",
+            if a.pp > 0 { format!("pp{} run", a.pp) } else { "tg step".to_string() },
+            a.common.pipeline_cache.as_ref().map_or("off".to_string(), |p| p.display().to_string())
+        );
     }
     if a.profile {
         if a.pp > 0 {
@@ -206,5 +273,6 @@ fn run(a: Args) -> Res<()> {
 }
 
 fn main() {
+    cli::process_start();
     cli::main_with(parse_args(), run);
 }

@@ -110,6 +110,11 @@ pub struct Caps {
     /// the plan functions, which take `Caps`, see them. Default everywhere but in a context.
     pub tuning: crate::tuning::Tuning,
     pub limits: KeyLimits,
+    /// Set for a context on an application's device ([`crate::Context::from_device`],
+    /// [`crate::Context::from_adapter_device`]) that lacks features or limits this crate would
+    /// use: what is missing and how to get it. The probe report and
+    /// [`crate::Context::explain`] show it.
+    pub device_warning: Option<String>,
 }
 
 impl Caps {
@@ -137,6 +142,7 @@ impl Caps {
             cooperative_matrix_configs: coop.to_vec(),
             native_twins: false,
             tuning: crate::tuning::Tuning::default(),
+            device_warning: None,
             limits: KeyLimits {
                 max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
                 max_uniform_buffer_binding_size: limits.max_uniform_buffer_binding_size,
@@ -261,6 +267,7 @@ impl Caps {
     pub fn report(&self) -> String {
         let l = &self.limits;
         let yn = |b: bool| if b { "yes" } else { "no" };
+        let warning = self.device_warning.as_ref().map(|w| format!("\nWARNING      {w}")).unwrap_or_default();
         format!(
             "adapter      {} ({:?}, {:?}, vendor 0x{:04x})\n\
              driver       {} {}\n\
@@ -272,7 +279,7 @@ impl Caps {
              coop matrix  {} ({})\n\
              native tier  {}\n\
              limits       storage binding {} MiB, buffer {} MiB, {} storage buffers/stage,\n\
-             \x20            {} invocations/workgroup, {} KiB workgroup memory, {} workgroups/dim",
+             \x20            {} invocations/workgroup, {} KiB workgroup memory, {} workgroups/dim{}",
             self.adapter_name,
             self.backend,
             self.device_type,
@@ -300,6 +307,7 @@ impl Caps {
             l.max_compute_invocations_per_workgroup,
             l.max_compute_workgroup_storage_size >> 10,
             l.max_compute_workgroups_per_dimension,
+            warning,
         )
     }
 }
@@ -357,7 +365,12 @@ impl KernelInfo {
             }
             match self.support(caps, v) {
                 Ok(()) => s += &format!("; {v}: available"),
-                Err(r) => s += &format!("; {v}: {r}"),
+                Err(r) => {
+                    s += &format!("; {v}: {r}");
+                    if caps.device_warning.is_some() && r.contains("Features::") {
+                        s += " (the application's device was created without features it could have: see the probe's WARNING)";
+                    }
+                }
             }
         }
         s

@@ -5,8 +5,9 @@ use crate::caps::{Caps, KernelInfo, Variant, VariantPolicy};
 use crate::error::{Error, Result};
 use crate::pipeline::PipelineCache;
 use crate::tuning::Tuning;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Which device a [`Context`] (and every buffer, matrix, cache and table it made) belongs to:
 /// unique per device request ([`Context::new`], [`Context::from_adapter`], each
@@ -50,6 +51,12 @@ pub struct ContextOptions {
     pub power_preference: wgpu::PowerPreference,
     /// Launch-plan overrides (default: none; see [`Tuning`]).
     pub tuning: Tuning,
+    /// A file that keeps the driver's compiled pipelines between process starts (default: none).
+    /// See [`Context::save_pipeline_cache`]: where the backend has an application-managed
+    /// pipeline cache (Vulkan, through wgpu's `PipelineCache`), the context loads this file when
+    /// it is made and builds every pipeline through it; elsewhere the option does nothing (Metal,
+    /// DX12 and GL keep their own driver caches; WebGPU in a browser caches in the browser).
+    pub pipeline_cache: Option<PathBuf>,
     /// Testing aid (`testkit` feature): on Vulkan with PASSTHROUGH_SHADERS, build Native pipelines
     /// from SPIR-V of their WGSL twins (see `native.rs`). Off by default.
     #[cfg(feature = "testkit")]
@@ -67,6 +74,7 @@ impl Default for ContextOptions {
             bounds_checks: false,
             power_preference: wgpu::PowerPreference::HighPerformance,
             tuning: Tuning::default(),
+            pipeline_cache: None,
             #[cfg(feature = "testkit")]
             native_spirv_twins: false,
             #[cfg(feature = "testkit")]
@@ -108,6 +116,13 @@ impl ContextOptions {
         self
     }
 
+    /// Keep compiled pipelines in `path` between process starts (see
+    /// [`ContextOptions::pipeline_cache`]).
+    pub fn with_pipeline_cache(mut self, path: impl Into<PathBuf>) -> Self {
+        self.pipeline_cache = Some(path.into());
+        self
+    }
+
     /// Testing aid: see [`ContextOptions::native_spirv_twins`].
     #[cfg(feature = "testkit")]
     pub fn with_native_spirv_twins(mut self, on: bool) -> Self {
@@ -116,10 +131,91 @@ impl ContextOptions {
     }
 }
 
-/// Optional features we use when the adapter has them.
+/// Optional features this crate uses when the adapter has them (the Subgroup variant needs
+/// `SUBGROUP`, f16 caches `SHADER_F16`, GPU timing the timestamp queries, the Native tier
+/// `PASSTHROUGH_SHADERS`, the on-disk pipeline cache `PIPELINE_CACHE`). The Matrix variant's
+/// `EXPERIMENTAL_COOPERATIVE_MATRIX` is not in this set: it needs wgpu's experimental opt-in,
+/// which [`device_descriptor`] adds when the adapter offers it.
 pub fn wanted_features() -> wgpu::Features {
     use wgpu::Features as F;
-    F::SUBGROUP | F::SUBGROUP_BARRIER | F::SHADER_F16 | F::TIMESTAMP_QUERY | F::TIMESTAMP_QUERY_INSIDE_ENCODERS | F::PASSTHROUGH_SHADERS | F::IMMEDIATES
+    F::SUBGROUP | F::SUBGROUP_BARRIER | F::SHADER_F16 | F::TIMESTAMP_QUERY | F::TIMESTAMP_QUERY_INSIDE_ENCODERS | F::PASSTHROUGH_SHADERS | F::IMMEDIATES | F::PIPELINE_CACHE
+}
+
+/// The limits to request: the adapter's own (wgpu's defaults are WebGPU's small ones, e.g.
+/// 128 MiB storage bindings and 16 KiB of workgroup memory, which shrink launch plans and split
+/// large weight matrices).
+pub fn wanted_limits(adapter: &wgpu::Adapter) -> wgpu::Limits {
+    adapter.limits()
+}
+
+/// The device descriptor that gives every kernel its fastest variant on `adapter`: its limits,
+/// every feature of [`wanted_features`] it offers and, where it lists cooperative-matrix
+/// configurations, `EXPERIMENTAL_COOPERATIVE_MATRIX` with wgpu's experimental opt-in. For an
+/// application that creates the device itself and hands it over with
+/// [`Context::from_adapter_device`] (or [`Context::from_device`]); [`Context::new`] and
+/// [`Context::from_adapter`] use it.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+/// let adapter = pollster::block_on(instance.request_adapter(&Default::default()))?;
+/// let (device, queue) = pollster::block_on(adapter.request_device(&wgkernels::context::device_descriptor(&adapter)))?;
+/// let ctx = wgkernels::Context::from_adapter_device(&adapter, device, queue, Default::default())?;
+/// assert!(ctx.caps().device_warning.is_none()); // nothing the adapter offers is missing
+/// # Ok(()) }
+/// ```
+pub fn device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'static> {
+    let mut features = adapter.features() & wanted_features();
+    let mut experimental = wgpu::ExperimentalFeatures::disabled();
+    if adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) && !adapter.cooperative_matrix_properties().is_empty() {
+        features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        // SAFETY: the opt-in acknowledges that wgpu's experimental features may have
+        // implementation bugs. It only unlocks EXPERIMENTAL_COOPERATIVE_MATRIX here, which only
+        // the Matrix pipelines use; those are validated by naga like any WGSL, built only for
+        // configurations the adapter lists, and checked against the CPU reference by the tests.
+        experimental = unsafe { wgpu::ExperimentalFeatures::enabled() };
+    }
+    wgpu::DeviceDescriptor {
+        label: Some("wgkernels"),
+        required_features: features,
+        required_limits: wanted_limits(adapter),
+        experimental_features: experimental,
+        ..Default::default()
+    }
+}
+
+/// What a device made by an application lacks that this crate would use: features of
+/// [`wanted_features`] (and cooperative matrices) that `offered` has and the device was not
+/// created with, and limits below `offered_limits`. `None` when nothing is missing.
+fn device_gaps(offered: wgpu::Features, offered_limits: Option<&wgpu::Limits>, device: &wgpu::Device) -> Option<String> {
+    let wanted = wanted_features() | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+    let missing = offered & wanted & !device.features();
+    let mut gaps: Vec<String> = missing.iter().map(|f| format!("{f:?}")).collect();
+    if let Some(l) = offered_limits {
+        let d = device.limits();
+        let mut low = |name: &str, have: u64, could: u64| {
+            if have < could {
+                gaps.push(format!("{name} {have} (adapter: {could})"));
+            }
+        };
+        low("max_storage_buffer_binding_size", d.max_storage_buffer_binding_size, l.max_storage_buffer_binding_size);
+        low("max_buffer_size", d.max_buffer_size, l.max_buffer_size);
+        low("max_compute_workgroup_storage_size", d.max_compute_workgroup_storage_size.into(), l.max_compute_workgroup_storage_size.into());
+        low("max_compute_invocations_per_workgroup", d.max_compute_invocations_per_workgroup.into(), l.max_compute_invocations_per_workgroup.into());
+        low("max_storage_buffers_per_shader_stage", d.max_storage_buffers_per_shader_stage.into(), l.max_storage_buffers_per_shader_stage.into());
+        low("max_immediate_size", d.max_immediate_size.into(), l.max_immediate_size.into());
+    }
+    (!gaps.is_empty()).then(|| {
+        format!(
+            "the application's device lacks {}{}: kernels run slower variants or smaller plans; create the device with wgkernels::context::device_descriptor(&adapter)",
+            gaps.join(", "),
+            if offered_limits.is_some() {
+                ", which the adapter offers"
+            } else {
+                " (which this crate uses where the adapter offers them; pass the adapter to Context::from_adapter_device to compare)"
+            }
+        )
+    })
 }
 
 /// Device + queue + capabilities + pipeline cache. Cheap to share by reference; `Send + Sync`.
@@ -130,6 +226,8 @@ pub struct Context {
     caps: Caps,
     options: ContextOptions,
     pub(crate) pipelines: PipelineCache,
+    /// The driver's pipeline cache, loaded from and saved to [`ContextOptions::pipeline_cache`].
+    disk_cache: Option<Arc<DiskCache>>,
     /// Uniform-buffer chunks recycled between batches (see `batch.rs`).
     pub(crate) param_pool: Mutex<Vec<wgpu::Buffer>>,
     /// A 16-byte storage buffer bound where a kernel's optional input is absent.
@@ -163,67 +261,67 @@ impl Context {
         pollster::block_on(Self::new(options))
     }
 
-    /// Create a device on a given adapter. When the adapter offers
-    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with at least one configuration, the device is created
-    /// with it and with wgpu's experimental-features opt-in (the Matrix variant); otherwise
-    /// neither is requested.
+    /// Create a device on a given adapter with [`device_descriptor`]: the adapter's limits,
+    /// every feature of [`wanted_features`] it offers and, when it offers
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with at least one configuration, that feature with
+    /// wgpu's experimental-features opt-in (the Matrix variant).
     pub async fn from_adapter(adapter: &wgpu::Adapter, options: ContextOptions) -> Result<Context> {
-        let mut features = adapter.features() & wanted_features();
-        let coop = adapter.cooperative_matrix_properties();
-        let mut experimental = wgpu::ExperimentalFeatures::disabled();
-        if adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) && !coop.is_empty() {
-            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-            // SAFETY: the opt-in acknowledges that wgpu's experimental features may have
-            // implementation bugs. It only unlocks EXPERIMENTAL_COOPERATIVE_MATRIX here, which only
-            // the Matrix pipelines use; those are validated by naga like any WGSL, built only for
-            // configurations the adapter lists, and checked against the CPU reference by the tests.
-            experimental = unsafe { wgpu::ExperimentalFeatures::enabled() };
-        }
-        let limits = adapter.limits();
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("wgkernels"),
-                required_features: features,
-                required_limits: limits,
-                experimental_features: experimental,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| Error::Device(e.to_string()))?;
-        Ok(Self::assemble(device, queue, &coop, options))
+        let (device, queue) = adapter.request_device(&device_descriptor(adapter)).await.map_err(|e| Error::Device(e.to_string()))?;
+        Self::assemble(device, queue, &adapter.cooperative_matrix_properties(), None, options)
     }
 
     /// Wrap a device and queue the application already has. Each call makes a new [`ContextId`]
     /// (buffers of two such contexts are not interchangeable even on the same device: derive the
     /// second with [`Context::with_options`] instead). Only features and limits the app
-    /// enabled are used (e.g. no Subgroup variant unless it requested `SUBGROUP`). The adapter's
-    /// cooperative-matrix configurations are not known from a device, so the Matrix variant is
-    /// reported unsupported here.
+    /// enabled are used (e.g. no Subgroup variant unless it requested `SUBGROUP`): a device
+    /// from wgpu's default [`wgpu::DeviceDescriptor`] runs every kernel Portable with WebGPU's
+    /// small limits. For full speed create the device with [`device_descriptor`]. What the
+    /// device lacks of [`wanted_features`] is reported in [`Caps::device_warning`] (the probe
+    /// report and [`Context::explain`] show it). The adapter's cooperative-matrix
+    /// configurations are not known from a device, so the Matrix variant is reported
+    /// unsupported here: [`Context::from_adapter_device`] knows them.
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue, options: ContextOptions) -> Result<Context> {
-        Ok(Self::assemble(device, queue, &[], options))
+        let gaps = device_gaps(wanted_features(), None, &device);
+        Self::assemble(device, queue, &[], gaps, options)
     }
 
-    fn assemble(device: wgpu::Device, queue: wgpu::Queue, coop: &[wgpu::CooperativeMatrixProperties], options: ContextOptions) -> Context {
+    /// [`Context::from_device`] for a device the application created on `adapter`: the Matrix
+    /// variant is available when the device enabled it, and [`Caps::device_warning`] names
+    /// exactly the features and limits the adapter offers that the device was created without.
+    pub fn from_adapter_device(adapter: &wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue, options: ContextOptions) -> Result<Context> {
+        let gaps = device_gaps(adapter.features(), Some(&adapter.limits()), &device);
+        Self::assemble(device, queue, &adapter.cooperative_matrix_properties(), gaps, options)
+    }
+
+    fn assemble(device: wgpu::Device, queue: wgpu::Queue, coop: &[wgpu::CooperativeMatrixProperties], gaps: Option<String>, options: ContextOptions) -> Result<Context> {
         let mut caps = Caps::from_device(&device.adapter_info(), device.features(), &device.limits(), coop);
         caps.native_twins = Self::twins(&options);
         caps.tuning = options.tuning.clone();
-        Context {
+        caps.device_warning = gaps;
+        let disk_cache = match &options.pipeline_cache {
+            Some(path) => DiskCache::open(&device, path)?,
+            None => None,
+        };
+        Ok(Context {
             id: ContextId::fresh(),
             device,
             queue,
             caps,
             options,
             pipelines: PipelineCache::default(),
+            disk_cache,
             param_pool: Mutex::new(Vec::new()),
             dummy: OnceLock::new(),
             scratch: Mutex::new(Default::default()),
-        }
+        })
     }
 
-    /// A second context on the same device with other options (its own pipeline cache). It has
-    /// the same [`ContextId`]: buffers of either may be used with the other.
+    /// A second context on the same device with other options (its own pipeline cache; the
+    /// on-disk cache file, if any, is this context's: `options.pipeline_cache` is not read
+    /// again). It has the same [`ContextId`]: buffers of either may be used with the other.
     pub fn with_options(&self, options: ContextOptions) -> Context {
         Context {
+            disk_cache: self.disk_cache.clone(),
             id: self.id,
             device: self.device.clone(),
             queue: self.queue.clone(),
@@ -241,6 +339,25 @@ impl Context {
         return _options.native_spirv_twins;
         #[cfg(not(feature = "testkit"))]
         false
+    }
+
+    /// The wgpu pipeline cache every pipeline is built through (`None` without
+    /// [`ContextOptions::pipeline_cache`] or where the backend has none).
+    pub(crate) fn driver_cache(&self) -> Option<&wgpu::PipelineCache> {
+        self.disk_cache.as_deref().map(|c| &c.cache)
+    }
+
+    /// Write the driver's compiled pipelines to [`ContextOptions::pipeline_cache`], so that the
+    /// next process start builds them from the cache: call it once the pipelines an
+    /// application needs are built (e.g. after `Session::warm_up`). Returns the bytes written;
+    /// `Ok(0)` when there is nothing to save (no cache file configured, or a backend without
+    /// wgpu's pipeline cache: Metal, DX12, GL and WebGPU, whose drivers or browsers cache on
+    /// their own). The file is written to a temporary name and renamed over the old one.
+    pub fn save_pipeline_cache(&self) -> Result<u64> {
+        match &self.disk_cache {
+            Some(c) => c.save(),
+            None => Ok(0),
+        }
     }
 
     /// Label and description of every pipeline this context has built.
@@ -305,5 +422,73 @@ impl Context {
     /// Block until all submitted work is done.
     pub fn wait_idle(&self) -> Result<()> {
         self.device.poll(wgpu::PollType::wait_indefinitely()).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
+    }
+}
+
+/// The driver's pipeline cache and the file it is kept in.
+///
+/// File layout: the 8 bytes `WGKPLC01`, the FNV-1a 64 hash of the data (little-endian u64), then
+/// the data [`wgpu::PipelineCache::get_data`] returned. A file that is not of this shape (or
+/// whose hash does not match: truncated, corrupted) is ignored and rewritten on the next save;
+/// wgpu in turn checks that the data is for this adapter, driver and wgpu version, and starts
+/// empty if not.
+struct DiskCache {
+    cache: wgpu::PipelineCache,
+    path: PathBuf,
+}
+
+const CACHE_MAGIC: &[u8; 8] = b"WGKPLC01";
+
+fn fnv1a64(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+impl DiskCache {
+    /// The cache of `path` on `device`, `None` where wgpu has no pipeline cache for the backend
+    /// or the device was made without `PIPELINE_CACHE`. A missing, unreadable or invalid file
+    /// starts an empty cache; I/O errors other than "not found" are reported.
+    fn open(device: &wgpu::Device, path: &Path) -> Result<Option<Arc<DiskCache>>> {
+        if !device.features().contains(wgpu::Features::PIPELINE_CACHE) || wgpu::util::pipeline_cache_key(&device.adapter_info()).is_none() {
+            return Ok(None);
+        }
+        let data = match std::fs::read(path) {
+            Ok(bytes) => Self::payload(&bytes).map(<[u8]>::to_vec),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::Argument(format!("pipeline cache {}: {e}", path.display()))),
+        };
+        // SAFETY: `data` is what `PipelineCache::get_data` returned on an earlier run (the file is
+        // only written by `save`, atomically, and its hash is checked above, so a truncated or
+        // corrupted file is never passed on); wgpu checks that it was made for this adapter,
+        // driver and wgpu version (`fallback: true`: an empty cache otherwise).
+        let cache = unsafe { device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor { label: Some("wgkernels"), data: data.as_deref(), fallback: true }) };
+        Ok(Some(Arc::new(DiskCache { cache, path: path.to_path_buf() })))
+    }
+
+    /// The data of a file `save` wrote, if it is one.
+    fn payload(bytes: &[u8]) -> Option<&[u8]> {
+        let (magic, rest) = bytes.split_first_chunk::<8>()?;
+        let (hash, data) = rest.split_first_chunk::<8>()?;
+        (magic == CACHE_MAGIC && u64::from_le_bytes(*hash) == fnv1a64(data)).then_some(data)
+    }
+
+    fn save(&self) -> Result<u64> {
+        let Some(data) = self.cache.get_data() else { return Ok(0) };
+        let io = |e: std::io::Error| Error::Argument(format!("pipeline cache {}: {e}", self.path.display()));
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut bytes = Vec::with_capacity(16 + data.len());
+        bytes.extend_from_slice(CACHE_MAGIC);
+        bytes.extend_from_slice(&fnv1a64(&data).to_le_bytes());
+        bytes.extend_from_slice(&data);
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        std::fs::write(&tmp, &bytes).map_err(io)?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(e)
+        })?;
+        Ok(bytes.len() as u64)
     }
 }

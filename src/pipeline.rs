@@ -150,10 +150,15 @@ impl Hash for CacheKey {
     }
 }
 
+/// One pipeline's slot: empty until built. Its lock is held while the pipeline is built, so two
+/// threads that need the same pipeline build it once (the second waits), while different
+/// pipelines build in parallel (see [`Context::pipeline`]).
+type Slot = Arc<Mutex<Option<Arc<Pipeline>>>>;
+
 /// Pipelines by key, per context.
 #[derive(Default)]
 pub struct PipelineCache {
-    map: Mutex<HashMap<CacheKey, Arc<Pipeline>>>,
+    map: Mutex<HashMap<CacheKey, Slot>>,
     /// Kernels whose Native pipeline failed to build, with the reason (see `native.rs`).
     pub(crate) native_failures: Mutex<HashMap<&'static str, String>>,
     /// Native self-check outcomes per kernel (see `native.rs`).
@@ -166,12 +171,13 @@ impl PipelineCache {
     /// Label and description of every pipeline built so far (for tools that inspect what the
     /// driver made of them, e.g. examples/shader_stats.rs).
     pub fn built(&self) -> Vec<(String, PipelineDesc)> {
-        let mut v: Vec<_> = self.map.lock().map(|m| m.values().map(|p| (p.label.clone(), p.desc.clone())).collect()).unwrap_or_default();
+        let slots: Vec<Slot> = self.map.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
+        let mut v: Vec<_> = slots.iter().filter_map(|s| s.lock().ok().and_then(|p| p.as_ref().map(|p| (p.label.clone(), p.desc.clone())))).collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     }
     pub fn len(&self) -> usize {
-        self.map.lock().map(|m| m.len()).unwrap_or(0)
+        self.built().len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -198,15 +204,22 @@ pub fn layout_entries(desc: &PipelineDesc) -> Vec<wgpu::BindGroupLayoutEntry> {
 }
 
 impl Context {
-    /// The cached pipeline for `key`, building it on first use. Shader compile or validation
-    /// errors come back as [`Error::Pipeline`], never as a panic.
+    /// The cached pipeline for `key`, building it on first use (through the driver's pipeline
+    /// cache when [`crate::ContextOptions::pipeline_cache`] is set). Several threads may call
+    /// this at once: different pipelines build in parallel, one pipeline is built once. Shader
+    /// compile or validation errors come back as [`Error::Pipeline`], never as a panic (and
+    /// are not cached: the next call tries again).
     pub fn pipeline<K: PipelineKey>(&self, key: &K) -> Result<Arc<Pipeline>> {
-        let ck = CacheKey(Box::new(key.clone()));
-        if let Some(p) = self.pipelines.map.lock().map_err(|_| Error::Pipeline("cache poisoned".into()))?.get(&ck) {
+        fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
+            Error::Pipeline("cache poisoned".into())
+        }
+        let slot = self.pipelines.map.lock().map_err(poisoned)?.entry(CacheKey(Box::new(key.clone()))).or_default().clone();
+        let mut slot = slot.lock().map_err(poisoned)?;
+        if let Some(p) = &*slot {
             return Ok(p.clone());
         }
         let built = Arc::new(self.build_pipeline(key)?);
-        self.pipelines.map.lock().map_err(|_| Error::Pipeline("cache poisoned".into()))?.insert(ck, built.clone());
+        *slot = Some(built.clone());
         Ok(built)
     }
 
@@ -247,7 +260,7 @@ impl Context {
             module: &module,
             entry_point: Some(desc.entry),
             compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
-            cache: None,
+            cache: self.driver_cache(),
         });
         // Both, innermost first: a rejected passthrough module shows up as an internal error and
         // the pipeline built on it as a validation error.

@@ -5,9 +5,14 @@
 //! UNSUPPORTED and never counted as passed. A variant that runs on the adapter but not for some
 //! shapes (the Matrix prefill needs head_dim % 16 == 0) reports those cases UNSUPPORTED; if it
 //! takes none of a kernel's cases, that is a failure.
+//!
+//! Progress (a line per kernel x variant x bounds-check mode, with the elapsed time) goes
+//! straight to stderr, past the test runner's output capture, so a long run on a CPU adapter
+//! shows where it is; the per-case lines are printed at the end (or with `--nocapture`).
 
 mod common;
 
+use std::io::Write;
 use wgkernels::suite::{run_case, Rng};
 use wgkernels::{kernels, ContextOptions, Error, Variant, VariantPolicy};
 
@@ -25,13 +30,16 @@ fn every_kernel_every_variant() {
     let mut failures = Vec::new();
     // Seconds per kernel x variant x bounds-check mode (pipeline builds included), slowest listed last.
     let mut times = Vec::new();
+    let kernels: Vec<_> = kernels::registry().into_iter().filter(|k| filter.as_deref().is_none_or(|f| k.info().name.contains(f))).collect();
+    let started = std::time::Instant::now();
+    // Written to the process's stderr directly: the test runner captures `eprintln!`.
+    let progress = |line: String| {
+        let _ = writeln!(std::io::stderr().lock(), "[harness {:>6.1} s] {line}", started.elapsed().as_secs_f64());
+    };
     for bounds_checks in [false, true] {
         println!("== shader bounds checks {} ==", if bounds_checks { "ON" } else { "OFF" });
-        for kernel in kernels::registry() {
+        for (i, kernel) in kernels.iter().enumerate() {
             let info = kernel.info();
-            if filter.as_deref().is_some_and(|f| !info.name.contains(f)) {
-                continue;
-            }
             for v in Variant::ALL {
                 if let Err(reason) = info.support(base.caps(), v) {
                     println!("{:<18} {:<9} UNSUPPORTED: {reason}", info.name, v.name());
@@ -68,6 +76,15 @@ fn every_kernel_every_variant() {
                     println!("{:<18} {:<9} {:<36} {line}", info.name, v.name(), case.name());
                 }
                 times.push((start.elapsed().as_secs_f64(), info.name, v.name(), bounds_checks));
+                progress(format!(
+                    "bounds checks {} kernel {}/{} {} {}: {ran} cases in {:.1} s; so far {passed} passed, {failed} failed",
+                    if bounds_checks { "on " } else { "off" },
+                    i + 1,
+                    kernels.len(),
+                    info.name,
+                    v.name(),
+                    start.elapsed().as_secs_f64()
+                ));
                 if ran == 0 {
                     failed += 1;
                     failures.push(format!("{} {}: supported by the adapter but took none of the test cases", info.name, v.name()));

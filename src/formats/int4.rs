@@ -84,11 +84,13 @@ pub(crate) fn random_scale(rng: &mut fastrand::Rng) -> f32 {
     }
 }
 
-/// A random valid block: a random valid scale, random codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut codes = [0u8; 16];
-    rng.fill(&mut codes);
-    block(random_scale(rng), &codes)
+crate::testkit_pub! {
+    /// A random valid block: a random valid scale, random codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        let mut codes = [0u8; 16];
+        rng.fill(&mut codes);
+        block(random_scale(rng), &codes)
+    }
 }
 
 pub const FORMAT: WeightFormat = WeightFormat {

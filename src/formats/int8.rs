@@ -50,11 +50,13 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     }
 }
 
-/// A random valid block: a random valid scale (see [`super::int4`]), random codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut codes = [0u8; 32];
-    rng.fill(&mut codes);
-    block(random_scale(rng), &codes)
+crate::testkit_pub! {
+    /// A random valid block: a random valid scale (see [`super::int4`]), random codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        let mut codes = [0u8; 32];
+        rng.fill(&mut codes);
+        block(random_scale(rng), &codes)
+    }
 }
 
 pub const FORMAT: WeightFormat = WeightFormat {

@@ -47,14 +47,16 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     }
 }
 
-/// A random block with finite `d` and `dmin`: mostly realistic positive values, sometimes
-/// zero, negative or an f16 subnormal; random scales and codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    rng.fill(&mut b[..80]);
-    b[80..82].copy_from_slice(&random_scale256(rng, 2e-2).to_le_bytes());
-    b[82..84].copy_from_slice(&random_scale256(rng, 2e-2).to_le_bytes());
-    b
+crate::testkit_pub! {
+    /// A random block with finite `d` and `dmin`: mostly realistic positive values, sometimes
+    /// zero, negative or an f16 subnormal; random scales and codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        let mut b = [0u8; BLOCK_BYTES];
+        rng.fill(&mut b[..80]);
+        b[80..82].copy_from_slice(&random_scale256(rng, 2e-2).to_le_bytes());
+        b[82..84].copy_from_slice(&random_scale256(rng, 2e-2).to_le_bytes());
+        b
+    }
 }
 
 /// GPU layout (per row, `nb = k / 256` blocks): 5 vec4 per block - the 16 scale bytes, then 4 of

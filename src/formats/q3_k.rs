@@ -57,13 +57,15 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     }
 }
 
-/// A random block with a finite `d`: mostly realistic positive values, sometimes zero,
-/// negative or an f16 subnormal; random scales and codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    rng.fill(&mut b[..108]);
-    b[108..].copy_from_slice(&random_scale256(rng, 5e-3).to_le_bytes());
-    b
+crate::testkit_pub! {
+    /// A random block with a finite `d`: mostly realistic positive values, sometimes zero,
+    /// negative or an f16 subnormal; random scales and codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        let mut b = [0u8; BLOCK_BYTES];
+        rng.fill(&mut b[..108]);
+        b[108..].copy_from_slice(&random_scale256(rng, 5e-3).to_le_bytes());
+        b
+    }
 }
 
 /// GPU layout (per block, 7 vec4 = 112 bytes, blocks of a row contiguous): vec4 0 = the 12

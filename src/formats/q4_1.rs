@@ -34,10 +34,12 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     *out = std::array::from_fn(|i| d * code(b, i) as f32 + m);
 }
 
-/// A random block with finite `d` and `m`: mostly realistic (`d` > 0, `m` of either sign),
-/// sometimes zero or f16 subnormals; random codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    random_block_dm(rng)
+crate::testkit_pub! {
+    /// A random block with finite `d` and `m`: mostly realistic (`d` > 0, `m` of either sign),
+    /// sometimes zero or f16 subnormals; random codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        random_block_dm(rng)
+    }
 }
 
 /// GPU layout (per row, `nb = k / 32` blocks): `nb` vec4s of code bytes (block `b`: vec4 `b`),

@@ -33,10 +33,12 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     *out = std::array::from_fn(|i| d * code(b, i).unsigned_abs() as f32);
 }
 
-/// A random block with a finite scale: mostly realistic positive or negative scales, sometimes
-/// zero or an f16 subnormal; random codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    random_block_d(rng)
+crate::testkit_pub! {
+    /// A random block with a finite scale: mostly realistic positive or negative scales, sometimes
+    /// zero or an f16 subnormal; random codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        random_block_d(rng)
+    }
 }
 
 /// GPU layout (per row, `nb = k / 32` blocks): `nb` vec4s of low-nibble bytes (block `b`: vec4

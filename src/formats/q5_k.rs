@@ -57,14 +57,16 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     }
 }
 
-/// A random block with finite `d` and `dmin`: mostly realistic positive values, sometimes
-/// zero, negative or an f16 subnormal; random scales and codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    b[0..2].copy_from_slice(&random_scale256(rng, 2e-3).to_le_bytes());
-    b[2..4].copy_from_slice(&random_scale256(rng, 2e-3).to_le_bytes());
-    rng.fill(&mut b[4..]);
-    b
+crate::testkit_pub! {
+    /// A random block with finite `d` and `dmin`: mostly realistic positive values, sometimes
+    /// zero, negative or an f16 subnormal; random scales and codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        let mut b = [0u8; BLOCK_BYTES];
+        b[0..2].copy_from_slice(&random_scale256(rng, 2e-3).to_le_bytes());
+        b[2..4].copy_from_slice(&random_scale256(rng, 2e-3).to_le_bytes());
+        rng.fill(&mut b[4..]);
+        b
+    }
 }
 
 /// GPU layout (per block, 11 vec4 = 176 bytes, blocks of a row contiguous): vec4 0 = bytes 0..16

@@ -54,13 +54,15 @@ pub fn magnitudes_block(b: &[u8; BLOCK_BYTES], out: &mut [f32; BLOCK_WEIGHTS]) {
     }
 }
 
-/// A random block with a finite `d`: mostly realistic positive values, sometimes zero,
-/// negative or an f16 subnormal; random scales and codes.
-pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
-    let mut b = [0u8; BLOCK_BYTES];
-    rng.fill(&mut b[..208]);
-    b[208..].copy_from_slice(&random_scale256(rng, 1e-3).to_le_bytes());
-    b
+crate::testkit_pub! {
+    /// A random block with a finite `d`: mostly realistic positive values, sometimes zero,
+    /// negative or an f16 subnormal; random scales and codes.
+    pub fn random_block(rng: &mut fastrand::Rng) -> [u8; BLOCK_BYTES] {
+        let mut b = [0u8; BLOCK_BYTES];
+        rng.fill(&mut b[..208]);
+        b[208..].copy_from_slice(&random_scale256(rng, 1e-3).to_le_bytes());
+        b
+    }
 }
 
 /// GPU layout (per row, `nb = k / 256` blocks): 13 vec4 per block - 8 of `ql` (vec4 `u` = `ql`

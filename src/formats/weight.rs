@@ -37,8 +37,12 @@ pub struct WeightFormat {
     /// The first block (index within `src`) whose scales are NaN or infinite; `None` when every
     /// block is valid. Float formats have no scales (non-finite weights are data): always `None`.
     pub first_invalid_block: fn(src: &[u8]) -> Option<usize>,
-    /// `count` random valid blocks (finite scales, any codes), for tests.
+    /// `count` random valid blocks (finite scales, any codes), for tests (public with the
+    /// `testkit` feature; the Native self-check uses it in every build).
+    #[cfg(feature = "testkit")]
     pub random_blocks: fn(rng: &mut fastrand::Rng, count: usize) -> Vec<u8>,
+    #[cfg(not(feature = "testkit"))]
+    pub(crate) random_blocks: fn(rng: &mut fastrand::Rng, count: usize) -> Vec<u8>,
     /// The WGSL part (`include_str!("../../wgsl/fmt_<name>.wgsl")`).
     pub wgsl: &'static str,
     /// The format's hand-written MSL GEMV, if it has one: the Native variant of `mm_gemv_<name>`.
@@ -172,17 +176,19 @@ pub fn dequantize_rows(file: &GgufFile, info: &TensorInfo, rows: &[usize], out: 
     Ok(())
 }
 
-/// A random finite f16 (bits): mostly a realistic positive scale, sometimes any finite value
-/// (negative, subnormal, zero, large). For the formats' random block generators.
-pub fn random_f16_scale(rng: &mut fastrand::Rng) -> u16 {
-    if rng.u32(0..8) != 0 {
-        return half::f16::from_f32(1e-4 + rng.f32() * 5e-2).to_bits();
-    }
-    let b = rng.u16(..);
-    if b & 0x7c00 == 0x7c00 {
-        b & 0x83ff // inf/NaN -> same mantissa, exponent 0 (a subnormal)
-    } else {
-        b
+crate::testkit_pub! {
+    /// A random finite f16 (bits): mostly a realistic positive scale, sometimes any finite value
+    /// (negative, subnormal, zero, large). For the formats' random block generators.
+    pub fn random_f16_scale(rng: &mut fastrand::Rng) -> u16 {
+        if rng.u32(0..8) != 0 {
+            return half::f16::from_f32(1e-4 + rng.f32() * 5e-2).to_bits();
+        }
+        let b = rng.u16(..);
+        if b & 0x7c00 == 0x7c00 {
+            b & 0x83ff // inf/NaN -> same mantissa, exponent 0 (a subnormal)
+        } else {
+            b
+        }
     }
 }
 

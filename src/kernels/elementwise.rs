@@ -9,7 +9,7 @@
 //!
 //! In-place forms bind the destination read-write and the other operand read-only, so one buffer
 //! bound twice in one dispatch (which wgpu rejects) is a typed error here, never a GPU error.
-//! The CPU references ([`reference_rmsnorm`], [`reference_silu_gate`], [`reference_add`]) are f64.
+//! The CPU references (`reference_rmsnorm`, `reference_silu_gate`, `reference_add`; test kit) are f64.
 //! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
 //! elementwise_ops.wgsl + elementwise_{binary,inplace}.wgsl.
 //!
@@ -199,33 +199,39 @@ pub fn silu_gate_inplace(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>,
     binary(b, &SILU_GATE, BinaryOp::SiluGate, a, bb, None, len)
 }
 
-/// f64 RMSNorm of `rows` rows of length `n = w.len()`, and per element the magnitude
-/// `|x| * inv_rms * |w|` its error is normalised by.
-pub fn reference_rmsnorm(x: &[f32], w: &[f32], rows: usize, eps: f32) -> (Vec<f64>, Vec<f64>) {
-    let n = w.len();
-    let (mut y, mut mag) = (Vec::with_capacity(rows * n), Vec::with_capacity(rows * n));
-    for r in 0..rows {
-        let row = &x[r * n..(r + 1) * n];
-        let ss: f64 = row.iter().map(|&v| (v as f64) * (v as f64)).sum();
-        let inv = 1.0 / (ss / n as f64 + eps as f64).sqrt();
-        for (&v, &g) in row.iter().zip(w) {
-            y.push(v as f64 * inv * g as f64);
-            mag.push((v as f64 * inv * g as f64).abs());
+crate::testkit_pub! {
+    /// f64 RMSNorm of `rows` rows of length `n = w.len()`, and per element the magnitude
+    /// `|x| * inv_rms * |w|` its error is normalised by.
+    pub fn reference_rmsnorm(x: &[f32], w: &[f32], rows: usize, eps: f32) -> (Vec<f64>, Vec<f64>) {
+        let n = w.len();
+        let (mut y, mut mag) = (Vec::with_capacity(rows * n), Vec::with_capacity(rows * n));
+        for r in 0..rows {
+            let row = &x[r * n..(r + 1) * n];
+            let ss: f64 = row.iter().map(|&v| (v as f64) * (v as f64)).sum();
+            let inv = 1.0 / (ss / n as f64 + eps as f64).sqrt();
+            for (&v, &g) in row.iter().zip(w) {
+                y.push(v as f64 * inv * g as f64);
+                mag.push((v as f64 * inv * g as f64).abs());
+            }
         }
+        (y, mag)
     }
-    (y, mag)
 }
 
-/// f64 `silu(a) * b` and its magnitude `|silu(a) * b|`.
-pub fn reference_silu_gate(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
-    let y: Vec<f64> = a.iter().zip(b).map(|(&a, &b)| a as f64 / (1.0 + (-(a as f64)).exp()) * b as f64).collect();
-    let mag = y.iter().map(|v| v.abs()).collect();
-    (y, mag)
+crate::testkit_pub! {
+    /// f64 `silu(a) * b` and its magnitude `|silu(a) * b|`.
+    pub fn reference_silu_gate(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        let y: Vec<f64> = a.iter().zip(b).map(|(&a, &b)| a as f64 / (1.0 + (-(a as f64)).exp()) * b as f64).collect();
+        let mag = y.iter().map(|v| v.abs()).collect();
+        (y, mag)
+    }
 }
 
-/// f64 `a + b` and its magnitude `|a| + |b|`.
-pub fn reference_add(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
-    a.iter().zip(b).map(|(&a, &b)| (a as f64 + b as f64, (a as f64).abs() + (b as f64).abs())).unzip()
+crate::testkit_pub! {
+    /// f64 `a + b` and its magnitude `|a| + |b|`.
+    pub fn reference_add(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        a.iter().zip(b).map(|(&a, &b)| (a as f64 + b as f64, (a as f64).abs() + (b as f64).abs())).unzip()
+    }
 }
 
 #[cfg(feature = "testkit")]

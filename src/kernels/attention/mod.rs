@@ -78,7 +78,9 @@ pub use cases::kernels;
 pub(crate) use check::decode_checks;
 pub use decode::*;
 pub(crate) use prefill_case::prefill_checks;
-pub use prefill_case::{PrefillCase, MATRIX_TOL};
+crate::testkit_pub! {
+    pub use prefill_case::{PrefillCase, MATRIX_TOL};
+}
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -202,9 +204,11 @@ const NATIVE_GB_CAP: usize = 8;
 /// O (`TO_LEN`, float).
 const NATIVE_TML_LEN: usize = 128;
 const NATIVE_TO_LEN: usize = 2048;
-/// The sizes above by their names in msl/attn_decode.metal (tests/msl_bindings.rs checks them).
-pub const NATIVE_DECODE_MSL_CONSTS: [(&str, usize); 5] =
-    [("WG", NATIVE_WG), ("SIMD_W", NATIVE_SIMD_W), ("GB_CAP", NATIVE_GB_CAP), ("TML_LEN", NATIVE_TML_LEN), ("TO_LEN", NATIVE_TO_LEN)];
+crate::testkit_pub! {
+    /// The sizes above by their names in msl/attn_decode.metal (tests/msl_bindings.rs checks them).
+    pub const NATIVE_DECODE_MSL_CONSTS: [(&str, usize); 5] =
+        [("WG", NATIVE_WG), ("SIMD_W", NATIVE_SIMD_W), ("GB_CAP", NATIVE_GB_CAP), ("TML_LEN", NATIVE_TML_LEN), ("TO_LEN", NATIVE_TO_LEN)];
+}
 
 /// The MSL entry point of the Native decode for head_dim `d` and K/V type, if it has one.
 pub fn native_decode_entry(d: usize, kv_f16: bool) -> Option<&'static str> {

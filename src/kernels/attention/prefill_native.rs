@@ -7,7 +7,7 @@
 //! into the tile loads), with 128 threads = 4 simdgroups of 8 rows each. Its WGSL twin is the
 //! Subgroup prefill at BQ = 32 (with a BK of its own that fits the workgroup memory). Numerics:
 //! those of the Matrix prefill (Q, K, V and P rounded to f16, f32 sums; error bound
-//! [`super::prefill_case::MATRIX_TOL`]).
+//! `MATRIX_TOL`, test kit).
 //!
 //! One MSL entry point per head_dim (64, 128, 256); the K/V type (f32 or f16) and the pair layout
 //! travel in the params' `flags` (the WGSL kernels take them as overrides, which MSL passthrough

@@ -269,7 +269,7 @@ pub(crate) fn record_quantize(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activati
 /// `k = xq.k()` values of `x` (one row), written to `xn` (f32, as
 /// [`crate::kernels::elementwise::rmsnorm`] computes it up to the order of the sum of squares)
 /// and quantised into `xq` exactly as [`quantize_activations`] quantises `xn`. CPU references:
-/// [`crate::kernels::elementwise::reference_rmsnorm`], then `reference::q8::quantize` (test kit)
+/// `elementwise::reference_rmsnorm`, then `reference::q8::quantize` (test kit)
 /// of the `xn` written. One workgroup per 256 columns, each reducing the whole `x` (for a model's
 /// hidden size; not meant for long rows).
 pub fn rmsnorm_quantize(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, eps: f32, xn: &GpuBuffer<f32>, xq: &Q8Activations) -> Result<()> {
