@@ -49,8 +49,7 @@ pub struct Common {
 }
 
 /// Help lines of the flags [`parse`] handles itself.
-pub const COMMON_HELP: &str = "\
-  --pipeline-cache FILE  keep compiled GPU pipelines in FILE between runs (Vulkan; other backends
+pub const COMMON_HELP: &str = "  --pipeline-cache FILE  keep compiled GPU pipelines in FILE between runs (Vulkan; other backends
                          cache in their drivers). Default: $XDG_CACHE_HOME/wgkernels/pipelines.bin,
                          else ~/.cache/wgkernels/pipelines.bin, else target/wgkernels-pipelines.bin
   --no-pipeline-cache    build every pipeline from scratch and keep nothing
