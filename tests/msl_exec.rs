@@ -535,35 +535,42 @@ fn a_wrong_msl_kernel_fails_the_check() {
     cleanup(&root);
 }
 
+/// Each mutation (MSL file, kernel, text, replacement) built strict and executed in place of the
+/// real file must fail the harness's own check of `kernel` on at least one of its test cases that
+/// `keep` selects, and must have run.
+fn mutants_fail(tag: &str, mutations: &[(&str, &str, &str, &str)], keep: fn(&str) -> bool) {
+    let clang = clang();
+    let root = build_dir(tag);
+    let rt_obj = build_rt(&clang, &root);
+    let base = common::context();
+    let registry = kernels::registry();
+    for (i, (file, name, from, to)) in mutations.iter().enumerate() {
+        let kernel = registry.iter().find(|k| k.info().name == *name).unwrap_or_else(|| panic!("{name}"));
+        let (ctx, exec) = mutant_context(&base, &clang, &root, &rt_obj, file, &format!("m{i}"), from, to);
+        let mut rng = Rng::new(Rng::fresh_seed());
+        let mut failed = 0;
+        for case in kernel.test_cases().into_iter().filter(|c| keep(&c.name())) {
+            let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap_or_else(|e| panic!("{e}"));
+            println!("mutant {i} {name} {}: {}", case.name(), c.summary());
+            failed += usize::from(!c.passed());
+        }
+        assert!(exec.take().iter().any(|e| e.starts_with(name)), "mutant {i} never ran");
+        assert!(failed > 0, "mutant {i} ({to}) passed every case");
+    }
+    cleanup(&root);
+}
+
 /// The same for the simdgroup-matrix GEMM (msl/mm_gemm_quant.metal): two subtle mutations, one in
 /// a format's dequantiser (the high scale bits of Q4_K sub-blocks 4..7 shifted one place short)
 /// and one in the split-K output index (every split writes the first partial tile), each fail the
 /// harness's own check of mm_gemm_q4_k.
 #[test]
 fn a_wrong_msl_gemm_fails_the_check() {
-    let clang = clang();
-    let root = build_dir("mutant_gemm");
-    let rt_obj = build_rt(&clang, &root);
     let mutations = [
-        ("(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 4)", "(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 3)"),
-        ("y[(split * p.m + row) * p.ldy + p.y_off + col]", "y[row * p.ldy + p.y_off + col]"),
+        ("mm_gemm_quant.metal", "mm_gemm_q4_k", "(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 4)", "(ubyte(hd.w, i) & 15u) | ((ubyte(hd.y, i) >> 6) << 3)"),
+        ("mm_gemm_quant.metal", "mm_gemm_q4_k", "y[(split * p.m + row) * p.ldy + p.y_off + col]", "y[row * p.ldy + p.y_off + col]"),
     ];
-    let base = common::context();
-    let registry = kernels::registry();
-    let kernel = registry.iter().find(|k| k.info().name == "mm_gemm_q4_k").expect("mm_gemm_q4_k");
-    for (i, (from, to)) in mutations.iter().enumerate() {
-        let (ctx, exec) = mutant_context(&base, &clang, &root, &rt_obj, "mm_gemm_quant.metal", &format!("m{i}"), from, to);
-        let mut rng = Rng::new(Rng::fresh_seed());
-        let mut failed = 0;
-        for case in kernel.test_cases().into_iter().filter(|c| c.name().contains("m=2 n=33") || c.name().contains("m=33 n=31")) {
-            let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap_or_else(|e| panic!("{e}"));
-            println!("mutant {i} {}: {}", case.name(), c.summary());
-            failed += usize::from(!c.passed());
-        }
-        assert!(exec.take().contains("mm_gemm_q4_k"), "mutant {i} never ran");
-        assert!(failed > 0, "mutant {i} ({to}) passed every case");
-    }
-    cleanup(&root);
+    mutants_fail("mutant_gemm", &mutations, |c| c.contains("m=2 n=33") || c.contains("m=33 n=31"));
 }
 
 /// The same for the simdgroup-matrix prefill (msl/attn_prefill.metal): three subtle mutations,
@@ -603,4 +610,20 @@ fn a_wrong_msl_prefill_fails_the_check() {
         assert!(!c.passed(), "mutant {i} ({to}) passed");
     }
     cleanup(&root);
+}
+
+/// The same for the weight-matrix family's Native GEMVs of Q4_K and INT4 (msl/mm_gemv_q4_k.metal,
+/// msl/mm_gemv_int4.metal): subtle mutations - the high scale bits of Q4_K sub-blocks 4..7 shifted
+/// one place short, the mins of sub-blocks 4..7 paired with the x sums of 0..3, the chunk's output
+/// offset dropped, INT4's scale read from the next block - each fail the harness's own check of
+/// the format's GEMV (odd row counts, both entry points, a 3-chunk matrix).
+#[test]
+fn a_wrong_msl_format_gemv_fails_the_check() {
+    let mutations = [
+        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "| ((hd[r].y >> 2) & 0x30303030u)", "| ((hd[r].y >> 3) & 0x30303030u)"),
+        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "six(m47, 8u * j) * sx[4u + j]", "six(m47, 8u * j) * sx[j]"),
+        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "y[p.y_off + rb * ROWS + r]", "y[rb * ROWS + r]"),
+        ("mm_gemv_int4.metal", "mm_gemv_int4", "wq[row + scales + i / 4u][i % 4u]", "wq[row + scales + i / 4u][(i + 1u) % 4u]"),
+    ];
+    mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
 }

@@ -40,7 +40,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0, 2]),
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q4_k.wgsl"),
-    native: None,
+    native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q4_k.metal"), entries: &[(2, "mm_gemv_q4_k_r2"), (4, "mm_gemv_q4_k_r4")] }),
     native_gemm: Some(super::NativeGemm { msl: include_str!("../../msl/mm_gemm_quant.metal"), entry: "mm_gemm_q4_k" }),
 };
 

@@ -1,0 +1,182 @@
+// INT4 weight-matrix GEMV (the matmul family's mm_gemv_int4), native tier (hand-written MSL for
+// wgpu's passthrough path).   y[y_off + r] = sum_c w[r, c] * x[c],  w = d * q (f32 d, q in -8..7).
+//
+// WGSL twin (same algorithm, same Params, same bindings, same GPU layout): wgsl/team_subgroup.wgsl
+// + wgsl/mm_common.wgsl + wgsl/mm_gemv.wgsl + wgsl/fmt_int4.wgsl + wgsl/mm_items.wgsl +
+// wgsl/mm_rows.wgsl with WG = 128, ROWS = 2 or 4, UNROLL = 1 and TEAM_SG = 0 (a team is the
+// threadgroup). GPU layout (src/formats/int4.rs): row = k / 32 uint4s of code bytes (block b:
+// uint4 b; byte t holds weights 2t (low nibble) and 2t + 1 (high), two's-complement nibbles), then
+// the k / 32 f32 scales (block b: word b), padded to a whole uint4. An item is one block.
+// A team owns ROWS rows at a time (rows past n clamped for loading, never written); its threads
+// stride over the blocks (16-byte code loads, consecutive for consecutive threads, and 8 coalesced
+// float4 x loads shared by the ROWS rows), the rows' loads issued before the arithmetic; per row and
+// block d * (sum of eight nibble-quad . float4 dots); the ROWS partial dots live in one float4, one
+// simd_sum per simdgroup and row block, partials folded through threadgroup memory. Nibbles become
+// floats by OR-ing them into the mantissa of a power of two (exact). k is a multiple of 32 (the
+// block), so items cover exactly k columns and every x load is in range.
+// Entry points: mm_gemv_int4_r2, mm_gemv_int4_r4 (ROWS = 2, 4).
+//
+// Passthrough conventions (see src/pipeline.rs): params at buffer(0) in the constant address space,
+// storage binding i at buffer(i), device const for read-only; no sizes buffer; threadgroup size from
+// the PipelineDesc (up to 1024 threads); threadgroup memory: 128 float4.
+//
+// Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
+// ported here and the fingerprint updated):
+//   mm_gemv_int4_r2, mm_gemv_int4_r4: twin fnv1a64 779b69b21e98224a
+
+#include <metal_stdlib>
+using namespace metal;
+
+// The matmul family's Params (wgsl/mm_common.wgsl), field for field.
+struct MmParams {
+    uint n;          // rows this dispatch computes (one row chunk of the matrix)
+    uint k;          // columns
+    uint k4;         // ceil(k / 4)
+    uint items;      // GEMV items per row
+    uint row_vec4s;  // row stride in wq
+    uint y_off;      // the chunk's first row: output offset
+    uint m;
+    uint ldy;
+    uint tiles_n;
+    uint sps;
+    uint splits;
+    uint xs;         // q8 GEMM: stride of the activation records' planes (unused here)
+};
+
+// Partials per threadgroup: one per simdgroup (1024 threads / width >= 8).
+constant constexpr uint MAX_SIMDGROUPS = 128;
+
+struct Team {
+    uint lane;
+    uint lanes;
+    uint id;
+    uint count;
+    uint sg;
+    uint nsg;
+    bool first;
+};
+
+static inline Team make_team(uint3 tg, uint3 ntg, uint tid, uint3 tptg, uint sg, uint nsg) {
+    Team t;
+    t.lane = tid;
+    t.lanes = tptg.x * tptg.y * tptg.z;
+    t.id = tg.x + tg.y * ntg.x;
+    t.count = ntg.x * ntg.y;
+    t.sg = sg;
+    t.nsg = nsg;
+    t.first = simd_prefix_exclusive_sum(1u) == 0u;
+    return t;
+}
+
+// Sum v over the team; the sum is valid in thread 0. Call in threadgroup-uniform control flow.
+static inline float4 team_sum(float4 v, threadgroup float4* scratch, Team t) {
+    float4 s;
+    s.x = simd_sum(v.x);
+    s.y = simd_sum(v.y);
+    s.z = simd_sum(v.z);
+    s.w = simd_sum(v.w);
+    if (t.first) {
+        scratch[t.sg] = s;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float4 r = float4(0.0f);
+    if (t.lane == 0u) {
+        for (uint q = 0; q < t.nsg; ++q) {
+            r += scratch[q];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return r;
+}
+
+// float4(a, b, c, d), spelled with component stores.
+static inline float4 f4(float a, float b, float c, float d) {
+    float4 v;
+    v.x = a;
+    v.y = b;
+    v.z = c;
+    v.w = d;
+    return v;
+}
+
+// The signed nibble (-8..7) in bits sh..sh+3 of w, exactly.
+static inline float snib(uint w, uint sh) {
+    return as_type<float>((((w >> sh) & 15u) ^ 8u) | 0x4b000000u) - 8388616.0f;
+}
+
+// Weights 0..3 (lo) and 4..7 (hi) of a code word: byte t holds weight 2t low, 2t + 1 high.
+static inline float4 lo4(uint w) {
+    return f4(snib(w, 0u), snib(w, 4u), snib(w, 8u), snib(w, 12u));
+}
+static inline float4 hi4(uint w) {
+    return f4(snib(w, 16u), snib(w, 20u), snib(w, 24u), snib(w, 28u));
+}
+
+template <uint ROWS>
+static void int4_gemv_body(constant MmParams& p, device const uint4* wq, device const float4* x, device float* y,
+                           threadgroup float4* scratch, Team t) {
+    const uint blocks = (p.n + ROWS - 1u) / ROWS;
+    const uint scales = p.k4 / 8u;  // first uint4 of a row's scale area
+    // Every team runs the same number of row blocks (team_sum holds barriers); a team past the
+    // last block skips the work.
+    for (uint base = 0; base < blocks; base += t.count) {
+        const uint rb = base + t.id;
+        const bool live = rb < blocks;
+        float4 acc = float4(0.0f);
+        for (uint i = live ? t.lane : p.items; i < p.items; i += t.lanes) {
+            // The rows' codes and scales first, then x.
+            uint4 q[ROWS];
+            uint dw[ROWS];
+            for (uint r = 0; r < ROWS; ++r) {
+                const uint row = min(rb * ROWS + r, p.n - 1u) * p.row_vec4s;
+                q[r] = wq[row + i];
+                dw[r] = wq[row + scales + i / 4u][i % 4u];
+            }
+            float4 xs[8];
+            for (uint c = 0; c < 8u; ++c) {
+                xs[c] = x[8u * i + c];
+            }
+            for (uint r = 0; r < ROWS; ++r) {
+                const float s = (dot(lo4(q[r].x), xs[0]) + dot(hi4(q[r].x), xs[1])) + (dot(lo4(q[r].y), xs[2]) + dot(hi4(q[r].y), xs[3]))
+                              + ((dot(lo4(q[r].z), xs[4]) + dot(hi4(q[r].z), xs[5])) + (dot(lo4(q[r].w), xs[6]) + dot(hi4(q[r].w), xs[7])));
+                acc[r] += as_type<float>(dw[r]) * s;
+            }
+        }
+        const float4 tot = team_sum(acc, scratch, t);
+        if (live && t.lane == 0u) {
+            for (uint r = 0; r < ROWS; ++r) {
+                if (rb * ROWS + r < p.n) {
+                    y[p.y_off + rb * ROWS + r] = tot[r];
+                }
+            }
+        }
+    }
+}
+
+kernel void mm_gemv_int4_r2(constant MmParams& p [[buffer(0)]],
+                            device const uint4* wq [[buffer(1)]],
+                            device const float4* x [[buffer(2)]],
+                            device float* y [[buffer(3)]],
+                            uint3 tg [[threadgroup_position_in_grid]],
+                            uint3 ntg [[threadgroups_per_grid]],
+                            uint tid [[thread_index_in_threadgroup]],
+                            uint3 tptg [[threads_per_threadgroup]],
+                            uint sg [[simdgroup_index_in_threadgroup]],
+                            uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    int4_gemv_body<2u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_int4_r4(constant MmParams& p [[buffer(0)]],
+                            device const uint4* wq [[buffer(1)]],
+                            device const float4* x [[buffer(2)]],
+                            device float* y [[buffer(3)]],
+                            uint3 tg [[threadgroup_position_in_grid]],
+                            uint3 ntg [[threadgroups_per_grid]],
+                            uint tid [[thread_index_in_threadgroup]],
+                            uint3 tptg [[threads_per_threadgroup]],
+                            uint sg [[simdgroup_index_in_threadgroup]],
+                            uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    int4_gemv_body<4u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
