@@ -54,7 +54,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   attn_prefill_d{64,128,256}: twin fnv1a64 039839933d86a513
+//   attn_prefill_d{64,128,256}: twin fnv1a64 c6ac9fd149bb0ec5
 
 #include <metal_stdlib>
 using namespace metal;

@@ -35,7 +35,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 04f7357dcf212d81
+//   tq_attend: twin fnv1a64 1ff733dafc3d7ea5
 
 #include <metal_stdlib>
 using namespace metal;

@@ -36,7 +36,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_quantize, tq_dequantize, tq_merge: twin fnv1a64 01f6b1f591b55671
+//   tq_quantize, tq_dequantize, tq_merge: twin fnv1a64 9e7f1a027a56de22
 
 #include <metal_stdlib>
 using namespace metal;

@@ -49,12 +49,52 @@ pub enum ShaderSource {
 }
 
 impl ShaderSource {
+    /// The source as written: WGSL for naga (a WGSL pipeline's parts joined), or the MSL text.
     pub fn text(&self) -> String {
         match self {
             ShaderSource::Wgsl(parts) => parts.concat(),
             ShaderSource::Msl { text, .. } => text.to_string(),
         }
     }
+
+    /// The module as the WGSL front end `dialect` takes it (the MSL text unchanged).
+    pub fn wgsl(&self, dialect: WgslDialect) -> String {
+        let text = self.text();
+        match self {
+            ShaderSource::Wgsl(_) if dialect == WgslDialect::Spec && uses_subgroups(&text) => format!("enable subgroups;\n{text}"),
+            _ => text,
+        }
+    }
+}
+
+/// The WGSL front end a module is written for. The kernels are written in naga's dialect, which
+/// lets subgroup builtins be used without a directive and rejects `enable subgroups;` (naga 30);
+/// the WGSL specification, and so Tint (Chrome's WebGPU) and WebKit, requires the directive.
+/// [`ShaderSource::wgsl`] adds it, here and nowhere else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgslDialect {
+    /// naga: every wgpu backend but the browser's.
+    Naga,
+    /// The WGSL specification: the browser's own WebGPU compiles the module.
+    Spec,
+}
+
+impl WgslDialect {
+    /// The dialect of the compiler behind `backend`.
+    pub fn of_backend(backend: wgpu::Backend) -> WgslDialect {
+        if backend == wgpu::Backend::BrowserWebGpu {
+            WgslDialect::Spec
+        } else {
+            WgslDialect::Naga
+        }
+    }
+}
+
+/// Whether WGSL code (comments aside) names a subgroup builtin value or function: every one has
+/// `subgroup` in its name (`subgroupAdd`, `subgroup_size`, `num_subgroups`, ...), and no other
+/// identifier of the kernels does.
+fn uses_subgroups(text: &str) -> bool {
+    text.lines().any(|line| line.split("//").next().is_some_and(|code| code.contains("subgroup")))
 }
 
 /// Everything needed to build one compute pipeline.
@@ -238,7 +278,7 @@ impl Context {
         let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: Some(&label), bind_group_layouts: &[Some(&layout)], immediate_size: 0 });
         let module = match &desc.source {
             ShaderSource::Wgsl(_) => {
-                let text = desc.source.text();
+                let text = desc.source.wgsl(WgslDialect::of_backend(self.caps().backend));
                 let d = wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(text.into()) };
                 if self.options().bounds_checks {
                     device.create_shader_module(d)

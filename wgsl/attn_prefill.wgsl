@@ -10,7 +10,10 @@
 // odd stride (DP) and ps rows to BK + 1, so invocations reading consecutive keys hit distinct banks.
 // Q/O f32; K/V f32, or f16 stored two per u32 word (KV_F16).
 // The variant prologue (attn_prefill_portable.wgsl / attn_prefill_subgroup.wgsl) holds the entry
-// point, which calls prefill_main, and softmax_tile, the online-softmax step over ps.
+// point, which calls prefill_main, and softmax_tile, the online-softmax step over ps. sg is the
+// subgroup's (size, id, count) as entry-point arguments (zeros in the Portable variant): values
+// the WGSL uniformity analysis can see are the same across a subgroup, as the bounds of a loop
+// around subgroup shuffles must be (a module-scope private copy would not be).
 
 override D: u32 = 128u;        // head dim (even)
 override BQ: u32 = 16u;        // rows per workgroup (power of two, <= WG)
@@ -71,7 +74,7 @@ fn rot(a: f32, b: f32, cs: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(a * cs.x - b * cs.y, b * cs.x + a * cs.y);
 }
 
-fn prefill_main(wg_id: u32, li: u32) {
+fn prefill_main(wg_id: u32, li: u32, sg: vec3<u32>) {
     if (wg_id >= p.row_blocks * p.kv_heads) {
         return;  // uniform across the workgroup
     }
@@ -164,7 +167,7 @@ fn prefill_main(wg_id: u32, li: u32) {
         }
         workgroupBarrier();
         // Online softmax per row; meanwhile the V tile replaces K.
-        softmax_tile(li);
+        softmax_tile(li, sg);
         for (var idx = li; idx < BK * HALF; idx += WG) {
             let j = idx / HALF;
             let c = 2u * (idx - j * HALF);

@@ -262,7 +262,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     var inv_l = 1.0 / l;
     if (!sized) {
-        inv_l = bitcast<f32>(0x7fc00000u);
+        let nan_bits = 0x7fc00000u;  // a runtime NaN (a NaN const-expression is invalid WGSL)
+        inv_l = bitcast<f32>(nan_bits);
     }
     //@ND begin
     workgroupBarrier();

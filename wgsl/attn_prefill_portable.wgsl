@@ -4,12 +4,12 @@
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    prefill_main(wid.x + wid.y * nwg.x, li);
+    prefill_main(wid.x + wid.y * nwg.x, li, vec3<u32>(0u));
 }
 
 // Rows of ps (scores, NEG where masked) -> probabilities exp2(s - m); updates m_s, l_s and the
-// rescale factor a_s of each row.
-fn softmax_tile(li: u32) {
+// rescale factor a_s of each row (sg: unused, see attn_prefill.wgsl).
+fn softmax_tile(li: u32, sg: vec3<u32>) {
     for (var r = li; r < BQ; r += WG) {
         let m_old = m_s[r];
         var mx = m_old;

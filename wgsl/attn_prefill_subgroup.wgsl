@@ -5,9 +5,6 @@
 // is partial).
 
 var<private> sg_lane: u32;
-var<private> sg_size: u32;
-var<private> sg_id: u32;
-var<private> sg_n: u32;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -15,10 +12,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(num_subgroups) nsg: u32, @builtin(subgroup_invocation_id) lane: u32,
         @builtin(subgroup_size) size: u32) {
     sg_lane = lane;
-    sg_size = size;
-    sg_id = sid;
-    sg_n = nsg;
-    prefill_main(wid.x + wid.y * nwg.x, li);
+    prefill_main(wid.x + wid.y * nwg.x, li, vec3<u32>(size, sid, nsg));
 }
 
 // Rows of ps (scores, NEG where masked) -> probabilities exp2(s - m); updates m_s, l_s and the
@@ -26,12 +20,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // consecutive lanes (each takes every g-th key) and reduced with subgroupShuffleXor over the
 // group, so each subgroup handles subgroup size / g rows at a time and every subgroup works.
 // All lanes of a group read m_s[r] before the shuffles that its first lane's write waits for.
-fn softmax_tile(li: u32) {
-    let g = min(4u, sg_size);
-    let slots = sg_size / g;
+// The shuffles' control flow depends only on sg = (size, subgroup id, subgroups), the same across
+// the subgroup; the lane only selects data.
+fn softmax_tile(li: u32, sg: vec3<u32>) {
+    let g = min(4u, sg.x);
+    let slots = sg.x / g;
     let slot = sg_lane / g;
     let q = sg_lane - slot * g;
-    for (var r0 = sg_id * slots; r0 < BQ; r0 += sg_n * slots) {
+    for (var r0 = sg.y * slots; r0 < BQ; r0 += sg.z * slots) {
         let r = r0 + slot;
         let ok = r < BQ;
         var m_old = NEG;

@@ -21,7 +21,10 @@ override NEOX: bool = false;  // pairs (i, i + d/2); else (2i, 2i + 1)
 
 fn cos_sin(pos: u32, i: u32) -> vec2<f32> {
     if (pos >= p.rows) {
-        return vec2<f32>(bitcast<f32>(0x7fc00000u));  // beyond the table: loud NaN, never a wrong angle
+        // Beyond the table: loud NaN, never a wrong angle. A runtime value: the WGSL
+        // specification rejects a NaN const-expression.
+        let nan_bits = 0x7fc00000u;
+        return vec2<f32>(bitcast<f32>(nan_bits));
     }
     return table[pos * p.half + i];
 }

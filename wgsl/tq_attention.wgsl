@@ -258,10 +258,10 @@ fn v_weight(v: VKeys, k: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(128)
-fn attend(ids: TqIds) {
-    let t = tq_lanes(ids);
+fn attend(g: TqGroup, ids: TqIds) {
+    let t = tq_lanes(g, ids);
     let li = t.li;
-    let wg = t.wg;
+    let wg = tq_wg(g);  // not t.wg: TqLanes is not uniform as a whole
     if (wg >= p.kv_heads * p.quads * p.splits) {
         return;  // whole workgroup
     }

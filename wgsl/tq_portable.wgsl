@@ -1,17 +1,27 @@
 // TurboQuant invocation setup and reductions, Portable variant (no subgroup operations).
 // Included before tq_transform.wgsl / tq_attention.wgsl. Provides:
-//   TqIds        the entry points' builtins
+//   TqGroup      the entry points' workgroup-uniform builtins (the WGSL uniformity analysis
+//                sees them as such only in a struct of their own), tq_wg: its linear index
+//   TqIds        the entry points' per-invocation builtins
 //   tq_begin     -> TqLanes: linear workgroup index and a logical invocation index `l` (a
 //                bijection onto 0..workgroup size that the transforms lay data out by)
 //   tq_lanes     -> TqLanes for kernels that use only tq_reduce4 (l = local index)
 //   tq_shfl_bits the number of low bits of `l` whose xor partners tq_shx reaches (0 here: every
 //                exchange goes through workgroup memory); workgroup-uniform
 //   tq_reduce4   max or sum of a vec4 over a 128-invocation workgroup (every invocation gets it)
+// TqLanes mixes per-invocation values in, so no barrier's control flow may depend on it.
+
+struct TqGroup {
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+}
 
 struct TqIds {
     @builtin(local_invocation_index) li: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
+}
+
+fn tq_wg(g: TqGroup) -> u32 {
+    return g.wid.x + g.wid.y * g.nwg.x;
 }
 
 struct TqLanes {
@@ -23,13 +33,13 @@ struct TqLanes {
     first: bool,
 }
 
-fn tq_begin(ids: TqIds) -> TqLanes {
-    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, ids.li, ids.li, 0u, 1u, ids.li == 0u);
+fn tq_begin(g: TqGroup, ids: TqIds) -> TqLanes {
+    return TqLanes(tq_wg(g), ids.li, ids.li, 0u, 1u, ids.li == 0u);
 }
 
 // tq_begin without a check (the Subgroup variant's skips its subgroup-shape check).
-fn tq_lanes(ids: TqIds) -> TqLanes {
-    return tq_begin(ids);
+fn tq_lanes(g: TqGroup, ids: TqIds) -> TqLanes {
+    return tq_begin(g, ids);
 }
 
 fn tq_shfl_bits() -> u32 {

@@ -8,14 +8,21 @@
 // sums/maxima of scalars (vector subgroup reductions trip the Metal compiler), combined across
 // subgroups in workgroup memory, which works for any subgroup size and partial subgroups.
 
-struct TqIds {
-    @builtin(local_invocation_index) li: u32,
+struct TqGroup {
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(num_subgroups) nsg: u32,
+}
+
+struct TqIds {
+    @builtin(local_invocation_index) li: u32,
     @builtin(subgroup_invocation_id) sl: u32,
     @builtin(subgroup_size) ss: u32,
     @builtin(subgroup_id) sid: u32,
-    @builtin(num_subgroups) nsg: u32,
+}
+
+fn tq_wg(g: TqGroup) -> u32 {
+    return g.wid.x + g.wid.y * g.nwg.x;
 }
 
 struct TqLanes {
@@ -30,7 +37,7 @@ struct TqLanes {
 var<workgroup> tq_flags: array<atomic<u32>, 2>;  // [0]: a subgroup is partial or not a power of two; [1]: OR of sizes
 var<workgroup> tq_bits: u32;
 
-fn tq_begin(ids: TqIds) -> TqLanes {
+fn tq_begin(g: TqGroup, ids: TqIds) -> TqLanes {
     if (ids.li == 0u) {
         atomicStore(&tq_flags[0], 0u);
         atomicStore(&tq_flags[1], 0u);
@@ -49,14 +56,14 @@ fn tq_begin(ids: TqIds) -> TqLanes {
     let bits = workgroupUniformLoad(&tq_bits);
     let l = select(ids.li, ids.sid * ids.ss + ids.sl, bits > 0u);
     let first = subgroupExclusiveAdd(1u) == 0u;
-    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, l, ids.li, ids.sid, ids.nsg, first);
+    return TqLanes(tq_wg(g), l, ids.li, ids.sid, g.nsg, first);
 }
 
 // The subgroup facts tq_reduce4 needs, without tq_begin's check of the subgroup shape (for
 // kernels that exchange nothing by shuffles). Call in uniform control flow.
-fn tq_lanes(ids: TqIds) -> TqLanes {
+fn tq_lanes(g: TqGroup, ids: TqIds) -> TqLanes {
     let first = subgroupExclusiveAdd(1u) == 0u;
-    return TqLanes(ids.wid.x + ids.wid.y * ids.nwg.x, ids.li, ids.li, ids.sid, ids.nsg, first);
+    return TqLanes(tq_wg(g), ids.li, ids.li, ids.sid, g.nsg, first);
 }
 
 // Set once by tq_begin (which must run first); workgroupUniformLoad keeps it provably uniform.

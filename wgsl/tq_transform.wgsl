@@ -142,8 +142,8 @@ fn cache_vector(v: u32) -> u32 {
 }
 
 @compute @workgroup_size(64)
-fn quantize(ids: TqIds) {
-    let t = tq_begin(ids);
+fn quantize(g: TqGroup, ids: TqIds) {
+    let t = tq_begin(g, ids);
     let ln = lane_of(t);
     let i = p.src_off + (ln.v * p.d + ln.r * 8u) / 4u;
     var c = apply_signs(Chunk(src[i], src[i + 1u], 0.0), ln.r);
@@ -163,8 +163,8 @@ fn quantize(ids: TqIds) {
 }
 
 @compute @workgroup_size(64)
-fn dequantize(ids: TqIds) {
-    let t = tq_begin(ids);
+fn dequantize(g: TqGroup, ids: TqIds) {
+    let t = tq_begin(g, ids);
     let ln = lane_of(t);
     let cv = cache_vector(ln.v);
     let w = codes[cv * p.lanes + ln.r];
@@ -191,8 +191,8 @@ var<workgroup> mo: array<vec4<f32>, MERGE_WG>;
 var<workgroup> mml: array<vec2<f32>, MERGE_WG>;
 
 @compute @workgroup_size(256)
-fn merge(ids: TqIds) {
-    let h = ids.wid.x + ids.wid.y * ids.nwg.x;
+fn merge(g: TqGroup, ids: TqIds) {
+    let h = tq_wg(g);
     if (h >= p.vectors) {
         return;  // whole workgroup
     }
