@@ -11,8 +11,8 @@
 //! this test does.)
 //!
 //! The Native variant runs through the SPIR-V twin mode (its plan, its twin's code). The
-//! adapter's subgroup sizes are the host's (Metal reports 4..64; the plans that read the range
-//! have unit tests at 4..64). The slice: per kernel and variant, the largest test case that moves
+//! adapter's subgroup sizes are the host's (Metal reports 4..64; the Subgroup kernels assume no
+//! subgroup size). The slice: per kernel and variant, the largest test case that moves
 //! at most `SLICE_BYTES` (the large shapes are where the workgroup counts and binding sizes bind;
 //! the harness runs the whole grid), or, for a kernel whose pipelines are slow to build on a CPU
 //! adapter (the int8 GEMM: one pipeline per m), the first case of its reduced set.
