@@ -19,6 +19,11 @@
 //!   [`crate::formats::FormatError`]) before a dispatch is recorded;
 //! * **data** — activations, K/V, f32/f16 weights — are not inspected: NaN and infinities
 //!   propagate as IEEE arithmetic makes them, as they do in the CPU reference (`crate::reference`).
+//!   Where data is quantised on the GPU — int8 activations ([`crate::kernels::q8`]) and INT4
+//!   weights ([`crate::kernels::int4::quantize`]) — a block or group holding a NaN or an infinity
+//!   gets the scale NaN, so everything computed from it is NaN (an infinity gives NaN there, not
+//!   ±inf); [`crate::kernels::int4::Int4Matrix::check_finite`] reports such a group as a typed
+//!   error, as the CPU quantisers do for their input.
 
 use crate::caps::Variant;
 use crate::formats::FormatError;
