@@ -32,39 +32,41 @@ use crate::model::ModelError;
 use std::fmt;
 use std::sync::Arc;
 
-/// A [`FormatError`] shared by clones of the [`Error`] that wraps it (its `source()`).
-#[derive(Debug, Clone)]
-pub struct FormatCause(pub Arc<FormatError>);
+/// An error of another type held by an [`Error`] and shared by its clones (`Error` is `Clone`;
+/// [`FormatError`] and [`ModelError`] are not). Equal when it is the same error or says the same.
+#[derive(Debug)]
+pub struct Shared<E>(pub Arc<E>);
 
-impl PartialEq for FormatCause {
+impl<E> Shared<E> {
+    /// Wrap `e`.
+    pub fn new(e: E) -> Self {
+        Shared(Arc::new(e))
+    }
+}
+
+impl<E> Clone for Shared<E> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<E: fmt::Display> PartialEq for Shared<E> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
     }
 }
 
-impl std::ops::Deref for FormatCause {
-    type Target = FormatError;
-    fn deref(&self) -> &FormatError {
+impl<E> std::ops::Deref for Shared<E> {
+    type Target = E;
+    fn deref(&self) -> &E {
         &self.0
     }
 }
 
-/// A [`ModelError`] shared by clones of the [`Error`] that wraps it.
-#[derive(Debug, Clone)]
-pub struct ModelCause(pub Arc<ModelError>);
-
-impl PartialEq for ModelCause {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
-    }
-}
-
-impl std::ops::Deref for ModelCause {
-    type Target = ModelError;
-    fn deref(&self) -> &ModelError {
-        &self.0
-    }
-}
+/// The [`FormatError`] of [`Error::FormatError`] (also its `source()`).
+pub type FormatCause = Shared<FormatError>;
+/// The [`ModelError`] of [`Error::Model`].
+pub type ModelCause = Shared<ModelError>;
 
 /// Everything that can go wrong, typed so callers can match on it. New variants may be added
 /// (`#[non_exhaustive]`): match with a `_` arm.
@@ -121,7 +123,7 @@ pub enum Error {
 
 impl From<FormatError> for Error {
     fn from(e: FormatError) -> Self {
-        Error::FormatError(FormatCause(Arc::new(e)))
+        Error::FormatError(Shared::new(e))
     }
 }
 

@@ -90,7 +90,7 @@ impl From<crate::Error> for ModelError {
                 ModelError::ContextFull { needed: usize::try_from(pos).unwrap_or(usize::MAX).saturating_add(1), capacity: usize::try_from(capacity).unwrap_or(usize::MAX) }
             }
             crate::Error::Tokenizer(t) => ModelError::Tokenizer(t),
-            crate::Error::Model(m) => std::sync::Arc::try_unwrap(m.0).unwrap_or_else(|shared| ModelError::Gpu(crate::Error::Model(crate::error::ModelCause(shared)))),
+            crate::Error::Model(m) => std::sync::Arc::try_unwrap(m.0).unwrap_or_else(|shared| ModelError::Gpu(crate::Error::Model(crate::error::Shared(shared)))),
             e => ModelError::Gpu(e),
         }
     }
@@ -104,7 +104,7 @@ impl From<ModelError> for crate::Error {
             ModelError::Gpu(e) => e,
             ModelError::Format(f) => f.into(),
             ModelError::Tokenizer(t) => crate::Error::Tokenizer(t),
-            e => crate::Error::Model(crate::error::ModelCause(std::sync::Arc::new(e))),
+            e => crate::Error::Model(crate::error::Shared::new(e)),
         }
     }
 }
