@@ -33,6 +33,9 @@ pub enum ModelError {
     Argument(String),
     /// The GGUF container itself is malformed or truncated.
     Format(FormatError),
+    /// The file at `path` is no valid GGUF file ([`super::Model::open`]; an I/O error names its
+    /// path itself and comes as [`ModelError::Format`]).
+    File { path: std::path::PathBuf, error: FormatError },
     /// A kernel or device error.
     Gpu(crate::Error),
     /// A tokenizer error (e.g. from a [`super::tokenizer::Decoder`] inside a decoding callback).
@@ -53,6 +56,7 @@ impl fmt::Display for ModelError {
             ModelError::BadToken { token, vocab } => write!(f, "token id {token} outside the vocabulary of {vocab}"),
             ModelError::Argument(s) => write!(f, "invalid argument: {s}"),
             ModelError::Format(e) => write!(f, "GGUF: {e}"),
+            ModelError::File { path, error } => write!(f, "{}: {error}", path.display()),
             ModelError::Gpu(e) => write!(f, "{e}"),
             ModelError::Tokenizer(e) => write!(f, "{e}"),
             ModelError::ForeignModel => write!(f, "the session was made for another model (make a Session per Model)"),
@@ -64,6 +68,7 @@ impl std::error::Error for ModelError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ModelError::Format(e) => Some(e),
+            ModelError::File { error, .. } => std::error::Error::source(error),
             ModelError::Gpu(e) => Some(e),
             ModelError::Tokenizer(e) => std::error::Error::source(e),
             _ => None,

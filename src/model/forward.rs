@@ -88,9 +88,15 @@ impl Model {
         Ok(self.embd.get_or_init(|| w))
     }
 
-    /// Memory-map `path` and [`Model::load`] it.
+    /// Read `path` ([`GgufFile::open`]) and [`Model::load`] it. A file that is no valid GGUF
+    /// file is [`ModelError::File`], naming the path.
     pub fn open(ctx: &Context, path: impl AsRef<Path>, progress: &mut dyn FnMut(&Progress)) -> Result<Model> {
-        Self::load(ctx, GgufFile::open(path)?, progress)
+        let path = path.as_ref();
+        let file = GgufFile::open(path).map_err(|e| match e {
+            e @ crate::formats::FormatError::Io(_) => ModelError::Format(e),
+            error => ModelError::File { path: path.to_path_buf(), error },
+        })?;
+        Self::load(ctx, file, progress)
     }
 }
 
