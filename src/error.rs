@@ -19,6 +19,11 @@
 //!   [`crate::formats::FormatError`]) before a dispatch is recorded;
 //! * **data** — activations, K/V, f32/f16 weights — are not inspected: NaN and infinities
 //!   propagate as IEEE arithmetic makes them, as they do in the CPU reference (`crate::reference`).
+//!   Where data is quantised on the GPU — int8 activations ([`crate::kernels::q8`]) and INT4
+//!   weights ([`crate::kernels::int4::quantize`]) — a block or group holding a NaN or an infinity
+//!   gets the scale NaN, so everything computed from it is NaN (an infinity gives NaN there, not
+//!   ±inf); [`crate::kernels::int4::Int4Matrix::check_finite`] reports such a group as a typed
+//!   error, as the CPU quantisers do for their input.
 
 use crate::caps::Variant;
 use crate::formats::FormatError;
@@ -27,39 +32,41 @@ use crate::model::ModelError;
 use std::fmt;
 use std::sync::Arc;
 
-/// A [`FormatError`] shared by clones of the [`Error`] that wraps it (its `source()`).
-#[derive(Debug, Clone)]
-pub struct FormatCause(pub Arc<FormatError>);
+/// An error of another type held by an [`Error`] and shared by its clones (`Error` is `Clone`;
+/// [`FormatError`] and [`ModelError`] are not). Equal when it is the same error or says the same.
+#[derive(Debug)]
+pub struct Shared<E>(pub Arc<E>);
 
-impl PartialEq for FormatCause {
+impl<E> Shared<E> {
+    /// Wrap `e`.
+    pub fn new(e: E) -> Self {
+        Shared(Arc::new(e))
+    }
+}
+
+impl<E> Clone for Shared<E> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<E: fmt::Display> PartialEq for Shared<E> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
     }
 }
 
-impl std::ops::Deref for FormatCause {
-    type Target = FormatError;
-    fn deref(&self) -> &FormatError {
+impl<E> std::ops::Deref for Shared<E> {
+    type Target = E;
+    fn deref(&self) -> &E {
         &self.0
     }
 }
 
-/// A [`ModelError`] shared by clones of the [`Error`] that wraps it.
-#[derive(Debug, Clone)]
-pub struct ModelCause(pub Arc<ModelError>);
-
-impl PartialEq for ModelCause {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
-    }
-}
-
-impl std::ops::Deref for ModelCause {
-    type Target = ModelError;
-    fn deref(&self) -> &ModelError {
-        &self.0
-    }
-}
+/// The [`FormatError`] of [`Error::FormatError`] (also its `source()`).
+pub type FormatCause = Shared<FormatError>;
+/// The [`ModelError`] of [`Error::Model`].
+pub type ModelCause = Shared<ModelError>;
 
 /// Everything that can go wrong, typed so callers can match on it. New variants may be added
 /// (`#[non_exhaustive]`): match with a `_` arm.
@@ -116,7 +123,7 @@ pub enum Error {
 
 impl From<FormatError> for Error {
     fn from(e: FormatError) -> Self {
-        Error::FormatError(FormatCause(Arc::new(e)))
+        Error::FormatError(Shared::new(e))
     }
 }
 

@@ -458,8 +458,14 @@ fn messages_name_their_subject() {
     }
     let mut ggml = bytes[..64].to_vec();
     ggml[..4].copy_from_slice(b"GGML");
-    let e = GgufFile::from_vec(ggml).expect_err("bad magic");
+    let e = GgufFile::from_vec(ggml.clone()).expect_err("bad magic");
     assert!(msg(&e).contains("\"GGML\""), "{e}");
+    // Through Model::open, a malformed file also names its path.
+    let path = std::env::temp_dir().join(format!("wgkernels-bad-magic-{}.gguf", std::process::id()));
+    std::fs::write(&path, &ggml).unwrap();
+    let e = Model::open(&ctx, &path, &mut |_| {}).err().expect("bad magic");
+    std::fs::remove_file(&path).unwrap();
+    assert!(msg(&e).contains("\"GGML\"") && msg(&e).contains(path.to_str().unwrap()), "{e}");
 
     let model = Model::open(&ctx, dir.join("llama-tiny-q8_0.gguf"), &mut |_| {}).unwrap();
     let e = Session::new(&ctx, &model, SessionOptions { context: 1 << 30, ..Default::default() }).err().expect("context too large");

@@ -150,6 +150,9 @@ fn metadata_sizes_are_bounded_before_allocating() {
     assert!(e.contains("token_embd.weight"), "{e}");
 }
 
+/// Mutated files per fixture (on lavapipe both fixtures' cases take well under a second).
+const CASES: usize = 250;
+
 #[test]
 fn mutated_fixtures_load_or_fail_typed() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -164,7 +167,7 @@ fn mutated_fixtures_load_or_fail_typed() {
         let head = file.data_offset() as usize;
         let numeric: Vec<String> = file.metadata().iter().filter(|(_, v)| v.as_u64().is_some() || v.as_f64().is_some()).map(|(k, _)| k.clone()).collect();
         drop(file);
-        for case in 0..150 {
+        for case in 0..CASES {
             let mut bytes = base.clone();
             let what = match rng.u32(0..6) {
                 0 => {
@@ -210,5 +213,5 @@ fn mutated_fixtures_load_or_fail_typed() {
         }
     }
     println!("{loaded} loaded, {typed} typed errors, in {:.1} s", start.elapsed().as_secs_f64());
-    assert!(typed > 0 && loaded + typed == 300);
+    assert!(typed > 0 && loaded > 0 && loaded + typed == 2 * CASES);
 }

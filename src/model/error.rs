@@ -33,6 +33,9 @@ pub enum ModelError {
     Argument(String),
     /// The GGUF container itself is malformed or truncated.
     Format(FormatError),
+    /// The file at `path` is no valid GGUF file ([`super::Model::open`]; an I/O error names its
+    /// path itself and comes as [`ModelError::Format`]).
+    File { path: std::path::PathBuf, error: FormatError },
     /// A kernel or device error.
     Gpu(crate::Error),
     /// A tokenizer error (e.g. from a [`super::tokenizer::Decoder`] inside a decoding callback).
@@ -53,6 +56,7 @@ impl fmt::Display for ModelError {
             ModelError::BadToken { token, vocab } => write!(f, "token id {token} outside the vocabulary of {vocab}"),
             ModelError::Argument(s) => write!(f, "invalid argument: {s}"),
             ModelError::Format(e) => write!(f, "GGUF: {e}"),
+            ModelError::File { path, error } => write!(f, "{}: {error}", path.display()),
             ModelError::Gpu(e) => write!(f, "{e}"),
             ModelError::Tokenizer(e) => write!(f, "{e}"),
             ModelError::ForeignModel => write!(f, "the session was made for another model (make a Session per Model)"),
@@ -64,6 +68,7 @@ impl std::error::Error for ModelError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ModelError::Format(e) => Some(e),
+            ModelError::File { error, .. } => std::error::Error::source(error),
             ModelError::Gpu(e) => Some(e),
             ModelError::Tokenizer(e) => std::error::Error::source(e),
             _ => None,
@@ -90,7 +95,7 @@ impl From<crate::Error> for ModelError {
                 ModelError::ContextFull { needed: usize::try_from(pos).unwrap_or(usize::MAX).saturating_add(1), capacity: usize::try_from(capacity).unwrap_or(usize::MAX) }
             }
             crate::Error::Tokenizer(t) => ModelError::Tokenizer(t),
-            crate::Error::Model(m) => std::sync::Arc::try_unwrap(m.0).unwrap_or_else(|shared| ModelError::Gpu(crate::Error::Model(crate::error::ModelCause(shared)))),
+            crate::Error::Model(m) => std::sync::Arc::try_unwrap(m.0).unwrap_or_else(|shared| ModelError::Gpu(crate::Error::Model(crate::error::Shared(shared)))),
             e => ModelError::Gpu(e),
         }
     }
@@ -104,7 +109,7 @@ impl From<ModelError> for crate::Error {
             ModelError::Gpu(e) => e,
             ModelError::Format(f) => f.into(),
             ModelError::Tokenizer(t) => crate::Error::Tokenizer(t),
-            e => crate::Error::Model(crate::error::ModelCause(std::sync::Arc::new(e))),
+            e => crate::Error::Model(crate::error::Shared::new(e)),
         }
     }
 }

@@ -88,9 +88,15 @@ impl Model {
         Ok(self.embd.get_or_init(|| w))
     }
 
-    /// Memory-map `path` and [`Model::load`] it.
+    /// Read `path` ([`GgufFile::open`]) and [`Model::load`] it. A file that is no valid GGUF
+    /// file is [`ModelError::File`], naming the path.
     pub fn open(ctx: &Context, path: impl AsRef<Path>, progress: &mut dyn FnMut(&Progress)) -> Result<Model> {
-        Self::load(ctx, GgufFile::open(path)?, progress)
+        let path = path.as_ref();
+        let file = GgufFile::open(path).map_err(|e| match e {
+            e @ crate::formats::FormatError::Io(_) => ModelError::Format(e),
+            error => ModelError::File { path: path.to_path_buf(), error },
+        })?;
+        Self::load(ctx, file, progress)
     }
 }
 
@@ -112,7 +118,8 @@ pub struct SessionOptions {
     /// q/k/v and by gate/up), as llama.cpp's GPU backends do; faster, and within the int8
     /// rounding of the f32 path (so such a prefill chunk's logits differ from the f32 path's by
     /// that rounding, as a decode step's do). Other formats, longer prefill chunks and the
-    /// logits of every position (`all_logits`) always use f32 activations.
+    /// logits of every position (`all_logits`) always use f32 activations. A NaN or an infinity
+    /// in the activations gives NaN logits on both paths.
     pub int8_activations: bool,
     /// With `int8_activations`, a decode step computes each RMSNorm and the int8 quantisation of
     /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two (default on; off is

@@ -626,7 +626,7 @@ pub fn matmul(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
 ///
 /// A group holding a NaN or an infinity gets the scale NaN (the Portable and Subgroup variants),
 /// so its values dequantise to NaN and every GEMV output reading it is NaN; the CPU quantiser
-/// rejects such input instead. [`Int4Matrix::check_finite`] turns that into the same typed error
+/// rejects such input instead. [`Int4Matrix::check_finite`] turns that into a typed error
 /// on the host after the batch ran.
 pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Matrix) -> Result<()> {
     let ctx = b.context();

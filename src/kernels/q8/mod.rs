@@ -5,7 +5,9 @@
 //! summed per instruction), integer sums per 8 (INT4) or 32 (Q4_K) columns and one f32 scaling per
 //! (row, x block). Numerics differ from the f32-activation GEMVs (x is rounded to 8 bits per
 //! block of 32: `|error| <= sum_c |w_c| * d_b(c) / 2`, see `reference::q8` in the test kit), so nothing
-//! selects this path automatically.
+//! selects this path automatically. Non-finite activations propagate (the crate's data policy,
+//! [`crate::error`]): a block of 32 holding a NaN or an infinity gets the scale NaN and codes 0, so
+//! every GEMV output that reads it is NaN (an infinity gives NaN here, not ±inf).
 //!
 //! Where it is fast: Vulkan (and DX12) devices with DP4A; naga emits SPIR-V `OpSDot` when the
 //! Vulkan device has `shaderIntegerDotProduct` (core in Vulkan 1.3). On Metal naga polyfills
