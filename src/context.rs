@@ -159,7 +159,7 @@ pub fn wanted_limits(adapter: &wgpu::Adapter) -> wgpu::Limits {
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
 /// let adapter = pollster::block_on(instance.request_adapter(&Default::default()))?;
-/// let (device, queue) = pollster::block_on(adapter.request_device(&wgkernels::context::device_descriptor(&adapter)))?;
+/// let (device, queue) = pollster::block_on(adapter.request_device(&wgkernels::device_descriptor(&adapter)))?;
 /// let ctx = wgkernels::Context::from_adapter_device(&adapter, device, queue, Default::default())?;
 /// assert!(ctx.caps().device_warning.is_none()); // nothing the adapter offers is missing
 /// # Ok(()) }
@@ -207,7 +207,7 @@ fn device_gaps(offered: wgpu::Features, offered_limits: Option<&wgpu::Limits>, d
     }
     (!gaps.is_empty()).then(|| {
         format!(
-            "the application's device lacks {}{}: kernels run slower variants or smaller plans; create the device with wgkernels::context::device_descriptor(&adapter)",
+            "the application's device lacks {}{}: kernels run slower variants or smaller plans; create the device with wgkernels::device_descriptor(&adapter)",
             gaps.join(", "),
             if offered_limits.is_some() {
                 ", which the adapter offers"
