@@ -159,7 +159,7 @@ pub fn wanted_limits(adapter: &wgpu::Adapter) -> wgpu::Limits {
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
 /// let adapter = pollster::block_on(instance.request_adapter(&Default::default()))?;
-/// let (device, queue) = pollster::block_on(adapter.request_device(&wgkernels::context::device_descriptor(&adapter)))?;
+/// let (device, queue) = pollster::block_on(adapter.request_device(&wgkernels::device_descriptor(&adapter)))?;
 /// let ctx = wgkernels::Context::from_adapter_device(&adapter, device, queue, Default::default())?;
 /// assert!(ctx.caps().device_warning.is_none()); // nothing the adapter offers is missing
 /// # Ok(()) }
@@ -207,7 +207,7 @@ fn device_gaps(offered: wgpu::Features, offered_limits: Option<&wgpu::Limits>, d
     }
     (!gaps.is_empty()).then(|| {
         format!(
-            "the application's device lacks {}{}: kernels run slower variants or smaller plans; create the device with wgkernels::context::device_descriptor(&adapter)",
+            "the application's device lacks {}{}: kernels run slower variants or smaller plans; create the device with wgkernels::device_descriptor(&adapter)",
             gaps.join(", "),
             if offered_limits.is_some() {
                 ", which the adapter offers"
@@ -288,6 +288,20 @@ impl Context {
     /// [`Context::from_device`] for a device the application created on `adapter`: the Matrix
     /// variant is available when the device enabled it, and [`Caps::device_warning`] names
     /// exactly the features and limits the adapter offers that the device was created without.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    /// let adapter = pollster::block_on(instance.request_adapter(&Default::default()))?;
+    /// // wgpu's default descriptor: WebGPU's limits, no optional feature.
+    /// let (device, queue) = pollster::block_on(adapter.request_device(&Default::default()))?;
+    /// let ctx = wgkernels::Context::from_adapter_device(&adapter, device, queue, Default::default())?;
+    /// if adapter.features().contains(wgpu::Features::SUBGROUP) {
+    ///     let warning = ctx.caps().device_warning.as_deref().unwrap_or_default();
+    ///     assert!(warning.contains("SUBGROUP") && wgkernels::probe_report(&ctx).contains(warning));
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn from_adapter_device(adapter: &wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue, options: ContextOptions) -> Result<Context> {
         let gaps = device_gaps(adapter.features(), Some(&adapter.limits()), &device);
         Self::assemble(device, queue, &adapter.cooperative_matrix_properties(), gaps, options)
@@ -490,5 +504,58 @@ impl DiskCache {
             io(e)
         })?;
         Ok(bytes.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_file_is_used_only_when_whole() {
+        let data = b"driver data";
+        let mut file = CACHE_MAGIC.to_vec();
+        file.extend_from_slice(&fnv1a64(data).to_le_bytes());
+        file.extend_from_slice(data);
+        assert_eq!(DiskCache::payload(&file), Some(&data[..]));
+        assert_eq!(DiskCache::payload(&file[..file.len() - 1]), None, "truncated");
+        let mut flipped = file.clone();
+        flipped[20] ^= 1;
+        assert_eq!(DiskCache::payload(&flipped), None, "corrupted");
+        assert_eq!(DiskCache::payload(&file[..12]), None, "shorter than the header");
+        assert_eq!(DiskCache::payload(b""), None);
+    }
+
+    /// A context with a cache file builds through it and saves it (Vulkan; nothing elsewhere);
+    /// the next context reads the file back, and one whose file is damaged starts empty.
+    #[test]
+    fn pipeline_cache_round_trips_through_its_file() {
+        let dir = std::env::temp_dir().join(format!("wgkernels-pipeline-cache-{}", std::process::id()));
+        let path = dir.join("pipelines.bin");
+        let options = ContextOptions::default().with_pipeline_cache(&path);
+        let run = |ctx: &Context| {
+            let (a, b) = (ctx.upload(&[1f32, 2.0, 3.0, 4.0]).unwrap(), ctx.upload(&[0.5f32; 4]).unwrap());
+            let mut batch = ctx.batch();
+            crate::kernels::elementwise::add_inplace(&mut batch, &a, &b, 4).unwrap();
+            batch.run().unwrap();
+            assert_eq!(ctx.read(&a).unwrap(), [1.5, 2.5, 3.5, 4.5]);
+        };
+        let ctx = Context::new_blocking(options.clone()).unwrap();
+        run(&ctx);
+        let saved = ctx.save_pipeline_cache().unwrap();
+        let vulkan = ctx.caps().backend == wgpu::Backend::Vulkan && ctx.device().features().contains(wgpu::Features::PIPELINE_CACHE);
+        if vulkan {
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(bytes.len() as u64, saved);
+            assert!(DiskCache::payload(&bytes).is_some());
+            run(&Context::new_blocking(options.clone()).unwrap());
+            std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+            let damaged = Context::new_blocking(options).unwrap();
+            run(&damaged);
+            assert_eq!(damaged.save_pipeline_cache().unwrap(), std::fs::metadata(&path).unwrap().len());
+        } else {
+            assert_eq!(saved, 0);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! Everything is recorded into a [`Batch`] (many dispatches, one submit) on a [`Context`]
 //! (the device, its queue and its capabilities; [`Context::from_device`] wraps an application's
-//! own device, [`context::device_descriptor`] creates one with everything the kernels use).
+//! own device, [`device_descriptor`] creates one with everything the kernels use).
 //! Every fallible call returns a [`Result`]; shapes, lengths and limits are checked before
 //! anything is recorded.
 //!
@@ -147,7 +147,7 @@ pub mod tuning;
 pub use batch::{Batch, Recorded, Submitted};
 pub use buffer::GpuBuffer;
 pub use caps::{Caps, KernelInfo, Variant, VariantPolicy};
-pub use context::{Context, ContextOptions};
+pub use context::{device_descriptor, wanted_features, wanted_limits, Context, ContextOptions};
 pub use error::{Error, Result};
 pub use tuning::{GemvTuning, Tuning};
 pub use wgpu;
