@@ -105,7 +105,9 @@ impl NativeExecutor for Dawn {
         stdout.read_exact(&mut reply).map_err(|e| format!("from Dawn: {e}"))?;
         let reply = String::from_utf8_lossy(&reply);
         if reply.contains("\"error\"") {
-            return Err(format!("Dawn: {reply}"));
+            // The first error line of Tint's or Dawn's message (JSON-escaped newlines).
+            let first = reply.split("\\n").find(|l| l.contains("error:")).unwrap_or(&reply);
+            return Err(format!("Dawn: {first}"));
         }
         for (b, s) in buffers.iter_mut().zip(desc.bindings) {
             if !s.read_only {
