@@ -283,8 +283,12 @@ impl<'c> Batch<'c> {
         }
         if desc.twin().is_some() {
             self.ctx.pipelines.native_dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            #[cfg(feature = "testkit")]
-            if let Some(exec) = self.ctx.options().native_testing.executor.clone() {
+        }
+        #[cfg(feature = "testkit")]
+        {
+            let native = if desc.twin().is_some() { self.ctx.options().native_testing.executor.clone() } else { None };
+            if let Some(exec) = native.or_else(|| self.ctx.options().dispatch_executor.as_ref().map(|d| d.0.clone())) {
+                ensure(buffers.iter().all(|b| b.range.is_none()), || Error::Argument(format!("{}: a testing executor takes whole buffers, not views", pipe.label)))?;
                 self.flush()?;
                 let raw: Vec<&wgpu::Buffer> = buffers.iter().map(|b| b.buffer).collect();
                 return self.ctx.execute_on_host(exec.as_ref(), &pipe, bytemuck::bytes_of(params), &raw, workgroups);

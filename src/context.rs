@@ -65,6 +65,23 @@ pub struct ContextOptions {
     /// Off by default.
     #[cfg(feature = "testkit")]
     pub native_testing: crate::native::NativeTesting,
+    /// Testing hook (`testkit` feature): run every dispatch, of any variant, with this instead of
+    /// the GPU, as [`crate::native::NativeTesting::executor`] runs the Native ones (e.g. on
+    /// another WebGPU implementation: tests/dawn.rs). Off by default.
+    #[cfg(feature = "testkit")]
+    pub dispatch_executor: Option<DispatchExecutor>,
+}
+
+/// The executor of [`ContextOptions::dispatch_executor`].
+#[cfg(feature = "testkit")]
+#[derive(Clone)]
+pub struct DispatchExecutor(pub std::sync::Arc<dyn crate::native::NativeExecutor>);
+
+#[cfg(feature = "testkit")]
+impl std::fmt::Debug for DispatchExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DispatchExecutor")
+    }
 }
 
 impl Default for ContextOptions {
@@ -79,6 +96,8 @@ impl Default for ContextOptions {
             native_spirv_twins: false,
             #[cfg(feature = "testkit")]
             native_testing: Default::default(),
+            #[cfg(feature = "testkit")]
+            dispatch_executor: None,
         }
     }
 }
@@ -127,6 +146,13 @@ impl ContextOptions {
     #[cfg(feature = "testkit")]
     pub fn with_native_spirv_twins(mut self, on: bool) -> Self {
         self.native_spirv_twins = on;
+        self
+    }
+
+    /// Testing hook: see [`ContextOptions::dispatch_executor`].
+    #[cfg(feature = "testkit")]
+    pub fn with_dispatch_executor(mut self, executor: std::sync::Arc<dyn crate::native::NativeExecutor>) -> Self {
+        self.dispatch_executor = Some(DispatchExecutor(executor));
         self
     }
 }
@@ -346,6 +372,16 @@ impl Context {
             dummy: OnceLock::new(),
             scratch: Mutex::new(Default::default()),
         }
+    }
+
+    /// Testing aid (`testkit` feature): a context on the same device whose capabilities are
+    /// changed by `adjust` (and, through them, every plan it makes), e.g. to plan for another
+    /// WebGPU implementation's subgroup sizes (tests/dawn.rs). Its own pipeline cache.
+    #[cfg(feature = "testkit")]
+    pub fn with_caps(&self, adjust: impl FnOnce(&mut Caps)) -> Context {
+        let mut ctx = self.with_options(self.options.clone());
+        adjust(&mut ctx.caps);
+        ctx
     }
 
     fn twins(_options: &ContextOptions) -> bool {

@@ -243,34 +243,55 @@ pub fn layout_entries(desc: &PipelineDesc) -> Vec<wgpu::BindGroupLayoutEntry> {
     e
 }
 
+fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
+    Error::Pipeline("cache poisoned".into())
+}
+
 impl Context {
     /// The cached pipeline for `key`, building it on first use (through the driver's pipeline
     /// cache when [`crate::ContextOptions::pipeline_cache`] is set). Several threads may call
     /// this at once: different pipelines build in parallel, one pipeline is built once. Shader
     /// compile or validation errors come back as [`Error::Pipeline`], never as a panic (and
-    /// are not cached: the next call tries again).
+    /// are not cached: the next call tries again). A first use blocks until the device has
+    /// checked the pipeline: native code only; on the web, build pipelines ahead with
+    /// [`Context::pipeline_async`] (a cached pipeline never blocks).
     pub fn pipeline<K: PipelineKey>(&self, key: &K) -> Result<Arc<Pipeline>> {
-        fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
-            Error::Pipeline("cache poisoned".into())
-        }
-        let slot = self.pipelines.map.lock().map_err(poisoned)?.entry(CacheKey(Box::new(key.clone()))).or_default().clone();
+        let slot = self.slot(key)?;
         let mut slot = slot.lock().map_err(poisoned)?;
         if let Some(p) = &*slot {
             return Ok(p.clone());
         }
-        let built = Arc::new(self.build_pipeline(key)?);
+        let built = Arc::new(self.build_desc(format!("{key:?}"), key.describe(self.caps()))?);
         *slot = Some(built.clone());
         Ok(built)
     }
 
-    fn build_pipeline<K: PipelineKey>(&self, key: &K) -> Result<Pipeline> {
-        self.build_desc(format!("{key:?}"), key.describe(self.caps()))
+    /// [`Context::pipeline`] without blocking: the device's error scopes are awaited. (Two
+    /// concurrent first uses of one key may both build; the first stored is kept.)
+    pub async fn pipeline_async<K: PipelineKey>(&self, key: &K) -> Result<Arc<Pipeline>> {
+        let slot = self.slot(key)?;
+        if let Some(p) = &*slot.lock().map_err(poisoned)? {
+            return Ok(p.clone());
+        }
+        let built = Arc::new(self.build_desc_async(format!("{key:?}"), key.describe(self.caps())).await?);
+        let mut stored = slot.lock().map_err(poisoned)?;
+        Ok(stored.get_or_insert(built).clone())
+    }
+
+    /// The cache slot of `key` (made empty on first use).
+    fn slot<K: PipelineKey>(&self, key: &K) -> Result<Slot> {
+        Ok(self.pipelines.map.lock().map_err(poisoned)?.entry(CacheKey(Box::new(key.clone()))).or_default().clone())
+    }
+
+    /// Blocking form of [`Context::build_desc_async`] (native code).
+    pub(crate) fn build_desc(&self, label: String, desc: PipelineDesc) -> Result<Pipeline> {
+        pollster::block_on(self.build_desc_async(label, desc))
     }
 
     /// Build one pipeline from its description (uncached). Errors of any kind come back as
     /// [`Error::Pipeline`]: validation errors, and internal ones too, which is how wgpu reports a
     /// passthrough MSL that the Metal compiler rejects (`CreateShaderModuleError::Generation`).
-    pub(crate) fn build_desc(&self, label: String, desc: PipelineDesc) -> Result<Pipeline> {
+    pub(crate) async fn build_desc_async(&self, label: String, desc: PipelineDesc) -> Result<Pipeline> {
         let device = &self.device;
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -304,10 +325,52 @@ impl Context {
         });
         // Both, innermost first: a rejected passthrough module shows up as an internal error and
         // the pipeline built on it as a validation error.
-        let errors: Vec<String> = [pollster::block_on(validation.pop()), pollster::block_on(internal.pop())].into_iter().flatten().map(|e| e.to_string()).collect();
+        let errors: Vec<String> = [validation.pop().await, internal.pop().await].into_iter().flatten().map(|e| e.to_string()).collect();
         if !errors.is_empty() {
             return Err(Error::Pipeline(format!("{label}: {}", errors.join("; "))));
         }
         Ok(Pipeline { label, pipeline, layout, desc })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::task::Poll;
+
+    /// A one-kernel key: a valid module, or one naga rejects.
+    #[derive(Clone, Debug, Hash, PartialEq, Eq)]
+    struct Probe(bool);
+
+    impl PipelineKey for Probe {
+        fn describe(&self, _caps: &Caps) -> PipelineDesc {
+            let body = if self.0 { "@compute @workgroup_size(1) fn main() {}" } else { "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }" };
+            PipelineDesc { source: ShaderSource::Wgsl(vec![body]), entry: "main", constants: vec![], workgroup_size: [1, 1, 1], params_size: 16, bindings: &[] }
+        }
+    }
+
+    /// Drive `f` on this thread alone: poll it, and between polls let the device make progress
+    /// without waiting (`PollType::Poll`). Never blocks.
+    fn drive<F: Future>(ctx: &Context, f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        for _ in 0..10_000 {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+            ctx.device.poll(wgpu::PollType::Poll).expect("device poll");
+        }
+        panic!("the future did not complete");
+    }
+
+    #[test]
+    fn pipelines_build_on_a_single_threaded_executor() {
+        let ctx = Context::new_blocking(crate::ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let built = drive(&ctx, ctx.pipeline_async(&Probe(true))).expect("a valid module builds");
+        // Cached: the blocking form returns the same pipeline without building again.
+        assert!(Arc::ptr_eq(&built, &ctx.pipeline(&Probe(true)).unwrap()));
+        let err = drive(&ctx, ctx.pipeline_async(&Probe(false))).err().expect("an invalid module is an error");
+        assert!(matches!(err, Error::Pipeline(_)), "{err}");
     }
 }

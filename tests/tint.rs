@@ -9,24 +9,11 @@
 //! and `pipelines.json`, an array of `{label, file, entry, constants, workgroup_size, sources}`
 //! (`sources`: the wgsl/ files the module is assembled from, `-` for a generated part).
 
-use std::fmt::Write as _;
+#[path = "common/json.rs"]
+mod json;
+
 use std::path::PathBuf;
 use wgkernels::pipeline::{ShaderSource, WgslDialect};
-
-/// A JSON string literal.
-fn json_str(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => write!(out, "\\u{:04x}", c as u32).unwrap(),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
 
 #[test]
 fn write_every_pipeline_in_the_spec_dialect() {
@@ -56,17 +43,16 @@ fn write_every_pipeline_in_the_spec_dialect() {
             assert!(!label.contains("Portable"), "{label}: a Portable pipeline uses subgroups");
             subgroup += 1;
         }
-        let sources: Vec<String> = parts.iter().map(|p| json_str(files.get(*p).map_or("-", String::as_str))).collect();
+        let sources: Vec<String> = parts.iter().map(|p| json::string(files.get(*p).map_or("-", String::as_str))).collect();
         let file = format!("{:04}.wgsl", manifest.len());
         std::fs::write(dir.join(&file), &text).unwrap();
-        let constants: Vec<String> = desc.constants.iter().map(|(k, v)| format!("{}: {v:?}", json_str(k))).collect();
         let [x, y, z] = desc.workgroup_size;
         manifest.push(format!(
-            "{{\"label\": {}, \"file\": {}, \"entry\": {}, \"constants\": {{{}}}, \"workgroup_size\": [{x}, {y}, {z}], \"sources\": [{}]}}",
-            json_str(&label),
-            json_str(&file),
-            json_str(desc.entry),
-            constants.join(", "),
+            "{{\"label\": {}, \"file\": {}, \"entry\": {}, \"constants\": {}, \"workgroup_size\": [{x}, {y}, {z}], \"sources\": [{}]}}",
+            json::string(&label),
+            json::string(&file),
+            json::string(desc.entry),
+            json::constants(&desc.constants),
             sources.join(", ")
         ));
     }

@@ -1,0 +1,232 @@
+//! The kernels executed by Dawn, the WebGPU implementation of Chrome, and checked against the CPU
+//! reference with each case's own bound: every kernel x the variants a browser offers (Portable,
+//! Subgroup). `tools/tint/replay.mjs` (npm `webgpu`, Dawn's Node bindings, on SwiftShader: Dawn's
+//! Vulkan backend with VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json) runs each
+//! dispatch: the context's dispatch executor sends it there (the module in the WGSL
+//! specification's dialect, its override values, params and the whole contents of its buffers)
+//! and writes the buffers Dawn wrote back into the context's own, which the case's check then
+//! reads. No kernel runs on the context's own device.
+//!
+//! The context is made on the local adapter with Dawn's limits and features (the smaller of
+//! each), so every plan is made for what Dawn's device can run; a kernel or case that cannot fit
+//! is UNSUPPORTED, never passed.
+//!
+//! By default one case per kernel and variant (CI); `WGKERNELS_DAWN_FULL=1` runs every test case:
+//!   WGPU_BACKEND=vulkan WGKERNELS_DAWN_FULL=1 cargo test --test dawn -- --nocapture
+//! Needs `npm install --prefix tools/tint` and Chromium's SwiftShader (`.ci/run` installs both).
+
+#[path = "common/json.rs"]
+mod json;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use wgkernels::native::NativeExecutor;
+use wgkernels::pipeline::{PipelineDesc, WgslDialect};
+use wgkernels::suite::{run_case, Rng};
+use wgkernels::{kernels, Context, ContextOptions, Error, Variant, VariantPolicy};
+
+const SWIFTSHADER: &str = "/usr/lib/chromium/vk_swiftshader_icd.json";
+
+/// The replay process and the dispatches it ran.
+struct Dawn {
+    io: Mutex<(ChildStdin, BufReader<ChildStdout>)>,
+    child: Mutex<Child>,
+    /// The adapter line it printed on start (name, features, limits).
+    adapter: String,
+    dispatches: AtomicUsize,
+}
+
+impl Dawn {
+    fn start() -> Dawn {
+        let root = env!("CARGO_MANIFEST_DIR");
+        assert!(
+            std::path::Path::new(root).join("tools/tint/node_modules/webgpu").exists(),
+            "Dawn's Node bindings are missing: npm install --prefix tools/tint (and apt-get install chromium for SwiftShader)"
+        );
+        let icd = std::env::var("VK_ICD_FILENAMES").unwrap_or_else(|_| SWIFTSHADER.to_string());
+        let mut child = Command::new("node")
+            .arg("tools/tint/replay.mjs")
+            .current_dir(root)
+            .env("VK_ICD_FILENAMES", icd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("node (apt-get install nodejs)");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut adapter = String::new();
+        stdout.read_line(&mut adapter).unwrap();
+        assert!(adapter.contains("\"limits\""), "Dawn did not start: {adapter}");
+        Dawn { io: Mutex::new((stdin, stdout)), child: Mutex::new(child), adapter, dispatches: AtomicUsize::new(0) }
+    }
+
+    fn limit(&self, key: &str) -> u64 {
+        json::number(&self.adapter, key).unwrap_or_else(|| panic!("no {key} in {}", self.adapter)) as u64
+    }
+}
+
+impl Drop for Dawn {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.child.lock() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl NativeExecutor for Dawn {
+    fn execute(&self, desc: &PipelineDesc, params: &[u8], buffers: &mut [Vec<u8>], workgroups: [u32; 3]) -> Result<(), String> {
+        let specs: Vec<String> = buffers.iter().zip(desc.bindings).map(|(b, s)| format!("{{\"size\": {}, \"write\": {}}}", b.len(), !s.read_only)).collect();
+        let head = format!(
+            "{{\"code\": {}, \"entry\": {}, \"constants\": {}, \"params\": {}, \"buffers\": [{}], \"workgroups\": [{}, {}, {}]}}",
+            json::string(&desc.source.wgsl(WgslDialect::Spec)),
+            json::string(desc.entry),
+            json::constants(&desc.constants),
+            params.len(),
+            specs.join(", "),
+            workgroups[0],
+            workgroups[1],
+            workgroups[2]
+        );
+        let mut io = self.io.lock().map_err(|e| e.to_string())?;
+        let (stdin, stdout) = &mut *io;
+        let mut msg = (head.len() as u32).to_le_bytes().to_vec();
+        msg.extend_from_slice(head.as_bytes());
+        msg.extend_from_slice(params);
+        for b in buffers.iter() {
+            msg.extend_from_slice(b);
+        }
+        stdin.write_all(&msg).and_then(|_| stdin.flush()).map_err(|e| format!("to Dawn: {e}"))?;
+        let mut len = [0u8; 4];
+        stdout.read_exact(&mut len).map_err(|e| format!("from Dawn: {e}"))?;
+        let mut reply = vec![0u8; u32::from_le_bytes(len) as usize];
+        stdout.read_exact(&mut reply).map_err(|e| format!("from Dawn: {e}"))?;
+        let reply = String::from_utf8_lossy(&reply);
+        if reply.contains("\"error\"") {
+            // The first error line of Tint's or Dawn's message (JSON-escaped newlines).
+            let first = reply.split("\\n").find(|l| l.contains("error:")).unwrap_or(&reply);
+            return Err(format!("Dawn: {first}"));
+        }
+        for (b, s) in buffers.iter_mut().zip(desc.bindings) {
+            if !s.read_only {
+                stdout.read_exact(b).map_err(|e| format!("from Dawn: {e}"))?;
+            }
+        }
+        self.dispatches.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// A context on the local adapter (lavapipe in CI) with no more than Dawn's limits, only the
+/// features a browser gives (subgroups; f16 where Dawn has it) and Dawn's subgroup sizes, so
+/// plans fit Dawn's device.
+fn context_like(dawn: &Dawn) -> Context {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default())).expect("a local adapter (lavapipe: apt-get install mesa-vulkan-drivers)");
+    let mut features = adapter.features() & wgpu::Features::SUBGROUP;
+    if dawn.adapter.contains("shader-f16") {
+        features |= adapter.features() & wgpu::Features::SHADER_F16;
+    }
+    let mut l = adapter.limits();
+    let cap = |v: &mut u32, key: &str| *v = (*v).min(dawn.limit(key) as u32);
+    cap(&mut l.max_compute_invocations_per_workgroup, "maxComputeInvocationsPerWorkgroup");
+    cap(&mut l.max_compute_workgroup_size_x, "maxComputeWorkgroupSizeX");
+    cap(&mut l.max_compute_workgroup_size_y, "maxComputeWorkgroupSizeY");
+    cap(&mut l.max_compute_workgroup_size_z, "maxComputeWorkgroupSizeZ");
+    cap(&mut l.max_compute_workgroup_storage_size, "maxComputeWorkgroupStorageSize");
+    cap(&mut l.max_storage_buffers_per_shader_stage, "maxStorageBuffersPerShaderStage");
+    cap(&mut l.max_compute_workgroups_per_dimension, "maxComputeWorkgroupsPerDimension");
+    l.max_storage_buffer_binding_size = l.max_storage_buffer_binding_size.min(dawn.limit("maxStorageBufferBindingSize"));
+    l.max_buffer_size = l.max_buffer_size.min(dawn.limit("maxBufferSize"));
+    l.min_storage_buffer_offset_alignment = l.min_storage_buffer_offset_alignment.max(dawn.limit("minStorageBufferOffsetAlignment") as u32);
+    l.min_uniform_buffer_offset_alignment = l.min_uniform_buffer_offset_alignment.max(dawn.limit("minUniformBufferOffsetAlignment") as u32);
+    let desc = wgpu::DeviceDescriptor { label: Some("wgkernels, Dawn's limits"), required_features: features, required_limits: l, ..Default::default() };
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc)).expect("device");
+    let ctx = Context::from_device(device, queue, ContextOptions::default()).expect("context");
+    // Plans that depend on the subgroup size take Dawn's.
+    ctx.with_caps(|caps| {
+        caps.subgroup_min_size = dawn.limit("subgroupMinSize") as u32;
+        caps.subgroup_max_size = dawn.limit("subgroupMaxSize") as u32;
+    })
+}
+
+#[test]
+fn every_kernel_on_dawn() {
+    let dawn = Arc::new(Dawn::start());
+    println!("Dawn: {}", dawn.adapter.trim());
+    let base = context_like(&dawn);
+    println!("{}", base.caps().report());
+    let full = std::env::var("WGKERNELS_DAWN_FULL").is_ok_and(|v| v == "1");
+    let seed = Rng::fresh_seed();
+    println!("seed {seed} (set WGKERNELS_SEED={seed} to reproduce); {}\n", if full { "every test case" } else { "one case per kernel and variant" });
+    let mut rng = Rng::new(seed);
+    let (mut passed, mut unsupported) = (0, 0);
+    let mut failures = Vec::new();
+    let start = std::time::Instant::now();
+    // WGKERNELS_KERNEL=substr: only the kernels whose name contains it.
+    let filter = std::env::var("WGKERNELS_KERNEL").ok().filter(|f| !f.is_empty());
+    for kernel in kernels::registry() {
+        let info = kernel.info();
+        if filter.as_deref().is_some_and(|f| !info.name.contains(f)) {
+            continue;
+        }
+        for v in [Variant::Portable, Variant::Subgroup] {
+            if let Err(reason) = info.support(base.caps(), v) {
+                if info.variants.contains(&v) {
+                    println!("{:<22} {:<9} UNSUPPORTED: {reason}", info.name, v.name());
+                    unsupported += 1;
+                }
+                continue;
+            }
+            let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)).with_dispatch_executor(dawn.clone()));
+            let mut cases = kernel.test_cases();
+            let mut ran = 0;
+            // CI: the first case this device can run.
+            while !cases.is_empty() && (full || ran == 0) {
+                let case = cases.remove(0);
+                let before = dawn.dispatches.load(Ordering::Relaxed);
+                let result = run_case(&ctx, case.as_ref(), &mut rng);
+                let on_dawn = dawn.dispatches.load(Ordering::Relaxed) - before;
+                let line = match result {
+                    Err(Error::Unsupported { reason, .. }) => {
+                        unsupported += 1;
+                        format!("UNSUPPORTED for this shape: {reason}")
+                    }
+                    Ok(c) if c.passed() && on_dawn > 0 => {
+                        passed += 1;
+                        ran += 1;
+                        format!("PASS  {} ({on_dawn} dispatches on Dawn)", c.summary())
+                    }
+                    Ok(c) => {
+                        ran += 1;
+                        let why = if on_dawn == 0 { "nothing ran on Dawn".to_string() } else { c.summary() };
+                        failures.push(format!("{} {} {}: {why}", info.name, v.name(), case.name()));
+                        format!("FAIL  {why}")
+                    }
+                    Err(e) => {
+                        ran += 1;
+                        failures.push(format!("{} {} {}: {e}", info.name, v.name(), case.name()));
+                        format!("FAIL  error: {e}")
+                    }
+                };
+                println!("{:<22} {:<9} {:<36} {line}", info.name, v.name(), case.name());
+            }
+            if ran == 0 {
+                failures.push(format!("{} {}: supported but none of its test cases fits this device", info.name, v.name()));
+            }
+        }
+    }
+    println!(
+        "\nDawn: {passed} cases passed, {} failed, {unsupported} unsupported; {} dispatches on Dawn in {:.1} s",
+        failures.len(),
+        dawn.dispatches.load(Ordering::Relaxed),
+        start.elapsed().as_secs_f64()
+    );
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    assert!(failures.is_empty(), "{} cases failed on Dawn (seed {seed})", failures.len());
+    assert!(passed > 0, "nothing ran on Dawn");
+}
