@@ -88,15 +88,36 @@ impl Model {
         Ok(self.embd.get_or_init(|| w))
     }
 
-    /// Read `path` ([`GgufFile::open`]) and [`Model::load`] it. A file that is no valid GGUF
-    /// file is [`ModelError::File`], naming the path.
+    /// Read `path` into memory ([`GgufFile::open`]) and [`Model::load`] it. A file that is no
+    /// valid GGUF file is [`ModelError::File`], naming the path. The whole file is read (its
+    /// weights are then uploaded tensor by tensor); to avoid that copy on a large model, see
+    /// [`Model::open_mapped`].
     pub fn open(ctx: &Context, path: impl AsRef<Path>, progress: &mut dyn FnMut(&Progress)) -> Result<Model> {
         let path = path.as_ref();
-        let file = GgufFile::open(path).map_err(|e| match e {
+        Self::load(ctx, GgufFile::open(path).map_err(|e| Self::file_error(path, e))?, progress)
+    }
+
+    /// [`Model::open`] over a memory map of the file ([`GgufFile::open_mapped`]): a 4 GB model
+    /// is paged in as its tensors are uploaded, never copied into RAM as a whole.
+    ///
+    /// # Safety
+    ///
+    /// [`GgufFile::open_mapped`]'s contract: the file must not be truncated or modified while
+    /// the returned `Model` is alive (the model keeps the map for its tied or untied
+    /// embedding rows).
+    pub unsafe fn open_mapped(ctx: &Context, path: impl AsRef<Path>, progress: &mut dyn FnMut(&Progress)) -> Result<Model> {
+        let path = path.as_ref();
+        // SAFETY: the caller upholds the mapping's contract, stated above.
+        let file = unsafe { GgufFile::open_mapped(path) }.map_err(|e| Self::file_error(path, e))?;
+        Self::load(ctx, file, progress)
+    }
+
+    /// An I/O error names its path already; any other error of the file gets the path.
+    fn file_error(path: &Path, e: crate::formats::FormatError) -> ModelError {
+        match e {
             e @ crate::formats::FormatError::Io(_) => ModelError::Format(e),
             error => ModelError::File { path: path.to_path_buf(), error },
-        })?;
-        Self::load(ctx, file, progress)
+        }
     }
 }
 

@@ -5,19 +5,21 @@
 //!
 //! Architectures: `llama` (Llama 2/3/3.1, Mistral) and `qwen2`; see [`config`].
 //!
-//! ```no_run
+//! ```
 //! use wgkernels::{Context, ContextOptions};
 //! use wgkernels::model::{tokenizer::Tokenizer, Model, Sampler, SamplerConfig, Session, SessionOptions};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
-//! let model = Model::open(&ctx, "model.gguf", &mut |_| {})?;
+//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/models/llama-tiny-q8_0.gguf");
+//! // A memory map instead of a copy: `unsafe { Model::open_mapped(&ctx, path, ..) }`.
+//! let model = Model::open(&ctx, path, &mut |_| {})?;
 //! let mut session = Session::new(&ctx, &model, SessionOptions { context: 512, ..Default::default() })?;
 //! let mut sampler = Sampler::new(SamplerConfig::default())?;
 //! let tok = Tokenizer::from_gguf(&model.file)?;
 //! let prompt = tok.encode("Once upon a time", true)?;
 //! let mut logits = session.prefill(&ctx, &model, &prompt)?;
 //! let mut text = tok.decoder(false);
-//! for _ in 0..16 {
+//! for _ in 0..4 {
 //!     let next = sampler.sample(&logits)?;
 //!     print!("{}", text.push(next)?);
 //!     if tok.is_eog(next) {

@@ -6,7 +6,7 @@
 //! row (sampling's candidates). Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
 //! model_copy_row.wgsl, model_swiglu_pairs.wgsl, model_split_qkv.wgsl, model_argmax.wgsl,
 //! model_top_k.wgsl.
-//! CPU references: [`reference_kv_store`] (f64), [`reference_split_qkv`]; the others are exact
+//! CPU references (test kit): `reference_kv_store` (f64), `reference_split_qkv`; the others are exact
 //! (argmax and top-k choose what [`crate::model::sample`] chooses).
 
 use crate::batch::Batch;
@@ -310,6 +310,7 @@ pub fn split_qkv(b: &mut Batch, src: &GpuBuffer<f32>, m: usize, r0: usize, w: us
 }
 
 /// Reference of [`split_qkv`] (exact: a copy plus one f32 add): updates `q`, `k`, `v`.
+#[cfg(feature = "testkit")]
 #[allow(clippy::too_many_arguments)]
 pub fn reference_split_qkv(src: &[f32], m: usize, r0: usize, w: usize, bias: Option<&[f32]>, qd: usize, kvd: usize, q: &mut [f32], k: &mut [f32], v: &mut [f32]) {
     for t in 0..m {
@@ -370,6 +371,7 @@ pub fn kv_store(b: &mut Batch, a: &KvStore) -> Result<()> {
 
 /// f64 reference of [`kv_store`]'s key rotation: `k` `[tokens, kv_heads, d]` rotated with
 /// `inv_freq` (and attention factor 1) at positions `pos0 + t`.
+#[cfg(feature = "testkit")]
 pub fn reference_kv_store(k: &[f32], tokens: usize, kv_heads: usize, d: usize, pos0: usize, layout: PairLayout, inv_freq: &[f64]) -> Vec<f64> {
     let mut out: Vec<f64> = k.iter().map(|&v| v as f64).collect();
     for t in 0..tokens {
