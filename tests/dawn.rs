@@ -41,10 +41,15 @@ struct Dawn {
 impl Dawn {
     fn start() -> Dawn {
         let root = env!("CARGO_MANIFEST_DIR");
-        assert!(
-            std::path::Path::new(root).join("tools/tint/node_modules/webgpu").exists(),
-            "Dawn's Node bindings are missing: npm install --prefix tools/tint (and apt-get install chromium for SwiftShader)"
-        );
+        if !std::path::Path::new(root).join("tools/tint/node_modules/webgpu").exists() {
+            // Once per checkout, from the npm registry (tools/tint/package.json pins the version).
+            let status =
+                Command::new("npm").args(["install", "--prefix", "tools/tint", "--no-audit", "--no-fund", "--no-package-lock"]).current_dir(root).stdout(Stdio::null()).status();
+            assert!(
+                matches!(status, Ok(s) if s.success()),
+                "Dawn's Node bindings are missing and `npm install --prefix tools/tint` failed ({status:?}): install nodejs and npm (and chromium, for SwiftShader)"
+            );
+        }
         let icd = std::env::var("VK_ICD_FILENAMES").unwrap_or_else(|_| SWIFTSHADER.to_string());
         let mut child = Command::new("node")
             .arg("tools/tint/replay.mjs")
