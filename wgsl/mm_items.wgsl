@@ -1,4 +1,4 @@
-// The row-block driver's item hooks (mm_rows.wgsl) for the GEMVs that run the format's own
+// The GEMV accumulator's item hooks (mm_gemv_acc.wgsl) for the GEMVs that run the format's own
 // f32 dot: items, loads, activations and dots straight from the format part.
 
 fn mm_item_x(item: u32) -> FmtX {

@@ -9,10 +9,8 @@
 pub mod attention;
 pub mod elementwise;
 pub mod int4;
-pub mod int8;
 pub mod interleave;
 pub mod matmul;
-pub mod q4k;
 pub mod q8;
 pub mod rope;
 pub(crate) mod splitk;
@@ -23,18 +21,9 @@ use crate::caps::KernelInfo;
 /// The [`KernelInfo`] of every kernel of every family, in the order the probe reports them.
 pub fn infos() -> Vec<&'static KernelInfo> {
     let mut v = vec![
-        &int4::GEMV,
-        &int4::GEMM,
         &int4::QUANTIZE,
-        &int4::DEQUANTIZE,
-        &int8::GEMV,
-        &q4k::GEMV,
-        &q4k::GEMM,
-        &q4k::DEQUANTIZE,
         &q8::QUANTIZE,
         &q8::NORM_QUANTIZE,
-        &q8::INT4_GEMV,
-        &q8::Q4K_GEMV,
         &turboquant::QUANTIZE,
         &turboquant::DEQUANTIZE,
         &turboquant::ATTENTION,
@@ -55,11 +44,8 @@ pub fn infos() -> Vec<&'static KernelInfo> {
 /// Native variant has an entry (a unit test below checks it).
 pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Case>>> {
     type Cases = fn() -> Vec<Box<dyn crate::suite::Case>>;
-    let table: [(&KernelInfo, Cases); 9] = [
-        (&int4::GEMV, int4::gemv_checks),
+    let table: [(&KernelInfo, Cases); 6] = [
         (&int4::QUANTIZE, int4::quantize_checks),
-        (&int8::GEMV, int8::gemv_checks),
-        (&q4k::GEMV, q4k::gemv_checks),
         (&turboquant::QUANTIZE, turboquant::quantize_checks),
         (&turboquant::DEQUANTIZE, turboquant::dequantize_checks),
         (&turboquant::ATTENTION, turboquant::attention_checks),
@@ -74,8 +60,6 @@ pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Ca
 pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     let mut v = Vec::new();
     v.extend(int4::kernels());
-    v.extend(int8::kernels());
-    v.extend(q4k::kernels());
     v.extend(matmul::kernels());
     v.extend(q8::kernels());
     v.extend(turboquant::kernels());
@@ -85,11 +69,12 @@ pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     v
 }
 
-/// Every pipeline of every kernel, plus the bench's copy, busy and read kernels and the model
-/// runner's glue kernels (for the offline shader checks).
+/// Every pipeline of every kernel, plus the GEMMs' split-K reduce, the bench's copy, busy and
+/// read kernels and the model runner's glue kernels (for the offline shader checks).
 #[cfg(feature = "testkit")]
 pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
+    v.extend(crate::suite::describe_all([splitk::SplitReduce]));
     v.extend(crate::timing::pipeline_descs(&crate::caps::Caps::nominal()));
     v.extend(crate::model::ops::pipelines());
     v
