@@ -13,7 +13,6 @@ use crate::buffer::GpuBuffer;
 use crate::caps::Caps;
 use crate::error::Result;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 
 /// The split-K work unit of a GEMM workgroup (wgsl/splitk_tile.wgsl), appended to both GEMMs.
 pub(crate) const TILE_WGSL: &str = include_str!("../../wgsl/splitk_tile.wgsl");
@@ -34,12 +33,13 @@ pub(crate) fn plan_for(caps: &Caps, tiles: usize, steps: usize, target: usize) -
     (per, steps.max(1).div_ceil(per))
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct ReduceParams {
-    len: u32,
-    splits: u32,
-    _p: [u32; 2],
+params_struct! {
+    struct ReduceParams {
+        len: u32,
+        splits: u32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
 const BINDINGS: &[StorageBinding] = &[StorageBinding::read("part", "f32"), StorageBinding::write("y", "f32")];
@@ -76,8 +76,19 @@ pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, 
     let grid = ctx.grid((len as u64).div_ceil(256))?;
     b.dispatch(
         &SplitReduce,
-        &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p: [0; 2] },
+        &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p0: 0, _p1: 0 },
         &[ctx.internal(&part), y.raw()],
         grid,
     )
+}
+
+/// The reduce's params and its WGSL pipeline (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
+    crate::kernels::ParamsTwin {
+        rust: "splitk::ReduceParams",
+        size: std::mem::size_of::<ReduceParams>(),
+        fields: ReduceParams::FIELDS,
+        pipelines: crate::suite::describe_all([SplitReduce]),
+    }
 }

@@ -32,7 +32,7 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Pod;
 
 /// Variants are listed least preferred first: the Subgroup quantiser measured 0.69x the Portable
 /// one on an H200 (and slower on lavapipe), so Auto picks Portable unless Native is available.
@@ -262,16 +262,17 @@ impl Int4Matrix {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct QuantParams {
-    n: u32,
-    k: u32,
-    group_size: u32,
-    num_groups: u32,
-    row_words: u32,
-    asym: u32,
-    _p: [u32; 2],
+params_struct! {
+    struct QuantParams {
+        n: u32,
+        k: u32,
+        group_size: u32,
+        num_groups: u32,
+        row_words: u32,
+        asym: u32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
 const QUANT_BINDINGS: &[StorageBinding] =
@@ -345,7 +346,8 @@ pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Mat
         num_groups: dst.num_groups() as u32,
         row_words: dst.row_words() as u32,
         asym: (dst.mode == Int4Mode::Asymmetric) as u32,
-        _p: [0; 2],
+        _p0: 0,
+        _p1: 0,
     };
     let bufs = [src.raw(), dst.codes.raw(), dst.scales.raw(), dst.zeros_raw(ctx)];
     let groups = (dst.n * dst.num_groups()) as u64;
@@ -364,3 +366,12 @@ mod check;
 #[cfg(feature = "testkit")]
 pub use cases::{kernels, random_host};
 pub(crate) use check::quantize_checks;
+
+/// The quantiser's params and its WGSL pipelines (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
+    let keys = [false, true]
+        .into_iter()
+        .flat_map(|f16| [Variant::Portable, Variant::Subgroup].into_iter().flat_map(move |variant| [Int4Pipeline::Scales { f16, variant }, Int4Pipeline::Codes { f16, variant }]));
+    crate::kernels::ParamsTwin { rust: "int4::QuantParams", size: std::mem::size_of::<QuantParams>(), fields: QuantParams::FIELDS, pipelines: crate::suite::describe_all(keys) }
+}

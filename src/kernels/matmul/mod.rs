@@ -27,7 +27,7 @@ use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::formats::{self, WeightFormat, FORMATS};
 use crate::kernels::q8::Q8Activations;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use std::sync::OnceLock;
 
 #[cfg(feature = "testkit")]
@@ -322,23 +322,23 @@ impl WeightMatrix {
     }
 }
 
-/// The params block of every kernel of the family (wgsl/mm_common.wgsl).
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    n: u32,
-    k: u32,
-    k4: u32,
-    items: u32,
-    row_vec4s: u32,
-    y_off: u32,
-    m: u32,
-    ldy: u32,
-    tiles_n: u32,
-    sps: u32,
-    splits: u32,
-    /// q8 GEMM: the stride of the activation records' planes (quads of the whole buffer).
-    xs: u32,
+params_struct! {
+    /// The params block of every kernel of the family (wgsl/mm_common.wgsl).
+    struct Params {
+        n: u32,
+        k: u32,
+        k4: u32,
+        items: u32,
+        row_vec4s: u32,
+        y_off: u32,
+        m: u32,
+        ldy: u32,
+        tiles_n: u32,
+        sps: u32,
+        splits: u32,
+        /// q8 GEMM: the stride of the activation records' planes (quads of the whole buffer).
+        xs: u32,
+    }
 }
 
 const GEMV_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("y", "f32")];
@@ -703,4 +703,11 @@ pub fn gather_row(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, out: &G
         b.dispatch(&key, &w.params(c), &[c.data.raw(), idx.raw(), out.raw()], grid)?;
     }
     Ok(())
+}
+
+/// The family's params and its WGSL pipelines, every format's (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
+    let pipelines = kernels().iter().flat_map(|k| k.pipelines()).collect();
+    vec![crate::kernels::ParamsTwin { rust: "matmul::Params", size: std::mem::size_of::<Params>(), fields: Params::FIELDS, pipelines }]
 }

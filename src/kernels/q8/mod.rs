@@ -44,7 +44,6 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::q4k::QK_K;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 
 /// Activations per Q8 block (one f32 scale each).
 pub const QB: usize = 32;
@@ -111,14 +110,14 @@ impl Q8Activations {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct QuantParams {
-    blocks: u32,
-    quads: u32,
-    has_q4k: u32,
-    /// RMSNorm epsilon (NormQuantize only).
-    eps: f32,
+params_struct! {
+    struct QuantParams {
+        blocks: u32,
+        quads: u32,
+        has_q4k: u32,
+        /// RMSNorm epsilon (NormQuantize only).
+        eps: f32,
+    }
 }
 
 const QUANT_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("x4", "vec4<u32>"), StorageBinding::write("xk", "vec4<u32>")];
@@ -214,3 +213,10 @@ pub fn rmsnorm_quantize(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, e
 mod cases;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
+
+/// The quantisers' params and their WGSL pipelines (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
+    let pipelines = crate::suite::describe_all([Q8Pipeline::Quantize, Q8Pipeline::NormQuantize]);
+    crate::kernels::ParamsTwin { rust: "q8::QuantParams", size: std::mem::size_of::<QuantParams>(), fields: QuantParams::FIELDS, pipelines }
+}
