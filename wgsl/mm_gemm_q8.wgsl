@@ -29,26 +29,10 @@ fn mq_x(a: u32, qd: u32) -> MmQx {
                 bitcast<vec4<f32>>(xk[6u * q + i]), bitcast<vec4<f32>>(xk[7u * q + i]));
 }
 
-struct MmSlab {
-    r0: FmtQRow,
-    r1: FmtQRow,
-    r2: FmtQRow,
-    r3: FmtQRow,
-}
+alias MmRow = FmtQRow;
 
-fn mm_slab_load(rows: vec4<u32>, qd: u32) -> MmSlab {
-    var sl: MmSlab;
-    sl.r0 = fmt_qload(rows.x * p.row_vec4s, qd);
-    if (ROWS > 1u) {
-        sl.r1 = fmt_qload(rows.y * p.row_vec4s, qd);
-    }
-    if (ROWS > 2u) {
-        sl.r2 = fmt_qload(rows.z * p.row_vec4s, qd);
-    }
-    if (ROWS > 3u) {
-        sl.r3 = fmt_qload(rows.w * p.row_vec4s, qd);
-    }
-    return sl;
+fn mm_item_load(base: u32, qd: u32) -> FmtQRow {
+    return fmt_qload(base, qd);
 }
 
 // The partial dots of the slab's ROWS rows with activation row a over quad qd.

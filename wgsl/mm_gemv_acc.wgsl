@@ -1,30 +1,8 @@
 // The GEMVs' accumulator hooks of the row driver (mm_rows.wgsl): one vec4<f32> per lane
 // (component r = row r of the block), the items' activations loaded once for the ROWS rows, and
 // the epilogue. The activation file (mm_gemv.wgsl, mm_gemv_q8.wgsl + mm_items.wgsl, or
-// mm_gemv_qk.wgsl) supplies MmRow, mm_item_load(base, item) (a row's weights at an item),
+// mm_gemv_qk.wgsl) supplies the driver's MmRow and mm_item_load(base, item) and, for this file,
 // mm_item_x(item) (the activations of an item) and mm_item_dot(row, x) (one row's partial dot).
-
-struct MmSlab {
-    r0: MmRow,
-    r1: MmRow,
-    r2: MmRow,
-    r3: MmRow,
-}
-
-fn mm_slab_load(rows: vec4<u32>, i: u32) -> MmSlab {
-    var sl: MmSlab;
-    sl.r0 = mm_item_load(rows.x * p.row_vec4s, i);
-    if (ROWS > 1u) {
-        sl.r1 = mm_item_load(rows.y * p.row_vec4s, i);
-    }
-    if (ROWS > 2u) {
-        sl.r2 = mm_item_load(rows.z * p.row_vec4s, i);
-    }
-    if (ROWS > 3u) {
-        sl.r3 = mm_item_load(rows.w * p.row_vec4s, i);
-    }
-    return sl;
-}
 
 alias MmAcc = vec4<f32>;
 

@@ -1,8 +1,8 @@
 // The row-block driver of the family's team kernels (appended after the kernel file): the GEMVs
 // (accumulator hooks: mm_gemv_acc.wgsl) and the int8 multi-row GEMM (mm_gemm_q8.wgsl). The
 // kernel supplies the hooks
-//   struct MmSlab, fn mm_slab_load(rows: vec4<u32>, item: u32) -> MmSlab (the ROWS rows' loads
-//     of one item, loads only),
+//   MmRow, fn mm_item_load(base: u32, item: u32) -> MmRow (one row's weights at an item, loads
+//     only; the driver's MmSlab holds those of the ROWS rows),
 //   struct MmAcc, fn mm_acc_zero() -> MmAcc, fn mm_acc_add(acc: ptr<function, MmAcc>, sl: MmSlab,
 //     item: u32) (the arithmetic of one item),
 //   fn mm_finish(acc: MmAcc, r0: u32, write: bool) (reduce over the team with team_sum, in
@@ -18,6 +18,28 @@
 
 override ROWS: u32 = 2u;    // rows per team, 1..4
 override UNROLL: u32 = 2u;  // items per lane per iteration: 1, 2 or 4
+
+struct MmSlab {
+    r0: MmRow,
+    r1: MmRow,
+    r2: MmRow,
+    r3: MmRow,
+}
+
+fn mm_slab_load(rows: vec4<u32>, i: u32) -> MmSlab {
+    var sl: MmSlab;
+    sl.r0 = mm_item_load(rows.x * p.row_vec4s, i);
+    if (ROWS > 1u) {
+        sl.r1 = mm_item_load(rows.y * p.row_vec4s, i);
+    }
+    if (ROWS > 2u) {
+        sl.r2 = mm_item_load(rows.z * p.row_vec4s, i);
+    }
+    if (ROWS > 3u) {
+        sl.r3 = mm_item_load(rows.w * p.row_vec4s, i);
+    }
+    return sl;
+}
 
 fn team_main(t: Team, teams: u32) {
     let items = p.items;
