@@ -35,21 +35,15 @@ fn mm_item_load(base: u32, qd: u32) -> FmtQRow {
     return fmt_qload(base, qd);
 }
 
+alias MmX = MmQx;
+
+fn mm_item_dot(r: FmtQRow, xs: MmQx) -> f32 {
+    return fmt_qdot(r, xs);
+}
+
 // The partial dots of the slab's ROWS rows with activation row a over quad qd.
 fn mq_dot(sl: MmSlab, a: u32, qd: u32) -> vec4<f32> {
-    let xs = mq_x(a, qd);
-    var d = vec4<f32>(0.0);
-    d.x = fmt_qdot(sl.r0, xs);
-    if (ROWS > 1u) {
-        d.y = fmt_qdot(sl.r1, xs);
-    }
-    if (ROWS > 2u) {
-        d.z = fmt_qdot(sl.r2, xs);
-    }
-    if (ROWS > 3u) {
-        d.w = fmt_qdot(sl.r3, xs);
-    }
-    return d;
+    return mm_slab_dot(sl, mq_x(a, qd));
 }
 
 // The accumulators: activation row a in acc[a / 4][a % 4] would need dynamic indexing; named

@@ -1,8 +1,8 @@
 // The GEMVs' accumulator hooks of the row driver (mm_rows.wgsl): one vec4<f32> per lane
 // (component r = row r of the block), the items' activations loaded once for the ROWS rows, and
 // the epilogue. The activation file (mm_gemv.wgsl, mm_gemv_q8.wgsl + mm_items.wgsl, or
-// mm_gemv_qk.wgsl) supplies the driver's MmRow and mm_item_load(base, item) and, for this file,
-// mm_item_x(item) (the activations of an item) and mm_item_dot(row, x) (one row's partial dot).
+// mm_gemv_qk.wgsl) supplies the driver's hooks and, for this file, mm_item_x(item) (the
+// activations of an item).
 
 alias MmAcc = vec4<f32>;
 
@@ -11,19 +11,7 @@ fn mm_acc_zero() -> vec4<f32> {
 }
 
 fn mm_acc_add(acc: ptr<function, vec4<f32>>, sl: MmSlab, i: u32) {
-    let xs = mm_item_x(i);
-    var a = vec4<f32>(0.0);
-    a.x = mm_item_dot(sl.r0, xs);
-    if (ROWS > 1u) {
-        a.y = mm_item_dot(sl.r1, xs);
-    }
-    if (ROWS > 2u) {
-        a.z = mm_item_dot(sl.r2, xs);
-    }
-    if (ROWS > 3u) {
-        a.w = mm_item_dot(sl.r3, xs);
-    }
-    *acc += a;
+    *acc += mm_slab_dot(sl, mm_item_x(i));
 }
 
 fn mm_finish(acc: vec4<f32>, r0: u32, write: bool) {

@@ -10,6 +10,7 @@ fn mm_item_dot(r: FmtRow, xs: FmtX) -> f32 {
 }
 
 alias MmRow = FmtRow;
+alias MmX = FmtX;
 
 fn mm_item_load(base: u32, item: u32) -> FmtRow {
     return fmt_load(base, item);

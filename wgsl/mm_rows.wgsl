@@ -2,7 +2,8 @@
 // (accumulator hooks: mm_gemv_acc.wgsl) and the int8 multi-row GEMM (mm_gemm_q8.wgsl). The
 // kernel supplies the hooks
 //   MmRow, fn mm_item_load(base: u32, item: u32) -> MmRow (one row's weights at an item, loads
-//     only; the driver's MmSlab holds those of the ROWS rows),
+//     only; the driver's MmSlab holds those of the ROWS rows), MmX and
+//     fn mm_item_dot(row: MmRow, x: MmX) -> f32 (one row's partial dot with activations x),
 //   struct MmAcc, fn mm_acc_zero() -> MmAcc, fn mm_acc_add(acc: ptr<function, MmAcc>, sl: MmSlab,
 //     item: u32) (the arithmetic of one item),
 //   fn mm_finish(acc: MmAcc, r0: u32, write: bool) (reduce over the team with team_sum, in
@@ -39,6 +40,22 @@ fn mm_slab_load(rows: vec4<u32>, i: u32) -> MmSlab {
         sl.r3 = mm_item_load(rows.w * p.row_vec4s, i);
     }
     return sl;
+}
+
+// The partial dots of the slab's ROWS rows with the activations xs (component r = row r).
+fn mm_slab_dot(sl: MmSlab, xs: MmX) -> vec4<f32> {
+    var d = vec4<f32>(0.0);
+    d.x = mm_item_dot(sl.r0, xs);
+    if (ROWS > 1u) {
+        d.y = mm_item_dot(sl.r1, xs);
+    }
+    if (ROWS > 2u) {
+        d.z = mm_item_dot(sl.r2, xs);
+    }
+    if (ROWS > 3u) {
+        d.w = mm_item_dot(sl.r3, xs);
+    }
+    return d;
 }
 
 fn team_main(t: Team, teams: u32) {
