@@ -4,7 +4,7 @@
 //! Prints a side-by-side table of µs per dispatch and GB/s with ratios, plus the in-process copy
 //! kernel's bandwidth as the ceiling. Off Metal it runs what it can and says why Native is not there.
 //!
-//!   cargo run --release --example compare [-- --reps 20 --kernel int4_gemv --rotate-mib 256]
+//!   cargo run --release --example compare [-- --reps 20 --kernel mm_gemv_q4_k --rotate-mib 256]
 //!
 //! --reps N        timed repetitions per case (default 20)
 //! --kernel NAME   only kernels whose name contains NAME

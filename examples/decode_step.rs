@@ -29,10 +29,11 @@ use half::f16;
 use std::cell::Cell;
 use std::time::Instant;
 use wgkernels::batch::BindCache;
+use wgkernels::formats::gguf::GgmlType;
 use wgkernels::formats::q4k::{dequantize_row, pack_scale_min, BlockQ4K, BLOCK_BYTES, QK_K};
 use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch};
 use wgkernels::kernels::elementwise;
-use wgkernels::kernels::q4k::{self, Q4kMatrix};
+use wgkernels::kernels::matmul::{self, WeightMatrix};
 use wgkernels::kernels::q8::{self, Q8Activations};
 use wgkernels::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
 use wgkernels::reference::{self, attention::Dims};
@@ -143,13 +144,13 @@ impl HostW {
 }
 
 struct Layer {
-    wq: Q4kMatrix,
-    wk: Q4kMatrix,
-    wv: Q4kMatrix,
-    wo: Q4kMatrix,
-    wgate: Q4kMatrix,
-    wup: Q4kMatrix,
-    wdown: Q4kMatrix,
+    wq: WeightMatrix,
+    wk: WeightMatrix,
+    wv: WeightMatrix,
+    wo: WeightMatrix,
+    wgate: WeightMatrix,
+    wup: WeightMatrix,
+    wdown: WeightMatrix,
     attn_norm: GpuBuffer<f32>,
     ffn_norm: GpuBuffer<f32>,
     k_cache: GpuBuffer<f16>,
@@ -157,7 +158,7 @@ struct Layer {
 }
 
 impl Layer {
-    fn gemvs(&self) -> [&Q4kMatrix; 7] {
+    fn gemvs(&self) -> [&WeightMatrix; 7] {
         [&self.wq, &self.wk, &self.wv, &self.wo, &self.wgate, &self.wup, &self.wdown]
     }
 }
@@ -184,7 +185,7 @@ struct Net {
     m: Model,
     layers: Vec<Layer>,
     final_norm: GpuBuffer<f32>,
-    lm_head: Option<Q4kMatrix>,
+    lm_head: Option<WeightMatrix>,
     table: RopeTable,
     /// Position of the token of the next recorded step (the cache holds rows `0..pos`).
     pos: Cell<usize>,
@@ -198,13 +199,13 @@ const ADVANCE: usize = 256;
 
 /// The GEMVs `ws` over one input x: f32 activations, or (`--q8`) x quantised once into `q8[slot]`
 /// and every GEMV on the int8 path.
-fn gemvs(b: &mut Batch, net: &Net, x: &GpuBuffer<f32>, slot: usize, ws: &[(&Q4kMatrix, &GpuBuffer<f32>)]) -> wgkernels::Result<()> {
+fn gemvs(b: &mut Batch, net: &Net, x: &GpuBuffer<f32>, slot: usize, ws: &[(&WeightMatrix, &GpuBuffer<f32>)]) -> wgkernels::Result<()> {
     match &net.acts.q8 {
         Some(q) => {
             q8::quantize_activations(b, x, &q[slot])?;
-            ws.iter().try_for_each(|(w, y)| q4k::gemv_q8(b, w, &q[slot], y))
+            ws.iter().try_for_each(|(w, y)| matmul::gemv_q8(b, w, &q[slot], y))
         }
-        None => ws.iter().try_for_each(|(w, y)| q4k::gemv(b, w, x, y)),
+        None => ws.iter().try_for_each(|(w, y)| matmul::gemv(b, w, x, y)),
     }
 }
 
@@ -279,7 +280,7 @@ fn build(ctx: &Context, m: Model, kv_len: usize, lm_head: bool, keep_host: bool,
     let mut host = None;
     let t0 = Instant::now();
     for li in 0..m.layers {
-        let mut up = shapes.iter().zip(&pools).map(|(&(n, k), p)| Q4kMatrix::upload_bytes(ctx, n, k, p));
+        let mut up = shapes.iter().zip(&pools).map(|(&(n, k), p)| WeightMatrix::upload(ctx, GgmlType::Q4_K, n, k, p));
         let mut next = || up.next().expect("seven matrices");
         let (wq, wk, wv, wo, wgate, wup, wdown) = (next()?, next()?, next()?, next()?, next()?, next()?, next()?);
         let (an, fnm) = (norm(&mut rng), norm(&mut rng));
@@ -291,7 +292,7 @@ fn build(ctx: &Context, m: Model, kv_len: usize, lm_head: bool, keep_host: bool,
         }
         layers.push(layer);
     }
-    let lm_head = if lm_head { Some(Q4kMatrix::upload_bytes(ctx, m.vocab, h, &random_blocks(&mut rng, m.vocab * h / QK_K, h))?) } else { None };
+    let lm_head = if lm_head { Some(WeightMatrix::upload(ctx, GgmlType::Q4_K, m.vocab, h, &random_blocks(&mut rng, m.vocab * h / QK_K, h))?) } else { None };
     let table = RopeTable::build(ctx, RopeConfig::new(m.head_dim, m.theta, RopeScaling::Default), capacity)?;
     let x0: Vec<f32> = (0..h).map(|_| 2.0 * rng.f32() - 1.0).collect();
     let acts = Acts {
@@ -383,7 +384,7 @@ fn main() -> wgkernels::Result<()> {
         if a.lm_head { format!(", LM head {}", m.vocab) } else { String::new() }
     );
     if a.q8 {
-        println!("activations: int8 (--q8: x quantised per block of 32 once per GEMV input, q4k::gemv_q8)");
+        println!("activations: int8 (--q8: x quantised per block of 32 once per GEMV input, matmul::gemv_q8)");
     }
     let (net, host) = build(&ctx, m, kv_len, a.lm_head, check, a.q8)?;
 

@@ -129,16 +129,8 @@ fn corrupt_spirv(words: &mut [u32]) {
     }
 }
 
-/// Threads per threadgroup of the Native GEMV kernels (one team = one threadgroup).
+/// Threads per threadgroup the Native kernels need (the GEMVs: one team = one threadgroup).
 pub const NATIVE_TG: u32 = 128;
-/// Rows per threadgroup of the Native GEMV kernels (`ROWS` in msl/int4_gemv.metal, int8_gemv.metal).
-pub const NATIVE_ROWS: u32 = 4;
-
-/// Threadgroup size, rows per team and grid for a Native team GEMV over `n` rows: one threadgroup
-/// per `NATIVE_ROWS` rows (the kernels grid-stride, so any grid is correct).
-pub(crate) fn team_plan(ctx: &Context, n: usize) -> Result<(u32, u32, [u32; 3])> {
-    Ok((NATIVE_TG, NATIVE_ROWS, ctx.grid(n.div_ceil(NATIVE_ROWS as usize) as u64)?))
-}
 
 impl Context {
     /// The passthrough shader module of a Native pipeline: the MSL on Metal; on Vulkan in twin mode,
@@ -412,12 +404,13 @@ mod tests {
     #[test]
     fn self_check_catches_a_wrong_twin_and_falls_back() {
         let base = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
-        let info = &crate::kernels::int4::GEMV;
-        let Some(auto) = twin_context(&base, VariantPolicy::Auto, Some("int4_gemv_g0")) else { return };
+        // The Q8_0 GEMV: MSL entry points for 2 rows (the case n = 33) and 4 rows (n = 2049).
+        let info = crate::kernels::infos().into_iter().find(|i| i.name == "mm_gemv_q8_0").expect("the Q8_0 GEMV");
+        let Some(auto) = twin_context(&base, VariantPolicy::Auto, Some("mm_gemv_q8_0_r2")) else { return };
         // The corrupted twin is caught by the first selection and the kernel falls back.
         assert_eq!(auto.variant_for(info), Ok(Variant::Subgroup), "a failed self-check must fall back");
         let reason = auto.native_failure(info.name).expect("failure recorded");
-        assert!(reason.starts_with("self-check failed: n=33 k=517 g=32") && reason.contains("differs from the CPU reference"), "{reason}");
+        assert!(reason.starts_with("self-check failed: n=33 k=256") && reason.contains("differs from the CPU reference"), "{reason}");
         let d = auto.native_diagnostics().into_iter().find(|d| d.kernel == info.name).expect("diagnostic");
         assert!(matches!(&d.check, SelfCheck::Failed(r) if r.contains("differs from the CPU reference")), "{d:?}");
         assert_eq!(d.failure.as_deref(), Some(reason.as_str()));
@@ -426,10 +419,10 @@ mod tests {
         assert_eq!(auto.variant_for(info), Ok(Variant::Subgroup));
         assert_eq!(auto.native_diagnostics().len(), 1, "{:?}", auto.native_diagnostics());
 
-        // A fault in the other entry point (non-multiple-of-8 groups) is caught by its own case.
-        let g1 = twin_context(&base, VariantPolicy::Auto, Some("int4_gemv_g1")).expect("twin mode");
-        assert_eq!(g1.variant_for(info), Ok(Variant::Subgroup));
-        assert!(g1.native_failure(info.name).is_some_and(|r| r.starts_with("self-check failed: n=7 k=100 g=7")), "{:?}", g1.native_failure(info.name));
+        // A fault in the other entry point (4 rows per threadgroup) is caught by its own case.
+        let r4 = twin_context(&base, VariantPolicy::Auto, Some("mm_gemv_q8_0_r4")).expect("twin mode");
+        assert_eq!(r4.variant_for(info), Ok(Variant::Subgroup));
+        assert!(r4.native_failure(info.name).is_some_and(|r| r.starts_with("self-check failed: n=2049 k=256")), "{:?}", r4.native_failure(info.name));
 
         // Intact twins: every case of the kernel's list ran Native and passed; Native is kept.
         let clean = twin_context(&base, VariantPolicy::Auto, None).expect("twin mode");
@@ -440,7 +433,7 @@ mod tests {
         assert!(d.failure.is_none() && clean.explain(info).contains("native self-check passed"), "{}", clean.explain(info));
 
         // Require(Native) skips the check: the wrong twin is used (the policy never falls back).
-        let required = twin_context(&base, VariantPolicy::Require(Variant::Native), Some("int4_gemv_g0")).expect("twin mode");
+        let required = twin_context(&base, VariantPolicy::Require(Variant::Native), Some("mm_gemv_q8_0_r2")).expect("twin mode");
         assert_eq!(required.variant_for(info), Ok(Variant::Native));
         assert!(required.native_diagnostics().is_empty());
     }

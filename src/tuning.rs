@@ -17,7 +17,7 @@
 
 use crate::error::{Error, Result};
 
-/// Overrides of one GEMV family's launch plan (each `None` = the family's default).
+/// Overrides of a team kernel's launch plan (each `None` = the kernel's default).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GemvTuning {
     /// Invocations per workgroup: 64, 128 or 256.
@@ -89,16 +89,11 @@ pub struct Tuning {
     /// Matrix GEMM: the workgroups split-K aims for, 1..=65536 (`WGKERNELS_GEMM_WGS`; default
     /// 528 for 4-subgroup tiles, 264 above).
     pub gemm_workgroups: Option<usize>,
-    /// INT4 GEMV plan (`WGKERNELS_GEMV_WG`, `_ROWS`, `_UNROLL`, `_TEAM`, `_PLANES`).
-    pub int4_gemv: GemvTuning,
-    /// INT8 GEMV plan (`WGKERNELS_INT8_*`).
-    pub int8_gemv: GemvTuning,
-    /// Q4_K GEMV plan (`WGKERNELS_Q4K_*`).
-    pub q4k_gemv: GemvTuning,
-    /// GEMV on Q8 activations (`WGKERNELS_Q8_*`).
-    pub q8_gemv: GemvTuning,
-    /// GEMM of a few rows on Q8 activations, `matmul::gemm_q8` (`WGKERNELS_Q8GEMM_*`).
-    pub q8_gemm: GemvTuning,
+    /// The GEMV plan of every weight format, f32 or int8 activations (`WGKERNELS_GEMV_WG`,
+    /// `_ROWS`, `_UNROLL`, `_TEAM`, `_PLANES`).
+    pub gemv: GemvTuning,
+    /// GEMM of a few rows on int8 activations, `matmul::gemm_q8` (`WGKERNELS_Q8GEMM_*`).
+    pub gemm_q8: GemvTuning,
 }
 
 impl Default for Tuning {
@@ -120,11 +115,8 @@ impl Default for Tuning {
             gemm_split: true,
             gemm_tile: None,
             gemm_workgroups: None,
-            int4_gemv: GemvTuning::default(),
-            int8_gemv: GemvTuning::default(),
-            q4k_gemv: GemvTuning::default(),
-            q8_gemv: GemvTuning::default(),
-            q8_gemm: GemvTuning::default(),
+            gemv: GemvTuning::default(),
+            gemm_q8: GemvTuning::default(),
         }
     }
 }
@@ -202,11 +194,8 @@ impl Tuning {
             gemm_split: env_switch(var, "WGKERNELS_GEMM_SPLIT", true)?,
             gemm_tile: env_tile(var, "WGKERNELS_GEMM_TILE")?,
             gemm_workgroups: env_usize(var, "WGKERNELS_GEMM_WGS", |v| (1..=1 << 16).contains(&v))?,
-            int4_gemv: GemvTuning::from_vars(var, "WGKERNELS_GEMV")?,
-            int8_gemv: GemvTuning::from_vars(var, "WGKERNELS_INT8")?,
-            q4k_gemv: GemvTuning::from_vars(var, "WGKERNELS_Q4K")?,
-            q8_gemv: GemvTuning::from_vars(var, "WGKERNELS_Q8")?,
-            q8_gemm: GemvTuning::from_vars(var, "WGKERNELS_Q8GEMM")?,
+            gemv: GemvTuning::from_vars(var, "WGKERNELS_GEMV")?,
+            gemm_q8: GemvTuning::from_vars(var, "WGKERNELS_Q8GEMM")?,
         })
     }
 }
@@ -229,10 +218,10 @@ mod tests {
 
     #[test]
     fn variables_parse_and_bad_values_name_the_variable() {
-        let t = Tuning::from_vars(&vars(&[("WGKERNELS_DECODE_WGS", "264"), ("WGKERNELS_ROPE_VEC", "0"), ("WGKERNELS_Q4K_ROWS", "4"), ("WGKERNELS_DECODE_PF", "1")])).unwrap();
+        let t = Tuning::from_vars(&vars(&[("WGKERNELS_DECODE_WGS", "264"), ("WGKERNELS_ROPE_VEC", "0"), ("WGKERNELS_GEMV_ROWS", "4"), ("WGKERNELS_DECODE_PF", "1")])).unwrap();
         assert_eq!(t.decode_workgroups, Some(264));
         assert!(!t.rope_vec && t.elementwise_vec);
-        assert_eq!(t.q4k_gemv.rows, Some(4));
+        assert_eq!(t.gemv.rows, Some(4));
         assert_eq!(t.decode_prefetch, Some(true));
         let t = Tuning::from_vars(&vars(&[("WGKERNELS_GEMM_TILE", "4, 2,4,2,32"), ("WGKERNELS_GEMM_WGS", "132")])).unwrap();
         assert_eq!((t.gemm_tile, t.gemm_workgroups), (Some([4, 2, 4, 2, 32]), Some(132)));
@@ -242,7 +231,7 @@ mod tests {
             ("WGKERNELS_DECODE_KEYS", "x"),
             ("WGKERNELS_GEMM_SPLIT", "2"),
             ("WGKERNELS_PREFILL_TAU", "15"),
-            ("WGKERNELS_INT8_WG", "512"),
+            ("WGKERNELS_Q8GEMM_WG", "512"),
             ("WGKERNELS_GEMM_TILE", "2,4,4,2,48"),
             ("WGKERNELS_GEMM_TILE", "4,8,2,2,64,1"),
         ] {
@@ -257,6 +246,6 @@ mod tests {
         let t = Tuning::default();
         assert!(t.rope_vec && t.elementwise_vec && t.gemm_split);
         assert_eq!(t.decode_workgroups, None);
-        assert_eq!(t.int4_gemv, GemvTuning::default());
+        assert_eq!(t.gemv, GemvTuning::default());
     }
 }

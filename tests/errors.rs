@@ -2,13 +2,21 @@
 
 mod common;
 
+use wgkernels::formats::{self, gguf::GgmlType};
 use wgkernels::kernels::int4::{self, HostInt4, Int4Matrix, Int4Mode};
-use wgkernels::kernels::int8::{self, HostInt8, Int8Matrix, Int8Scale};
+use wgkernels::kernels::matmul::{self, WeightMatrix};
 use wgkernels::suite::Rng;
 use wgkernels::{Context, ContextOptions, Error, GpuBuffer, Variant, VariantPolicy};
 
 fn host(rng: &mut Rng, n: usize, k: usize, g: usize) -> HostInt4 {
     int4::random_host(rng, n, k, g, Int4Mode::Signed, false)
+}
+
+/// An `n x k` matrix of random valid blocks of the `int4` weight format.
+fn int4_matrix(ctx: &Context, seed: u64, n: usize, k: usize) -> WeightMatrix {
+    let f = &formats::int4::FORMAT;
+    let bytes = (f.random_blocks)(&mut fastrand::Rng::with_seed(seed), n * k / f.block_weights);
+    WeightMatrix::upload_format(ctx, f, n, k, &bytes).unwrap()
 }
 
 #[test]
@@ -31,64 +39,53 @@ fn int4_shape_and_argument_errors() {
     let mut h = host(&mut rng, 5, 70, 32);
     h.k = 0;
     assert!(matches!(Int4Matrix::upload(&ctx, &h), Err(Error::Shape(_))), "k = 0");
+    // The int4 weight format holds signed, zero-less groups of a multiple of 32 only.
+    assert!(host(&mut rng, 5, 70, 32).to_int4_blocks().is_err(), "k % 32 != 0");
+    assert!(host(&mut rng, 5, 64, 48).to_int4_blocks().is_err(), "group size % 32 != 0");
+    assert!(int4::random_host(&mut rng, 5, 64, 32, Int4Mode::Asymmetric, true).to_int4_blocks().is_err(), "zero points");
 }
 
 #[test]
 fn int4_buffer_length_errors() {
     let ctx = common::context();
-    let mut rng = Rng::new(2);
-    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 33, 100, 32)).unwrap();
-    let x_short = ctx.upload(&vec![1.0f32; 99]).unwrap();
-    let x = ctx.upload(&vec![1.0f32; 100]).unwrap();
+    let w = int4_matrix(&ctx, 2, 33, 96);
+    let x_short = ctx.upload(&vec![1.0f32; 95]).unwrap();
+    let x = ctx.upload(&vec![1.0f32; 96]).unwrap();
     let y_short = ctx.alloc::<f32>(32).unwrap();
     let y = ctx.alloc::<f32>(33).unwrap();
     let mut b = ctx.batch();
-    assert!(matches!(int4::gemv(&mut b, &w, &x_short, &y), Err(Error::BufferTooSmall { name: "x", .. })));
-    assert!(matches!(int4::gemv(&mut b, &w, &x, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
-    assert!(matches!(int4::gemm(&mut b, &w, &x, &y, 0), Err(Error::Shape(_))));
-    assert!(matches!(int4::gemm(&mut b, &w, &x, &y, 2), Err(Error::BufferTooSmall { .. })));
-    let out = ctx.alloc::<f32>(33 * 100 - 1).unwrap();
-    assert!(matches!(int4::dequantize(&mut b, &w, &out), Err(Error::BufferTooSmall { .. })));
+    assert!(matches!(matmul::gemv(&mut b, &w, &x_short, &y), Err(Error::BufferTooSmall { name: "x", .. })));
+    assert!(matches!(matmul::gemv(&mut b, &w, &x, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
+    assert!(matches!(matmul::gemm(&mut b, &w, &x, &y, 0), Err(Error::Shape(_))));
+    assert!(matches!(matmul::gemm(&mut b, &w, &x, &y, 2), Err(Error::BufferTooSmall { .. })));
+    let out = ctx.alloc::<f32>(33 * 96 - 1).unwrap();
+    assert!(matches!(matmul::dequantize(&mut b, &w, &out), Err(Error::BufferTooSmall { .. })));
+    let q = Int4Matrix::alloc(&ctx, 33, 100, 32, Int4Mode::Signed).unwrap();
     let src = ctx.upload(&vec![0.5f32; 33 * 100 - 1]).unwrap();
-    assert!(matches!(int4::quantize(&mut b, &src, &w), Err(Error::BufferTooSmall { .. })));
+    assert!(matches!(int4::quantize(&mut b, &src, &q), Err(Error::BufferTooSmall { .. })));
     assert_eq!(b.len(), 0, "nothing may be recorded after a rejected call");
-}
-
-#[test]
-fn int8_errors() {
-    let ctx = common::context();
-    let h = HostInt8 { n: 3, k: 5, signed: true, codes: vec![1; 15], scale: Int8Scale::PerRow { scales: vec![1.0; 2], zeros: vec![0.0; 3] } };
-    assert!(matches!(Int8Matrix::upload(&ctx, &h), Err(Error::Argument(_))), "per-row scales of the wrong length");
-    let h = HostInt8 { n: 3, k: 0, signed: true, codes: vec![], scale: Int8Scale::PerTensor { scale: 1.0, zero: 0.0 } };
-    assert!(matches!(Int8Matrix::upload(&ctx, &h), Err(Error::Shape(_))));
-    let h = HostInt8 { n: 3, k: 5, signed: false, codes: vec![1; 14], scale: Int8Scale::PerTensor { scale: 1.0, zero: 0.0 } };
-    assert!(matches!(Int8Matrix::upload(&ctx, &h), Err(Error::Argument(_))));
-    let h = HostInt8 { n: 3, k: 5, signed: false, codes: vec![1; 15], scale: Int8Scale::PerTensor { scale: 1.0, zero: 0.0 } };
-    let w = Int8Matrix::upload(&ctx, &h).unwrap();
-    let x = ctx.upload(&[1.0f32; 4]).unwrap();
-    let y = ctx.alloc::<f32>(3).unwrap();
-    assert!(matches!(int8::gemv(&mut ctx.batch(), &w, &x, &y), Err(Error::BufferTooSmall { name: "x", .. })));
 }
 
 #[test]
 fn required_variant_that_cannot_run_is_an_error() {
     let base = common::context();
     let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Native)));
-    let mut rng = Rng::new(3);
-    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 4, 64, 32)).unwrap();
+    let w = int4_matrix(&ctx, 3, 4, 64);
     let x = ctx.upload(&[1.0f32; 64]).unwrap();
     let y = ctx.alloc::<f32>(4).unwrap();
-    let r = int4::gemv(&mut ctx.batch(), &w, &x, &y);
+    let r = matmul::gemv(&mut ctx.batch(), &w, &x, &y);
     assert!(matches!(r, Err(Error::Unsupported { variant: Variant::Native, .. })), "{r:?}");
     // The GEMM has no subgroup version: requiring one is an error, preferring one falls back.
+    let gemm = &matmul::kernel_infos(&formats::int4::FORMAT).gemm;
     let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Subgroup)));
-    assert!(matches!(ctx.variant_for(&int4::GEMM), Err(Error::Unsupported { .. })));
+    assert!(matches!(ctx.variant_for(gemm), Err(Error::Unsupported { .. })));
     let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Prefer(Variant::Subgroup)));
-    assert_eq!(ctx.variant_for(&int4::GEMM).unwrap(), Variant::Portable);
+    assert_eq!(ctx.variant_for(gemm).unwrap(), Variant::Portable);
 }
 
-/// A device whose storage-binding limit is small: a matrix over it is rejected with
-/// BindingTooLarge before dispatch (wgpu would otherwise raise a validation error).
+/// A device whose storage-binding limit is small: a matrix whose single row is over it is
+/// rejected with BindingTooLarge before anything is uploaded (wgpu would otherwise raise a
+/// validation error); a larger matrix of short rows is split into row chunks and runs.
 #[test]
 fn binding_over_the_device_limit() {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
@@ -97,25 +94,24 @@ fn binding_over_the_device_limit() {
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor { required_limits: limits, ..Default::default() })).expect("device");
     let ctx = Context::from_device(device, queue, ContextOptions::default()).unwrap();
     assert_eq!(ctx.caps().limits.max_storage_buffer_binding_size, 64 << 10);
-    let mut rng = Rng::new(4);
-    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 256, 1024, 32)).unwrap(); // 128 KiB of codes
+    let k = 32 << 10; // one f32 row of 128 KiB
+    let r = WeightMatrix::upload(&ctx, GgmlType::F32, 1, k, &vec![0u8; 4 * k]);
+    assert!(matches!(r, Err(Error::BindingTooLarge { name: "weights row", .. })), "{:?}", r.err());
+    // 256 x 1024 int4 weights (160 KiB): chunks within the limit (from an application-owned
+    // device, without subgroups enabled).
+    let w = int4_matrix(&ctx, 4, 256, 1024);
+    assert!(w.chunks() > 1);
     let x = ctx.upload(&vec![1.0f32; 1024]).unwrap();
     let y = ctx.alloc::<f32>(256).unwrap();
-    let r = int4::gemv(&mut ctx.batch(), &w, &x, &y);
-    assert!(matches!(r, Err(Error::BindingTooLarge { name: "codes", .. })), "{r:?}");
-    // Within the limit it runs (from an application-owned device, without subgroups enabled).
-    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 16, 64, 32)).unwrap();
     let mut b = ctx.batch();
-    int4::gemv(&mut b, &w, &x, &y).unwrap();
+    matmul::gemv(&mut b, &w, &x, &y).unwrap();
     b.run().unwrap();
 }
 
 #[test]
 fn q8_activation_errors() {
-    use wgkernels::kernels::q4k::{self, Q4kMatrix};
     use wgkernels::kernels::q8::{self, Q8Activations};
     let ctx = common::context();
-    let mut rng = Rng::new(8);
     assert!(matches!(Q8Activations::alloc(&ctx, 0), Err(Error::Shape(_))));
     assert!(matches!(Q8Activations::alloc(&ctx, 100), Err(Error::Shape(_))), "k % 32 != 0");
     let xq = Q8Activations::alloc(&ctx, 96).unwrap();
@@ -125,24 +121,23 @@ fn q8_activation_errors() {
     let y_short = ctx.alloc::<f32>(4).unwrap();
     let mut b = ctx.batch();
     assert!(matches!(q8::quantize_activations(&mut b, &x_short, &xq), Err(Error::BufferTooSmall { name: "x", .. })));
-    // INT4: k % 32, group_size % 32, k mismatch, y too short.
-    let w_k = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 100, 32)).unwrap();
-    assert!(matches!(int4::gemv_q8(&mut b, &w_k, &xq, &y), Err(Error::Shape(_))), "k % 32 != 0");
-    let w_g = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 96, 48)).unwrap();
-    assert!(matches!(int4::gemv_q8(&mut b, &w_g, &xq, &y), Err(Error::Argument(_))), "group_size % 32 != 0");
-    let w_128 = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 128, 32)).unwrap();
-    assert!(matches!(int4::gemv_q8(&mut b, &w_128, &xq, &y), Err(Error::Shape(_))), "k mismatch");
-    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 5, 96, 32)).unwrap();
-    assert!(matches!(int4::gemv_q8(&mut b, &w, &xq, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
-    // Q4_K: k mismatch, no Q4_K order (k % 256 != 0 cannot happen for a Q4_K matrix, so a
-    // 256-column matrix against 96- and 512-column activations), y too short.
-    let blocks = q4k::random_blocks(&mut rng, 5);
-    let wq = Q4kMatrix::upload(&ctx, 5, 256, &blocks).unwrap();
-    assert!(matches!(q4k::gemv_q8(&mut b, &wq, &xq, &y), Err(Error::Shape(_))));
+    // The dequantising path (int4): k mismatch, y too short.
+    let w_128 = int4_matrix(&ctx, 8, 5, 128);
+    assert!(matches!(matmul::gemv_q8(&mut b, &w_128, &xq, &y), Err(Error::Shape(_))), "k mismatch");
+    let w = int4_matrix(&ctx, 9, 5, 96);
+    assert!(matches!(matmul::gemv_q8(&mut b, &w, &xq, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
+    // The integer path (Q4_K): k mismatch (a 256-column matrix against 96- and 512-column
+    // activations), y too short, several rows where the GEMV reads one.
+    let f = &formats::q4k::FORMAT;
+    let bytes = (f.random_blocks)(&mut fastrand::Rng::with_seed(10), 5);
+    let wq = WeightMatrix::upload(&ctx, GgmlType::Q4_K, 5, 256, &bytes).unwrap();
+    assert!(matches!(matmul::gemv_q8(&mut b, &wq, &xq, &y), Err(Error::Shape(_))));
     let xq512 = Q8Activations::alloc(&ctx, 512).unwrap();
-    assert!(matches!(q4k::gemv_q8(&mut b, &wq, &xq512, &y), Err(Error::Shape(_))));
+    assert!(matches!(matmul::gemv_q8(&mut b, &wq, &xq512, &y), Err(Error::Shape(_))));
     let xq256 = Q8Activations::alloc(&ctx, 256).unwrap();
-    assert!(matches!(q4k::gemv_q8(&mut b, &wq, &xq256, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
+    assert!(matches!(matmul::gemv_q8(&mut b, &wq, &xq256, &y_short), Err(Error::BufferTooSmall { name: "y", .. })));
+    let xq_rows = Q8Activations::alloc_rows(&ctx, 256, 2).unwrap();
+    assert!(matches!(matmul::gemv_q8(&mut b, &wq, &xq_rows, &y), Err(Error::Shape(_))));
     assert_eq!(b.len(), 0, "nothing may be recorded after a rejected call");
     // A context that requires Subgroup cannot quantise (Portable only): typed, not a panic.
     let sub = ctx.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Subgroup)));
@@ -208,16 +203,15 @@ fn bind_cache_shared_across_contexts_is_rejected() {
     assert_eq!(cb.read(&y2).unwrap(), vec![0.0; 8]);
 }
 
-/// Finding 4: `int4::gemv` with `x == y` panicked inside wgpu (a buffer bound read-only and
+/// Finding 4: a GEMV with `x == y` panicked inside wgpu (a buffer bound read-only and
 /// read-write in one dispatch).
 #[test]
-fn int4_gemv_aliased_input_and_output_is_a_typed_error() {
+fn gemv_aliased_input_and_output_is_a_typed_error() {
     let ctx = common::context();
-    let mut rng = Rng::new(11);
-    let w = Int4Matrix::upload(&ctx, &host(&mut rng, 64, 64, 32)).unwrap();
+    let w = int4_matrix(&ctx, 11, 64, 64);
     let x = ctx.upload(&vec![1.0f32; 64]).unwrap();
     let mut b = ctx.batch();
-    assert!(matches!(int4::gemv(&mut b, &w, &x, &x), Err(Error::Aliased { .. })));
+    assert!(matches!(matmul::gemv(&mut b, &w, &x, &x), Err(Error::Aliased { .. })));
     assert_eq!(b.len(), 0);
 }
 
@@ -375,16 +369,13 @@ fn format_errors_convert_with_their_source() {
 /// dequantiser gives NaN. Block scales are parameters: rejected at upload.
 #[test]
 fn q4k_non_finite_block_scales_are_rejected_at_upload() {
-    use wgkernels::kernels::q4k::Q4kMatrix;
     let ctx = common::context();
-    let mut rng = Rng::new(5);
-    let blocks = wgkernels::kernels::q4k::random_blocks(&mut rng, 2);
-    let good: Vec<u8> = bytemuck::cast_slice(&blocks).to_vec();
-    assert!(Q4kMatrix::upload_bytes(&ctx, 2, 256, &good).is_ok());
+    let good = (formats::q4k::FORMAT.random_blocks)(&mut fastrand::Rng::with_seed(5), 2);
+    assert!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 2, 256, &good).is_ok());
     for (at, bits) in [(0usize, 0x7c00u16), (0, 0xfc00), (0, 0x7e00), (144 + 2, 0x7c00), (144 + 2, 0x7e01)] {
         let mut bad = good.clone();
         bad[at..at + 2].copy_from_slice(&bits.to_le_bytes());
-        assert!(matches!(Q4kMatrix::upload_bytes(&ctx, 2, 256, &bad), Err(Error::Argument(_))), "byte {at} = {bits:#x}");
+        assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 2, 256, &bad), Err(Error::Format(_))), "byte {at} = {bits:#x}");
     }
 }
 

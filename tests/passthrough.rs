@@ -234,7 +234,8 @@ fn native_self_check_catches_a_wrong_kernel_and_falls_back() {
     use wgkernels::native::SelfCheck;
     let base = common::context();
     let Some(_) = twin_context(&base, VariantPolicy::Auto) else { return };
-    let kernel = kernels::registry().into_iter().find(|k| k.info().name == "int8_gemv").expect("int8_gemv registered");
+    // The Q8_0 GEMV; its n = 33 case runs the MSL entry point of 2 rows per threadgroup.
+    let kernel = kernels::registry().into_iter().find(|k| k.info().name == "mm_gemv_q8_0").expect("mm_gemv_q8_0 registered");
     let info = kernel.info();
     let case = kernel.test_cases().into_iter().find(|c| c.name().contains("n=33")).expect("an n=33 case");
     let seed = Rng::fresh_seed();
@@ -242,7 +243,7 @@ fn native_self_check_catches_a_wrong_kernel_and_falls_back() {
     let mut rng = Rng::new(seed);
 
     // The fault has teeth: under Require(Native) (no self-check, no fallback) the result is wrong.
-    let opts = |p| ContextOptions::default().with_policy(p).with_native_spirv_twins(true).with_native_twin_fault("int8_gemv");
+    let opts = |p| ContextOptions::default().with_policy(p).with_native_spirv_twins(true).with_native_twin_fault("mm_gemv_q8_0_r2");
     let required = base.with_options(opts(VariantPolicy::Require(Variant::Native)));
     let c = run_case(&required, case.as_ref(), &mut rng).expect("run");
     println!("corrupted twin under Require(Native): {}", c.summary());
@@ -262,9 +263,9 @@ fn native_self_check_catches_a_wrong_kernel_and_falls_back() {
     assert!(matches!(&d.check, SelfCheck::Failed(_)) && d.failure.is_some(), "{d:?}");
     assert!(auto.explain(info).contains("native pipeline failed, falls back to subgroup"), "{}", auto.explain(info));
     let report = wgkernels::probe_report(&auto);
-    assert!(report.contains("int8_gemv: native FAILED, falls back to subgroup: self-check failed"), "{report}");
+    assert!(report.contains("mm_gemv_q8_0: native FAILED, falls back to subgroup: self-check failed"), "{report}");
     // Other kernels are unaffected.
-    assert!(auto.native_failure("int4_gemv").is_none());
+    assert!(auto.native_failure("mm_gemv_q6_k").is_none());
 
     // Without the fault the check passes and Native is kept.
     let clean = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Auto).with_native_spirv_twins(true));

@@ -10,7 +10,7 @@ mod common;
 
 use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeAttention, DecodeScratch, Prefill};
 use wgkernels::kernels::rope::{self, PairLayout, Positions, RopeConfig, RopeScaling, RopeTable};
-use wgkernels::kernels::{elementwise, int4, int8, q4k, q8, turboquant};
+use wgkernels::kernels::{elementwise, int4, q8, turboquant};
 use wgkernels::suite::{self, Rng, POISON_F32};
 use wgkernels::{Batch, Context, Error, GpuBuffer};
 
@@ -23,8 +23,6 @@ const FAMILIES: &[(&str, Family)] = &[
     ("attention", attention_family),
     ("turboquant", turboquant_family),
     ("int4", int4_family),
-    ("int8", int8_family),
-    ("q4k", q4k_family),
     ("q8", q8_family),
     ("matmul", matmul_family),
 ];
@@ -304,51 +302,17 @@ fn turboquant_family(env: &mut Env) {
 
 fn int4_family(env: &mut Env) {
     let (n, k) = (9, 70);
-    let h = int4::random_host(&mut env.rng, n, k, 32, int4::Int4Mode::Signed, true);
-    let w = int4::Int4Matrix::upload(&env.ctx, &h).unwrap();
-    let x = env.ctx.upload(&env.rng.uniform_vec(3 * k, -1.0, 1.0)).unwrap();
+    let w = int4::Int4Matrix::alloc(&env.ctx, n, k, 32, int4::Int4Mode::Signed).unwrap();
     for _ in 0..ROUNDS {
         let (nn, kk, g) = (env.size(4), env.size(40), env.size(32));
         if nn.saturating_mul(kk) < 1 << 20 {
             let _ = int4::Int4Matrix::alloc(&env.ctx, nn, kk, g, int4::Int4Mode::Signed);
         }
-        let m = env.size(2);
-        let y = env.guarded(3 * n);
-        env.call("int4 gemm", &[(&y, m.saturating_mul(n))], |b| int4::gemm(b, &w, &x, &y, m));
-        let short = env.guarded(n - 1);
-        env.call("int4 gemv (short y)", &[(&short, n)], |b| int4::gemv(b, &w, &x, &short));
-        env.call("int4 gemv (x == y)", &[], |b| int4::gemv(b, &w, &x, &x));
-    }
-}
-
-fn int8_family(env: &mut Env) {
-    let (n, k) = (5, 13);
-    let h = int8::HostInt8 { n, k, signed: true, codes: (0..n * k).map(|i| (i * 37 % 256) as u8).collect(), scale: int8::Int8Scale::PerTensor { scale: 0.1, zero: 0.0 } };
-    let w = int8::Int8Matrix::upload(&env.ctx, &h).unwrap();
-    for _ in 0..ROUNDS / 2 {
-        let xl = env.size(k);
+        let xl = env.size(n * k);
         if xl < 1 << 16 {
-            let x = env.ctx.upload(&vec![1.0f32; xl.max(1)]).unwrap();
-            let y = env.guarded(n);
-            env.call("int8 gemv", &[(&y, n)], |b| int8::gemv(b, &w, &x, &y));
+            let src = env.ctx.upload(&vec![0.5f32; xl.max(1)]).unwrap();
+            env.call("int4 quantize", &[], |b| int4::quantize(b, &src, &w));
         }
-        let bad = int8::HostInt8 { n: env.size(n), k: env.size(k), ..h.clone() };
-        assert!(int8::Int8Matrix::upload(&env.ctx, &bad).is_ok() == (bad.n == n && bad.k == k));
-    }
-}
-
-fn q4k_family(env: &mut Env) {
-    let (n, k) = (3, 256);
-    let blocks = q4k::random_blocks(&mut env.rng, n);
-    let w = q4k::Q4kMatrix::upload(&env.ctx, n, k, &blocks).unwrap();
-    let x = env.ctx.upload(&env.rng.uniform_vec(2 * k, -1.0, 1.0)).unwrap();
-    for _ in 0..ROUNDS / 2 {
-        let m = env.size(2);
-        let y = env.guarded(2 * n);
-        env.call("q4k gemm", &[(&y, m.saturating_mul(n))], |b| q4k::gemm(b, &w, &x, &y, m));
-        let (nn, kk) = (env.size(n), env.size(k));
-        let bytes: &[u8] = bytemuck::cast_slice(&blocks);
-        assert!(q4k::Q4kMatrix::upload_bytes(&env.ctx, nn, kk, bytes).is_ok() == (nn.checked_mul(kk) == Some(n * k) && kk % 256 == 0 && nn > 0));
     }
 }
 
@@ -395,10 +359,14 @@ fn matmul_family(env: &mut Env) {
 }
 
 fn q8_family(env: &mut Env) {
+    use wgkernels::formats::{self, gguf::GgmlType};
+    use wgkernels::kernels::matmul::{self, WeightMatrix};
     let (n, k) = (5, 256);
-    let h = int4::random_host(&mut env.rng, n, k, 32, int4::Int4Mode::Signed, false);
-    let w4 = int4::Int4Matrix::upload(&env.ctx, &h).unwrap();
-    let wq = q4k::Q4kMatrix::upload(&env.ctx, n, k, &q4k::random_blocks(&mut env.rng, n)).unwrap();
+    let mut blocks_rng = fastrand::Rng::with_seed(u64::from(env.rng.u32(u32::MAX)));
+    // The int8 GEMV with the integer dot (Q4_K) and with the dequantised activations (int4).
+    let q4k_bytes = (formats::q4k::FORMAT.random_blocks)(&mut blocks_rng, n * k / 256);
+    let wq = WeightMatrix::upload(&env.ctx, GgmlType::Q4_K, n, k, &q4k_bytes).unwrap();
+    let w4 = WeightMatrix::upload_format(&env.ctx, &formats::int4::FORMAT, n, k, &(formats::int4::FORMAT.random_blocks)(&mut blocks_rng, n * k / 32)).unwrap();
     let xq = q8::Q8Activations::alloc(&env.ctx, k).unwrap();
     for _ in 0..ROUNDS / 2 {
         let kk = env.size(k);
@@ -415,8 +383,8 @@ fn q8_family(env: &mut Env) {
         let yl = env.size(n);
         if yl < 1 << 16 {
             let y = env.guarded(yl.max(1));
-            env.call("q8 int4_gemv", &[(&y, n)], |b| q8::int4_gemv(b, &w4, &xq, &y));
-            env.call("q8 q4k_gemv", &[(&y, n)], |b| q8::q4k_gemv(b, &wq, &xq, &y));
+            env.call("q8 int4 gemv_q8", &[(&y, n)], |b| matmul::gemv_q8(b, &w4, &xq, &y));
+            env.call("q8 q4k gemv_q8", &[(&y, n)], |b| matmul::gemv_q8(b, &wq, &xq, &y));
         }
         // The fused RMSNorm + quantisation: x, the norm weight and the f32 output of any length,
         // any eps (the output past k must stay untouched).

@@ -1,6 +1,7 @@
 // Weight-matrix GEMV (m = 1), f32 activations: y[y_off + r] = sum_c w[r, c] * x[c] for the
 // chunk's rows r < n. Prepended/appended: a team file, mm_common.wgsl, the format part, and the
-// item hooks mm_items.wgsl and the row-block driver mm_rows.wgsl.
+// item hooks mm_items.wgsl, the accumulator hooks mm_gemv_acc.wgsl and the row driver
+// mm_rows.wgsl.
 
 @group(0) @binding(2) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;

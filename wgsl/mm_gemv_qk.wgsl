@@ -22,6 +22,7 @@ fn mm_item_x(qd: u32) -> MmQx {
 }
 
 alias MmRow = FmtQRow;
+alias MmX = MmQx;
 
 fn mm_item_load(base: u32, qd: u32) -> FmtQRow {
     return fmt_qload(base, qd);

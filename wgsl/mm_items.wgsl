@@ -1,4 +1,4 @@
-// The row-block driver's item hooks (mm_rows.wgsl) for the GEMVs that run the format's own
+// The GEMV accumulator's item hooks (mm_gemv_acc.wgsl) for the GEMVs that run the format's own
 // f32 dot: items, loads, activations and dots straight from the format part.
 
 fn mm_item_x(item: u32) -> FmtX {
@@ -10,6 +10,7 @@ fn mm_item_dot(r: FmtRow, xs: FmtX) -> f32 {
 }
 
 alias MmRow = FmtRow;
+alias MmX = FmtX;
 
 fn mm_item_load(base: u32, item: u32) -> FmtRow {
     return fmt_load(base, item);

@@ -1,12 +1,21 @@
-// Row-block driver of the weight-matrix GEMVs (appended after mm_gemv*.wgsl and the format part;
-// the kernel file supplies MmRow and mm_item_load(base, item), a row's weights at an item,
-// mm_item_x(item), the activations of an item, and mm_item_dot(row, x), one row's partial dot
-// over it).
-// A team computes ROWS rows at a time; its lanes stride over the row's items, UNROLL per
-// iteration with all loads of the iteration issued before any arithmetic, the activations of an
-// item loaded once for the ROWS rows; rows past n are clamped to row n - 1 for loading and never
-// written; one team_sum per row block. Every team runs the same number of row blocks (team_sum
-// may hold a barrier); a team past the last block skips the work.
+// The row-block driver of the family's team kernels (appended after the kernel file): the GEMVs
+// (accumulator hooks: mm_gemv_acc.wgsl) and the int8 multi-row GEMM (mm_gemm_q8.wgsl). The
+// kernel supplies the hooks
+//   MmRow, fn mm_item_load(base: u32, item: u32) -> MmRow (one row's weights at an item, loads
+//     only; the driver's MmSlab holds those of the ROWS rows), MmX and
+//     fn mm_item_dot(row: MmRow, x: MmX) -> f32 (one row's partial dot with activations x),
+//   struct MmAcc, fn mm_acc_zero() -> MmAcc, fn mm_acc_add(acc: ptr<function, MmAcc>, sl: MmSlab,
+//     item: u32) (the arithmetic of one item),
+//   fn mm_finish(acc: MmAcc, r0: u32, write: bool) (reduce over the team with team_sum, in
+//     workgroup-uniform control flow, then store rows r0 .. r0 + ROWS - 1 where `write`).
+// A team computes ROWS rows at a time; its lanes stride over the row's p.items items, UNROLL
+// per iteration with all loads of the iteration issued before any arithmetic; rows past n are
+// clamped to row n - 1 for loading and never written.
+// Uniformity (WGSL's analysis, as browsers enforce it): the loop over row blocks is bounded by
+// p.n and steps by `teams`, the dispatch's team count, both workgroup-uniform, so every team of
+// a workgroup runs the same number of blocks and reaches every team_sum; a team past the last
+// block (`rb >= blocks`) computes nothing and writes nothing. Only the item loops, which hold no
+// barrier, depend on the lane.
 
 override ROWS: u32 = 2u;    // rows per team, 1..4
 override UNROLL: u32 = 2u;  // items per lane per iteration: 1, 2 or 4
@@ -33,31 +42,31 @@ fn mm_slab_load(rows: vec4<u32>, i: u32) -> MmSlab {
     return sl;
 }
 
-fn mm_slab_math(sl: MmSlab, i: u32) -> vec4<f32> {
-    let xs = mm_item_x(i);
-    var a = vec4<f32>(0.0);
-    a.x = mm_item_dot(sl.r0, xs);
+// The partial dots of the slab's ROWS rows with the activations xs (component r = row r).
+fn mm_slab_dot(sl: MmSlab, xs: MmX) -> vec4<f32> {
+    var d = vec4<f32>(0.0);
+    d.x = mm_item_dot(sl.r0, xs);
     if (ROWS > 1u) {
-        a.y = mm_item_dot(sl.r1, xs);
+        d.y = mm_item_dot(sl.r1, xs);
     }
     if (ROWS > 2u) {
-        a.z = mm_item_dot(sl.r2, xs);
+        d.z = mm_item_dot(sl.r2, xs);
     }
     if (ROWS > 3u) {
-        a.w = mm_item_dot(sl.r3, xs);
+        d.w = mm_item_dot(sl.r3, xs);
     }
-    return a;
+    return d;
 }
 
-fn team_main(t: Team) {
+fn team_main(t: Team, teams: u32) {
     let items = p.items;
     let blocks = (p.n + ROWS - 1u) / ROWS;
     let step = t.lanes * UNROLL;
-    for (var base = 0u; base < blocks; base += t.count) {
+    for (var base = 0u; base < blocks; base += teams) {
         let rb = base + t.id;
         let live = rb < blocks;
         let rows = min(vec4<u32>(rb * ROWS) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.n - 1u));
-        var acc = vec4<f32>(0.0);
+        var acc = mm_acc_zero();
         var i0 = 0u;
         if (live) {
             for (; i0 + step <= items; i0 += step) {
@@ -73,60 +82,19 @@ fn team_main(t: Team) {
                     sc = mm_slab_load(rows, i + 2u * t.lanes);
                     sd = mm_slab_load(rows, i + 3u * t.lanes);
                 }
-                acc += mm_slab_math(sa, i);
+                mm_acc_add(&acc, sa, i);
                 if (UNROLL > 1u) {
-                    acc += mm_slab_math(sb, i + t.lanes);
+                    mm_acc_add(&acc, sb, i + t.lanes);
                 }
                 if (UNROLL > 2u) {
-                    acc += mm_slab_math(sc, i + 2u * t.lanes);
-                    acc += mm_slab_math(sd, i + 3u * t.lanes);
+                    mm_acc_add(&acc, sc, i + 2u * t.lanes);
+                    mm_acc_add(&acc, sd, i + 3u * t.lanes);
                 }
             }
             for (var i = i0 + t.lane; i < items; i += t.lanes) {
-                acc += mm_slab_math(mm_slab_load(rows, i), i);
+                mm_acc_add(&acc, mm_slab_load(rows, i), i);
             }
         }
-        let tot = team_sum(acc);
-        if (live && t.lane == 0u) {
-            mm_store(rb * ROWS, tot);
-        }
-    }
-}
-
-// The epilogue: EPI 0 stores y[y_off + r] = dot; EPI 1 accumulates y[y_off + r] += dot (a
-// residual add); EPI 2 reads rows in (gate, up) pairs (row 2i = gate i, row 2i + 1 = up i; ROWS
-// even, y_off even) and stores y[(y_off + 2i) / 2] = silu(gate) * up with silu(g) = g / (1 + exp(-g)).
-override EPI: u32 = 0u;
-
-fn mm_put(o: u32, v: f32) {
-    if (EPI == 1u) {
-        y[o] += v;
-    } else {
-        y[o] = v;
-    }
-}
-
-fn mm_swiglu(g: f32, u: f32) -> f32 {
-    return g / (1.0 + exp(-g)) * u;
-}
-
-fn mm_store(r0: u32, tot: vec4<f32>) {
-    let o = p.y_off + r0;
-    if (EPI == 2u) {
-        y[o / 2u] = mm_swiglu(tot.x, tot.y);
-        if (ROWS > 3u && r0 + 2u < p.n) {
-            y[o / 2u + 1u] = mm_swiglu(tot.z, tot.w);
-        }
-        return;
-    }
-    mm_put(o, tot.x);
-    if (ROWS > 1u && r0 + 1u < p.n) {
-        mm_put(o + 1u, tot.y);
-    }
-    if (ROWS > 2u && r0 + 2u < p.n) {
-        mm_put(o + 2u, tot.z);
-    }
-    if (ROWS > 3u && r0 + 3u < p.n) {
-        mm_put(o + 3u, tot.w);
+        mm_finish(acc, rb * ROWS, live && t.lane == 0u);
     }
 }

@@ -4,8 +4,10 @@
 // invocations onto subgroups: a lane's index in its subgroup and the subgroup's width are counted
 // with subgroup scans (so partially filled subgroups work), and the writer of each subgroup's partial
 // is its first active invocation; any size 1..128 works. Kernels built on a team define
-// `fn team_main(t: Team)` and must give every team of a workgroup the same number of team_sum calls
-// (team_sum must be called in workgroup-uniform control flow when TEAM_SG = 0).
+// `fn team_main(t: Team, teams: u32)` (`teams`: the teams of the dispatch, workgroup-uniform: the
+// subgroup count is read through workgroupUniformLoad, so that WGSL's uniformity analysis sees a
+// loop bounded by it as uniform) and must give every team of a workgroup the same number of
+// team_sum calls, in workgroup-uniform control flow.
 
 override WG: u32 = 128u;
 override TEAM_SG: u32 = 1u;  // 1: team = subgroup, 0: team = workgroup
@@ -14,7 +16,6 @@ struct Team {
     lane: u32,   // index of the invocation in its team
     lanes: u32,  // invocations in the team
     id: u32,     // team index over the dispatch
-    count: u32,  // teams in the dispatch
 }
 
 var<workgroup> team_scratch: array<vec4<f32>, 128>;  // one partial per subgroup (TEAM_SG = 0)
@@ -22,6 +23,7 @@ var<private> team_sid: u32;
 var<private> team_nsg: u32;
 var<private> team_first: bool;
 var<private> team_li: u32;
+var<workgroup> team_wg_nsg: u32;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -35,9 +37,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let wgi = wid.x + wid.y * nwg.x;
     let wgs = nwg.x * nwg.y;
     if (TEAM_SG != 0u) {
-        team_main(Team(lane, subgroupAdd(1u), wgi * nsg + sid, wgs * nsg));
+        if (li == 0u) {
+            team_wg_nsg = nsg;
+        }
+        let nsg_u = workgroupUniformLoad(&team_wg_nsg);
+        team_main(Team(lane, subgroupAdd(1u), wgi * nsg + sid), wgs * nsg_u);
     } else {
-        team_main(Team(li, WG, wgi, wgs));
+        team_main(Team(li, WG, wgi), wgs);
     }
 }
 

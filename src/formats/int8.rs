@@ -3,12 +3,9 @@
 //! Block of 32 weights, 36 bytes: `d` (f32, little-endian), then 32 int8 codes `q` (-128..=127),
 //! weight `i` in byte `4 + i`. Weight = `d * q`, one f32 multiplication.
 //!
-//! The INT8 family ([`crate::kernels::int8`]) scales per row (or per tensor); a per-block scale
-//! holds that as the row's scale repeated in each of its blocks. `HostInt8::to_int8_blocks`
-//! converts a signed matrix of that family with zero points 0 and `k % 32 == 0` into these
-//! blocks losslessly: the dequantised values equal the family's `(q - 0) * scale`, rounded once
-//! to f32. (Per-block scales are finer than the family's, so not every matrix of this format
-//! has an INT8-family counterpart.)
+//! A per-row (or per-tensor) scale is held as the row's scale repeated in each of its blocks.
+//! Zero points have no place here: symmetric codes only (an asymmetric matrix is converted by
+//! dequantising it and quantising again, or by folding `-zero * scale` into a bias).
 //!
 //! A block is invalid when `d` is NaN, infinite or an f32 subnormal (reported as
 //! [`FormatError::NonFiniteScale`](super::FormatError::NonFiniteScale)), as in

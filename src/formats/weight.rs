@@ -55,7 +55,8 @@ pub struct WeightFormat {
 /// `mm_gemv_<name>` (see [`crate::kernels::matmul`]).
 ///
 /// Its **twin** is implied: the family's Subgroup GEMV of the same format
-/// (team_subgroup.wgsl + mm_common.wgsl + mm_gemv.wgsl + the format part + mm_rows.wgsl) with
+/// (team_subgroup.wgsl + mm_common.wgsl + mm_gemv.wgsl + the format part + mm_items.wgsl +
+/// mm_gemv_acc.wgsl + mm_rows.wgsl) with
 /// the plan `WG = 128, ROWS = rows, UNROLL = 1, TEAM_SG = 0` (a team is the threadgroup), as
 /// [`crate::kernels::matmul::native_plan`] builds it. Each entry point takes the family's
 /// `Params` at `buffer(0)`, `device const uint4* wq [[buffer(1)]]`, `device const float4* x

@@ -6,13 +6,30 @@
 //! A family with a Native variant also has a `check` module, built in every build: the cases
 //! its Native self-check runs (listed by `native_checks`), which its test grid reuses.
 
+/// A params struct, the Rust twin of its kernels' WGSL uniform struct (binding 0): `#[repr(C)]`,
+/// `Pod`, and (test kit) the list of its fields, `FIELDS` (name, type, byte offset), which a unit
+/// test below compares field by field with the WGSL struct as naga reflects it.
+macro_rules! params_struct {
+    ($(#[$meta:meta])* struct $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[repr(C)]
+        #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+        struct $name {
+            $($(#[$fmeta])* $field: $ty),*
+        }
+        #[cfg(all(test, feature = "testkit"))]
+        impl $name {
+            /// (name, type, byte offset) of each field, in order.
+            pub(crate) const FIELDS: &'static [(&'static str, &'static str, usize)] = &[$((stringify!($field), stringify!($ty), std::mem::offset_of!($name, $field))),*];
+        }
+    };
+}
+
 pub mod attention;
 pub mod elementwise;
 pub mod int4;
-pub mod int8;
 pub mod interleave;
 pub mod matmul;
-pub mod q4k;
 pub mod q8;
 pub mod rope;
 pub(crate) mod splitk;
@@ -23,18 +40,9 @@ use crate::caps::KernelInfo;
 /// The [`KernelInfo`] of every kernel of every family, in the order the probe reports them.
 pub fn infos() -> Vec<&'static KernelInfo> {
     let mut v = vec![
-        &int4::GEMV,
-        &int4::GEMM,
         &int4::QUANTIZE,
-        &int4::DEQUANTIZE,
-        &int8::GEMV,
-        &q4k::GEMV,
-        &q4k::GEMM,
-        &q4k::DEQUANTIZE,
         &q8::QUANTIZE,
         &q8::NORM_QUANTIZE,
-        &q8::INT4_GEMV,
-        &q8::Q4K_GEMV,
         &turboquant::QUANTIZE,
         &turboquant::DEQUANTIZE,
         &turboquant::ATTENTION,
@@ -55,11 +63,8 @@ pub fn infos() -> Vec<&'static KernelInfo> {
 /// Native variant has an entry (a unit test below checks it).
 pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Case>>> {
     type Cases = fn() -> Vec<Box<dyn crate::suite::Case>>;
-    let table: [(&KernelInfo, Cases); 9] = [
-        (&int4::GEMV, int4::gemv_checks),
+    let table: [(&KernelInfo, Cases); 6] = [
         (&int4::QUANTIZE, int4::quantize_checks),
-        (&int8::GEMV, int8::gemv_checks),
-        (&q4k::GEMV, q4k::gemv_checks),
         (&turboquant::QUANTIZE, turboquant::quantize_checks),
         (&turboquant::DEQUANTIZE, turboquant::dequantize_checks),
         (&turboquant::ATTENTION, turboquant::attention_checks),
@@ -74,8 +79,6 @@ pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Ca
 pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     let mut v = Vec::new();
     v.extend(int4::kernels());
-    v.extend(int8::kernels());
-    v.extend(q4k::kernels());
     v.extend(matmul::kernels());
     v.extend(q8::kernels());
     v.extend(turboquant::kernels());
@@ -85,19 +88,83 @@ pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     v
 }
 
-/// Every pipeline of every kernel, plus the bench's copy, busy and read kernels and the model
-/// runner's glue kernels (for the offline shader checks).
+/// Every pipeline of every kernel, plus the GEMMs' split-K reduce, the bench's copy, busy and
+/// read kernels and the model runner's glue kernels (for the offline shader checks).
 #[cfg(feature = "testkit")]
 pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
+    v.extend(crate::suite::describe_all([splitk::SplitReduce]));
     v.extend(crate::timing::pipeline_descs(&crate::caps::Caps::nominal()));
     v.extend(crate::model::ops::pipelines());
+    v
+}
+
+/// A Rust params struct and the WGSL pipelines that bind it as their uniform (binding 0).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) struct ParamsTwin {
+    pub(crate) rust: &'static str,
+    pub(crate) size: usize,
+    pub(crate) fields: &'static [(&'static str, &'static str, usize)],
+    pub(crate) pipelines: Vec<(String, crate::pipeline::PipelineDesc)>,
+}
+
+/// Every params struct this crate checks against its WGSL twin (see [`ParamsTwin`]).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<ParamsTwin> {
+    let mut v = matmul::params_twins();
+    v.push(int4::params_twin());
+    v.push(q8::params_twin());
+    v.push(splitk::params_twin());
     v
 }
 
 #[cfg(test)]
 mod tests {
     use crate::caps::Variant;
+
+    /// Each Rust params struct matches the WGSL struct of every pipeline that binds it, field by
+    /// field: names, scalar types and byte offsets (naga's layout of the uniform), and size; a
+    /// field reordered, renamed, retyped or missing on one side fails here.
+    #[cfg(feature = "testkit")]
+    #[test]
+    fn params_structs_match_their_wgsl_twins() {
+        use crate::pipeline::ShaderSource;
+        use naga::{AddressSpace, ResourceBinding, Scalar, ScalarKind, TypeInner};
+        let mut checked = 0;
+        for twin in super::params_twins() {
+            assert!(!twin.pipelines.is_empty(), "{}: no pipelines", twin.rust);
+            for (label, desc) in &twin.pipelines {
+                if !matches!(desc.source, ShaderSource::Wgsl(_)) {
+                    continue;
+                }
+                let text = desc.source.text();
+                let module = naga::front::wgsl::parse_str(&text).unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(&text)));
+                let (_, var) =
+                    module.global_variables.iter().find(|(_, g)| g.binding == Some(ResourceBinding { group: 0, binding: 0 })).unwrap_or_else(|| panic!("{label}: no binding 0"));
+                assert_eq!(var.space, AddressSpace::Uniform, "{label}: binding 0 is not a uniform");
+                let TypeInner::Struct { members, span } = &module.types[var.ty].inner else { panic!("{label}: binding 0 is not a struct") };
+                let wgsl: Vec<(String, &str, usize)> = members
+                    .iter()
+                    .map(|m| {
+                        let ty = match module.types[m.ty].inner {
+                            TypeInner::Scalar(Scalar { kind: ScalarKind::Uint, width: 4 }) => "u32",
+                            TypeInner::Scalar(Scalar { kind: ScalarKind::Sint, width: 4 }) => "i32",
+                            TypeInner::Scalar(Scalar { kind: ScalarKind::Float, width: 4 }) => "f32",
+                            ref other => panic!("{label}: field {:?} of type {other:?}", m.name),
+                        };
+                        (m.name.clone().unwrap_or_default(), ty, m.offset as usize)
+                    })
+                    .collect();
+                let rust: Vec<(String, &str, usize)> = twin.fields.iter().map(|&(n, t, o)| (n.to_string(), t, o)).collect();
+                assert_eq!(wgsl, rust, "{label}: the WGSL params struct and {} differ", twin.rust);
+                assert_eq!(*span as usize, twin.size, "{label}: WGSL size {span}, {} {}", twin.rust, twin.size);
+                assert_eq!(desc.params_size as usize, twin.size, "{label}: params_size");
+                checked += 1;
+            }
+        }
+        assert!(checked > 0);
+        println!("{checked} pipelines' params structs match their Rust twins");
+    }
 
     /// Every kernel with a Native variant has self-check cases, and only those kernels do: a
     /// Native kernel added without them would otherwise be checked by nothing at run time.

@@ -1,7 +1,8 @@
-//! Split-K for the GEMMs (wgsl/splitk_reduce.wgsl), shared by `int4::gemm` and `q4k::gemm`.
+//! Split-K for the GEMMs (wgsl/splitk_reduce.wgsl), shared by the weight-matrix family's GEMMs
+//! (Portable, Matrix and Native).
 //!
 //! A GEMM's output tiles are its workgroups. At small m (a few prompt tokens) they are too few to
-//! fill the GPU: 16 x 4096 is 64 tiles of the INT4 GEMM. Then each tile's K range is cut into
+//! fill the GPU: 16 x 4096 is 64 tiles of 16 x 64. Then each tile's K range is cut into
 //! `splits` workgroups, which write partial tiles into a scratch buffer; a second dispatch sums
 //! the splits into the output. Measured on an H100 (2026-11-25; docs/PERFORMANCE.md), 4096 x 4096:
 //! INT4 m=16 871.7 -> 145.1 µs, Q4_K m=32 180.0 -> 81.7 µs. [`crate::Tuning::gemm_split`] = false
@@ -12,7 +13,6 @@ use crate::buffer::GpuBuffer;
 use crate::caps::Caps;
 use crate::error::Result;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 
 /// The split-K work unit of a GEMM workgroup (wgsl/splitk_tile.wgsl), appended to both GEMMs.
 pub(crate) const TILE_WGSL: &str = include_str!("../../wgsl/splitk_tile.wgsl");
@@ -23,13 +23,9 @@ pub(crate) const TARGET: usize = 1056;
 const MIN_STEPS: usize = 8;
 
 /// (steps per split, splits) for `tiles` output tiles over `steps` K steps: one split where the
-/// tiles alone make [`TARGET`] workgroups, else enough splits to reach it, each of at least
-/// [`MIN_STEPS`] steps. With [`crate::Tuning::gemm_split`] off, one split.
-pub(crate) fn plan(caps: &Caps, tiles: usize, steps: usize) -> (usize, usize) {
-    plan_for(caps, tiles, steps, TARGET)
-}
-
-/// [`plan`] aiming for `target` workgroups (larger workgroups want fewer).
+/// tiles alone make `target` workgroups (the Portable GEMM: [`TARGET`]; larger workgroups want
+/// fewer), else enough splits to reach it, each of at least [`MIN_STEPS`] steps. With
+/// [`crate::Tuning::gemm_split`] off, one split.
 pub(crate) fn plan_for(caps: &Caps, tiles: usize, steps: usize, target: usize) -> (usize, usize) {
     let target = target.max(1);
     let want = if !caps.tuning.gemm_split || tiles >= target { 1 } else { target.div_ceil(tiles).min(steps / MIN_STEPS).max(1) };
@@ -37,12 +33,13 @@ pub(crate) fn plan_for(caps: &Caps, tiles: usize, steps: usize, target: usize) -
     (per, steps.max(1).div_ceil(per))
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct ReduceParams {
-    len: u32,
-    splits: u32,
-    _p: [u32; 2],
+params_struct! {
+    struct ReduceParams {
+        len: u32,
+        splits: u32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
 const BINDINGS: &[StorageBinding] = &[StorageBinding::read("part", "f32"), StorageBinding::write("y", "f32")];
@@ -79,8 +76,19 @@ pub(crate) fn run(b: &mut Batch, y: &GpuBuffer<f32>, len: usize, splits: usize, 
     let grid = ctx.grid((len as u64).div_ceil(256))?;
     b.dispatch(
         &SplitReduce,
-        &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p: [0; 2] },
+        &ReduceParams { len: crate::error::dims::u32_of("len", len)?, splits: crate::error::dims::u32_of("splits", splits)?, _p0: 0, _p1: 0 },
         &[ctx.internal(&part), y.raw()],
         grid,
     )
+}
+
+/// The reduce's params and its WGSL pipeline (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
+    crate::kernels::ParamsTwin {
+        rust: "splitk::ReduceParams",
+        size: std::mem::size_of::<ReduceParams>(),
+        fields: ReduceParams::FIELDS,
+        pipelines: crate::suite::describe_all([SplitReduce]),
+    }
 }

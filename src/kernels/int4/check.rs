@@ -1,15 +1,10 @@
-//! The INT4 cases the Native self-check runs ([`crate::native`]): the GEMV and the quantiser,
-//! against their f64 references. Built in every build; the test grid (`cases`, `testkit`
+//! The INT4 cases the Native self-check runs ([`crate::native`]): the quantiser, against its
+//! CPU reference. Built in every build; the test grid (`cases`, `testkit`
 //! feature) reuses them.
 
 use super::*;
 use crate::reference;
-use crate::suite::{guard_damage, guarded_f32, guarded_u32, Case, Check, MatmulPrepared, MatmulWeights, Prepared, Rng, POISON_U32};
-
-/// The self-check cases: one per Native entry point (`int4_gemv_g0`, `int4_gemv_g1`).
-pub(crate) fn gemv_checks() -> Vec<Box<dyn Case>> {
-    vec![Box::new(GemvCase { n: 33, k: 517, g: 32, mode: Int4Mode::Signed, zeros: true }), Box::new(GemvCase { n: 7, k: 100, g: 7, mode: Int4Mode::Asymmetric, zeros: true })]
-}
+use crate::suite::{guard_damage, guarded_u32, Case, Check, Prepared, Rng, POISON_U32};
 
 /// The self-check cases: one per source type (`int4_quant_*_f32`, `int4_quant_*_f16`).
 pub(crate) fn quantize_checks() -> Vec<Box<dyn Case>> {
@@ -17,6 +12,7 @@ pub(crate) fn quantize_checks() -> Vec<Box<dyn Case>> {
 }
 
 /// Random valid weights: random codes, positive scales, optional zeros.
+#[cfg(feature = "testkit")]
 pub fn random_host(rng: &mut Rng, n: usize, k: usize, group_size: usize, mode: Int4Mode, zeros: bool) -> HostInt4 {
     let ng = k.div_ceil(group_size);
     let mut codes = rng.bytes(n * k.div_ceil(2));
@@ -27,59 +23,6 @@ pub fn random_host(rng: &mut Rng, n: usize, k: usize, group_size: usize, mode: I
     }
     let zero_range = if mode == Int4Mode::Asymmetric { (0.0, 15.0) } else { (-1.5, 1.5) };
     HostInt4 { n, k, group_size, mode, codes, scales: rng.uniform_vec(n * ng, 0.002, 0.05), zeros: zeros.then(|| rng.uniform_vec(n * ng, zero_range.0, zero_range.1)) }
-}
-
-pub(super) fn mode_name(mode: Int4Mode, zeros: bool) -> &'static str {
-    match (mode, zeros) {
-        (Int4Mode::Signed, false) => "signed",
-        (Int4Mode::Signed, true) => "signed+zeros",
-        (Int4Mode::Asymmetric, _) => "asym",
-    }
-}
-
-pub(super) struct GemvCase {
-    pub(super) n: usize,
-    pub(super) k: usize,
-    pub(super) g: usize,
-    pub(super) mode: Int4Mode,
-    pub(super) zeros: bool,
-}
-
-impl MatmulWeights for Int4Matrix {
-    fn encode_matmul(&self, b: &mut Batch, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
-        matmul(b, self, x, y, m)
-    }
-}
-
-#[allow(clippy::too_many_arguments)] // one case's shape, spelled out
-pub(super) fn setup_mat(ctx: &Context, rng: &mut Rng, copies: usize, m: usize, n: usize, k: usize, g: usize, mode: Int4Mode, zeros: bool) -> Result<Box<dyn Prepared>> {
-    let host = random_host(rng, n, k, g, mode, zeros);
-    let x = rng.uniform_vec(m * k, -1.0, 1.0);
-    let reference = if m == 1 {
-        reference::gemv(n, k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x)
-    } else {
-        reference::gemm(m, n, k, |r, c| host.value(r, c), |r, c| host.magnitude(r, c), &x)
-    };
-    let mut weights = vec![Int4Matrix::upload(ctx, &host)?];
-    for _ in 1..copies {
-        weights.push(Int4Matrix::upload(ctx, &random_host(rng, n, k, g, mode, zeros))?);
-    }
-    Ok(Box::new(MatmulPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, reference, tol: 1e-5 }))
-}
-
-impl Case for GemvCase {
-    fn name(&self) -> String {
-        format!("n={} k={} g={} {}", self.n, self.k, self.g, mode_name(self.mode, self.zeros))
-    }
-    #[cfg(feature = "testkit")]
-    fn bytes(&self) -> u64 {
-        let ng = self.k.div_ceil(self.g);
-        let scale_bytes = (self.n * ng * 4 * if self.zeros { 2 } else { 1 }) as u64;
-        (self.n * self.k.div_ceil(32) * 16) as u64 + scale_bytes + 4 * (self.k + self.n) as u64
-    }
-    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-        setup_mat(ctx, rng, copies, 1, self.n, self.k, self.g, self.mode, self.zeros)
-    }
 }
 
 pub(super) struct QuantCase {
@@ -125,7 +68,17 @@ impl<T: QuantSource> Prepared for QuantPrepared<T> {
 
 impl Case for QuantCase {
     fn name(&self) -> String {
-        format!("n={} k={} g={} {} from {}", self.n, self.k, self.g, mode_name(self.mode, true), if self.f16 { "f16" } else { "f32" })
+        format!(
+            "n={} k={} g={} {} from {}",
+            self.n,
+            self.k,
+            self.g,
+            match self.mode {
+                Int4Mode::Signed => "signed",
+                Int4Mode::Asymmetric => "asym",
+            },
+            if self.f16 { "f16" } else { "f32" }
+        )
     }
     #[cfg(feature = "testkit")]
     fn bytes(&self) -> u64 {

@@ -1,12 +1,15 @@
-//! INT4 group-quantised weights: GEMV (m = 1), GEMM (m > 1), GPU quantise (f32/f16 -> INT4)
-//! and dequantise. Semantics: `w = (q - zero[r, g]) * scale[r, g]`, `g = c / group_size`;
-//! signed codes are two's-complement nibbles (-8..7), asymmetric codes unsigned (0..15).
+//! INT4 group quantisation on the GPU (f32/f16 -> INT4) and the plain host layout of INT4
+//! weights. Semantics: `w = (q - zero[r, g]) * scale[r, g]`, `g = c / group_size`; signed codes
+//! are two's-complement nibbles (-8..7), asymmetric codes unsigned (0..15). The matrix products
+//! run on the weight-matrix family: [`HostInt4::to_int4_blocks`] converts signed, zero-less
+//! weights with groups of a multiple of 32 into the `int4` format
+//! ([`crate::formats::int4`], uploaded as a [`crate::kernels::matmul::WeightMatrix`]).
 //!
 //! GPU layout (owned by the library): codes row-major, 8 per u32 (even column in the low
 //! nibble, as in the plain byte layout), each row padded to a multiple of 16 bytes so kernels load
 //! `vec4<u32>`s, words of a row in the [`crate::kernels::interleave`] order; scales (and zeros)
 //! f32 `[n, ceil(k / group_size)]`.
-//! Sources: wgsl/int4_gemv.wgsl (+ team_*.wgsl), int4_gemm.wgsl, int4_quant.wgsl, int4_dequant.wgsl.
+//! Sources: wgsl/int4_quant.wgsl (+ int4_quant_subgroup.wgsl), msl/int4_quantize.metal.
 //!
 //! ```no_run
 //! use wgkernels::{kernels::int4, Context, ContextOptions};
@@ -14,12 +17,11 @@
 //! let ctx = Context::new_blocking(ContextOptions::default())?;
 //! let (n, k) = (256, 512);
 //! let w = int4::Int4Matrix::alloc(&ctx, n, k, 32, int4::Int4Mode::Signed)?;
-//! let (src, x, y) = (ctx.upload(&vec![0.5f32; n * k])?, ctx.upload(&vec![1.0f32; k])?, ctx.alloc::<f32>(n)?);
+//! let src = ctx.upload(&vec![0.5f32; n * k])?;
 //! let mut b = ctx.batch();
 //! int4::quantize(&mut b, &src, &w)?; // f32 -> INT4 groups of 32, on the GPU
-//! int4::gemv(&mut b, &w, &x, &y)?;
 //! b.run()?;
-//! assert_eq!(ctx.read(&y)?.len(), n);
+//! assert_eq!(w.download(&ctx)?.scales.len(), n * k / 32);
 //! # Ok(()) }
 //! ```
 
@@ -30,23 +32,14 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::kernels::interleave;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Pod;
 
-pub const GEMV: KernelInfo = KernelInfo { name: "int4_gemv", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
-pub const GEMM: KernelInfo = KernelInfo { name: "int4_gemm", variants: &[Variant::Portable], extra: None };
 /// Variants are listed least preferred first: the Subgroup quantiser measured 0.69x the Portable
 /// one on an H200 (and slower on lavapipe), so Auto picks Portable unless Native is available.
 pub const QUANTIZE: KernelInfo = KernelInfo { name: "int4_quantize", variants: &[Variant::Subgroup, Variant::Portable, Variant::Native], extra: None };
-pub const DEQUANTIZE: KernelInfo = KernelInfo { name: "int4_dequantize", variants: &[Variant::Portable], extra: None };
 
-pub(crate) const TEAM_PORTABLE: &str = include_str!("../../../wgsl/team_portable.wgsl");
-pub(crate) const TEAM_SUBGROUP: &str = include_str!("../../../wgsl/team_subgroup.wgsl");
-const GEMV_WGSL: &str = include_str!("../../../wgsl/int4_gemv.wgsl");
-const GEMM_WGSL: &str = include_str!("../../../wgsl/int4_gemm.wgsl");
 const QUANT_WGSL: &str = include_str!("../../../wgsl/int4_quant.wgsl");
-const DEQUANT_WGSL: &str = include_str!("../../../wgsl/int4_dequant.wgsl");
 const QUANT_SG_WGSL: &str = include_str!("../../../wgsl/int4_quant_subgroup.wgsl");
-const GEMV_MSL: &str = include_str!("../../../msl/int4_gemv.metal");
 const QUANT_MSL: &str = include_str!("../../../msl/int4_quantize.metal");
 
 /// How codes are read.
@@ -56,21 +49,6 @@ pub enum Int4Mode {
     Signed,
     /// Unsigned nibble, q in 0..=15, with a zero point.
     Asymmetric,
-}
-
-impl Int4Mode {
-    fn xor_mask(self) -> u32 {
-        match self {
-            Int4Mode::Signed => 0x8888_8888,
-            Int4Mode::Asymmetric => 0,
-        }
-    }
-    fn zero_offset(self) -> f32 {
-        match self {
-            Int4Mode::Signed => 8.0,
-            Int4Mode::Asymmetric => 0.0,
-        }
-    }
 }
 
 /// INT4 weights in the plain host layout: codes row-major, `ceil(k / 2)` bytes per row, even
@@ -217,12 +195,6 @@ impl Int4Matrix {
     pub fn codes(&self) -> &GpuBuffer<u32> {
         &self.codes
     }
-    pub(crate) fn scales(&self) -> &GpuBuffer<f32> {
-        &self.scales
-    }
-    pub(crate) fn zeros(&self) -> Option<&GpuBuffer<f32>> {
-        self.zeros.as_ref()
-    }
 
     /// Upload weights from the plain host layout (validated first).
     pub fn upload(ctx: &Context, h: &HostInt4) -> Result<Int4Matrix> {
@@ -300,96 +272,24 @@ impl Int4Matrix {
     }
 }
 
-/// The params block of the INT4 GEMVs (int4_gemv.wgsl, and q8's int4_gemv_q8.wgsl).
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(crate) struct GemvParams {
-    n: u32,
-    k: u32,
-    group_size: u32,
-    num_groups: u32,
-    row_vec4s: u32,
-    xor_mask: u32,
-    zero_offset: f32,
-    has_zeros: u32,
-}
-
-impl GemvParams {
-    pub(crate) fn of(w: &Int4Matrix) -> GemvParams {
-        GemvParams {
-            n: w.n as u32,
-            k: w.k as u32,
-            group_size: w.group_size as u32,
-            num_groups: w.num_groups() as u32,
-            row_vec4s: (w.row_words() / 4) as u32,
-            xor_mask: w.mode.xor_mask(),
-            zero_offset: w.mode.zero_offset(),
-            has_zeros: w.zeros.is_some() as u32,
-        }
+params_struct! {
+    struct QuantParams {
+        n: u32,
+        k: u32,
+        group_size: u32,
+        num_groups: u32,
+        row_words: u32,
+        asym: u32,
+        _p0: u32,
+        _p1: u32,
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct GemmParams {
-    m: u32,
-    n: u32,
-    k: u32,
-    group_size: u32,
-    num_groups: u32,
-    row_vec4s: u32,
-    xor_mask: u32,
-    zero_offset: f32,
-    has_zeros: u32,
-    tiles_n: u32,
-    sps: u32,
-    splits: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct QuantParams {
-    n: u32,
-    k: u32,
-    group_size: u32,
-    num_groups: u32,
-    row_words: u32,
-    asym: u32,
-    _p: [u32; 2],
-}
-
-/// Dequantise reuses the GEMV parameter layout (`row_vec4s` holds the row stride in words).
-type DequantParams = GemvParams;
-
-const GEMV_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("codes", "vec4<u32>"),
-    StorageBinding::read("scales", "f32"),
-    StorageBinding::read("zeros", "f32"),
-    StorageBinding::read("x", "vec4<f32>"),
-    StorageBinding::write("y", "f32"),
-];
-const GEMM_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("codes", "vec4<u32>"),
-    StorageBinding::read("scales", "f32"),
-    StorageBinding::read("zeros", "f32"),
-    StorageBinding::read("x", "f32"),
-    StorageBinding::write("y", "f32"),
-];
 const QUANT_BINDINGS: &[StorageBinding] =
     &[StorageBinding::read("src", "u32"), StorageBinding::write("codes", "u32"), StorageBinding::write("scales", "f32"), StorageBinding::write("zeros", "f32")];
-const DEQUANT_BINDINGS: &[StorageBinding] =
-    &[StorageBinding::read("codes", "u32"), StorageBinding::read("scales", "f32"), StorageBinding::read("zeros", "f32"), StorageBinding::write("out", "f32")];
-
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Int4Pipeline {
-    Gemv {
-        variant: Variant,
-        plan: GemvPlan,
-        gmode: u32,
-        gshift: u32,
-    },
-    Gemm,
     /// Portable: one thread per group; Subgroup/Native: one workgroup per group.
     Scales {
         f16: bool,
@@ -399,17 +299,12 @@ pub enum Int4Pipeline {
         f16: bool,
         variant: Variant,
     },
-    Dequant,
 }
 
 impl PipelineKey for Int4Pipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         let size = |n: usize| n as u64;
         match *self {
-            Int4Pipeline::Gemv { variant: Variant::Native, plan, gmode, gshift } => {
-                let twin = Int4Pipeline::Gemv { variant: Variant::Subgroup, plan, gmode, gshift }.describe(_caps);
-                PipelineDesc::native(GEMV_MSL, if gmode == 0 { "int4_gemv_g0" } else { "int4_gemv_g1" }, twin)
-            }
             Int4Pipeline::Scales { f16, variant: Variant::Native } => {
                 let twin = Int4Pipeline::Scales { f16, variant: Variant::Subgroup }.describe(_caps);
                 PipelineDesc::native(QUANT_MSL, if f16 { "int4_quant_scales_f16" } else { "int4_quant_scales_f32" }, twin)
@@ -426,22 +321,6 @@ impl PipelineKey for Int4Pipeline {
                 params_size: size(std::mem::size_of::<QuantParams>()),
                 bindings: QUANT_BINDINGS,
             },
-            Int4Pipeline::Gemv { variant, plan, gmode, gshift } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![team_source(variant), interleave::WGSL, GEMV_WGSL]),
-                entry: "main",
-                constants: plan.constants(variant, &[("GMODE", gmode as f64), ("GSHIFT", gshift as f64)]),
-                workgroup_size: [plan.wg, 1, 1],
-                params_size: size(std::mem::size_of::<GemvParams>()),
-                bindings: GEMV_BINDINGS,
-            },
-            Int4Pipeline::Gemm => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![interleave::WGSL, GEMM_WGSL, super::splitk::TILE_WGSL]),
-                entry: "main",
-                constants: vec![],
-                workgroup_size: [64, 1, 1],
-                params_size: size(std::mem::size_of::<GemmParams>()),
-                bindings: GEMM_BINDINGS,
-            },
             Int4Pipeline::Scales { f16, .. } | Int4Pipeline::Codes { f16, .. } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![interleave::WGSL, QUANT_WGSL]),
                 entry: if matches!(self, Int4Pipeline::Scales { .. }) { "scales_main" } else { "codes_main" },
@@ -450,109 +329,7 @@ impl PipelineKey for Int4Pipeline {
                 params_size: size(std::mem::size_of::<QuantParams>()),
                 bindings: QUANT_BINDINGS,
             },
-            Int4Pipeline::Dequant => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![interleave::WGSL, DEQUANT_WGSL]),
-                entry: "main",
-                constants: vec![],
-                workgroup_size: [64, 1, 1],
-                params_size: size(std::mem::size_of::<DequantParams>()),
-                bindings: DEQUANT_BINDINGS,
-            },
         }
-    }
-}
-
-/// The row-block driver (`team_main`) shared by the team GEMVs without a per-item special case
-/// (q4k_gemv, int4_gemv_q8, q4k_gemv_q8): appended after the kernel file.
-pub(crate) const ROWS_DRIVER_WGSL: &str = include_str!("../../../wgsl/gemv_rows_driver.wgsl");
-
-/// The team prologue (entry point + `team_sum`) of a GEMV-style WGSL kernel.
-pub(crate) fn team_source(v: Variant) -> &'static str {
-    match v {
-        Variant::Subgroup => TEAM_SUBGROUP,
-        _ => TEAM_PORTABLE,
-    }
-}
-
-/// Shape of a team-based GEMV dispatch (int4_gemv, int8_gemv; see wgsl/team_*.wgsl).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct GemvPlan {
-    /// Invocations per workgroup.
-    pub wg: u32,
-    /// Rows per team (1..=4).
-    pub rows: u32,
-    /// vec4 steps per lane whose loads are issued together (1, 2 or 4).
-    pub unroll: u32,
-    /// Subgroup variant: 1 = a team is a subgroup, 0 = a team is the workgroup. Portable
-    /// variant: invocations per team (a power of two dividing `wg`).
-    pub team: u32,
-}
-
-impl GemvPlan {
-    /// The pipeline constants of this plan for `variant` (the Native twin: Subgroup's), plus `extra`.
-    pub(crate) fn constants(&self, variant: Variant, extra: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
-        let team = if variant == Variant::Portable { "TEAM_LANES" } else { "TEAM_SG" };
-        let mut c = vec![("WG", self.wg as f64), ("ROWS", self.rows as f64), ("UNROLL", self.unroll as f64), (team, self.team as f64)];
-        c.extend_from_slice(extra);
-        c
-    }
-
-    /// Teams per workgroup, as far as the host can tell (Subgroup teams: the adapter's largest
-    /// subgroup size; the kernels grid-stride, so a wrong guess costs speed, never correctness).
-    fn teams_per_wg(&self, ctx: &Context, variant: Variant) -> u32 {
-        match variant {
-            Variant::Portable => (self.wg / self.team.max(1)).max(1),
-            _ if self.team == 0 => 1,
-            _ => (self.wg / ctx.caps().subgroup_max_size.clamp(1, 128)).max(1),
-        }
-    }
-
-    /// The Native (MSL) plan: one team per threadgroup of [`crate::native::NATIVE_TG`] threads,
-    /// [`crate::native::NATIVE_ROWS`] rows (the grid of `native::team_plan`).
-    pub const NATIVE: GemvPlan = GemvPlan { wg: crate::native::NATIVE_TG, rows: crate::native::NATIVE_ROWS, unroll: 1, team: 0 };
-}
-
-/// Plan and workgroup grid for an INT4 GEMV over `n` rows. Defaults (fastest measured on an H200,
-/// 2026-11-22): 256 invocations, teams of 32 lanes (Subgroup: one subgroup each, no barrier) of
-/// 2 rows, 2 vec4 steps per lane per iteration; Native: [`GemvPlan::NATIVE`]. The
-/// [`crate::Tuning::int4_gemv`] overrides them, for tuning experiments.
-pub(crate) fn team_plan(ctx: &Context, n: usize, variant: Variant) -> Result<(GemvPlan, [u32; 3])> {
-    if variant == Variant::Native {
-        let (_, _, grid) = crate::native::team_plan(ctx, n)?;
-        return Ok((GemvPlan::NATIVE, grid));
-    }
-    let plan = tuned_plan(&ctx.caps().tuning.int4_gemv, variant, GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } });
-    Ok((plan, plan_grid(ctx, &plan, n, variant)?))
-}
-
-/// `default` with the overrides of `t` applied (`wg`, `rows`, `unroll`, and `team` (Subgroup) or
-/// `planes` (Portable)); out-of-range values are ignored.
-pub(crate) fn tuned_plan(t: &crate::tuning::GemvTuning, variant: Variant, default: GemvPlan) -> GemvPlan {
-    let pick = |v: Option<u32>, ok: &[u32], default: u32| v.filter(|v| ok.contains(v)).unwrap_or(default);
-    let wg = pick(t.wg, &[64, 128, 256], default.wg);
-    GemvPlan {
-        wg,
-        rows: pick(t.rows, &[1, 2, 4], default.rows),
-        unroll: pick(t.unroll, &[1, 2, 4], default.unroll),
-        team: if variant == Variant::Portable { pick(t.planes, &[8, 16, 32, 64, 128, 256], default.team).min(wg) } else { pick(t.team, &[0, 1], default.team) },
-    }
-}
-
-/// Workgroups for `plan` over `n` rows: one team per row block. (The kernels grid-stride, so any
-/// grid is correct; capping it at a few workgroups per SM measured no faster on an H200.)
-pub(crate) fn plan_grid(ctx: &Context, plan: &GemvPlan, n: usize, variant: Variant) -> Result<[u32; 3]> {
-    let wgs = n.div_ceil(plan.rows as usize).div_ceil(plan.teams_per_wg(ctx, variant) as usize);
-    ctx.grid(wgs as u64)
-}
-
-/// GEMV group handling: (GMODE, GSHIFT) override values for a group size.
-pub(crate) fn group_mode(group_size: usize) -> (u32, u32) {
-    if group_size % 8 != 0 {
-        (1, 99)
-    } else if (group_size / 8).is_power_of_two() {
-        (0, (group_size / 8).trailing_zeros())
-    } else {
-        (0, 99)
     }
 }
 
@@ -565,60 +342,6 @@ impl QuantSource for f32 {
 }
 impl QuantSource for half::f16 {
     const F16: bool = true;
-}
-
-/// `y[0..n] = W x` for one input vector (`x.len() >= k`, `y.len() >= n`).
-pub fn gemv(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>) -> Result<()> {
-    let ctx = b.context();
-    x.require("x", w.k)?;
-    y.require("y", w.n)?;
-    let (gmode, gshift) = group_mode(w.group_size);
-    let params = GemvParams::of(w);
-    let bufs = [w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), y.raw()];
-    ctx.with_native_fallback(&GEMV, |variant| {
-        let (plan, grid) = team_plan(ctx, w.n, variant)?;
-        b.dispatch(&Int4Pipeline::Gemv { variant, plan, gmode, gshift }, &params, &bufs, grid)
-    })
-}
-
-/// `y[m, n] = x[m, k] W^T` (row-major x and y). Where the output tiles are few (small m), K is
-/// split over more workgroups (`kernels::splitk`: partial sums in the context's scratch buffer and a
-/// second dispatch that sums the splits into `y`).
-pub fn gemm(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
-    let ctx = b.context();
-    ensure(m > 0, || Error::Shape("m = 0".into()))?;
-    ensure(m.checked_mul(w.k.max(w.n)).is_some_and(|v| v <= u32::MAX as usize), || Error::Shape(format!("m = {m} too large")))?;
-    x.require("x", m * w.k)?;
-    y.require("y", m * w.n)?;
-    ctx.variant_for(&GEMM)?;
-    let tiles_n = w.n.div_ceil(64);
-    let tiles = m.div_ceil(16) * tiles_n;
-    let (sps, splits) = super::splitk::plan(ctx.caps(), tiles, w.k.div_ceil(32));
-    let params = GemmParams {
-        m: m as u32,
-        n: w.n as u32,
-        k: w.k as u32,
-        group_size: w.group_size as u32,
-        num_groups: w.num_groups() as u32,
-        row_vec4s: (w.row_words() / 4) as u32,
-        xor_mask: w.mode.xor_mask(),
-        zero_offset: w.mode.zero_offset(),
-        has_zeros: w.zeros.is_some() as u32,
-        tiles_n: tiles_n as u32,
-        sps: sps as u32,
-        splits: splits as u32,
-    };
-    let grid = ctx.grid((tiles * splits) as u64)?;
-    super::splitk::run(b, y, m * w.n, splits, |b, out| b.dispatch(&Int4Pipeline::Gemm, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), x.raw(), out], grid))
-}
-
-/// `y = x W^T` for `m` input rows: GEMV when `m == 1`, GEMM otherwise.
-pub fn matmul(b: &mut Batch, w: &Int4Matrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
-    if m == 1 {
-        gemv(b, w, x, y)
-    } else {
-        gemm(b, w, x, y, m)
-    }
 }
 
 /// Quantise a row-major [n, k] f32 or f16 matrix into `dst` (shape, group size and mode are
@@ -638,7 +361,8 @@ pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Mat
         num_groups: dst.num_groups() as u32,
         row_words: dst.row_words() as u32,
         asym: (dst.mode == Int4Mode::Asymmetric) as u32,
-        _p: [0; 2],
+        _p0: 0,
+        _p1: 0,
     };
     let bufs = [src.raw(), dst.codes.raw(), dst.scales.raw(), dst.zeros_raw(ctx)];
     let groups = (dst.n * dst.num_groups()) as u64;
@@ -651,30 +375,18 @@ pub fn quantize<T: QuantSource>(b: &mut Batch, src: &GpuBuffer<T>, dst: &Int4Mat
     })
 }
 
-/// Dequantise to a row-major f32 [n, k] buffer.
-pub fn dequantize(b: &mut Batch, w: &Int4Matrix, out: &GpuBuffer<f32>) -> Result<()> {
-    let ctx = b.context();
-    out.require("out", w.n * w.k)?;
-    ctx.variant_for(&DEQUANTIZE)?;
-    let params = DequantParams {
-        n: w.n as u32,
-        k: w.k as u32,
-        group_size: w.group_size as u32,
-        num_groups: w.num_groups() as u32,
-        row_vec4s: w.row_words() as u32,
-        xor_mask: w.mode.xor_mask(),
-        zero_offset: w.mode.zero_offset(),
-        has_zeros: w.zeros.is_some() as u32,
-    };
-    let grid = ctx.grid((w.n * w.row_words()).div_ceil(64) as u64)?;
-    b.dispatch(&Int4Pipeline::Dequant, &params, &[w.codes.raw(), w.scales.raw(), w.zeros_raw(ctx), out.raw()], grid)
-}
-
 #[cfg(feature = "testkit")]
 mod cases;
 mod check;
-/// The opt-in int8-activation GEMV (see [`crate::kernels::q8`]).
-pub use crate::kernels::q8::int4_gemv as gemv_q8;
 #[cfg(feature = "testkit")]
 pub use cases::{kernels, random_host};
-pub(crate) use check::{gemv_checks, quantize_checks};
+pub(crate) use check::quantize_checks;
+
+/// The quantiser's params and its WGSL pipelines (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
+    let keys = [false, true]
+        .into_iter()
+        .flat_map(|f16| [Variant::Portable, Variant::Subgroup].into_iter().flat_map(move |variant| [Int4Pipeline::Scales { f16, variant }, Int4Pipeline::Codes { f16, variant }]));
+    crate::kernels::ParamsTwin { rust: "int4::QuantParams", size: std::mem::size_of::<QuantParams>(), fields: QuantParams::FIELDS, pipelines: crate::suite::describe_all(keys) }
+}

@@ -14,8 +14,9 @@
 //! quad, are most of what a lane reads), two quads per lane in flight up to m = 8 and one above
 //! (at m = 16 two would need 64 accumulators plus two slabs, and spill);
 //! `WGKERNELS_Q8GEMM_WG` / `_ROWS` / `_UNROLL` / `_TEAM` / `_PLANES` override them
-//! ([`crate::Tuning::q8_gemm`]).
-//! Source: wgsl/mm_gemm_q8.wgsl (+ team_*.wgsl, mm_common.wgsl and the format part).
+//! ([`crate::Tuning::gemm_q8`]; the plan: [`gemm_q8_plan`]).
+//! Source: wgsl/mm_gemm_q8.wgsl (+ team_*.wgsl, mm_common.wgsl, the format part and the row
+//! driver mm_rows.wgsl).
 
 use super::*;
 
@@ -27,20 +28,13 @@ const GEMM_Q8_WGSL: &str = include_str!("../../../wgsl/mm_gemm_q8.wgsl");
 /// The pipeline of [`MmPipeline::GemmQ8`].
 pub(super) fn desc(format: Fmt, variant: Variant, plan: GemvPlan, m: u32, params_size: u64) -> PipelineDesc {
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMM_Q8_WGSL, format.0.wgsl]),
+        source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMM_Q8_WGSL, format.0.wgsl, ROWS_WGSL]),
         entry: "main",
         constants: plan.constants(variant, &[("MR", m as f64)]),
         workgroup_size: [plan.wg, 1, 1],
         params_size,
         bindings: GEMV_QK_BINDINGS,
     }
-}
-
-/// The plan [`gemm_q8`] runs `m` rows with on `caps` as `variant` (see the module docs).
-pub fn gemm_q8_plan(caps: &Caps, variant: Variant, m: usize) -> GemvPlan {
-    let portable = variant == Variant::Portable;
-    let default = GemvPlan { wg: if portable { 256 } else { 128 }, rows: 4, unroll: if m <= 8 { 2 } else { 1 }, team: if portable { 32 } else { 1 } };
-    tuned_plan(&caps.tuning.q8_gemm, variant, default)
 }
 
 /// `y[a * n + r] = sum_c w[r, c] x_q8[a, c]` for the first `m` rows of `xq` (`1 <= m <=

@@ -7,8 +7,10 @@
 //!
 //! Matrices larger than the device's storage binding limit are split into row chunks on upload
 //! (rows are independent in every format's GPU layout); each kernel dispatches once per chunk.
-//! Sources: wgsl/mm_common.wgsl, mm_gemv.wgsl / mm_gemv_q8.wgsl + mm_rows.wgsl (+ team_*.wgsl),
-//! mm_gemm.wgsl (+ splitk_tile.wgsl), mm_gemm_matrix.wgsl (the Matrix GEMM: [`matrix`]),
+//! Sources: wgsl/mm_common.wgsl; the GEMVs: mm_gemv.wgsl / mm_gemv_q8.wgsl / mm_gemv_qk.wgsl +
+//! mm_gemv_acc.wgsl + mm_rows.wgsl (the row driver, shared with the int8 GEMM's mm_gemm_q8.wgsl;
+//! plans: [`GemvPlan`], [`gemv_plan`], [`gemm_q8_plan`]) + team_*.wgsl; mm_gemm.wgsl (+
+//! splitk_tile.wgsl), mm_gemm_matrix.wgsl (the Matrix GEMM: [`matrix`]),
 //! mm_dequant.wgsl, and the format's `wgsl/fmt_<name>.wgsl`.
 //!
 //! GEMM variants: Portable (f32 throughout), Matrix (cooperative matrices, f16 inputs, f32
@@ -24,10 +26,9 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::formats::{self, WeightFormat, FORMATS};
-use crate::kernels::int4::{plan_grid, team_source, tuned_plan, GemvPlan};
 use crate::kernels::q8::Q8Activations;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use std::sync::OnceLock;
 
 #[cfg(feature = "testkit")]
@@ -35,15 +36,19 @@ mod cases;
 pub(crate) mod check;
 mod gemm_q8;
 pub mod matrix;
+mod plan;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
-pub use gemm_q8::{gemm_q8, gemm_q8_plan, GEMM_Q8_MAX_M};
+pub use gemm_q8::{gemm_q8, GEMM_Q8_MAX_M};
+pub use plan::{default_plan, gemm_q8_plan, gemv_plan, native_plan, GemvPlan};
+pub(crate) use plan::{plan_grid, team_source};
 
 const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/mm_gemv.wgsl");
 const GEMV_Q8_WGSL: &str = include_str!("../../../wgsl/mm_gemv_q8.wgsl");
 const GEMV_QK_WGSL: &str = include_str!("../../../wgsl/mm_gemv_qk.wgsl");
 const ITEMS_WGSL: &str = include_str!("../../../wgsl/mm_items.wgsl");
+const GEMV_ACC_WGSL: &str = include_str!("../../../wgsl/mm_gemv_acc.wgsl");
 const ROWS_WGSL: &str = include_str!("../../../wgsl/mm_rows.wgsl");
 const GEMM_WGSL: &str = include_str!("../../../wgsl/mm_gemm.wgsl");
 const DEQUANT_WGSL: &str = include_str!("../../../wgsl/mm_dequant.wgsl");
@@ -318,23 +323,23 @@ impl WeightMatrix {
     }
 }
 
-/// The params block of every kernel of the family (wgsl/mm_common.wgsl).
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params {
-    n: u32,
-    k: u32,
-    k4: u32,
-    items: u32,
-    row_vec4s: u32,
-    y_off: u32,
-    m: u32,
-    ldy: u32,
-    tiles_n: u32,
-    sps: u32,
-    splits: u32,
-    /// q8 GEMM: the stride of the activation records' planes (quads of the whole buffer).
-    xs: u32,
+params_struct! {
+    /// The params block of every kernel of the family (wgsl/mm_common.wgsl).
+    struct Params {
+        n: u32,
+        k: u32,
+        k4: u32,
+        items: u32,
+        row_vec4s: u32,
+        y_off: u32,
+        m: u32,
+        ldy: u32,
+        tiles_n: u32,
+        sps: u32,
+        splits: u32,
+        /// q8 GEMM: the stride of the activation records' planes (quads of the whole buffer).
+        xs: u32,
+    }
 }
 
 const GEMV_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32>"), StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("y", "f32")];
@@ -483,6 +488,7 @@ impl PipelineKey for MmPipeline {
                     },
                     format.0.wgsl,
                     if act == Activations::Q8Int { "" } else { ITEMS_WGSL },
+                    GEMV_ACC_WGSL,
                     ROWS_WGSL,
                 ]),
                 entry: "main",
@@ -528,12 +534,6 @@ impl PipelineKey for MmPipeline {
     }
 }
 
-/// The Native (MSL) GEMV plan for `rows` rows per threadgroup: one team per threadgroup of
-/// 128 threads, one item per lane per step (the twin's `WG`, `ROWS`, `UNROLL`, `TEAM_SG`).
-pub fn native_plan(rows: u32) -> GemvPlan {
-    GemvPlan { wg: 128, rows, unroll: 1, team: 0 }
-}
-
 /// The MSL entry point of `f`'s Native GEMV for `plan`, if it has one.
 fn native_entry(f: &WeightFormat, plan: GemvPlan) -> Option<&'static str> {
     let n = f.native.as_ref()?;
@@ -546,18 +546,6 @@ fn native_plan_for(f: &'static WeightFormat, n: usize) -> Result<GemvPlan> {
     let entries = f.native.as_ref().map_or(&[][..], |n| n.entries);
     let pick = if n >= 2048 { entries.iter().map(|e| e.0).max() } else { entries.iter().map(|e| e.0).min() };
     pick.map(native_plan).ok_or_else(|| Error::Unsupported { kernel: kernel_infos(f).gemv.name, variant: Variant::Native, reason: format!("format {} has no MSL GEMV", f.name) })
-}
-
-/// The default GEMV plan (as the Q4_K GEMV's, fastest measured there on an H200: 256
-/// invocations, teams of 32 lanes / one subgroup, 2 rows, 2 items per lane per iteration).
-pub fn default_plan(variant: Variant) -> GemvPlan {
-    GemvPlan { wg: 256, rows: 2, unroll: 2, team: if variant == Variant::Portable { 32 } else { 1 } }
-}
-
-/// The GEMV plan on `caps`: [`default_plan`] with the Q4_K GEMV's tuning overrides
-/// ([`crate::Tuning::q4k_gemv`]) applied.
-pub fn gemv_plan(caps: &Caps, variant: Variant) -> GemvPlan {
-    tuned_plan(&caps.tuning.q4k_gemv, variant, default_plan(variant))
 }
 
 fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, act: Activations, epi: Epilogue) -> Result<()> {
@@ -716,4 +704,11 @@ pub fn gather_row(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, out: &G
         b.dispatch(&key, &w.params(c), &[c.data.raw(), idx.raw(), out.raw()], grid)?;
     }
     Ok(())
+}
+
+/// The family's params and its WGSL pipelines, every format's (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
+    let pipelines = kernels().iter().flat_map(|k| k.pipelines()).collect();
+    vec![crate::kernels::ParamsTwin { rust: "matmul::Params", size: std::mem::size_of::<Params>(), fields: Params::FIELDS, pipelines }]
 }
