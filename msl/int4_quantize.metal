@@ -12,7 +12,8 @@
 // simdgroup, the lowest active lane of each simdgroup stores its partial at part[simdgroup index],
 // and after a threadgroup barrier thread 0 folds ALL simdgroups' partials. So it is right for
 // threadgroups larger than one simdgroup and for any simdgroup width; min/max are exact, so scales
-// are bit-identical to the CPU quantiser.
+// are bit-identical to the CPU quantiser. A group holding a NaN or an infinity gets the scale NaN,
+// as in WGSL (the data policy: non-finite values propagate).
 //
 // Rounding is ties-away-from-zero computed EXACTLY with no division (see wgsl/int4_quant.wgsl):
 // 2|x| is compared with (2j+1)*s through the split s = hi + lo (hi keeps 18 significant bits),
@@ -28,8 +29,8 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   int4_quant_scales_*: twin fnv1a64 c3b8882f38e7ba87
-//   int4_quant_codes_*:  twin fnv1a64 a4a9b620409af699
+//   int4_quant_scales_*: twin fnv1a64 94dedfe576278f95
+//   int4_quant_codes_*:  twin fnv1a64 64c3fe564047b3b1
 
 #include <metal_stdlib>
 using namespace metal;
@@ -68,6 +69,15 @@ static inline float load(device const uint* src, uint i) {
     return as_type<float>(src[i]);
 }
 
+// load() for the min/max scan: a NaN or an infinity reads as +inf (built from its own bits), which
+// min/max keep where they could drop a NaN; store_scale then writes the scale NaN for the group.
+template <bool F16>
+static inline float scan_load(device const uint* src, uint i) {
+    const float v = load<F16>(src, i);
+    const uint e = as_type<uint>(v) & 0x7f800000u;
+    return e == 0x7f800000u ? as_type<float>(e) : v;
+}
+
 // round-half-away(|x| / s), capped at 16, exactly. s > 0.
 static inline uint round_mag(float ax, float s) {
     const float hi = as_type<float>(as_type<uint>(s) & 0xffffffc0u);
@@ -83,6 +93,15 @@ static inline uint round_mag(float ax, float s) {
 
 static inline void store_scale(constant Int4QuantParams& p, device float* scales, device float* zeros,
                                uint id, float lo, float hi) {
+    const uint hb = as_type<uint>(hi);
+    if (hb == 0x7f800000u) {
+        // A non-finite value in the group (scan_load): NaN, from the +inf's own bits.
+        scales[id] = as_type<float>(hb | 0x00400000u);
+        if (p.asym != 0u) {
+            zeros[id] = 0.0f;
+        }
+        return;
+    }
     if (p.asym != 0u) {
         const float s = (hi - lo) * INV15;
         scales[id] = s;
@@ -109,7 +128,7 @@ static void scales_body(constant Int4QuantParams& p, device const uint* src, dev
         float lo = 0.0f;
         float hi = 0.0f;
         for (uint c = c0 + tid; c < c1; c += tcount) {
-            const float v = load<F16>(src, row * p.k + c);
+            const float v = scan_load<F16>(src, row * p.k + c);
             lo = min(lo, v);
             hi = max(hi, v);
         }
