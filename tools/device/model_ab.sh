@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Before/after model throughput in one device call: writes random-weight Llama-shaped Q4_K_M-like
+# GGUF files with gguf-py (tools/llamacpp/make_llama_gguf.py), then runs two builds' model_bench
+# on each file, alternating A B B A, then optional release test binaries.
+#   tools/device/model_ab.sh BIN_DIR_A BIN_DIR_B OUTDIR
+# BIN_DIR_*: folders holding a release `model_bench` (and `generate`) binary.
+# GGUF_PY: gguf-py folder (default .gpubin/gguf-py). TESTS: test binaries to run after the benches
+# (paths), each run with --test-threads 1 and logged to OUTDIR/test_<name>.txt.
+set -u
+A="$1"; B="$2"; OUT="$3"; mkdir -p "$OUT"
+log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/log.txt"; }
+export PYTHONPATH="${GGUF_PY:-.gpubin/gguf-py}"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 tools/llamacpp/make_llama_gguf.py /tmp/l1b.gguf --layers 16 --dim 2048 --ffn 8192 --mix q4_k_m > "$OUT/gguf_1b.log" 2>&1 &
+python3 tools/llamacpp/make_llama_gguf.py /tmp/l8b.gguf --mix q4_k_m > "$OUT/gguf_8b.log" 2>&1
+wait; log "models written"
+for m in l1b l8b; do
+  for side in A B B A; do
+    bin=$A; [ $side = B ] && bin=$B
+    "$bin/model_bench" /tmp/$m.gguf -p 512 -n 128 -r 3 --gpu-time > "$OUT/mb_${m}_${side}.txt" 2>&1
+    log "$m $side rc=$? $(grep -E '^\| (pp|tg)' "$OUT/mb_${m}_${side}.txt" | tr -s ' ' | tr '\n' ' ')"
+  done
+done
+for t in ${TESTS:-}; do
+  n=$(basename "$t" | sed 's/-[0-9a-f]*$//')
+  timeout 240 "$t" --test-threads 1 > "$OUT/test_$n.txt" 2>&1
+  log "test $n rc=$? $(grep -E '^test result' "$OUT/test_$n.txt" | tr '\n' ' ')"
+done
+log end
