@@ -216,7 +216,7 @@ pub fn device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'sta
 fn device_gaps(offered: wgpu::Features, offered_limits: Option<&wgpu::Limits>, device: &wgpu::Device) -> Option<String> {
     let wanted = wanted_features() | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
     let missing = offered & wanted & !device.features();
-    let mut gaps: Vec<String> = missing.iter().map(|f| format!("{f:?}")).collect();
+    let mut gaps: Vec<String> = missing.iter_names().map(|(name, _)| name.to_string()).collect();
     if let Some(l) = offered_limits {
         let d = device.limits();
         let mut low = |name: &str, have: u64, could: u64| {
