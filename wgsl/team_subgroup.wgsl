@@ -4,10 +4,10 @@
 // invocations onto subgroups: a lane's index in its subgroup and the subgroup's width are counted
 // with subgroup scans (so partially filled subgroups work), and the writer of each subgroup's partial
 // is its first active invocation; any size 1..128 works. Kernels built on a team define
-// `fn team_main(t: Team, teams: u32)` (`teams`: the teams of the dispatch, workgroup-uniform: the
-// subgroup count is read through workgroupUniformLoad, so that WGSL's uniformity analysis sees a
-// loop bounded by it as uniform) and must give every team of a workgroup the same number of
-// team_sum calls, in workgroup-uniform control flow.
+// `fn team_main(t: Team, teams: u32)` (`teams`: the teams of the dispatch, from the
+// workgroup-uniform builtins num_workgroups and num_subgroups only, so that WGSL's uniformity
+// analysis sees a loop bounded by it as uniform) and must give every team of a workgroup the same
+// number of team_sum calls, in workgroup-uniform control flow.
 
 override WG: u32 = 128u;
 override TEAM_SG: u32 = 1u;  // 1: team = subgroup, 0: team = workgroup
@@ -23,7 +23,6 @@ var<private> team_sid: u32;
 var<private> team_nsg: u32;
 var<private> team_first: bool;
 var<private> team_li: u32;
-var<workgroup> team_wg_nsg: u32;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -37,11 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let wgi = wid.x + wid.y * nwg.x;
     let wgs = nwg.x * nwg.y;
     if (TEAM_SG != 0u) {
-        if (li == 0u) {
-            team_wg_nsg = nsg;
-        }
-        let nsg_u = workgroupUniformLoad(&team_wg_nsg);
-        team_main(Team(lane, subgroupAdd(1u), wgi * nsg + sid), wgs * nsg_u);
+        team_main(Team(lane, subgroupAdd(1u), wgi * nsg + sid), wgs * nsg);
     } else {
         team_main(Team(li, WG, wgi), wgs);
     }
