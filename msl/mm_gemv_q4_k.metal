@@ -26,7 +26,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q4_k_r2, mm_gemv_q4_k_r4: twin fnv1a64 e5eee4f885491a08
+//   mm_gemv_q4_k_r2, mm_gemv_q4_k_r4: twin fnv1a64 1dd269b1e1dfa788
 
 #include <metal_stdlib>
 using namespace metal;
