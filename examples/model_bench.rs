@@ -2,7 +2,7 @@
 //! measures its `pp` and `tg` tests, so the two can be put side by side on the same file and GPU.
 //!
 //! ```text
-//! cargo run --release --example model_bench -- MODEL.gguf [-p 512] [-n 128] [-r 5]
+//! cargo run --release --example model_bench -- MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5]
 //!     [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S]
 //!     [--pipeline-cache FILE | --no-pipeline-cache]
 //! ```
@@ -16,6 +16,8 @@
 //!   the host.
 //! - `tg N`: N greedy decode steps from an empty cache (one token of context), token choice and
 //!   embedding lookup on the GPU ([`Session::decode_greedy`]), each step's token read back.
+//! - `-d D` (depth, as `llama-bench -d`): both tests start after a prefill of D random tokens
+//!   instead of an empty cache (that prefill is not timed); the rows read `pp512 @ d4096`.
 //!
 //! Each test runs once untimed first (reported as "first run"), then `-r` timed repetitions;
 //! the result is the mean ± standard deviation of the repetitions' tokens/s, as `llama-bench`
@@ -37,6 +39,7 @@ struct Args {
     common: cli::Common,
     pp: usize,
     tg: usize,
+    depth: usize,
     reps: usize,
     kv: KvKind,
     chunk: usize,
@@ -47,7 +50,7 @@ struct Args {
 }
 
 const HELP: &str = "\
-usage: model_bench MODEL.gguf [-p 512] [-n 128] [-r 5] [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S] [--pipeline-cache FILE | --no-pipeline-cache]
+usage: model_bench MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5] [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S] [--pipeline-cache FILE | --no-pipeline-cache]
 
 Prompt (pp) and generation (tg) tokens/s of a GGUF model, measured as llama.cpp's llama-bench
 does; prints a Markdown table.
@@ -56,6 +59,7 @@ does; prints a Markdown table.
   -p N                   pp test: a prompt of N random tokens from an empty cache (default 512; 0 skips it)
   -n N                   tg test: N greedy decode steps after one token (default 128; 0 skips it)
   -r N                   timed repetitions after one untimed first run (default 5, at least 1)
+  -d D                   depth: tokens of context before each test (default 0)
   --kv f16|turboquant    KV cache: f16, or TurboQuant 4-bit codes (default f16)
   --chunk N              most prompt tokens per prefill batch (default 512)
   --f32-activations      multiply weights by f32 activations (default: int8-rounded in decode steps)
@@ -69,6 +73,7 @@ fn parse_args() -> Result<Args, String> {
         common: cli::Common { pipeline_cache: None },
         pp: 512,
         tg: 128,
+        depth: 0,
         reps: 5,
         kv: KvKind::F16,
         chunk: 512,
@@ -81,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
         match f {
             "-p" => a.pp = v.value(f)?,
             "-n" => a.tg = v.value(f)?,
+            "-d" => a.depth = v.value(f)?,
             "-r" => a.reps = v.value(f)?,
             "--kv" => a.kv = v.kv(f)?,
             "--chunk" => a.chunk = v.value(f)?,
@@ -118,20 +124,29 @@ struct Rep {
     gpu: f64,
 }
 
-/// `pp`: the prompt from an empty cache.
-fn run_pp(ctx: &Context, model: &Model, s: &mut Session, prompt: &[u32]) -> Res<Rep> {
+/// An empty cache, then the untimed `context` (the depth's tokens), if any.
+fn start(ctx: &Context, model: &Model, s: &mut Session, context: &[u32]) -> Res<()> {
     s.reset();
+    if !context.is_empty() {
+        s.prefill(ctx, model, context)?;
+    }
+    Ok(())
+}
+
+/// `pp`: the prompt after the depth's context.
+fn run_pp(ctx: &Context, model: &Model, s: &mut Session, depth: &[u32], prompt: &[u32]) -> Res<Rep> {
+    start(ctx, model, s, depth)?;
     let g0 = s.gpu_seconds().0;
     let t = Instant::now();
     s.prefill(ctx, model, prompt)?;
     Ok(Rep { wall: t.elapsed().as_secs_f64(), gpu: s.gpu_seconds().0 - g0 })
 }
 
-/// `tg`: `n` greedy steps after one token of context (its prefill not timed). `first_token`
-/// gets the seconds from process start to the first generated token, if it has none.
-fn run_tg(ctx: &Context, model: &Model, s: &mut Session, first: u32, n: usize, first_token: &mut Option<f64>) -> Res<Rep> {
-    s.reset();
-    s.prefill(ctx, model, &[first])?;
+/// `tg`: `n` greedy steps after the depth's context and one more token (their prefill not
+/// timed). `first_token` gets the seconds from process start to the first generated token, if
+/// it has none.
+fn run_tg(ctx: &Context, model: &Model, s: &mut Session, context: &[u32], n: usize, first_token: &mut Option<f64>) -> Res<Rep> {
+    start(ctx, model, s, context)?;
     let g0 = s.gpu_seconds().1;
     let t = Instant::now();
     let done = s.decode_greedy(ctx, model, n, |_| {
@@ -199,7 +214,7 @@ fn run(a: Args) -> Res<()> {
     let load_s = t0.elapsed().as_secs_f64();
     eprintln!("loaded in {load_s:.1} s");
     let c = &model.config;
-    let context = a.pp.max(a.tg + 1).max(2);
+    let context = a.pp.max(a.tg + 1).max(2).checked_add(a.depth).ok_or("-d: too many positions")?;
     if context > c.context_length {
         eprintln!("warning: a context of {context} positions exceeds the {} the model was trained for", c.context_length);
     }
@@ -213,6 +228,9 @@ fn run(a: Args) -> Res<()> {
     let mut rng = fastrand::Rng::with_seed(a.seed);
     let vocab = u32::try_from(c.vocab).map_err(|_| "vocabulary too large")?;
     let prompt: Vec<u32> = (0..a.pp).map(|_| rng.u32(0..vocab)).collect();
+    // The depth's context, and that context plus one token for `tg`.
+    let mut depth: Vec<u32> = (0..a.depth).map(|_| rng.u32(0..vocab)).collect();
+    let at = if a.depth > 0 { format!(" @ d{}", a.depth) } else { String::new() };
     println!(
         "{} {} layers, hidden {}, vocab {}, {} KV cache, {} activations, chunks of {}, {} repetitions\n",
         c.arch.name(),
@@ -244,17 +262,17 @@ fn run(a: Args) -> Res<()> {
         println!();
     }
     if a.pp > 0 {
-        let first = run_pp(&ctx, &model, &mut s, &prompt)?;
+        let first = run_pp(&ctx, &model, &mut s, &depth, &prompt)?;
         // The first prompt's last logits are on the host: its next token could be drawn now.
         first_token.get_or_insert_with(cli::since_start);
-        let reps = (0..a.reps).map(|_| run_pp(&ctx, &model, &mut s, &prompt)).collect::<Res<Vec<_>>>()?;
-        report(&format!("pp{}", a.pp), a.pp, &first, &reps, a.gpu_time);
+        let reps = (0..a.reps).map(|_| run_pp(&ctx, &model, &mut s, &depth, &prompt)).collect::<Res<Vec<_>>>()?;
+        report(&format!("pp{}{at}", a.pp), a.pp, &first, &reps, a.gpu_time);
     }
     if a.tg > 0 {
-        let tok = rng.u32(0..vocab);
-        let first = run_tg(&ctx, &model, &mut s, tok, a.tg, &mut first_token)?;
-        let reps = (0..a.reps).map(|_| run_tg(&ctx, &model, &mut s, tok, a.tg, &mut None)).collect::<Res<Vec<_>>>()?;
-        report(&format!("tg{}", a.tg), a.tg, &first, &reps, a.gpu_time);
+        depth.push(rng.u32(0..vocab));
+        let first = run_tg(&ctx, &model, &mut s, &depth, a.tg, &mut first_token)?;
+        let reps = (0..a.reps).map(|_| run_tg(&ctx, &model, &mut s, &depth, a.tg, &mut None)).collect::<Res<Vec<_>>>()?;
+        report(&format!("tg{}{at}", a.tg), a.tg, &first, &reps, a.gpu_time);
     }
     if let Some(at) = first_token {
         println!(

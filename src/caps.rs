@@ -315,17 +315,36 @@ impl Caps {
 /// A kernel's extra requirement check: `Err(reason)` when `caps` cannot run `variant`.
 pub type ExtraCheck = fn(&Caps, Variant) -> Result<(), String>;
 
+/// The cases of a kernel's Native self-check ([`KernelInfo`]): run against their CPU
+/// references before the kernel's first Native dispatch on a context.
+pub(crate) type NativeChecks = fn(&KernelInfo) -> Vec<Box<dyn crate::suite::Case>>;
+
 /// Static description of one kernel: its name, the variants it is implemented in and any
-/// extra requirement beyond [`Caps::variant_support`]. Each kernel module declares one per kernel.
+/// extra requirement beyond [`Caps::variant_support`]. Each kernel module declares one per kernel
+/// ([`KernelInfo::new`]); a kernel with a Native variant also names its self-check cases.
 pub struct KernelInfo {
     pub name: &'static str,
     /// Implemented variants, most preferred last.
     pub variants: &'static [Variant],
     /// Extra per-kernel requirement (e.g. f16). `None` means none.
     pub extra: Option<ExtraCheck>,
+    /// The Native self-check's cases: `Some` exactly for this crate's kernels with a Native
+    /// variant (a unit test holds every kernel to that).
+    pub(crate) native_checks: Option<NativeChecks>,
 }
 
 impl KernelInfo {
+    /// A kernel without a Native self-check (a Native variant of such a kernel is reported
+    /// unchecked and runs unverified).
+    pub const fn new(name: &'static str, variants: &'static [Variant], extra: Option<ExtraCheck>) -> KernelInfo {
+        KernelInfo { name, variants, extra, native_checks: None }
+    }
+
+    /// The same kernel with its Native self-check cases.
+    pub(crate) const fn checked(self, cases: NativeChecks) -> KernelInfo {
+        KernelInfo { native_checks: Some(cases), ..self }
+    }
+
     /// Can this kernel run as `v` on an adapter with `caps`? `Err` carries the reason.
     pub fn support(&self, caps: &Caps, v: Variant) -> Result<(), String> {
         if !self.variants.contains(&v) {

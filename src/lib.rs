@@ -158,7 +158,7 @@ pub fn probe_report(ctx: &Context) -> String {
     let mut s = ctx.caps().report();
     s += &format!("\npolicy       {:?}\n", ctx.options().policy);
     #[cfg(feature = "testkit")]
-    for line in ctx.probe_native() {
+    for line in ctx.probe_native(&kernels::registry()) {
         s += &format!("native build {line}\n");
     }
     s += "\nkernel variants:\n";

@@ -22,8 +22,8 @@
 //!   available with the `testkit` feature.
 //! * **Self-check** (every build). Before a kernel runs as Native for the first time under
 //!   `Auto` or `Prefer` (the first [`Context::variant_for`] that would pick Native), the context
-//!   runs the kernel's self-check cases (small shapes, one per MSL entry point, listed in
-//!   `kernels::native_checks`) and compares each with its f64 CPU reference within the same
+//!   runs the kernel's self-check cases (small shapes, one per MSL entry point, named by its
+//!   [`KernelInfo`]) and compares each with its f64 CPU reference within the same
 //!   error bounds as the test harness. A build failure or a mismatch
 //!   records the kernel as failed (it falls back to the best other variant, as above) and is
 //!   reported by [`Context::native_diagnostics`], [`Context::explain`] and the probe report.
@@ -215,9 +215,9 @@ impl Context {
             }
             checks.insert(kernel.name, SelfCheck::Running);
         }
-        let outcome = match crate::kernels::native_checks(kernel.name) {
+        let outcome = match kernel.native_checks {
             None => SelfCheck::Unchecked("not a kernel of this crate: no self-check cases".into()),
-            Some(cases) => self.run_self_check(kernel.name, &cases),
+            Some(cases) => self.run_self_check(kernel.name, &cases(kernel)),
         };
         if let SelfCheck::Failed(reason) = &outcome {
             self.record_native_failure(kernel.name, format!("self-check failed: {reason}"));
@@ -314,14 +314,14 @@ impl Context {
         Ok(v)
     }
 
-    /// For every kernel selected as Native here, build all its Native pipelines now, recording
-    /// failures (so they fall back and show in the probe report). Returns one line per kernel tried.
-    /// (Without this, a Native pipeline that fails to build is found, recorded and falls back at
-    /// its first use.)
+    /// For every kernel of `kernels` (the test kit's registry) selected as Native here, build
+    /// all its Native pipelines now, recording failures (so they fall back and show in the probe
+    /// report). Returns one line per kernel tried. (Without this, a Native pipeline that fails to
+    /// build is found, recorded and falls back at its first use.)
     #[cfg(feature = "testkit")]
-    pub fn probe_native(&self) -> Vec<String> {
+    pub fn probe_native(&self, kernels: &[&dyn crate::suite::Kernel]) -> Vec<String> {
         let mut lines = Vec::new();
-        for k in crate::kernels::registry() {
+        for &k in kernels {
             let info = k.info();
             if info.select(self.caps(), self.options().policy).ok() != Some(Variant::Native) {
                 continue;
@@ -375,7 +375,7 @@ impl Context {
 }
 
 /// The self-check as `Auto` runs it in every build: [`Context::variant_for`] -> `self_check` ->
-/// `kernels::native_checks` (none of which is `testkit` code). Getting a Native pipeline off
+/// the kernel's `KernelInfo::native_checks` (none of which is `testkit` code). Getting a Native pipeline off
 /// Metal takes the SPIR-V twin mode, a `testkit` aid; cargo always builds this crate's tests with
 /// `testkit` (the self dev-dependency), so these run under `cargo test --lib`.
 #[cfg(all(test, feature = "testkit"))]
@@ -429,7 +429,7 @@ mod tests {
         assert_eq!(clean.variant_for(info), Ok(Variant::Native));
         let d = clean.native_diagnostics().into_iter().find(|d| d.kernel == info.name).expect("diagnostic");
         let SelfCheck::Passed(summary) = &d.check else { panic!("{d:?}") };
-        assert_eq!(summary.split("; ").count(), crate::kernels::native_checks(info.name).expect("cases").len(), "{summary}");
+        assert_eq!(summary.split("; ").count(), info.native_checks.expect("cases")(info).len(), "{summary}");
         assert!(d.failure.is_none() && clean.explain(info).contains("native self-check passed"), "{}", clean.explain(info));
 
         // Require(Native) skips the check: the wrong twin is used (the policy never falls back).
@@ -442,7 +442,7 @@ mod tests {
     /// not failed, and keeps Native.
     #[test]
     fn kernel_without_cases_is_reported_unchecked() {
-        const OUTSIDE: KernelInfo = KernelInfo { name: "outside_kernel", variants: &[Variant::Portable, Variant::Native], extra: None };
+        const OUTSIDE: KernelInfo = KernelInfo::new("outside_kernel", &[Variant::Portable, Variant::Native], None);
         let base = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
         let Some(auto) = twin_context(&base, VariantPolicy::Auto, None) else { return };
         assert_eq!(auto.variant_for(&OUTSIDE), Ok(Variant::Native));

@@ -99,7 +99,7 @@ fn probe_reports_native_unsupported_with_reason() {
 
 // A kernel whose Native pipeline can never build: its "MSL" twin disagrees with it on the
 // workgroup size, which the twin translation refuses (standing in for a Metal compile error).
-const BROKEN: KernelInfo = KernelInfo { name: "broken_native", variants: &[Variant::Portable, Variant::Subgroup, Variant::Native], extra: None };
+const BROKEN: KernelInfo = KernelInfo::new("broken_native", &[Variant::Portable, Variant::Subgroup, Variant::Native], None);
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct CopyKey(Variant);

@@ -7,11 +7,12 @@
 // mm_rows.wgsl, whose accumulator hooks this file defines: MR x ROWS f32 accumulators per lane
 // (one vec4 per activation row, component r = weight row r), one team_sum per activation row and
 // row block. The accumulators are named variables under compile-time guards (MR is an
-// override), never a dynamically indexed array.
+// override), never a dynamically indexed array; the live rows p.m (<= MR) are a uniform runtime
+// value, so one pipeline serves every m of its power-of-two bucket.
 // Activation records: vec4 t of quad qd of activation row a at t * p.xs + a * p.items + qd
 // (p.items = quads per row, p.xs = quads of the whole quantised buffer).
 
-override MR: u32 = 1u;  // activation rows, 1..16
+override MR: u32 = 1u;  // activation-row slots (a power of two, 1..16); p.m <= MR rows are live
 
 @group(0) @binding(2) var<storage, read> xk: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
@@ -62,21 +63,21 @@ fn mm_acc_zero() -> MmAcc {
 
 fn mm_acc_add(acc: ptr<function, MmAcc>, sl: MmSlab, qd: u32) {
     (*acc).a0 += mq_dot(sl, 0u, qd);
-    if (MR > 1u) { (*acc).a1 += mq_dot(sl, 1u, qd); }
-    if (MR > 2u) { (*acc).a2 += mq_dot(sl, 2u, qd); }
-    if (MR > 3u) { (*acc).a3 += mq_dot(sl, 3u, qd); }
-    if (MR > 4u) { (*acc).a4 += mq_dot(sl, 4u, qd); }
-    if (MR > 5u) { (*acc).a5 += mq_dot(sl, 5u, qd); }
-    if (MR > 6u) { (*acc).a6 += mq_dot(sl, 6u, qd); }
-    if (MR > 7u) { (*acc).a7 += mq_dot(sl, 7u, qd); }
-    if (MR > 8u) { (*acc).a8 += mq_dot(sl, 8u, qd); }
-    if (MR > 9u) { (*acc).a9 += mq_dot(sl, 9u, qd); }
-    if (MR > 10u) { (*acc).a10 += mq_dot(sl, 10u, qd); }
-    if (MR > 11u) { (*acc).a11 += mq_dot(sl, 11u, qd); }
-    if (MR > 12u) { (*acc).a12 += mq_dot(sl, 12u, qd); }
-    if (MR > 13u) { (*acc).a13 += mq_dot(sl, 13u, qd); }
-    if (MR > 14u) { (*acc).a14 += mq_dot(sl, 14u, qd); }
-    if (MR > 15u) { (*acc).a15 += mq_dot(sl, 15u, qd); }
+    if (MR > 1u && p.m > 1u) { (*acc).a1 += mq_dot(sl, 1u, qd); }
+    if (MR > 2u && p.m > 2u) { (*acc).a2 += mq_dot(sl, 2u, qd); }
+    if (MR > 3u && p.m > 3u) { (*acc).a3 += mq_dot(sl, 3u, qd); }
+    if (MR > 4u && p.m > 4u) { (*acc).a4 += mq_dot(sl, 4u, qd); }
+    if (MR > 5u && p.m > 5u) { (*acc).a5 += mq_dot(sl, 5u, qd); }
+    if (MR > 6u && p.m > 6u) { (*acc).a6 += mq_dot(sl, 6u, qd); }
+    if (MR > 7u && p.m > 7u) { (*acc).a7 += mq_dot(sl, 7u, qd); }
+    if (MR > 8u && p.m > 8u) { (*acc).a8 += mq_dot(sl, 8u, qd); }
+    if (MR > 9u && p.m > 9u) { (*acc).a9 += mq_dot(sl, 9u, qd); }
+    if (MR > 10u && p.m > 10u) { (*acc).a10 += mq_dot(sl, 10u, qd); }
+    if (MR > 11u && p.m > 11u) { (*acc).a11 += mq_dot(sl, 11u, qd); }
+    if (MR > 12u && p.m > 12u) { (*acc).a12 += mq_dot(sl, 12u, qd); }
+    if (MR > 13u && p.m > 13u) { (*acc).a13 += mq_dot(sl, 13u, qd); }
+    if (MR > 14u && p.m > 14u) { (*acc).a14 += mq_dot(sl, 14u, qd); }
+    if (MR > 15u && p.m > 15u) { (*acc).a15 += mq_dot(sl, 15u, qd); }
 }
 
 // Reduce activation row a's partials over the team and store its ROWS outputs of row block r0.
@@ -99,19 +100,19 @@ fn mq_finish(v: vec4<f32>, a: u32, r0: u32, write: bool) {
 
 fn mm_finish(acc: MmAcc, r0: u32, w: bool) {
     mq_finish(acc.a0, 0u, r0, w);
-    if (MR > 1u) { mq_finish(acc.a1, 1u, r0, w); }
-    if (MR > 2u) { mq_finish(acc.a2, 2u, r0, w); }
-    if (MR > 3u) { mq_finish(acc.a3, 3u, r0, w); }
-    if (MR > 4u) { mq_finish(acc.a4, 4u, r0, w); }
-    if (MR > 5u) { mq_finish(acc.a5, 5u, r0, w); }
-    if (MR > 6u) { mq_finish(acc.a6, 6u, r0, w); }
-    if (MR > 7u) { mq_finish(acc.a7, 7u, r0, w); }
-    if (MR > 8u) { mq_finish(acc.a8, 8u, r0, w); }
-    if (MR > 9u) { mq_finish(acc.a9, 9u, r0, w); }
-    if (MR > 10u) { mq_finish(acc.a10, 10u, r0, w); }
-    if (MR > 11u) { mq_finish(acc.a11, 11u, r0, w); }
-    if (MR > 12u) { mq_finish(acc.a12, 12u, r0, w); }
-    if (MR > 13u) { mq_finish(acc.a13, 13u, r0, w); }
-    if (MR > 14u) { mq_finish(acc.a14, 14u, r0, w); }
-    if (MR > 15u) { mq_finish(acc.a15, 15u, r0, w); }
+    if (MR > 1u && p.m > 1u) { mq_finish(acc.a1, 1u, r0, w); }
+    if (MR > 2u && p.m > 2u) { mq_finish(acc.a2, 2u, r0, w); }
+    if (MR > 3u && p.m > 3u) { mq_finish(acc.a3, 3u, r0, w); }
+    if (MR > 4u && p.m > 4u) { mq_finish(acc.a4, 4u, r0, w); }
+    if (MR > 5u && p.m > 5u) { mq_finish(acc.a5, 5u, r0, w); }
+    if (MR > 6u && p.m > 6u) { mq_finish(acc.a6, 6u, r0, w); }
+    if (MR > 7u && p.m > 7u) { mq_finish(acc.a7, 7u, r0, w); }
+    if (MR > 8u && p.m > 8u) { mq_finish(acc.a8, 8u, r0, w); }
+    if (MR > 9u && p.m > 9u) { mq_finish(acc.a9, 9u, r0, w); }
+    if (MR > 10u && p.m > 10u) { mq_finish(acc.a10, 10u, r0, w); }
+    if (MR > 11u && p.m > 11u) { mq_finish(acc.a11, 11u, r0, w); }
+    if (MR > 12u && p.m > 12u) { mq_finish(acc.a12, 12u, r0, w); }
+    if (MR > 13u && p.m > 13u) { mq_finish(acc.a13, 13u, r0, w); }
+    if (MR > 14u && p.m > 14u) { mq_finish(acc.a14, 14u, r0, w); }
+    if (MR > 15u && p.m > 15u) { mq_finish(acc.a15, 15u, r0, w); }
 }

@@ -35,9 +35,9 @@ use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
-pub const RMSNORM: KernelInfo = KernelInfo { name: "elementwise_rmsnorm", variants: &[Variant::Portable, Variant::Subgroup], extra: None };
-pub const SILU_GATE: KernelInfo = KernelInfo { name: "elementwise_silu_gate", variants: &[Variant::Portable], extra: None };
-pub const ADD: KernelInfo = KernelInfo { name: "elementwise_add", variants: &[Variant::Portable], extra: None };
+pub const RMSNORM: KernelInfo = KernelInfo::new("elementwise_rmsnorm", &[Variant::Portable, Variant::Subgroup], None);
+pub const SILU_GATE: KernelInfo = KernelInfo::new("elementwise_silu_gate", &[Variant::Portable], None);
+pub const ADD: KernelInfo = KernelInfo::new("elementwise_add", &[Variant::Portable], None);
 
 const RMSNORM_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm.wgsl");
 const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");

@@ -4,7 +4,8 @@
 //! of `suite::Kernel`s the test harness, the bench and the shader checks iterate over
 //! (`registry`): adding a family = adding a module, its infos and one line in each list.
 //! A family with a Native variant also has a `check` module, built in every build: the cases
-//! its Native self-check runs (listed by `native_checks`), which its test grid reuses.
+//! its Native self-check runs (named by each Native kernel's [`KernelInfo`]), which its test
+//! grid reuses.
 
 /// A params struct, the Rust twin of its kernels' WGSL uniform struct (binding 0): `#[repr(C)]`,
 /// `Pod`, and (test kit) the list of its fields, `FIELDS` (name, type, byte offset), which a unit
@@ -56,22 +57,6 @@ pub fn infos() -> Vec<&'static KernelInfo> {
     ];
     v.extend(matmul::infos());
     v
-}
-
-/// The cases the Native self-check runs for a kernel ([`crate::native`]), by kernel name; `None`
-/// for a kernel without a Native variant (or not of this crate). Every kernel of [`infos`] with a
-/// Native variant has an entry (a unit test below checks it).
-pub(crate) fn native_checks(kernel: &str) -> Option<Vec<Box<dyn crate::suite::Case>>> {
-    type Cases = fn() -> Vec<Box<dyn crate::suite::Case>>;
-    let table: [(&KernelInfo, Cases); 6] = [
-        (&int4::QUANTIZE, int4::quantize_checks),
-        (&turboquant::QUANTIZE, turboquant::quantize_checks),
-        (&turboquant::DEQUANTIZE, turboquant::dequantize_checks),
-        (&turboquant::ATTENTION, turboquant::attention_checks),
-        (&attention::DECODE, attention::decode_checks),
-        (&attention::PREFILL, attention::prefill_checks),
-    ];
-    table.iter().find(|(info, _)| info.name == kernel).map(|(_, cases)| cases()).or_else(|| matmul::check::gemv_checks(kernel)).or_else(|| matmul::check::gemm_checks(kernel))
 }
 
 /// Every kernel of every family, with its test and bench cases.
@@ -172,7 +157,7 @@ mod tests {
     fn every_native_kernel_has_self_check_cases() {
         for info in super::infos() {
             let native = info.variants.contains(&Variant::Native);
-            match super::native_checks(info.name) {
+            match info.native_checks.map(|cases| cases(info)) {
                 Some(cases) => {
                     assert!(native, "{}: self-check cases but no Native variant", info.name);
                     assert!(!cases.is_empty(), "{}: an empty self-check list", info.name);
@@ -180,7 +165,6 @@ mod tests {
                 None => assert!(!native, "{}: a Native variant without self-check cases", info.name),
             }
         }
-        assert!(super::native_checks("not_a_kernel").is_none());
     }
 
     #[cfg(feature = "testkit")]

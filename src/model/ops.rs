@@ -18,13 +18,13 @@ use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
-pub const BIAS_ADD: KernelInfo = KernelInfo { name: "model_bias_add", variants: &[Variant::Portable], extra: None };
-pub const KV_STORE: KernelInfo = KernelInfo { name: "model_kv_store", variants: &[Variant::Portable], extra: None };
-pub const COPY_ROW: KernelInfo = KernelInfo { name: "model_copy_row", variants: &[Variant::Portable], extra: None };
-pub const SWIGLU_PAIRS: KernelInfo = KernelInfo { name: "model_swiglu_pairs", variants: &[Variant::Portable], extra: None };
-pub const SPLIT_QKV: KernelInfo = KernelInfo { name: "model_split_qkv", variants: &[Variant::Portable], extra: None };
-pub const ARGMAX: KernelInfo = KernelInfo { name: "model_argmax", variants: &[Variant::Portable], extra: None };
-pub const TOP_K: KernelInfo = KernelInfo { name: "model_top_k", variants: &[Variant::Portable], extra: None };
+pub const BIAS_ADD: KernelInfo = KernelInfo::new("model_bias_add", &[Variant::Portable], None);
+pub const KV_STORE: KernelInfo = KernelInfo::new("model_kv_store", &[Variant::Portable], None);
+pub const COPY_ROW: KernelInfo = KernelInfo::new("model_copy_row", &[Variant::Portable], None);
+pub const SWIGLU_PAIRS: KernelInfo = KernelInfo::new("model_swiglu_pairs", &[Variant::Portable], None);
+pub const SPLIT_QKV: KernelInfo = KernelInfo::new("model_split_qkv", &[Variant::Portable], None);
+pub const ARGMAX: KernelInfo = KernelInfo::new("model_argmax", &[Variant::Portable], None);
+pub const TOP_K: KernelInfo = KernelInfo::new("model_top_k", &[Variant::Portable], None);
 
 const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
 const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");

@@ -158,12 +158,13 @@ pub(crate) fn unrolled(text: &'static str, templates: &[(&'static str, &'static 
 /// Native (msl/attn_prefill.metal, 8x8 simdgroup matrices) runs only on Metal, where Matrix
 /// (16x16) does not: there it is preferred over the WGSL variants.
 pub const PREFILL: KernelInfo =
-    KernelInfo { name: "attn_prefill", variants: &[Variant::Subgroup, Variant::Portable, Variant::Matrix, Variant::Native], extra: Some(prefill_matrix::prefill_extra) };
+    KernelInfo::new("attn_prefill", &[Variant::Subgroup, Variant::Portable, Variant::Matrix, Variant::Native], Some(prefill_matrix::prefill_extra)).checked(|_| prefill_checks());
 /// Decode variants, least preferred first. Native and Matrix replace the split-K partial pass
 /// only; Matrix takes f16 caches (see [`decode_matrix`]), other decodes fall back. Matrix ranks
 /// below Subgroup: on the H100 (2026-11-22) it measured 2.3-2.8x slower than the teams kernel at
 /// kv 4k-32k (docs/PERFORMANCE.md), so it runs only when asked for (`Prefer` / `Require`).
-pub const DECODE: KernelInfo = KernelInfo { name: "attn_decode", variants: &[Variant::Portable, Variant::Matrix, Variant::Subgroup, Variant::Native], extra: Some(decode_extra) };
+pub const DECODE: KernelInfo =
+    KernelInfo::new("attn_decode", &[Variant::Portable, Variant::Matrix, Variant::Subgroup, Variant::Native], Some(decode_extra)).checked(|_| decode_checks());
 
 /// `KernelInfo::extra` of the decode: the Matrix variant's adapter-level needs (one subgroup per
 /// workgroup).

@@ -11,7 +11,7 @@
 //! f32 `[n, ceil(k / group_size)]`.
 //! Sources: wgsl/int4_quant.wgsl (+ int4_quant_subgroup.wgsl), msl/int4_quantize.metal.
 //!
-//! ```no_run
+//! ```
 //! use wgkernels::{kernels::int4, Context, ContextOptions};
 //! # fn main() -> wgkernels::Result<()> {
 //! let ctx = Context::new_blocking(ContextOptions::default())?;
@@ -36,7 +36,7 @@ use bytemuck::Pod;
 
 /// Variants are listed least preferred first: the Subgroup quantiser measured 0.69x the Portable
 /// one on an H200 (and slower on lavapipe), so Auto picks Portable unless Native is available.
-pub const QUANTIZE: KernelInfo = KernelInfo { name: "int4_quantize", variants: &[Variant::Subgroup, Variant::Portable, Variant::Native], extra: None };
+pub const QUANTIZE: KernelInfo = KernelInfo::new("int4_quantize", &[Variant::Subgroup, Variant::Portable, Variant::Native], None).checked(|_| quantize_checks());
 
 const QUANT_WGSL: &str = include_str!("../../../wgsl/int4_quant.wgsl");
 const QUANT_SG_WGSL: &str = include_str!("../../../wgsl/int4_quant_subgroup.wgsl");

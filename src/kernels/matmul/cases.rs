@@ -334,11 +334,12 @@ impl Kernel for MmKernel {
                 v.push(self.case(40, 70, q4 * if q4 >= 256 { 9 } else { 81 }, 1));
             }
             Op::GemmQ8 => {
-                // m = 3, 8 and 16 (an odd m; both plans: two quads per lane in flight up to
-                // m = 8, one above; every accumulator), n odd (not a multiple of any team's
-                // rows), k of one to ten 256-column groups, a 3-chunk matrix. Each m is its own
-                // pipeline, slow to build on a CPU adapter: the formats besides Q4_K and Q6_K
-                // take m = 3 and 16 only.
+                // m = 3, 8 and 16 (an odd m that leaves a slot of its 4-slot pipeline idle;
+                // both plans: two quads per lane in flight up to m = 8, one above; every
+                // accumulator), n odd (not a multiple of any team's rows), k of one to ten
+                // 256-column groups, a 3-chunk matrix. Each slot count is its own pipeline, slow
+                // to build on a CPU adapter: the formats besides Q4_K and Q6_K take m = 3 and 16
+                // only.
                 let all = [(3, 33), (3, 1), (8, 255), (8, 31), (16, 3), (16, 67), (16, 130)];
                 let k_quants = matches!(self.format.ggml_type, Some(GgmlType::Q4_K | GgmlType::Q6_K));
                 let shapes: Vec<_> = all.into_iter().filter(|&(m, _)| k_quants || m != 8).collect();
@@ -421,9 +422,9 @@ impl Kernel for MmKernel {
             Op::GemmQ8 => {
                 let mut keys = Vec::new();
                 for variant in [Variant::Portable, Variant::Subgroup] {
-                    for (m, rows, unroll) in [(1, 1, 1), (2, 4, 2), (5, 3, 4), (8, 4, 2), (13, 2, 1), (16, 2, 2), (16, 4, 2)] {
+                    for (slots, rows, unroll) in [(1, 1, 1), (2, 4, 2), (8, 3, 4), (8, 4, 2), (16, 2, 1), (16, 2, 2), (16, 4, 2)] {
                         let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
-                        keys.push(MmPipeline::GemmQ8 { format, variant, plan, m });
+                        keys.push(MmPipeline::GemmQ8 { format, variant, plan, slots });
                     }
                 }
                 describe_all(keys)

@@ -8,18 +8,23 @@ use super::*;
 use crate::reference;
 use crate::suite::{guarded_f32, Case, MatmulPrepared, MatmulWeights, Prepared, Rng};
 
+/// The format whose `op` kernel `info` is (`mm_<op>_<format>`).
+fn format_of(info: &KernelInfo, op: &str) -> Option<&'static WeightFormat> {
+    FORMATS.iter().copied().find(|f| info.name.strip_prefix("mm_").and_then(|n| n.strip_prefix(op)).and_then(|n| n.strip_prefix('_')) == Some(f.name))
+}
+
 /// The self-check cases of `mm_gemv_<format>` where the format has an MSL GEMV.
-pub(crate) fn gemv_checks(kernel: &str) -> Option<Vec<Box<dyn Case>>> {
-    let f = FORMATS.iter().copied().find(|f| f.native.is_some() && kernel_infos(f).gemv.name == kernel)?;
+pub(super) fn gemv_checks(info: &KernelInfo) -> Vec<Box<dyn Case>> {
+    let Some(f) = format_of(info, "gemv").filter(|f| f.native.is_some()) else { return Vec::new() };
     let k = (256 / f.block_weights).max(1) * f.block_weights;
-    Some(vec![Box::new(GemvCheck { format: f, n: 33, k }), Box::new(GemvCheck { format: f, n: 2049, k })])
+    vec![Box::new(GemvCheck { format: f, n: 33, k }), Box::new(GemvCheck { format: f, n: 2049, k })]
 }
 
 /// The self-check cases of `mm_gemm_<format>` where the format has an MSL GEMM.
-pub(crate) fn gemm_checks(kernel: &str) -> Option<Vec<Box<dyn Case>>> {
-    let f = FORMATS.iter().copied().find(|f| f.native_gemm.is_some() && kernel_infos(f).gemm.name == kernel)?;
+pub(super) fn gemm_checks(info: &KernelInfo) -> Vec<Box<dyn Case>> {
+    let Some(f) = format_of(info, "gemm").filter(|f| f.native_gemm.is_some()) else { return Vec::new() };
     let k = (512 / f.block_weights).max(1) * f.block_weights;
-    Some(vec![Box::new(GemmCheck { format: f, m: 33, n: 70, k })])
+    vec![Box::new(GemmCheck { format: f, m: 33, n: 70, k })]
 }
 
 /// Error tolerance of the GEMMs with f16 inputs (Matrix, Native), normalised by sum |w x|:

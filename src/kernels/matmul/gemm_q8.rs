@@ -25,12 +25,18 @@ pub const GEMM_Q8_MAX_M: usize = 16;
 
 const GEMM_Q8_WGSL: &str = include_str!("../../../wgsl/mm_gemm_q8.wgsl");
 
+/// The accumulator slots compiled into the pipeline that multiplies `m` rows: `m` rounded up to
+/// a power of two.
+pub fn gemm_q8_slots(m: usize) -> u32 {
+    m.clamp(1, GEMM_Q8_MAX_M).next_power_of_two() as u32
+}
+
 /// The pipeline of [`MmPipeline::GemmQ8`].
-pub(super) fn desc(format: Fmt, variant: Variant, plan: GemvPlan, m: u32, params_size: u64) -> PipelineDesc {
+pub(super) fn desc(format: Fmt, variant: Variant, plan: GemvPlan, slots: u32, params_size: u64) -> PipelineDesc {
     PipelineDesc {
         source: ShaderSource::Wgsl(vec![team_source(variant), COMMON_WGSL, GEMM_Q8_WGSL, format.0.wgsl, ROWS_WGSL]),
         entry: "main",
-        constants: plan.constants(variant, &[("MR", m as f64)]),
+        constants: plan.constants(variant, &[("MR", slots as f64)]),
         workgroup_size: [plan.wg, 1, 1],
         params_size,
         bindings: GEMV_QK_BINDINGS,
@@ -55,8 +61,9 @@ pub fn gemm_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffe
     let variant = ctx.variant_for(info)?;
     ensure(has_integer_dot(w.format), || Error::Unsupported { kernel: info.name, variant, reason: format!("format {} has no integer dot (fmt_qdot)", w.format.name) })?;
     let xs = u32::try_from(xq.quads()).map_err(|_| Error::Shape(format!("{} activation quads exceed u32", xq.quads())))?;
-    let plan = gemm_q8_plan(ctx.caps(), variant, m);
-    let key = MmPipeline::GemmQ8 { format: Fmt(w.format), variant, plan, m: m as u32 };
+    let slots = gemm_q8_slots(m);
+    let plan = gemm_q8_plan(ctx.caps(), variant, slots as usize);
+    let key = MmPipeline::GemmQ8 { format: Fmt(w.format), variant, plan, slots };
     for c in &w.chunks {
         let grid = plan_grid(ctx, &plan, c.rows, variant)?;
         // Items are quads (k % 256 == 0, checked through xk above).

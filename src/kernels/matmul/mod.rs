@@ -39,7 +39,7 @@ pub mod matrix;
 mod plan;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
-pub use gemm_q8::{gemm_q8, GEMM_Q8_MAX_M};
+pub use gemm_q8::{gemm_q8, gemm_q8_slots, GEMM_Q8_MAX_M};
 pub use plan::{default_plan, gemm_q8_plan, gemv_plan, native_plan, GemvPlan};
 pub(crate) use plan::{plan_grid, team_source};
 
@@ -85,11 +85,17 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
         FORMATS
             .iter()
             .map(|f| FormatKernels {
-                gemv: KernelInfo { name: name("gemv", f), variants: if f.native.is_some() { GEMV_NATIVE } else { GEMV_VARIANTS }, extra: None },
-                gemv_q8: KernelInfo { name: name("gemv_q8", f), variants: GEMV_VARIANTS, extra: None },
-                gemm: KernelInfo { name: name("gemm", f), variants: if f.native_gemm.is_some() { GEMM_NATIVE } else { GEMM_VARIANTS }, extra: Some(matrix::gemm_extra) },
-                gemm_q8: KernelInfo { name: name("gemm_q8", f), variants: GEMV_VARIANTS, extra: None },
-                dequant: KernelInfo { name: name("dequant", f), variants: PORTABLE, extra: None },
+                gemv: match f.native {
+                    Some(_) => KernelInfo::new(name("gemv", f), GEMV_NATIVE, None).checked(check::gemv_checks),
+                    None => KernelInfo::new(name("gemv", f), GEMV_VARIANTS, None),
+                },
+                gemv_q8: KernelInfo::new(name("gemv_q8", f), GEMV_VARIANTS, None),
+                gemm: match f.native_gemm {
+                    Some(_) => KernelInfo::new(name("gemm", f), GEMM_NATIVE, Some(matrix::gemm_extra)).checked(check::gemm_checks),
+                    None => KernelInfo::new(name("gemm", f), GEMM_VARIANTS, Some(matrix::gemm_extra)),
+                },
+                gemm_q8: KernelInfo::new(name("gemm_q8", f), GEMV_VARIANTS, None),
+                dequant: KernelInfo::new(name("dequant", f), PORTABLE, None),
                 integer_dot: f.wgsl.contains("fn fmt_qdot("),
                 runs: f.wgsl.contains("fn fmt_run_load("),
             })
@@ -441,13 +447,13 @@ pub enum MmPipeline {
     GemmNative {
         format: Fmt,
     },
-    /// The GEMM of `m` rows on int8 activations ([`gemm_q8`]): the integer GEMV's teams, `m`
-    /// accumulators per output.
+    /// The GEMM of up to `slots` rows on int8 activations ([`gemm_q8`]): the integer GEMV's
+    /// teams, `slots` accumulators per output ([`gemm_q8_slots`]).
     GemmQ8 {
         format: Fmt,
         variant: Variant,
         plan: GemvPlan,
-        m: u32,
+        slots: u32,
     },
     /// The Matrix GEMM ([`matrix`]) built for subgroup size `sg`.
     GemmMatrix {
@@ -518,7 +524,7 @@ impl PipelineKey for MmPipeline {
                 }
             }
             MmPipeline::GemmMatrix { format, sg, tile } => matrix::matrix_desc(format, sg, tile),
-            MmPipeline::GemmQ8 { format, variant, plan, m } => gemm_q8::desc(format, variant, plan, m, params_size),
+            MmPipeline::GemmQ8 { format, variant, plan, slots } => gemm_q8::desc(format, variant, plan, slots, params_size),
             MmPipeline::Dequant { format } | MmPipeline::Gather { format } => {
                 let (text, bindings) = if matches!(self, MmPipeline::Dequant { .. }) { (DEQUANT_WGSL, DEQUANT_BINDINGS) } else { (GATHER_WGSL, GATHER_BINDINGS) };
                 PipelineDesc {

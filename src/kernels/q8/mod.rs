@@ -23,7 +23,7 @@
 //! sub-block scales and 8 partial sums; see `MmQx` in wgsl/mm_common.wgsl).
 //! Source: wgsl/q8_quantize.wgsl.
 //!
-//! ```no_run
+//! ```
 //! use wgkernels::kernels::{matmul::{self, WeightMatrix}, q8};
 //! use wgkernels::{formats::gguf::GgmlType, Context, ContextOptions};
 //! # fn main() -> wgkernels::Result<()> {
@@ -36,6 +36,7 @@
 //! q8::quantize_activations(&mut b, &x, &xq)?; // once per activation vector...
 //! matmul::gemv_q8(&mut b, &w, &xq, &y)?; // ...shared by every GEMV that reads it
 //! b.run()?;
+//! assert_eq!(ctx.read(&y)?, vec![0.0; n]); // all-zero blocks: zero weights
 //! # Ok(()) }
 //! ```
 
@@ -49,8 +50,8 @@ use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 
 /// Activations per Q8 block (one f32 scale each).
 pub const QB: usize = 32;
-pub const QUANTIZE: KernelInfo = KernelInfo { name: "q8_quantize", variants: &[Variant::Portable], extra: None };
-pub const NORM_QUANTIZE: KernelInfo = KernelInfo { name: "q8_rmsnorm_quantize", variants: &[Variant::Portable], extra: None };
+pub const QUANTIZE: KernelInfo = KernelInfo::new("q8_quantize", &[Variant::Portable], None);
+pub const NORM_QUANTIZE: KernelInfo = KernelInfo::new("q8_rmsnorm_quantize", &[Variant::Portable], None);
 
 const QUANT_WGSL: &str = include_str!("../../../wgsl/q8_quantize.wgsl");
 

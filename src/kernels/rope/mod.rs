@@ -18,7 +18,7 @@
 //! Only a Portable variant: these are element-wise kernels with nothing to reduce.
 //! Sources: wgsl/rope_table.wgsl, wgsl/rope_apply.wgsl.
 //!
-//! ```no_run
+//! ```
 //! use wgkernels::kernels::rope::{self, PairLayout, Positions, RopeConfig, RopeScaling, RopeTable};
 //! use wgkernels::{Context, ContextOptions};
 //! # fn main() -> wgkernels::Result<()> {
@@ -29,6 +29,11 @@
 //! let mut b = ctx.batch();
 //! rope::apply(&mut b, &x, tokens, heads, PairLayout::HalfSplit, &table, Positions::Start(100))?;
 //! b.run()?;
+//! // A rotation keeps each pair's length; YaRN's attention factor (0.1 ln 4 + 1 here) scales
+//! // them all: (1, 1) becomes a pair of length sqrt(2) (0.1 ln 4 + 1).
+//! let y = ctx.read(&x)?;
+//! let want = 2f32.sqrt() * (0.1 * 4f32.ln() + 1.0);
+//! assert!((0..d / 2).all(|i| (y[i].hypot(y[i + d / 2]) - want).abs() < 1e-4));
 //! # Ok(()) }
 //! ```
 
@@ -49,8 +54,8 @@ use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
-pub const TABLE: KernelInfo = KernelInfo { name: "rope_table", variants: &[Variant::Portable], extra: None };
-pub const APPLY: KernelInfo = KernelInfo { name: "rope_apply", variants: &[Variant::Portable], extra: None };
+pub const TABLE: KernelInfo = KernelInfo::new("rope_table", &[Variant::Portable], None);
+pub const APPLY: KernelInfo = KernelInfo::new("rope_apply", &[Variant::Portable], None);
 
 const TABLE_WGSL: &str = include_str!("../../../wgsl/rope_table.wgsl");
 const APPLY_WGSL: &str = include_str!("../../../wgsl/rope_apply.wgsl");
