@@ -61,9 +61,11 @@ config without it). Measured (fraction of each row's logit spread, worst prompt 
   layers 0.85); phi3 2.9e-3 (without longrope 0.79); mistral 0.92 against transformers' window
   of 8, which llama.cpp does not apply (see MISTRAL_NOTE).
 
-Reproduce (CPU only). Measured on a shared 2-core machine: the llama.cpp build (library only)
-20 min wall; the venv 4 min (PyPI's torch, the CPU wheel index being unreachable); the script
-about 80 s per model:
+Reproduce (CPU only). Measured on a shared 2-core machine (load average 8-9 from other work): the
+llama.cpp build (library only, the quantiser reached through llama_ref) 21 min wall; the venv about
+3 min (PyPI's torch, the CPU wheel index being unreachable); the script about 50 s per model (the
+five newer ones with FIXTURE_CHECK=1: 4 min 13 s; llama-tiny, qwen2-tiny and bpe-llama3: 1 min 45 s,
+byte-identical to the committed files):
   mkdir -p /work/llama && cd /work/llama
   pip download llama-cpp-python==0.3.36 --no-deps --no-binary llama-cpp-python
   tar xzf llama_cpp_python-0.3.36.tar.gz
@@ -438,7 +440,8 @@ def make_hf(corpus, m):
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
     ids, n_vocab = make_vocab(corpus, m.vocab, d)
-    cfg = {k: v for k, v in m.config.items() if v is not None or k not in ("head_dim",)}
+    # head_dim None: the config class derives it (Qwen2 and Phi3 take no head_dim argument).
+    cfg = {k: v for k, v in m.config.items() if not (k == "head_dim" and v is None)}
     cfg.update({k: ids[t] for k, t in m.tokens.items()})
     config = getattr(transformers, m.config_class)(vocab_size=n_vocab, **cfg)
     torch.manual_seed(m.seed)
