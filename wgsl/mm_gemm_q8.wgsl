@@ -6,9 +6,9 @@
 // Prepended: a team file, mm_common.wgsl; appended: the format part and the row driver
 // mm_rows.wgsl, whose accumulator hooks this file defines: MR x ROWS f32 accumulators per lane
 // (one vec4 per activation row, component r = weight row r), one team_sum per activation row and
-// row block. The accumulators are named variables under compile-time guards (MR is an
-// override), never a dynamically indexed array; the live rows p.m (<= MR) are a uniform runtime
-// value, so one pipeline serves every m of its power-of-two bucket.
+// row block. The accumulators are named variables (see MmAcc below), never a dynamically
+// indexed array; the live rows p.m (<= MR) are a uniform runtime value, so one pipeline serves
+// every m of its power-of-two bucket.
 // Activation records: vec4 t of quad qd of activation row a at t * p.xs + a * p.items + qd
 // (p.items = quads per row, p.xs = quads of the whole quantised buffer).
 
@@ -47,8 +47,12 @@ fn mq_dot(sl: MmSlab, a: u32, qd: u32) -> vec4<f32> {
     return mm_slab_dot(sl, mq_x(a, qd));
 }
 
-// The accumulators: activation row a in acc[a / 4][a % 4] would need dynamic indexing; named
-// vec4s under guards keep them in registers.
+// The accumulators: one vec4 per activation row (component r = weight row r), named variables
+// reached through a switch on the row (dynamically indexing an array would leave them in
+// memory). The loops over the rows are bounded by MR, a constant once the pipeline is built,
+// so a compiler unrolls them and each switch folds away; the dot and the reduction are written
+// once, not once per row (a compiler that inlines before removing dead code would otherwise
+// compile sixteen copies of the format's dot whatever MR is).
 struct MmAcc {
     a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>,
     a4: vec4<f32>, a5: vec4<f32>, a6: vec4<f32>, a7: vec4<f32>,
@@ -61,23 +65,55 @@ fn mm_acc_zero() -> MmAcc {
     return MmAcc(z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z);
 }
 
+fn mq_acc(acc: ptr<function, MmAcc>, a: u32, d: vec4<f32>) {
+    switch a {
+        case 0u: { (*acc).a0 += d; }
+        case 1u: { (*acc).a1 += d; }
+        case 2u: { (*acc).a2 += d; }
+        case 3u: { (*acc).a3 += d; }
+        case 4u: { (*acc).a4 += d; }
+        case 5u: { (*acc).a5 += d; }
+        case 6u: { (*acc).a6 += d; }
+        case 7u: { (*acc).a7 += d; }
+        case 8u: { (*acc).a8 += d; }
+        case 9u: { (*acc).a9 += d; }
+        case 10u: { (*acc).a10 += d; }
+        case 11u: { (*acc).a11 += d; }
+        case 12u: { (*acc).a12 += d; }
+        case 13u: { (*acc).a13 += d; }
+        case 14u: { (*acc).a14 += d; }
+        default: { (*acc).a15 += d; }
+    }
+}
+
+fn mq_row(acc: MmAcc, a: u32) -> vec4<f32> {
+    switch a {
+        case 0u: { return acc.a0; }
+        case 1u: { return acc.a1; }
+        case 2u: { return acc.a2; }
+        case 3u: { return acc.a3; }
+        case 4u: { return acc.a4; }
+        case 5u: { return acc.a5; }
+        case 6u: { return acc.a6; }
+        case 7u: { return acc.a7; }
+        case 8u: { return acc.a8; }
+        case 9u: { return acc.a9; }
+        case 10u: { return acc.a10; }
+        case 11u: { return acc.a11; }
+        case 12u: { return acc.a12; }
+        case 13u: { return acc.a13; }
+        case 14u: { return acc.a14; }
+        default: { return acc.a15; }
+    }
+}
+
+// The live rows p.m (<= MR): a uniform value, so every lane takes the same branches.
 fn mm_acc_add(acc: ptr<function, MmAcc>, sl: MmSlab, qd: u32) {
-    (*acc).a0 += mq_dot(sl, 0u, qd);
-    if (MR > 1u && p.m > 1u) { (*acc).a1 += mq_dot(sl, 1u, qd); }
-    if (MR > 2u && p.m > 2u) { (*acc).a2 += mq_dot(sl, 2u, qd); }
-    if (MR > 3u && p.m > 3u) { (*acc).a3 += mq_dot(sl, 3u, qd); }
-    if (MR > 4u && p.m > 4u) { (*acc).a4 += mq_dot(sl, 4u, qd); }
-    if (MR > 5u && p.m > 5u) { (*acc).a5 += mq_dot(sl, 5u, qd); }
-    if (MR > 6u && p.m > 6u) { (*acc).a6 += mq_dot(sl, 6u, qd); }
-    if (MR > 7u && p.m > 7u) { (*acc).a7 += mq_dot(sl, 7u, qd); }
-    if (MR > 8u && p.m > 8u) { (*acc).a8 += mq_dot(sl, 8u, qd); }
-    if (MR > 9u && p.m > 9u) { (*acc).a9 += mq_dot(sl, 9u, qd); }
-    if (MR > 10u && p.m > 10u) { (*acc).a10 += mq_dot(sl, 10u, qd); }
-    if (MR > 11u && p.m > 11u) { (*acc).a11 += mq_dot(sl, 11u, qd); }
-    if (MR > 12u && p.m > 12u) { (*acc).a12 += mq_dot(sl, 12u, qd); }
-    if (MR > 13u && p.m > 13u) { (*acc).a13 += mq_dot(sl, 13u, qd); }
-    if (MR > 14u && p.m > 14u) { (*acc).a14 += mq_dot(sl, 14u, qd); }
-    if (MR > 15u && p.m > 15u) { (*acc).a15 += mq_dot(sl, 15u, qd); }
+    for (var a = 0u; a < MR; a++) {
+        if (a < p.m) {
+            mq_acc(acc, a, mq_dot(sl, a, qd));
+        }
+    }
 }
 
 // Reduce activation row a's partials over the team and store its ROWS outputs of row block r0.
@@ -99,20 +135,9 @@ fn mq_finish(v: vec4<f32>, a: u32, r0: u32, write: bool) {
 }
 
 fn mm_finish(acc: MmAcc, r0: u32, w: bool) {
-    mq_finish(acc.a0, 0u, r0, w);
-    if (MR > 1u && p.m > 1u) { mq_finish(acc.a1, 1u, r0, w); }
-    if (MR > 2u && p.m > 2u) { mq_finish(acc.a2, 2u, r0, w); }
-    if (MR > 3u && p.m > 3u) { mq_finish(acc.a3, 3u, r0, w); }
-    if (MR > 4u && p.m > 4u) { mq_finish(acc.a4, 4u, r0, w); }
-    if (MR > 5u && p.m > 5u) { mq_finish(acc.a5, 5u, r0, w); }
-    if (MR > 6u && p.m > 6u) { mq_finish(acc.a6, 6u, r0, w); }
-    if (MR > 7u && p.m > 7u) { mq_finish(acc.a7, 7u, r0, w); }
-    if (MR > 8u && p.m > 8u) { mq_finish(acc.a8, 8u, r0, w); }
-    if (MR > 9u && p.m > 9u) { mq_finish(acc.a9, 9u, r0, w); }
-    if (MR > 10u && p.m > 10u) { mq_finish(acc.a10, 10u, r0, w); }
-    if (MR > 11u && p.m > 11u) { mq_finish(acc.a11, 11u, r0, w); }
-    if (MR > 12u && p.m > 12u) { mq_finish(acc.a12, 12u, r0, w); }
-    if (MR > 13u && p.m > 13u) { mq_finish(acc.a13, 13u, r0, w); }
-    if (MR > 14u && p.m > 14u) { mq_finish(acc.a14, 14u, r0, w); }
-    if (MR > 15u && p.m > 15u) { mq_finish(acc.a15, 15u, r0, w); }
+    for (var a = 0u; a < MR; a++) {
+        if (a < p.m) {
+            mq_finish(mq_row(acc, a), a, r0, w);
+        }
+    }
 }
