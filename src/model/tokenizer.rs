@@ -161,6 +161,14 @@ impl Tokenizer {
         self.vocab.eog.contains(&id)
     }
 
+    /// Every end-of-generation token, ascending: the file's `tokenizer.ggml.eos_token_id`,
+    /// `eot_token_id` and `eom_token_id`, and the vocabulary's end-of-turn tokens named by their
+    /// text (`<|eot_id|>`, `<|im_end|>`, `<|end|>`, `<end_of_turn>`, `<|endoftext|>`, ...), which
+    /// are control tokens.
+    pub fn eog_tokens(&self) -> &[u32] {
+        &self.vocab.eog
+    }
+
     /// The token's text as stored in the vocabulary (`▁` for spaces, byte-level characters, ...).
     pub fn token_text(&self, id: u32) -> Result<&str, TokenizerError> {
         Ok(&self.vocab.token(id)?.text)

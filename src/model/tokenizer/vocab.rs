@@ -47,7 +47,8 @@ pub(super) struct Token {
 
 /// Texts of end-of-generation tokens recognised by name when the file's ids do not list them;
 /// such a token is treated as a control token.
-const EOG_TEXTS: &[&str] = &["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|end_of_text|>", "<end_of_utterance>"];
+const EOG_TEXTS: &[&str] =
+    &["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<|return|>", "<|call|>"];
 
 #[derive(Clone, Debug)]
 pub(super) struct Vocab {
