@@ -942,3 +942,42 @@ fn chat_turns_reuse_the_cache() {
     assert_eq!((r.stop, &r.tokens[..]), (Stop::EndOfGeneration(eot), &r1.tokens[..=at]));
     assert_eq!(r.text, tok.decode(&r1.tokens[..at], false).unwrap());
 }
+
+/// The fixtures made with a model's chat template (tests/data/models/*.ref.txt with
+/// `chat_jinja_hex`, from tools/make_model_fixtures.py): the file's own template renders the
+/// reference conversation byte for byte as transformers' Jinja renderer did, the conversation's
+/// tokens start with exactly one BOS where the vocabulary adds one (the template may print it
+/// too), and the end-of-generation tokens are llama.cpp's.
+#[test]
+fn fixture_chat_templates_and_eog_match() {
+    use model_ref::fixtures::{dir, read_keys, unhex};
+    use wgkernels::model::chat::{Chat, ChatTemplate, Message};
+    use wgkernels::model::tokenizer::Tokenizer;
+    let manifest = std::fs::read_to_string(dir().join("manifest.txt")).expect("manifest");
+    let mut checked = Vec::new();
+    for line in manifest.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let f = if f.first() == Some(&"pending") { &f[1..] } else { &f[..] };
+        if f.first() != Some(&"model") {
+            continue;
+        }
+        let refs = read_keys(&dir().join(f[5]));
+        let Some(want) = refs.get("chat_jinja_hex") else { continue };
+        let file = GgufFile::open(dir().join(f[2])).expect("fixture");
+        let tok = Tokenizer::from_gguf(&file).unwrap_or_else(|e| panic!("{}: {e}", f[1]));
+        let template = ChatTemplate::from_gguf(&file, &tok).unwrap_or_else(|e| panic!("{}: {e}", f[1])).unwrap_or_else(|| panic!("{}: no chat template", f[1]));
+        let m = &refs["chat_messages"];
+        let messages: Vec<Message> = m.chunks(2).map(|p| Message::new(p[0].clone(), String::from_utf8(unhex(&p[1])).expect("utf-8"))).collect();
+        let text = template.render(&messages, true).unwrap_or_else(|e| panic!("{}: {e}", f[1]));
+        assert_eq!(text, String::from_utf8(unhex(&want[0])).expect("utf-8"), "{}: rendering", f[1]);
+        let eog: Vec<u32> = refs["eog_tokens"].iter().map(|t| t.parse().expect("id")).collect();
+        assert_eq!(tok.eog_tokens(), &eog[..], "{}: end-of-generation tokens", f[1]);
+        let ids = Chat::tokenize(&tok, &text).expect("tokens");
+        if refs["add_bos"][0] == "1" {
+            let bos = tok.bos().expect("bos");
+            assert!(ids[0] == bos && ids[1] != bos, "{}: one BOS first: {:?}", f[1], &ids[..4]);
+        }
+        checked.push(f[1].to_string());
+    }
+    assert!(checked.len() >= 8, "fixtures with a chat template: {checked:?}");
+}
