@@ -268,20 +268,7 @@ fn run(a: Args) -> cli::Res<()> {
             c.context_length
         );
     }
-    let all = a.dump_logits.is_some();
-    let mut session = Session::new(
-        &ctx,
-        &model,
-        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
-    )?;
-    eprintln!(
-        "GPU memory: weights {}, KV cache {} ({} positions, {}), work buffers {}",
-        size(model.weights.bytes),
-        size(session.kv().bytes()),
-        context,
-        a.kv.name(),
-        size(session.scratch_bytes())
-    );
+    let mut session = new_session(&a, &ctx, &model, context, a.dump_logits.is_some())?;
     if a.print_tokens {
         println!("prompt tokens ({}): {:?}", prompt.len(), prompt);
     }
@@ -422,6 +409,23 @@ fn run(a: Args) -> cli::Res<()> {
     Ok(())
 }
 
+/// The session of `context` positions the flags ask for, its GPU memory printed.
+fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize, all_logits: bool) -> cli::Res<Session> {
+    let session = Session::new(
+        ctx,
+        model,
+        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
+    )?;
+    eprintln!(
+        "GPU memory: weights {}, KV cache {} ({context} positions, {}), work buffers {}",
+        size(model.weights.bytes),
+        size(session.kv().bytes()),
+        a.kv.name(),
+        size(session.scratch_bytes())
+    );
+    Ok(session)
+}
+
 /// `--chat`: a conversation through the file's chat template, one-shot (`-p`) or from standard
 /// input, on one session whose cache carries the conversation.
 fn run_chat(a: &Args, ctx: &wgkernels::Context, model: &Model, tok: &Tokenizer) -> cli::Res<()> {
@@ -437,18 +441,7 @@ fn run_chat(a: &Args, ctx: &wgkernels::Context, model: &Model, tok: &Tokenizer) 
         chat.push(Message::system(s.clone()));
     }
     let context = a.ctx.unwrap_or(c.context_length.min(4096));
-    let mut session = Session::new(
-        ctx,
-        model,
-        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: false, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
-    )?;
-    eprintln!(
-        "GPU memory: weights {}, KV cache {} ({context} positions, {}), work buffers {}",
-        size(model.weights.bytes),
-        size(session.kv().bytes()),
-        a.kv.name(),
-        size(session.scratch_bytes())
-    );
+    let mut session = new_session(a, ctx, model, context, false)?;
     let mut sampler = Sampler::new(a.sampler)?;
     let greedy = a.sampler.temperature == 0.0;
     let warm_s = cli::warm_up(ctx, model, &session, a.chunk.min(context), greedy && a.n > 0)?;

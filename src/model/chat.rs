@@ -24,8 +24,9 @@
 //! (the model's own reply tokens stay in the cache even where the text would tokenise
 //! differently), else (a template that rewrites earlier turns, e.g. dropping a reasoning block)
 //! the cache is cleared and the whole conversation runs again. Generation stops at any
-//! end-of-generation token of the vocabulary ([`crate::model::tokenizer::Tokenizer::is_eog`]:
-//! the EOS, EOT and EOM ids of the file and the end-of-turn tokens it names), at a stop string,
+//! end-of-generation token of the vocabulary
+//! ([`crate::model::tokenizer::Tokenizer::eog_tokens`]: the EOS, EOT and EOM ids of the file and
+//! the end-of-turn tokens it names, as llama.cpp marks them), at a stop string,
 //! at the token limit, or when the cache is full; the reply (without the end-of-generation token
 //! or the stop string) joins the conversation as the assistant's message.
 //!
@@ -444,7 +445,8 @@ impl Chat {
         self.template.as_ref()
     }
 
-    /// Stop strings for every later reply (besides the end-of-generation tokens).
+    /// Stop strings for every later reply (besides the end-of-generation tokens). They are found
+    /// in the reply's text, where control tokens print nothing: a stop string never matches one.
     pub fn set_stop_strings(&mut self, stops: Vec<String>) {
         self.stop = stops;
     }
@@ -530,10 +532,97 @@ impl Chat {
         sampler: &mut Sampler,
         user: &str,
         max_tokens: usize,
-        on_text: impl FnMut(&str) -> Result<bool>,
+        mut on_text: impl FnMut(&str) -> Result<bool>,
     ) -> Result<Reply> {
         self.messages.push(Message::user(user));
-        let r = self.generate(ctx, model, session, tok, sampler, max_tokens, on_text);
+        // The turn, as a closure so that its errors come here and the message goes out again.
+        let r = (|| -> Result<Reply> {
+            let text = self.prompt(true)?;
+            let full = Self::tokenize(tok, &text)?;
+            if full.is_empty() {
+                return Err(ModelError::Argument("the conversation tokenises to nothing and the vocabulary adds no BOS".into()));
+            }
+            let (feed, reused) = match self.suffix(tok, session, &text, &full)? {
+                Some(s) => (s, self.cached.len()),
+                None => {
+                    session.reset();
+                    self.cached.clear();
+                    (full, 0)
+                }
+            };
+            // The cache and the record of it agree again only once the prefill ran.
+            self.cached_text.clear();
+            let mut cached = std::mem::take(&mut self.cached);
+            let logits = session.prefill(ctx, model, &feed)?;
+            cached.extend_from_slice(&feed);
+            let mut reply = Reply { text: String::new(), tokens: Vec::new(), stop: Stop::MaxTokens, prompt_tokens: feed.len(), reused_tokens: reused };
+            let mut stops = StopStrings::new(&self.stop);
+            let mut dec = tok.decoder(false);
+            let mut failed = None;
+            // Each generated token: end of generation, a stop string, the caller, the limit.
+            let mut step = |t: u32, reply: &mut Reply| -> Result<bool> {
+                reply.tokens.push(t);
+                if tok.is_eog(t) {
+                    reply.stop = Stop::EndOfGeneration(t);
+                    return Ok(false);
+                }
+                let (shown, stopped) = stops.push(&dec.push(t)?);
+                reply.text.push_str(&shown);
+                let go_on = shown.is_empty() || on_text(&shown)?;
+                if let Some(s) = stopped {
+                    reply.stop = Stop::StopString(s);
+                    return Ok(false);
+                }
+                if !go_on {
+                    reply.stop = Stop::Cancelled;
+                }
+                Ok(go_on && reply.tokens.len() < max_tokens)
+            };
+            if max_tokens > 0 {
+                if sampler.config().temperature == 0.0 {
+                    session.decode_greedy(ctx, model, max_tokens, |t| step(t, &mut reply))?;
+                } else if session.kv().remaining() > 0 {
+                    let first = sampler.sample(&logits)?;
+                    if step(first, &mut reply)? {
+                        session.decode_stream(ctx, model, first, |logits| {
+                            let t = match sampler.sample(logits) {
+                                Ok(t) => t,
+                                Err(e) => {
+                                    failed = Some(e);
+                                    return Ok(None);
+                                }
+                            };
+                            Ok(step(t, &mut reply)?.then_some(t))
+                        })?;
+                    }
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if reply.stop == Stop::MaxTokens && reply.tokens.len() < max_tokens {
+                reply.stop = Stop::ContextFull;
+            }
+            if !matches!(reply.stop, Stop::StopString(_)) {
+                let rest = stops.finish() + &dec.finish();
+                if !rest.is_empty() {
+                    reply.text.push_str(&rest);
+                    on_text(&rest)?;
+                }
+            }
+            // The cache holds the conversation and every generated token but the last: record them
+            // and their text (else the record stays empty and the next turn runs everything again).
+            if let Some(k) = session.kv().pos().checked_sub(cached.len()).filter(|&k| k <= reply.tokens.len()) {
+                let mut bytes = text.into_bytes();
+                for &t in &reply.tokens[..k] {
+                    bytes.extend_from_slice(tok.piece(t, true)?);
+                }
+                cached.extend_from_slice(&reply.tokens[..k]);
+                self.cached = cached;
+                self.cached_text = bytes;
+            }
+            Ok(reply)
+        })();
         match &r {
             Ok(reply) => self.messages.push(Message::assistant(reply.text.clone())),
             Err(_) => {
@@ -541,103 +630,5 @@ impl Chat {
             }
         }
         r
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn generate(
-        &mut self,
-        ctx: &Context,
-        model: &Model,
-        session: &mut Session,
-        tok: &Tokenizer,
-        sampler: &mut Sampler,
-        max_tokens: usize,
-        mut on_text: impl FnMut(&str) -> Result<bool>,
-    ) -> Result<Reply> {
-        let text = self.prompt(true)?;
-        let full = Self::tokenize(tok, &text)?;
-        if full.is_empty() {
-            return Err(ModelError::Argument("the conversation tokenises to nothing and the vocabulary adds no BOS".into()));
-        }
-        let (feed, reused) = match self.suffix(tok, session, &text, &full)? {
-            Some(s) => (s, self.cached.len()),
-            None => {
-                session.reset();
-                self.cached.clear();
-                (full, 0)
-            }
-        };
-        // The cache and the record of it agree again only once the prefill ran.
-        self.cached_text.clear();
-        let mut cached = std::mem::take(&mut self.cached);
-        let logits = session.prefill(ctx, model, &feed)?;
-        cached.extend_from_slice(&feed);
-        let mut reply = Reply { text: String::new(), tokens: Vec::new(), stop: Stop::MaxTokens, prompt_tokens: feed.len(), reused_tokens: reused };
-        let mut stops = StopStrings::new(&self.stop);
-        let mut dec = tok.decoder(false);
-        let mut failed = None;
-        // Each generated token: end of generation, a stop string, the caller, the limit.
-        let mut step = |t: u32, reply: &mut Reply| -> Result<bool> {
-            reply.tokens.push(t);
-            if tok.is_eog(t) {
-                reply.stop = Stop::EndOfGeneration(t);
-                return Ok(false);
-            }
-            let (shown, stopped) = stops.push(&dec.push(t)?);
-            reply.text.push_str(&shown);
-            let go_on = shown.is_empty() || on_text(&shown)?;
-            if let Some(s) = stopped {
-                reply.stop = Stop::StopString(s);
-                return Ok(false);
-            }
-            if !go_on {
-                reply.stop = Stop::Cancelled;
-            }
-            Ok(go_on && reply.tokens.len() < max_tokens)
-        };
-        if max_tokens > 0 {
-            if sampler.config().temperature == 0.0 {
-                session.decode_greedy(ctx, model, max_tokens, |t| step(t, &mut reply))?;
-            } else if session.kv().remaining() > 0 {
-                let first = sampler.sample(&logits)?;
-                if step(first, &mut reply)? {
-                    session.decode_stream(ctx, model, first, |logits| {
-                        let t = match sampler.sample(logits) {
-                            Ok(t) => t,
-                            Err(e) => {
-                                failed = Some(e);
-                                return Ok(None);
-                            }
-                        };
-                        Ok(step(t, &mut reply)?.then_some(t))
-                    })?;
-                }
-            }
-        }
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        if reply.stop == Stop::MaxTokens && reply.tokens.len() < max_tokens {
-            reply.stop = Stop::ContextFull;
-        }
-        if !matches!(reply.stop, Stop::StopString(_)) {
-            let rest = stops.finish() + &dec.finish();
-            if !rest.is_empty() {
-                reply.text.push_str(&rest);
-                on_text(&rest)?;
-            }
-        }
-        // The cache holds the conversation and every generated token but the last: record them
-        // and their text (else the record stays empty and the next turn runs everything again).
-        if let Some(k) = session.kv().pos().checked_sub(cached.len()).filter(|&k| k <= reply.tokens.len()) {
-            let mut bytes = text.into_bytes();
-            for &t in &reply.tokens[..k] {
-                bytes.extend_from_slice(tok.piece(t, true)?);
-            }
-            cached.extend_from_slice(&reply.tokens[..k]);
-            self.cached = cached;
-            self.cached_text = bytes;
-        }
-        Ok(reply)
     }
 }

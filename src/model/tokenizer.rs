@@ -161,10 +161,12 @@ impl Tokenizer {
         self.vocab.eog.contains(&id)
     }
 
-    /// Every end-of-generation token, ascending: the file's `tokenizer.ggml.eos_token_id`,
-    /// `eot_token_id` and `eom_token_id`, and the vocabulary's end-of-turn tokens named by their
-    /// text (`<|eot_id|>`, `<|im_end|>`, `<|end|>`, `<end_of_turn>`, `<|endoftext|>`, ...), which
-    /// are control tokens.
+    /// Every end-of-generation token, ascending, as llama.cpp marks them: the file's
+    /// `tokenizer.ggml.eos_token_id`, `eot_token_id` and `eom_token_id`, the vocabulary's
+    /// end-of-turn tokens named by their text (`<|eot_id|>`, `<|im_end|>`, `<|end|>`,
+    /// `<end_of_turn>`, `<|endoftext|>`, `</s>`, ...), and its fill-in-the-middle pad, repository
+    /// and file-separator tokens (`tokenizer.ggml.fim_pad_token_id` etc., or by their text); the
+    /// named ones are control tokens.
     pub fn eog_tokens(&self) -> &[u32] {
         &self.vocab.eog
     }
