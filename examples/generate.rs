@@ -81,8 +81,8 @@ usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P]
 Generates text from a GGUF model (llama, qwen2) on the GPU.
 
   MODEL.gguf             the model file (memory-mapped; it must not change while this runs)
-  -p, --prompt TEXT      the prompt (required but with --chat; may be empty: then generation starts
-                         from BOS). With --chat: the one user message to reply to
+  -p, --prompt TEXT      the prompt (required except with --chat; may be empty: then generation
+                         starts from BOS). With --chat: the one user message to reply to
   -n N                   tokens to generate, at most (default 128; 0 generates nothing); with --chat,
                          per reply
   --temp T               sampling temperature, finite and >= 0 (default 0: greedy)
@@ -111,7 +111,8 @@ Generates text from a GGUF model (llama, qwen2) on the GPU.
                          that message; without, read user messages from standard input, one per
                          line, and reply to each, keeping the conversation in the KV cache (only the
                          new turn's tokens run). Replies end at the vocabulary's end-of-generation
-                         tokens. --ctx defaults to the trained context, at most 4096
+                         tokens. --ctx defaults to the trained context, at most 4096. Not with
+                         --dump-logits or --no-bos (the template places BOS)
   --system TEXT          with --chat: a system message first
   --stop STR             with --chat: end a reply where STR appears (repeatable)";
 
