@@ -5,6 +5,7 @@
 //!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
 //!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time]
 //!     [--pipeline-cache FILE | --no-pipeline-cache]
+//! cargo run --release --example generate -- MODEL.gguf --chat [-p MESSAGE] [--system TEXT] [--stop STR]...
 //! ```
 //!
 //! `--help` describes every flag. Arguments are checked before anything is loaded (`-p` is
@@ -33,12 +34,21 @@
 //! dispatches (for comparisons). `--gpu-time` times every prefill chunk and decode step on the GPU
 //! and reports, per decode token, GPU time, the CPU time not hidden behind the GPU, end-to-end
 //! tokens/s and the dispatches of a step.
+//!
+//! `--chat` talks to an instruct model through the file's own chat template
+//! (`wgkernels::model::chat`): with `-p` the one message's reply is printed; without, each line
+//! read from standard input is a user message and the reply follows it, the conversation kept in
+//! the KV cache from turn to turn (only the new turn's tokens run). `--system` sets a system
+//! message, `--stop` adds a stop string (repeatable); replies end at the vocabulary's
+//! end-of-generation tokens. A file without a template gets the messages as raw text, with a
+//! warning.
 
 #[path = "common/cli.rs"]
 mod cli;
 
 use std::io::Write;
 use std::time::Instant;
+use wgkernels::model::chat::{Chat, Message, Stop};
 use wgkernels::model::tokenizer::Tokenizer;
 use wgkernels::model::{ops, KvKind, Model, ModelError, Sampler, SamplerConfig, Session, SessionOptions};
 
@@ -58,16 +68,23 @@ struct Args {
     unfused_norm: bool,
     cpu_greedy: bool,
     gpu_time: bool,
+    chat: bool,
+    /// With --chat: `-p`'s message (one-shot); `None`: messages from standard input.
+    chat_message: Option<String>,
+    system: Option<String>,
+    stop: Vec<String>,
 }
 
 const HELP: &str = "\
-usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time] [--pipeline-cache FILE | --no-pipeline-cache]
+usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time] [--chat [--system TEXT] [--stop STR]...] [--pipeline-cache FILE | --no-pipeline-cache]
 
 Generates text from a GGUF model (llama, qwen2) on the GPU.
 
   MODEL.gguf             the model file (memory-mapped; it must not change while this runs)
-  -p, --prompt TEXT      the prompt (required; may be empty: then generation starts from BOS)
-  -n N                   tokens to generate, at most (default 128; 0 generates nothing)
+  -p, --prompt TEXT      the prompt (required except with --chat; may be empty: then generation
+                         starts from BOS). With --chat: the one user message to reply to
+  -n N                   tokens to generate, at most (default 128; 0 generates nothing); with --chat,
+                         per reply
   --temp T               sampling temperature, finite and >= 0 (default 0: greedy)
   --top-k K              sample from the K most likely tokens (default 40; 0: all). With 1..=256 the
                          GPU picks the candidates and only they are read back
@@ -88,7 +105,16 @@ Generates text from a GGUF model (llama, qwen2) on the GPU.
   --unfused-norm         RMSNorm and the int8 rounding as two dispatches (for comparisons)
   --cpu-greedy           with --temp 0, read each step's logits and pick the token on the CPU
                          (default: the token is chosen on the GPU)
-  --gpu-time             time prefill chunks and decode steps on the GPU";
+  --gpu-time             time prefill chunks and decode steps on the GPU
+  --chat                 talk through the file's chat template (tokenizer.chat_template; without one
+                         the messages go as raw text, with a warning): with -p, print the reply to
+                         that message; without, read user messages from standard input, one per
+                         line, and reply to each, keeping the conversation in the KV cache (only the
+                         new turn's tokens run). Replies end at the vocabulary's end-of-generation
+                         tokens. --ctx defaults to the trained context, at most 4096. Not with
+                         --dump-logits or --no-bos (the template places BOS)
+  --system TEXT          with --chat: a system message first
+  --stop STR             with --chat: end a reply where STR appears (repeatable)";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -107,6 +133,10 @@ fn parse_args() -> Result<Args, String> {
         unfused_norm: false,
         cpu_greedy: false,
         gpu_time: false,
+        chat: false,
+        chat_message: None,
+        system: None,
+        stop: Vec::new(),
     };
     let mut prompt = None;
     (a.model, a.common) = cli::parse(HELP, std::env::args().skip(1), |f, v| {
@@ -127,11 +157,26 @@ fn parse_args() -> Result<Args, String> {
             "--unfused-norm" => a.unfused_norm = true,
             "--cpu-greedy" => a.cpu_greedy = true,
             "--gpu-time" => a.gpu_time = true,
+            "--chat" => a.chat = true,
+            "--system" => a.system = Some(v.value(f)?),
+            "--stop" => a.stop.push(v.value(f)?),
             _ => return Ok(false),
         }
         Ok(true)
     })?;
-    a.prompt = prompt.ok_or_else(|| format!("-p PROMPT is required (it may be empty: -p \"\")\n{}", HELP.lines().next().unwrap_or_default()))?;
+    if a.chat {
+        a.chat_message = prompt;
+        for (set, flag) in [(a.dump_logits.is_some(), "--dump-logits"), (!a.bos, "--no-bos")] {
+            if set {
+                return Err(format!("{flag} does not go with --chat (the chat template places BOS)"));
+            }
+        }
+    } else {
+        a.prompt = prompt.ok_or_else(|| format!("-p PROMPT is required (it may be empty: -p \"\")\n{}", HELP.lines().next().unwrap_or_default()))?;
+        if a.system.is_some() || !a.stop.is_empty() {
+            return Err("--system and --stop go with --chat".into());
+        }
+    }
     // Everything that can be checked without the model, checked before anything is loaded.
     Sampler::new(a.sampler).map_err(|e| e.to_string())?;
     if a.ctx == Some(0) {
@@ -207,6 +252,9 @@ fn run(a: Args) -> cli::Res<()> {
         if c.tied_embeddings { "tied embeddings" } else { "separate LM head" },
         c.context_length
     );
+    if a.chat {
+        return run_chat(&a, &ctx, &model, &tok);
+    }
     let mut prompt = tok.encode(&a.prompt, a.bos)?;
     if prompt.is_empty() {
         prompt = tok.bos().into_iter().collect();
@@ -221,20 +269,7 @@ fn run(a: Args) -> cli::Res<()> {
             c.context_length
         );
     }
-    let all = a.dump_logits.is_some();
-    let mut session = Session::new(
-        &ctx,
-        &model,
-        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: all, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
-    )?;
-    eprintln!(
-        "GPU memory: weights {}, KV cache {} ({} positions, {}), work buffers {}",
-        size(model.weights.bytes),
-        size(session.kv().bytes()),
-        context,
-        a.kv.name(),
-        size(session.scratch_bytes())
-    );
+    let mut session = new_session(&a, &ctx, &model, context, a.dump_logits.is_some())?;
     if a.print_tokens {
         println!("prompt tokens ({}): {:?}", prompt.len(), prompt);
     }
@@ -371,6 +406,101 @@ fn run(a: Args) -> cli::Res<()> {
     for k in wgkernels::model::kernels_used(&model, a.kv) {
         let v = ctx.variant_for(k).map(|v| v.name().to_string()).unwrap_or_else(|e| format!("unsupported: {e}"));
         eprintln!("  {:<22} {v}", k.name);
+    }
+    Ok(())
+}
+
+/// The session of `context` positions the flags ask for, its GPU memory printed.
+fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize, all_logits: bool) -> cli::Res<Session> {
+    let session = Session::new(
+        ctx,
+        model,
+        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
+    )?;
+    eprintln!(
+        "GPU memory: weights {}, KV cache {} ({context} positions, {}), work buffers {}",
+        size(model.weights.bytes),
+        size(session.kv().bytes()),
+        a.kv.name(),
+        size(session.scratch_bytes())
+    );
+    Ok(session)
+}
+
+/// `--chat`: a conversation through the file's chat template, one-shot (`-p`) or from standard
+/// input, on one session whose cache carries the conversation.
+fn run_chat(a: &Args, ctx: &wgkernels::Context, model: &Model, tok: &Tokenizer) -> cli::Res<()> {
+    let c = &model.config;
+    let mut chat = Chat::from_gguf(&model.file, tok)?;
+    if chat.template().is_none() {
+        eprintln!("warning: the file has no chat template (tokenizer.chat_template): the messages go to the model as raw text, one per line");
+    }
+    let eog: Vec<String> = tok.eog_tokens().iter().map(|&t| format!("{t} {:?}", tok.token_text(t).unwrap_or_default())).collect();
+    eprintln!("replies end at the end-of-generation tokens [{}]{}", eog.join(", "), if a.stop.is_empty() { String::new() } else { format!(" and the stop strings {:?}", a.stop) });
+    chat.set_stop_strings(a.stop.clone());
+    if let Some(s) = &a.system {
+        chat.push(Message::system(s.clone()));
+    }
+    let context = a.ctx.unwrap_or(c.context_length.min(4096));
+    let mut session = new_session(a, ctx, model, context, false)?;
+    let mut sampler = Sampler::new(a.sampler)?;
+    let greedy = a.sampler.temperature == 0.0;
+    let warm_s = cli::warm_up(ctx, model, &session, a.chunk.min(context), greedy && a.n > 0)?;
+    eprintln!("{} pipelines built in {warm_s:.2} s", ctx.built_pipelines().len());
+    let mut turn = |chat: &mut Chat, session: &mut Session, message: &str| -> cli::Res<()> {
+        let t = Instant::now();
+        let mut failed = None;
+        let reply = chat.reply(ctx, model, session, tok, &mut sampler, message, a.n, |text| {
+            print!("{text}");
+            if let Err(e) = std::io::stdout().flush() {
+                failed = Some(e);
+                return Ok(false);
+            }
+            Ok(true)
+        })?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        println!();
+        let end = match &reply.stop {
+            Stop::EndOfGeneration(t) => format!("end of generation {:?}", tok.token_text(*t).unwrap_or_default()),
+            Stop::StopString(s) => format!("stop string {s:?}"),
+            Stop::MaxTokens => format!("{} tokens (-n)", a.n),
+            Stop::ContextFull => format!("context of {context} tokens full"),
+            Stop::Cancelled => "cancelled".to_string(),
+        };
+        if a.print_tokens {
+            println!("generated tokens ({}): {:?}", reply.tokens.len(), reply.tokens);
+        }
+        eprintln!(
+            "[{end}; {} new prompt tokens, {} reused from the cache; {} tokens in {:.2} s; cache {} of {context}]",
+            reply.prompt_tokens,
+            reply.reused_tokens,
+            reply.tokens.len(),
+            t.elapsed().as_secs_f64(),
+            session.kv().pos()
+        );
+        Ok(())
+    };
+    match &a.chat_message {
+        Some(m) => turn(&mut chat, &mut session, m)?,
+        None => {
+            use std::io::BufRead;
+            eprint!("> ");
+            for line in std::io::stdin().lock().lines() {
+                let line = line?;
+                if !line.trim().is_empty() {
+                    match turn(&mut chat, &mut session, &line) {
+                        // A template that refuses the conversation (e.g. a role it does not
+                        // take) leaves the conversation as it was: say so and read on.
+                        Err(e) if matches!(e.downcast_ref::<ModelError>(), Some(ModelError::ChatTemplate(_))) => eprintln!("error: {e}"),
+                        r => r?,
+                    }
+                }
+                eprint!("> ");
+            }
+            eprintln!();
+        }
     }
     Ok(())
 }

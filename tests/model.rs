@@ -830,3 +830,154 @@ fn int8_prefill_matches_f32_prefill() {
     }
     assert!(checked >= 4, "no quantised fixtures");
 }
+
+/// The qwen2 fixture with a chat template (Qwen2.5's, whose `<|im_start|>` / `<|im_end|>` the
+/// fixture's vocabulary has) and, where given, `tokenizer.ggml.eot_token_id` set to `eot`.
+fn chat_fixture(ctx: &Context, eot: Option<u32>) -> Model {
+    let file = GgufFile::open(model_ref::fixtures::dir().join("qwen2-tiny-q8_0.gguf")).unwrap();
+    let template = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/chat/Qwen-Qwen2.5-7B-Instruct.jinja")).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in file.metadata() {
+        w = w.metadata(k.clone(), v.clone());
+    }
+    w = w.metadata("tokenizer.chat_template", MetaValue::String(template));
+    if let Some(t) = eot {
+        w = w.metadata("tokenizer.ggml.eot_token_id", MetaValue::U32(t));
+    }
+    for t in file.tensors() {
+        w = w.tensor(t.name.clone(), &t.dims, t.ggml_type, file.tensor_data(t).unwrap().to_vec()).unwrap();
+    }
+    load(ctx, &w).unwrap()
+}
+
+/// A conversation on the qwen2 fixture through its chat template, greedy: the first turn runs
+/// the rendered conversation, the second only what follows the cached tokens, and its reply is
+/// the one a fresh session gives for the whole sequence (teacher-forced: each generated token is
+/// the argmax of the fresh session's logits there, but for near-ties); a changed conversation
+/// runs from the start; a stop string ends the reply before it; an end-of-generation token of
+/// the vocabulary ends it, without its text.
+#[test]
+fn chat_turns_reuse_the_cache() {
+    use wgkernels::model::chat::{Chat, Message, Stop};
+    use wgkernels::model::sample::argmax;
+    use wgkernels::model::tokenizer::Tokenizer;
+    use wgkernels::model::{Sampler, SamplerConfig};
+    let ctx = common::context();
+    let model = chat_fixture(&ctx, None);
+    let tok = Tokenizer::from_gguf(&model.file).unwrap();
+    let vocab = model.config.vocab;
+    let opts = SessionOptions { context: 256, int8_activations: false, ..Default::default() };
+    let mut session = Session::new(&ctx, &model, opts).unwrap();
+    let mut sampler = Sampler::new(SamplerConfig { temperature: 0.0, ..Default::default() }).unwrap();
+    let bytes = |ids: &[u32]| ids.iter().flat_map(|&t| tok.piece(t, true).unwrap().to_vec()).collect::<Vec<u8>>();
+    let mut chat = Chat::from_gguf(&model.file, &tok).unwrap();
+    assert!(chat.template().is_some());
+    chat.push(Message::system("You are terse."));
+    // A reply whose bytes are no UTF-8 text (a character cut between tokens) comes back as
+    // U+FFFD in the assistant's message, so the next turn's text no longer starts with the cached
+    // tokens' bytes and the conversation runs from the start: the reply below is cut (by the
+    // token limit) where its tokens are whole characters.
+    let probe = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, "Hello there", 6, |_| Ok(true)).unwrap();
+    let max = (2..=probe.tokens.len()).rev().find(|&m| std::str::from_utf8(&bytes(&probe.tokens[..m])).is_ok()).expect("a reply of whole characters");
+    let mut chat = Chat::from_gguf(&model.file, &tok).unwrap();
+    chat.push(Message::system("You are terse."));
+    let mut streamed = String::new();
+    let r1 = chat
+        .reply(&ctx, &model, &mut session, &tok, &mut sampler, "Hello there", max, |t| {
+            streamed.push_str(t);
+            Ok(true)
+        })
+        .unwrap();
+    let text1 = chat.template().unwrap().render(&chat.messages()[..2], true).unwrap();
+    assert!(text1.ends_with("<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n"), "{text1:?}");
+    assert_eq!((r1.reused_tokens, r1.prompt_tokens), (0, Chat::tokenize(&tok, &text1).unwrap().len()));
+    assert_eq!(streamed, r1.text);
+    assert!(!r1.tokens.is_empty() && r1.tokens.len() <= max, "{r1:?}");
+    assert_eq!(chat.messages().last(), Some(&Message::assistant(r1.text.clone())));
+
+    let r2 = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, "And then?", max, |_| Ok(true)).unwrap();
+    let cached = chat.cached_tokens().to_vec();
+    assert_eq!(cached.len(), session.kv().pos());
+    assert_eq!(r2.reused_tokens, r1.prompt_tokens + r1.tokens.len() - 1, "the first turn and its reply (but its last token) stay in the cache");
+    assert!(r2.prompt_tokens < 20, "only the new turn runs: {} tokens", r2.prompt_tokens);
+    let p = r2.reused_tokens + r2.prompt_tokens;
+    assert_eq!(cached.len(), p + r2.tokens.len() - 1);
+    let mut fresh = Session::new(&ctx, &model, SessionOptions { all_logits: true, ..opts }).unwrap();
+    let logits = fresh.prefill(&ctx, &model, &cached).unwrap();
+    for (i, &t) in r2.tokens.iter().enumerate() {
+        let row = &logits[(p - 1 + i) * vocab..(p + i) * vocab];
+        let best = argmax(row).unwrap();
+        let (lo, hi) = row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
+        assert!(best == t || row[best as usize] - row[t as usize] < 1e-3 * (hi - lo), "reply token {i}: {t}, a fresh session's argmax {best}");
+    }
+
+    // A conversation that no longer starts with the cached one runs from the start.
+    chat.clear();
+    chat.push(Message::system("Be verbose."));
+    let r3 = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, "Hello there", max, |_| Ok(true)).unwrap();
+    assert_eq!(r3.reused_tokens, 0);
+
+    // A stop string: the reply ends before it.
+    let mut again = Chat::from_gguf(&model.file, &tok).unwrap();
+    again.push(Message::system("You are terse."));
+    let (full, _) = r1.text.char_indices().nth(2).unwrap_or((0, ' '));
+    let stop = r1.text[full..].chars().take(2).collect::<String>();
+    if !stop.is_empty() {
+        again.set_stop_strings(vec![stop.clone()]);
+        let r = again.reply(&ctx, &model, &mut session, &tok, &mut sampler, "Hello there", max, |_| Ok(true)).unwrap();
+        assert_eq!(r.stop, Stop::StopString(stop.clone()));
+        assert_eq!(r.text, r1.text[..r1.text.find(&stop).unwrap()]);
+    }
+
+    // An end-of-generation token: the file's end-of-turn id set to the first reply's second token.
+    let eot = r1.tokens[1.min(r1.tokens.len() - 1)];
+    let model = chat_fixture(&ctx, Some(eot));
+    let tok = Tokenizer::from_gguf(&model.file).unwrap();
+    assert!(tok.is_eog(eot) && tok.eog_tokens().contains(&eot));
+    let mut session = Session::new(&ctx, &model, opts).unwrap();
+    let mut chat = Chat::from_gguf(&model.file, &tok).unwrap();
+    chat.push(Message::system("You are terse."));
+    let r = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, "Hello there", max, |_| Ok(true)).unwrap();
+    let at = r1.tokens.iter().position(|&t| t == eot).unwrap();
+    assert_eq!((r.stop, &r.tokens[..]), (Stop::EndOfGeneration(eot), &r1.tokens[..=at]));
+    assert_eq!(r.text, tok.decode(&r1.tokens[..at], false).unwrap());
+}
+
+/// The fixtures made with a model's chat template (tests/data/models/*.ref.txt with
+/// `chat_jinja_hex`, from tools/make_model_fixtures.py): the file's own template renders the
+/// reference conversation byte for byte as transformers' Jinja renderer did, the conversation's
+/// tokens start with exactly one BOS where the vocabulary adds one (the template may print it
+/// too), and the end-of-generation tokens are llama.cpp's.
+#[test]
+fn fixture_chat_templates_and_eog_match() {
+    use model_ref::fixtures::{dir, read_keys, unhex};
+    use wgkernels::model::chat::{Chat, ChatTemplate, Message};
+    use wgkernels::model::tokenizer::Tokenizer;
+    let manifest = std::fs::read_to_string(dir().join("manifest.txt")).expect("manifest");
+    let mut checked = Vec::new();
+    for line in manifest.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let f = if f.first() == Some(&"pending") { &f[1..] } else { &f[..] };
+        if f.first() != Some(&"model") {
+            continue;
+        }
+        let refs = read_keys(&dir().join(f[5]));
+        let Some(want) = refs.get("chat_jinja_hex") else { continue };
+        let file = GgufFile::open(dir().join(f[2])).expect("fixture");
+        let tok = Tokenizer::from_gguf(&file).unwrap_or_else(|e| panic!("{}: {e}", f[1]));
+        let template = ChatTemplate::from_gguf(&file, &tok).unwrap_or_else(|e| panic!("{}: {e}", f[1])).unwrap_or_else(|| panic!("{}: no chat template", f[1]));
+        let m = &refs["chat_messages"];
+        let messages: Vec<Message> = m.chunks(2).map(|p| Message::new(p[0].clone(), String::from_utf8(unhex(&p[1])).expect("utf-8"))).collect();
+        let text = template.render(&messages, true).unwrap_or_else(|e| panic!("{}: {e}", f[1]));
+        assert_eq!(text, String::from_utf8(unhex(&want[0])).expect("utf-8"), "{}: rendering", f[1]);
+        let eog: Vec<u32> = refs["eog_tokens"].iter().map(|t| t.parse().expect("id")).collect();
+        assert_eq!(tok.eog_tokens(), &eog[..], "{}: end-of-generation tokens", f[1]);
+        let ids = Chat::tokenize(&tok, &text).expect("tokens");
+        if refs["add_bos"][0] == "1" {
+            let bos = tok.bos().expect("bos");
+            assert!(ids[0] == bos && ids[1] != bos, "{}: one BOS first: {:?}", f[1], &ids[..4]);
+        }
+        checked.push(f[1].to_string());
+    }
+    assert!(checked.len() >= 8, "fixtures with a chat template: {checked:?}");
+}

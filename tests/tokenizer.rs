@@ -136,3 +136,93 @@ fn pieces_and_streamed_text_match_llama_cpp() {
         }
     }
 }
+
+/// The chat templates of tests/data/chat/ rendered by `model::chat` byte for byte as
+/// transformers' `apply_chat_template` renders them (tools/make_chat_references.py): real models'
+/// templates and one of our own that uses the Jinja features they use, for every conversation with
+/// and without the generation prompt, and a template's `raise_exception` as an error naming its
+/// message.
+#[test]
+fn chat_templates_render_as_transformers() {
+    use wgkernels::model::chat::{ChatTemplate, Message};
+    use wgkernels::model::ModelError;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/chat");
+    let unescape = |s: &str| s.replace("\\n", "\n").replace("\\\\", "\\");
+    let mut conversations: Vec<(String, Vec<Message>)> = Vec::new();
+    for line in std::fs::read_to_string(dir.join("conversations.txt")).expect("conversations.txt").lines().filter(|l| !l.starts_with('#')) {
+        let (key, rest) = line.split_once(' ').expect("key and value");
+        match key {
+            "conversation" => conversations.push((rest.to_string(), Vec::new())),
+            role => conversations.last_mut().expect("message before conversation").1.push(Message::new(role, unescape(rest))),
+        }
+    }
+    // tools/make_chat_references.py pins strftime_now to 2026-11-28 09:05:03 UTC.
+    const NOW: i64 = 1_795_856_703;
+    let expected = std::fs::read(dir.join("expected.txt")).expect("expected.txt");
+    let mut at = 0;
+    let line = |at: &mut usize| -> Option<String> {
+        let end = *at + expected[*at..].iter().position(|&b| b == b'\n')?;
+        let l = String::from_utf8(expected[*at..end].to_vec()).expect("utf-8 header");
+        *at = end + 1;
+        Some(l)
+    };
+    let mut template = None;
+    let (mut checked, mut errors, mut failures) = (0, 0, Vec::new());
+    let mut templates = Vec::new();
+    while let Some(header) = line(&mut at) {
+        let f: Vec<&str> = header.split(' ').collect();
+        match f[0] {
+            "#" => {}
+            "template" => {
+                let source = std::fs::read_to_string(dir.join(f[1])).expect("template file");
+                template = Some(ChatTemplate::new(&source, f[2], f[3]).unwrap_or_else(|e| panic!("{}: {e}", f[1])));
+                templates.push(f[1].to_string());
+            }
+            "render" => {
+                let (name, conv, gen, status, n) = (f[1], f[2], f[3] == "1", f[4], f[5].parse::<usize>().expect("length"));
+                // The body follows the header line (its length counted after it has been read).
+                let body = String::from_utf8(expected[at..at + n].to_vec()).expect("utf-8 body");
+                at += n + 1;
+                let messages = &conversations.iter().find(|c| c.0 == conv).expect("conversation").1;
+                let got = template.as_ref().expect("template first").render_at(messages, gen, NOW);
+                checked += 1;
+                match (status, got) {
+                    ("ok", Ok(text)) if text == body => {}
+                    ("error", Err(ModelError::ChatTemplate(e))) if e.contains(&body) => errors += 1,
+                    (_, got) => failures.push(format!("{name} {conv} add_generation_prompt={gen}:\n  ours         {got:?}\n  transformers {status} {body:?}")),
+                }
+            }
+            other => panic!("expected.txt: unknown record {other}"),
+        }
+    }
+    assert!(templates.len() >= 7 && checked >= 70, "{} templates, {checked} renderings", templates.len());
+    assert!(errors >= 4, "the template errors were not checked ({errors})");
+    assert!(failures.is_empty(), "{} of {checked} renderings differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Stop strings over streamed text: text that may start a stop string is held back until it
+/// cannot, the earliest stop string wins (the longer at the same place), and a stop string split
+/// across pieces (and inside a multi-byte character's neighbourhood) is found.
+#[test]
+fn stop_strings_hold_back_and_cut() {
+    use wgkernels::model::chat::StopStrings;
+    let stream = |stops: &[&str], pieces: &[&str]| {
+        let mut s = StopStrings::new(&stops.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let mut shown = Vec::new();
+        for p in pieces {
+            let (text, stop) = s.push(p);
+            shown.push(text);
+            if let Some(stop) = stop {
+                return (shown, Some(stop));
+            }
+        }
+        shown.push(s.finish());
+        (shown, None)
+    };
+    assert_eq!(stream(&["END"], &["ab", "cE", "N", "x"]), (vec!["ab".into(), "c".into(), "".into(), "ENx".into(), "".into()], None));
+    assert_eq!(stream(&["END"], &["abE", "ND", "zz"]), (vec!["ab".into(), "".into()], Some("END".into())));
+    assert_eq!(stream(&["<|x|>", "<|"], &["é<", "|x|>"]), (vec!["é".into(), "".into()], Some("<|x|>".into())));
+    assert_eq!(stream(&["ab", "abc"], &["xabc"]), (vec!["x".into()], Some("abc".into())));
+    assert_eq!(stream(&["世界"], &["a世", "b世界"]), (vec!["a".into(), "世b".into()], Some("世界".into())));
+    assert_eq!(stream(&[""], &["a", "b"]), (vec!["a".into(), "b".into(), "".into()], None));
+}

@@ -42,6 +42,10 @@ pub enum ModelError {
     Tokenizer(TokenizerError),
     /// A [`super::Session`] was given a [`super::Model`] other than the one it was made for.
     ForeignModel,
+    /// The chat template does not parse or failed while rendering (the template engine's
+    /// description, with the template's line; a `raise_exception` in the template gives its
+    /// message).
+    ChatTemplate(String),
 }
 
 impl fmt::Display for ModelError {
@@ -60,6 +64,7 @@ impl fmt::Display for ModelError {
             ModelError::Gpu(e) => write!(f, "{e}"),
             ModelError::Tokenizer(e) => write!(f, "{e}"),
             ModelError::ForeignModel => write!(f, "the session was made for another model (make a Session per Model)"),
+            ModelError::ChatTemplate(e) => write!(f, "chat template: {e}"),
         }
     }
 }

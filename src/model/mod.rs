@@ -3,6 +3,9 @@
 //! ([`Session`]: a prefill chunk or a decode step recorded into one batch) and sampling
 //! ([`Sampler`], on the CPU, from the logits or from the GPU's top-k candidates).
 //!
+//! Chat ([`chat::Chat`]): the file's own chat template, conversations across turns on one
+//! session's cache, end-of-generation tokens and stop strings.
+//!
 //! Architectures: `llama` (Llama 2/3/3.1, Mistral) and `qwen2`; see [`config`].
 //!
 //! ```
@@ -30,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod chat;
 pub mod config;
 pub mod error;
 pub mod forward;

@@ -161,6 +161,16 @@ impl Tokenizer {
         self.vocab.eog.contains(&id)
     }
 
+    /// Every end-of-generation token, ascending, as llama.cpp marks them: the file's
+    /// `tokenizer.ggml.eos_token_id`, `eot_token_id` and `eom_token_id`, the vocabulary's
+    /// end-of-turn tokens named by their text (`<|eot_id|>`, `<|im_end|>`, `<|end|>`,
+    /// `<end_of_turn>`, `<|endoftext|>`, `</s>`, ...), and its fill-in-the-middle pad, repository
+    /// and file-separator tokens (`tokenizer.ggml.fim_pad_token_id` etc., or by their text); the
+    /// named ones are control tokens.
+    pub fn eog_tokens(&self) -> &[u32] {
+        &self.vocab.eog
+    }
+
     /// The token's text as stored in the vocabulary (`▁` for spaces, byte-level characters, ...).
     pub fn token_text(&self, id: u32) -> Result<&str, TokenizerError> {
         Ok(&self.vocab.token(id)?.text)

@@ -154,3 +154,36 @@ fn bad_vocabularies_are_typed_errors() {
     let e: crate::Error = TokenizerError::UnknownModel("rwkv".into()).into();
     assert!(e.to_string().contains("rwkv"));
 }
+
+/// End-of-generation tokens as llama.cpp marks them: the file's ids, end-of-turn texts (made
+/// control tokens), fill-in-the-middle tokens by key or else by text, and the two exceptions
+/// (`<|end|>` beside `<|return|>` and `<|call|>`; `</s>` beside `<|tool_response>`).
+#[test]
+fn end_of_generation_tokens() {
+    let eog = |texts: &[&str], extra: Vec<(&str, MetaValue)>| {
+        let types = texts.iter().map(|_| MetaValue::I32(1)).collect();
+        let mut meta = vec![
+            ("tokenizer.ggml.model", MetaValue::String("gpt2".into())),
+            ("tokenizer.ggml.pre", MetaValue::String("qwen2".into())),
+            ("tokenizer.ggml.tokens", strings(texts)),
+            ("tokenizer.ggml.token_type", array(ValueType::I32, types)),
+            ("tokenizer.ggml.merges", strings(&[])),
+        ];
+        meta.extend(extra);
+        let t = Tokenizer::from_gguf(&file(meta)).expect("tokenizer");
+        let types: Vec<TokenType> = (0..texts.len() as u32).map(|i| t.token_type(i).unwrap()).collect();
+        (t.eog_tokens().to_vec(), types)
+    };
+    use TokenType::{Control, Normal, UserDefined};
+    let (ids, types) = eog(&["a", "<|im_end|>", "b", "<|endoftext|>"], vec![("tokenizer.ggml.eos_token_id", MetaValue::U32(2))]);
+    assert_eq!((ids, types), (vec![1, 2, 3], vec![Normal, Control, Normal, Control]));
+    // FIM tokens: the key's id, else the first known text.
+    let (ids, _) = eog(&["a", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "x"], vec![("tokenizer.ggml.fim_pad_token_id", MetaValue::U32(4))]);
+    assert_eq!(ids, [2, 3, 4]);
+    let (ids, types) = eog(&["<|end|>", "<|return|>", "<|call|>"], vec![]);
+    assert_eq!((ids, types[0]), (vec![1, 2], UserDefined));
+    let (ids, types) = eog(&["<|end|>", "<|return|>"], vec![]);
+    assert_eq!((ids, types[0]), (vec![0, 1], Control));
+    let (ids, types) = eog(&["</s>", "<|tool_response>"], vec![]);
+    assert_eq!((ids, types[0]), (vec![1], Normal));
+}

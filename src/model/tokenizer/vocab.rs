@@ -45,9 +45,41 @@ pub(super) struct Token {
     pub ty: TokenType,
 }
 
-/// Texts of end-of-generation tokens recognised by name when the file's ids do not list them;
-/// such a token is treated as a control token.
-const EOG_TEXTS: &[&str] = &["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "<|end_of_text|>", "<end_of_utterance>"];
+/// Texts of end-of-generation tokens recognised by name (llama.cpp's list); such a token is
+/// treated as a control token.
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
+];
+
+/// Fill-in-the-middle pad, repository and file-separator tokens, which also end generation: the
+/// file's id where it has one, else the first of these texts the vocabulary has (made control
+/// tokens).
+const FIM_EOG: [(&str, &[&str]); 3] = [
+    ("tokenizer.ggml.fim_pad_token_id", &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"]),
+    ("tokenizer.ggml.fim_rep_token_id", &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"]),
+    ("tokenizer.ggml.fim_sep_token_id", &["<|file_sep|>"]),
+];
 
 #[derive(Clone, Debug)]
 pub(super) struct Vocab {
@@ -181,13 +213,29 @@ impl Vocab {
 
         // End-of-generation tokens: the listed ids plus well-known texts (made control tokens).
         let mut eog: Vec<u32> = [eos, eot, eom].into_iter().flatten().collect();
-        for text in EOG_TEXTS {
-            if let Some(&id) = ids.get(*text) {
-                eog.push(id);
-                let t = &mut tokens[id as usize];
-                if t.ty != TokenType::Control {
-                    t.ty = TokenType::Control;
-                }
+        let mut named: Vec<u32> = EOG_TEXTS.iter().filter_map(|t| ids.get(*t).copied()).collect();
+        for (key, texts) in FIM_EOG {
+            match get_id(file, key, n)? {
+                Some(id) => eog.push(id),
+                None => named.extend(texts.iter().find_map(|t| ids.get(*t).copied())),
+            }
+        }
+        for &id in &named {
+            tokens[id as usize].ty = TokenType::Control;
+        }
+        eog.extend(named);
+        // Exceptions: where `<|return|>` and `<|call|>` (or `<|call|>`/`<|calls|>` and `<|flush|>`)
+        // end generation, `<|end|>` only ends a message and is a user-defined token; where
+        // `<|tool_response>` or `<|plamo:eos|>` does, `</s>` is ordinary text.
+        let has = |eog: &[u32], tokens: &[Token], text: &str| eog.iter().any(|&id| tokens[id as usize].text == text);
+        let harmony = has(&eog, &tokens, "<|end|>")
+            && (has(&eog, &tokens, "<|call|>") || has(&eog, &tokens, "<|calls|>"))
+            && (has(&eog, &tokens, "<|return|>") || has(&eog, &tokens, "<|flush|>"));
+        let plain_s = has(&eog, &tokens, "</s>") && (has(&eog, &tokens, "<|tool_response>") || has(&eog, &tokens, "<|plamo:eos|>"));
+        for (demote, text, ty) in [(harmony, "<|end|>", TokenType::UserDefined), (plain_s, "</s>", TokenType::Normal)] {
+            if let (true, Some(&id)) = (demote, ids.get(text)) {
+                tokens[id as usize].ty = ty;
+                eog.retain(|&e| e != id);
             }
         }
         eog.sort_unstable();
