@@ -7,6 +7,31 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
+/// Element types kernels store tensors in (f32, f16; RoPE and attention take either).
+pub trait Elem: Pod {
+    const F16: bool;
+    fn from_f32(v: f32) -> Self;
+    fn to_f32(self) -> f32;
+}
+impl Elem for f32 {
+    const F16: bool = false;
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+impl Elem for half::f16 {
+    const F16: bool = true;
+    fn from_f32(v: f32) -> Self {
+        half::f16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+}
+
 /// Physical buffers are padded to this many bytes, so kernels may load `vec4`s up to the padded end.
 pub const BUFFER_ALIGN: u64 = 16;
 

@@ -18,7 +18,7 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo};
 use crate::context::Context;
 use crate::error::Result;
-use crate::kernels::rope::Elem;
+use crate::buffer::Elem;
 #[cfg(feature = "testkit")]
 use crate::pipeline::{PipelineDesc, PipelineKey};
 use bytemuck::Pod;

@@ -92,30 +92,8 @@ impl PairLayout {
     }
 }
 
-/// Element types RoPE and attention store tensors in.
-pub trait Elem: Pod {
-    const F16: bool;
-    fn from_f32(v: f32) -> Self;
-    fn to_f32(self) -> f32;
-}
-impl Elem for f32 {
-    const F16: bool = false;
-    fn from_f32(v: f32) -> Self {
-        v
-    }
-    fn to_f32(self) -> f32 {
-        self
-    }
-}
-impl Elem for half::f16 {
-    const F16: bool = true;
-    fn from_f32(v: f32) -> Self {
-        half::f16::from_f32(v)
-    }
-    fn to_f32(self) -> f32 {
-        half::f16::to_f32(self)
-    }
-}
+/// Element types RoPE and attention store tensors in (f32, f16).
+pub use crate::buffer::Elem;
 
 /// A cos/sin table on the GPU for positions `0..rows`.
 pub struct RopeTable {
