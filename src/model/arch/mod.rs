@@ -228,6 +228,13 @@ impl Spec {
         if self.rope_dims != m.head_dim {
             return unsupported(format!("partial rotary embeddings ({} of {} head dimensions)", self.rope_dims, m.head_dim));
         }
+        // llama.cpp multiplies cos and sin by this key's value for any architecture; only
+        // LongRoPE factors carry it here.
+        if let Some(a) = m.f("rope.scaling.attn_factor")?.filter(|&a| a != 1.0) {
+            if self.rope_factors.is_none() {
+                return unsupported(format!("a RoPE attention factor ({a}) without rope_factors tensors"));
+            }
+        }
         if self.qkv == QkvTensors::Fused && self.qkv_bias {
             return unsupported("biases of a fused q/k/v projection".into());
         }

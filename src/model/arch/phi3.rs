@@ -29,8 +29,7 @@ pub(super) fn describe(m: &Meta) -> Result<Spec> {
             };
             Some(RopeFactors { short, long, original_context, attention_factor: attention_factor.unwrap_or(1.0) })
         }
-        (None, None) if attention_factor.is_none_or(|a| a == 1.0) => None,
-        (None, None) => return Err(ModelError::Unsupported { arch: m.arch.into(), what: "rope.scaling.attn_factor without rope_factors tensors".into() }),
+        (None, None) => None,
         (s, _) => {
             let missing = if s.is_none() { "rope_factors_short.weight" } else { "rope_factors_long.weight" };
             return Err(ModelError::MissingTensor(missing.into()));
