@@ -78,12 +78,13 @@ fn qwen2_synthetic_matches_reference() {
 }
 
 /// qwen3 (per-head q/k RMSNorm, heads wider than the residual stream), phi3 (fused q/k/v and
-/// gate/up tensors, LongRoPE factors and attention factor) and a Mistral-style llama file (a
+/// gate/up tensors, LongRoPE factors and attention factor; with full and partial rotary
+/// embeddings) and a Mistral-style llama file (a
 /// sliding window as long as the context: nothing outside it) against the f64 reference; a
 /// context longer than the window is a typed error naming the architecture.
 #[test]
 fn qwen3_phi3_mistral_synthetic_match_reference() {
-    for spec in [Spec::qwen3(), Spec::phi3(), Spec::mistral()] {
+    for spec in [Spec::qwen3(), Spec::phi3(), Spec::phi3_partial(), Spec::mistral()] {
         check_synthetic(&spec, KvKind::F16, 2e-3);
     }
     let ctx = common::context();

@@ -245,6 +245,9 @@ impl Config {
             }
         };
         if matches!(rope_scaling, RopeScalingKind::Yarn { .. }) {
+            if spec.rope_dims < head_dim {
+                return Err(ModelError::Unsupported { arch: a.into(), what: "YaRN scaling of partial rotary embeddings".into() });
+            }
             let divisors = if rope_freqs.is_some() { Some("rope_freqs.weight") } else { spec.rope_factors.as_ref().map(|_| "rope_factors_short.weight") };
             if let Some(name) = divisors {
                 return Err(ModelError::BadTensor { name: name.into(), reason: "per-pair RoPE divisors together with YaRN scaling are not implemented".into() });
@@ -279,6 +282,33 @@ impl Config {
         Ok(config)
     }
 
+    /// The cos/sin table of a partial rotary embedding (`rope_dims < head_dim`) for positions
+    /// `0..context` (`None` for a whole-head one, whose table the GPU builds): the rotated pairs
+    /// `i < rope_dims / 2` as [`Config::rope_config_for`] describes them (cos and sin times its
+    /// attention factor), the others `(1, 0)`, as llama.cpp leaves the dims past the rotary
+    /// ones untouched (the attention factor scales only the rotated ones, which one factor
+    /// over every pair of a GPU-built table could not express). Computed in f64.
+    pub fn rope_table(&self, context: usize) -> Option<Vec<[f32; 2]>> {
+        let (d, r) = (self.head_dim, self.spec.rope_dims);
+        if r >= d {
+            return None;
+        }
+        let cfg = self.rope_config_for(context);
+        let (inv, att) = (cfg.inv_freq(), cfg.attention_factor());
+        let mut t = Vec::with_capacity(context.saturating_mul(d / 2));
+        for pos in 0..context {
+            t.extend(inv.iter().enumerate().map(|(i, f)| {
+                let a = pos as f64 * f;
+                if i < r / 2 {
+                    [(att * a.cos()) as f32, (att * a.sin()) as f32]
+                } else {
+                    [1.0, 0.0]
+                }
+            }));
+        }
+        Some(t)
+    }
+
     /// Width of the q projection (`heads * head_dim`).
     pub fn q_dim(&self) -> usize {
         self.heads.saturating_mul(self.head_dim)
@@ -302,27 +332,38 @@ impl Config {
     /// which is exactly that division.
     pub fn rope_config_for(&self, context: usize) -> RopeConfig {
         let d = self.head_dim;
+        let r = self.spec.rope_dims.min(d);
         let divisors = match (&self.rope_freqs, &self.spec.rope_factors) {
-            (Some(f), _) => Some((f, 1.0)),
-            (None, Some(r)) => Some((if context > r.original_context { &r.long } else { &r.short }, r.attention_factor)),
+            (Some(f), _) => Some((&f[..], 1.0)),
+            (None, Some(rf)) => Some((if context > rf.original_context { &rf.long[..] } else { &rf.short[..] }, rf.attention_factor)),
             (None, None) => None,
         };
-        let scaling = match (divisors, &self.rope_scaling) {
-            (Some((f, attention)), s) => {
-                let lin = if let RopeScalingKind::Linear { factor } = s { *factor } else { 1.0 };
-                let div: Arc<[f64]> = f.iter().map(|&v| v as f64 * lin).collect();
-                RopeScaling::LongRope {
-                    short_factor: div.clone(),
-                    long_factor: div,
-                    factor: 1.0,
-                    original_max_position_embeddings: 1,
-                    attention_factor: Some(attention),
-                    seq_len: 0,
-                }
+        let scaling = if divisors.is_some() || r < d {
+            let (f, attention) = divisors.unwrap_or((&[], 1.0));
+            let lin = if let RopeScalingKind::Linear { factor } = &self.rope_scaling { *factor } else { 1.0 };
+            let div: Arc<[f64]> = (0..d / 2)
+                .map(|i| {
+                    if i >= r / 2 {
+                        // Unrotated pairs: `Config::rope_table` writes them as (1, 0).
+                        return 1.0;
+                    }
+                    let v = f.get(i).map_or(1.0, |&v| v as f64) * lin;
+                    // The table's base frequency is rope_theta^(-2i/d); rotary pair i of r
+                    // dims turns at rope_theta^(-2i/r).
+                    if r < d {
+                        v * self.rope_theta.powf(2.0 * i as f64 / r as f64 - 2.0 * i as f64 / d as f64)
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            RopeScaling::LongRope { short_factor: div.clone(), long_factor: div, factor: 1.0, original_max_position_embeddings: 1, attention_factor: Some(attention), seq_len: 0 }
+        } else {
+            match &self.rope_scaling {
+                RopeScalingKind::None => RopeScaling::Default,
+                RopeScalingKind::Linear { factor } => RopeScaling::Linear { factor: *factor },
+                RopeScalingKind::Yarn { factor, original_context } => RopeScaling::yarn(*factor, *original_context),
             }
-            (None, RopeScalingKind::None) => RopeScaling::Default,
-            (None, RopeScalingKind::Linear { factor }) => RopeScaling::Linear { factor: *factor },
-            (None, RopeScalingKind::Yarn { factor, original_context }) => RopeScaling::yarn(*factor, *original_context),
         };
         RopeConfig::new(d, self.rope_theta, scaling)
     }

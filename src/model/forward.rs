@@ -258,7 +258,14 @@ impl Session {
         let chunk = opts.chunk.min(opts.context.max(1));
         let opts = SessionOptions { chunk, ..opts };
         let kv = KvCache::new(ctx, c, opts.kv, opts.context)?;
-        let table = RopeTable::build(ctx, c.rope_config_for(opts.context), opts.context)?;
+        let table = match c.rope_table(opts.context) {
+            None => RopeTable::build(ctx, c.rope_config_for(opts.context), opts.context)?,
+            Some(host) => {
+                let mut t = RopeTable::new(ctx, c.rope_config_for(opts.context), opts.context)?;
+                t.set_buffer(ctx.upload(&host)?)?;
+                t
+            }
+        };
         let logit_rows = if opts.all_logits { chunk } else { 1 };
         // x, xn, q, k, v, attn, tmp, gate, up (up also holds a chunk's interleaved (gate, up) pairs).
         let sizes = [c.hidden, c.hidden, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.hidden, c.ffn, mul(2, c.ffn)?];

@@ -221,6 +221,35 @@ fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usi
     }
 }
 
+/// A fused `[q; k; v]` tensor `name` whose q and k heads' NeoX rotary pairs `(i, i + r/2)`,
+/// `i < r/2`, are moved next to each other, to rows `(2i, 2i + 1)` (the rows past `r` and the v
+/// rows stay): q and k are reordered alike, so attention scores are unchanged, and RoPE then
+/// rotates interleaved pairs ([`super::arch::Spec::rope_dims`]).
+fn rotary_adjacent_qkv(ctx: &Context, file: &GgufFile, name: &str, w: Widths, r: usize) -> Result<WeightMatrix> {
+    let (n, k, d) = (w.q + 2 * w.kv, w.hidden, w.head_dim);
+    expect_dims(file, name, &[k, n])?;
+    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+    let format = crate::formats::format_of(t.ggml_type).map_err(|_| bad(name, format!("ggml type {:?} is not a supported weight format", t.ggml_type)))?;
+    let row = format.bytes_for(k).ok_or_else(|| bad(name, format!("type {:?}: rows of {k} values are not whole blocks", t.ggml_type)))?;
+    let data = file.tensor_data(t)?;
+    if row.checked_mul(n) != Some(data.len()) || d == 0 || r > d || r % 2 != 0 {
+        return Err(bad(name, format!("{} bytes for {n} rows of {row}, head dim {d}, rotary dims {r}", data.len())));
+    }
+    let mut out = Vec::with_capacity(data.len());
+    for new in 0..n {
+        let (head, j) = (new / d, new % d);
+        let old = if new >= w.q + w.kv || j >= r {
+            new
+        } else if j % 2 == 0 {
+            head * d + j / 2
+        } else {
+            head * d + r / 2 + j / 2
+        };
+        out.extend_from_slice(&data[old * row..(old + 1) * row]);
+    }
+    WeightMatrix::upload(ctx, t.ggml_type, n, k, &out).map_err(|e| load_error(name, e))
+}
+
 /// A fused gate/up tensor `[2n, k]` (the gate's `n` rows first, then the up rows) as the
 /// interleaved (gate, up) matrix of [`FfnIn::GateUp`].
 fn fused_gate_up(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<FfnIn> {
@@ -320,6 +349,7 @@ impl Weights {
             let attn_norm = vec1!(&bt.attn_norm);
             let qkv = match &bt.qkv[..] {
                 [(qn, _), (kn, _), (vn, _)] => qkv(ctx, file, &[qn.clone(), kn.clone(), vn.clone()], [q, kv, kv], h)?,
+                [(name, _)] if cfg.spec.rope_dims < cfg.head_dim => vec![rotary_adjacent_qkv(ctx, file, name, Widths::of(cfg), cfg.spec.rope_dims)?],
                 _ => vec![matrix(ctx, file, &bt.qkv[0].0, q + 2 * kv, h)?],
             };
             gpu_bytes += qkv.iter().map(|m| m.bytes()).sum::<u64>();

@@ -31,6 +31,9 @@ pub struct Spec {
     /// LongRoPE (phi3): short and long per-pair divisors, their original context and the
     /// attention factor.
     pub rope_factors: Option<(Vec<f32>, Vec<f32>, usize, f64)>,
+    /// `{arch}.rope.dimension_count` (else the head dim): NeoX pairs `(i, i + r/2)` over the
+    /// first r dims of each head.
+    pub rope_dims: Option<usize>,
 }
 
 impl Spec {
@@ -61,6 +64,7 @@ impl Spec {
             key_length: None,
             window: None,
             rope_factors: None,
+            rope_dims: None,
         }
     }
     pub fn qwen2() -> Spec {
@@ -79,6 +83,7 @@ impl Spec {
             key_length: None,
             window: None,
             rope_factors: None,
+            rope_dims: None,
         }
     }
     /// Heads of 32 over a hidden size of 64 (q is twice as wide as the residual stream).
@@ -90,6 +95,12 @@ impl Spec {
         let short: Vec<f32> = (0..8).map(|i| 1.0 + 0.25 * i as f32).collect();
         let long: Vec<f32> = (0..8).map(|i| 1.5 + i as f32).collect();
         Spec { arch: "phi3", kv_heads: 2, ffn: 88, vocab: 59, freqs: None, rope_factors: Some((short, long, 8, 1.1902380714238083)), ..Spec::llama() }
+    }
+    /// phi3 with partial rotary embeddings (8 of 16 head dims, as Phi-4-mini's 96 of 128).
+    pub fn phi3_partial() -> Spec {
+        let short: Vec<f32> = (0..4).map(|i| 1.0 + 0.5 * i as f32).collect();
+        let long: Vec<f32> = (0..4).map(|i| 2.0 + i as f32).collect();
+        Spec { rope_dims: Some(8), rope_factors: Some((short, long, 8, 1.1902380714238083)), ..Spec::phi3() }
     }
     /// A Mistral-style llama file: a sliding window of 16 positions.
     pub fn mistral() -> Spec {
@@ -111,8 +122,13 @@ impl Spec {
     fn fused(&self) -> bool {
         self.arch == "phi3"
     }
+    fn rotary_dims(&self) -> usize {
+        self.rope_dims.unwrap_or(self.head_dim())
+    }
+    /// The layout the runner's kernels rotate with (a partial NeoX rotary is reordered into
+    /// interleaved pairs when loaded).
     pub fn layout(&self) -> PairLayout {
-        if self.arch == "llama" {
+        if self.arch == "llama" || self.rotary_dims() < self.head_dim() {
             PairLayout::Interleaved
         } else {
             PairLayout::HalfSplit
@@ -173,7 +189,7 @@ pub fn build(spec: &Spec, seed: u64) -> (GgufWriter, RefModel) {
         .metadata(format!("{a}.attention.layer_norm_rms_epsilon"), MetaValue::F32(spec.eps as f32))
         .metadata(format!("{a}.context_length"), MetaValue::U32(4096))
         .metadata(format!("{a}.rope.freq_base"), MetaValue::F32(spec.theta as f32))
-        .metadata(format!("{a}.rope.dimension_count"), MetaValue::U32(d as u32));
+        .metadata(format!("{a}.rope.dimension_count"), MetaValue::U32(spec.rotary_dims() as u32));
     if let Some(d) = spec.key_length {
         w = w.metadata(format!("{a}.attention.key_length"), MetaValue::U32(d as u32)).metadata(format!("{a}.attention.value_length"), MetaValue::U32(d as u32));
     }
@@ -273,10 +289,10 @@ fn rms(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
 
 impl RefModel {
     fn inv_freq(&self) -> Vec<f64> {
-        let d = self.spec.head_dim();
-        (0..d / 2)
+        let r = self.spec.rotary_dims();
+        (0..r / 2)
             .map(|i| {
-                let f = self.spec.theta.powf(-2.0 * i as f64 / d as f64);
+                let f = self.spec.theta.powf(-2.0 * i as f64 / r as f64);
                 let long = self.spec.rope_factors.as_ref().map_or(1.0, |r| r.1[i] as f64);
                 f / self.spec.freqs.as_ref().map_or(1.0, |v| v[i] as f64) / long
             })
@@ -289,7 +305,7 @@ impl RefModel {
         let att = self.spec.rope_factors.as_ref().map_or(1.0, |r| r.3 as f32 as f64);
         for head in x.chunks_mut(d) {
             for (i, f) in inv.iter().enumerate() {
-                let (a, b) = self.spec.layout().pair(i, d);
+                let (a, b) = if self.spec.arch == "llama" { (2 * i, 2 * i + 1) } else { (i, i + inv.len()) };
                 let ang = pos as f64 * f;
                 let (xa, xb) = (head[a], head[b]);
                 let (c, sn) = (att * ang.cos(), att * ang.sin());

@@ -66,8 +66,12 @@ impl Arch {
     /// Describe the model of `m` (this architecture's keys and tensors).
     pub(crate) fn describe(self, m: &Meta) -> Result<Spec> {
         let f = ARCHITECTURES.iter().find(|a| a.0 == self).map(|a| a.2).ok_or_else(|| ModelError::UnknownArchitecture(self.name().into()))?;
-        let spec = f(m)?;
+        let mut spec = f(m)?;
         spec.check(self, m)?;
+        if spec.rope_dims < m.head_dim {
+            // Partial NeoX rotary: the loader moves each q/k head's pairs next to each other.
+            spec.layout = PairLayout::Interleaved;
+        }
         Ok(spec)
     }
 }
@@ -181,8 +185,9 @@ pub struct RopeFactors {
 /// An architecture's description of one model (see the module documentation).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spec {
-    /// RoPE pairs: `Interleaved` where the converter permuted the q/k rows (llama), else
-    /// `HalfSplit` (NeoX).
+    /// RoPE pairs as the kernels rotate them: `Interleaved` where the converter permuted the q/k
+    /// rows (llama) or the loader did (partial NeoX rotary, see `rope_dims`), else `HalfSplit`
+    /// (NeoX).
     pub layout: PairLayout,
     pub qkv: QkvTensors,
     /// q/k/v projections carry biases (`attn_{q,k,v}.bias`).
@@ -197,6 +202,12 @@ pub struct Spec {
     /// LongRoPE factors, if the file has them.
     pub rope_factors: Option<RopeFactors>,
     /// Rotary dimensions (`{arch}.rope.dimension_count`), `head_dim` unless the file says less.
+    /// Fewer (NeoX pairs `(i, i + rope_dims / 2)`, the dims past `rope_dims` unrotated, e.g.
+    /// Phi-4-mini): the loader reorders each q and k head's rows so that those pairs are
+    /// adjacent, which leaves every attention score as it was (q and k alike), and RoPE rotates
+    /// interleaved pairs, the ones past `rope_dims / 2` not at all
+    /// ([`crate::model::Config::rope_table`]). Implemented for fused q/k/v without biases or
+    /// q/k norms.
     pub rope_dims: usize,
 }
 
@@ -226,7 +237,11 @@ impl Spec {
     fn check(&self, arch: Arch, m: &Meta) -> Result<()> {
         let unsupported = |what: String| Err(ModelError::Unsupported { arch: arch.name().into(), what });
         if self.rope_dims != m.head_dim {
-            return unsupported(format!("partial rotary embeddings ({} of {} head dimensions)", self.rope_dims, m.head_dim));
+            let r = self.rope_dims;
+            let reorderable = self.layout == PairLayout::HalfSplit && self.qkv == QkvTensors::Fused && !self.qkv_bias && !self.qk_norm;
+            if !(reorderable && r > 0 && r % 2 == 0 && r < m.head_dim) {
+                return unsupported(format!("partial rotary embeddings ({r} of {} head dimensions) in this block layout", m.head_dim));
+            }
         }
         // llama.cpp multiplies cos and sin by this key's value for any architecture; only
         // LongRoPE factors carry it here.
