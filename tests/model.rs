@@ -331,8 +331,8 @@ fn llama_cpp_fixtures_match() {
     let ctx = common::context();
     let models = manifest_models();
     let mut failures = Vec::new();
-    // Both architectures, and every file type, must be covered.
-    for arch in ["llama", "qwen2"] {
+    // Every architecture with llama.cpp fixtures, and every file type, must be covered.
+    for arch in ["llama", "qwen2", "qwen3"] {
         if !models.iter().any(|m| m.arch == arch) {
             failures.push(format!("no {arch} fixture in manifest.txt"));
         }
