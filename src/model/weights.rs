@@ -221,19 +221,29 @@ fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usi
     }
 }
 
+/// Tensor `name` of `[n, k]` (`dims = [k, n]`) as its type, bytes per row and bytes (checked:
+/// `n` whole rows).
+fn rows<'f>(file: &'f GgufFile, name: &str, n: usize, k: usize) -> Result<(GgmlType, usize, &'f [u8])> {
+    expect_dims(file, name, &[k, n])?;
+    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+    let format = crate::formats::format_of(t.ggml_type).map_err(|_| bad(name, format!("ggml type {:?} is not a supported weight format", t.ggml_type)))?;
+    let row = format.bytes_for(k).ok_or_else(|| bad(name, format!("type {:?}: rows of {k} values are not whole blocks", t.ggml_type)))?;
+    let data = file.tensor_data(t)?;
+    if row.checked_mul(n) != Some(data.len()) {
+        return Err(bad(name, format!("{} bytes for {n} rows of {row}", data.len())));
+    }
+    Ok((t.ggml_type, row, data))
+}
+
 /// A fused `[q; k; v]` tensor `name` whose q and k heads' NeoX rotary pairs `(i, i + r/2)`,
 /// `i < r/2`, are moved next to each other, to rows `(2i, 2i + 1)` (the rows past `r` and the v
 /// rows stay): q and k are reordered alike, so attention scores are unchanged, and RoPE then
 /// rotates interleaved pairs ([`super::arch::Spec::rope_dims`]).
 fn rotary_adjacent_qkv(ctx: &Context, file: &GgufFile, name: &str, w: Widths, r: usize) -> Result<WeightMatrix> {
     let (n, k, d) = (w.q + 2 * w.kv, w.hidden, w.head_dim);
-    expect_dims(file, name, &[k, n])?;
-    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
-    let format = crate::formats::format_of(t.ggml_type).map_err(|_| bad(name, format!("ggml type {:?} is not a supported weight format", t.ggml_type)))?;
-    let row = format.bytes_for(k).ok_or_else(|| bad(name, format!("type {:?}: rows of {k} values are not whole blocks", t.ggml_type)))?;
-    let data = file.tensor_data(t)?;
-    if row.checked_mul(n) != Some(data.len()) || d == 0 || r > d || r % 2 != 0 {
-        return Err(bad(name, format!("{} bytes for {n} rows of {row}, head dim {d}, rotary dims {r}", data.len())));
+    let (ty, row, data) = rows(file, name, n, k)?;
+    if d == 0 || r > d || r % 2 != 0 {
+        return Err(bad(name, format!("head dim {d}, rotary dims {r}")));
     }
     let mut out = Vec::with_capacity(data.len());
     for new in 0..n {
@@ -247,19 +257,15 @@ fn rotary_adjacent_qkv(ctx: &Context, file: &GgufFile, name: &str, w: Widths, r:
         };
         out.extend_from_slice(&data[old * row..(old + 1) * row]);
     }
-    WeightMatrix::upload(ctx, t.ggml_type, n, k, &out).map_err(|e| load_error(name, e))
+    WeightMatrix::upload(ctx, ty, n, k, &out).map_err(|e| load_error(name, e))
 }
 
 /// A fused gate/up tensor `[2n, k]` (the gate's `n` rows first, then the up rows) as the
 /// interleaved (gate, up) matrix of [`FfnIn::GateUp`].
 fn fused_gate_up(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<FfnIn> {
-    expect_dims(file, name, &[k, 2 * n])?;
-    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
-    let format = crate::formats::format_of(t.ggml_type).map_err(|_| bad(name, format!("ggml type {:?} is not a supported weight format", t.ggml_type)))?;
-    let row = format.bytes_for(k).ok_or_else(|| bad(name, format!("type {:?}: rows of {k} values are not whole blocks", t.ggml_type)))?;
-    let data = file.tensor_data(t)?;
-    let half = row.checked_mul(n).filter(|&b| b.checked_mul(2) == Some(data.len())).ok_or_else(|| bad(name, format!("{} bytes for {} rows of {row}", data.len(), 2 * n)))?;
-    let w = WeightMatrix::upload_interleaved(ctx, t.ggml_type, n, k, &data[..half], &data[half..]).map_err(|e| load_error(name, e))?;
+    let (ty, row, data) = rows(file, name, n.checked_mul(2).ok_or_else(|| bad(name, format!("2 x {n} rows overflow")))?, k)?;
+    let half = row * n;
+    let w = WeightMatrix::upload_interleaved(ctx, ty, n, k, &data[..half], &data[half..]).map_err(|e| load_error(name, e))?;
     Ok(FfnIn::GateUp(w))
 }
 
