@@ -514,7 +514,7 @@ fn host_upload_and_readback_in_one_submission() {
 
 /// Dispatches of one decode step, counted by recording it, against the step's structure: per
 /// layer two RMSNorms, one GEMV per q/k/v matrix (one where q, k, v share a type), the bias add
-/// (qwen2), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
+/// (qwen2), the q and k RMSNorms (qwen3), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
 /// over interleaved gate/up), the down GEMV, and one int8 quantisation per GEMV input a matrix
 /// with an integer dot reads (for a norm's output, part of the norm's dispatch unless
 /// `fused_norm` is off); then the final norm (and its quantisation) and the LM head.
@@ -540,7 +540,7 @@ fn decode_step_dispatch_counts() {
                 };
                 let qkv: Vec<_> = l.qkv.iter().collect();
                 one += (qkv.len() == 1) as usize;
-                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
+                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 2 * l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
                 want += norm_q8(&qkv) + q8(&[&l.wo]) + norm_q8(&ffn) + q8(&[&l.w_down]);
             }
             want += 2 + norm_q8(&[&model.weights.lm_head]);
