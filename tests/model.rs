@@ -332,7 +332,7 @@ fn llama_cpp_fixtures_match() {
     let models = manifest_models();
     let mut failures = Vec::new();
     // Every architecture with llama.cpp fixtures, and every file type, must be covered.
-    for arch in ["llama", "qwen2", "qwen3"] {
+    for arch in ["llama", "qwen2", "qwen3", "phi3"] {
         if !models.iter().any(|m| m.arch == arch) {
             failures.push(format!("no {arch} fixture in manifest.txt"));
         }
