@@ -1,4 +1,4 @@
-//! The model runner end to end: synthetic llama / qwen2 files (random weights written with the
+//! The model runner end to end: synthetic llama / qwen2 / qwen3 / phi3 / Mistral-style files (random weights written with the
 //! crate's GgufWriter) against an f64 CPU forward pass, and bad input -> typed errors.
 
 mod common;
@@ -75,6 +75,25 @@ fn llama_synthetic_matches_reference() {
 #[test]
 fn qwen2_synthetic_matches_reference() {
     check_synthetic(&Spec::qwen2(), KvKind::F16, 2e-3);
+}
+
+/// qwen3 (per-head q/k RMSNorm, heads wider than the residual stream), phi3 (fused q/k/v and
+/// gate/up tensors, LongRoPE factors and attention factor; with full and partial rotary
+/// embeddings) and a Mistral-style llama file (a
+/// sliding window as long as the context: nothing outside it) against the f64 reference; a
+/// context longer than the window is a typed error naming the architecture.
+#[test]
+fn qwen3_phi3_mistral_synthetic_match_reference() {
+    for spec in [Spec::qwen3(), Spec::phi3(), Spec::phi3_partial(), Spec::mistral()] {
+        check_synthetic(&spec, KvKind::F16, 2e-3);
+    }
+    let ctx = common::context();
+    let model = load(&ctx, &build(&Spec::mistral(), 3).0).unwrap();
+    assert_eq!(model.config.window.map(|w| w.size), Some(16));
+    match Session::new(&ctx, &model, SessionOptions { context: 17, ..Default::default() }) {
+        Err(ModelError::Unsupported { arch, what }) => assert!(arch == "llama" && what.contains("sliding-window"), "{arch}: {what}"),
+        other => panic!("expected Unsupported, got {:?}", other.err()),
+    }
 }
 
 fn writer_without_key(spec: &Spec, key: &str) -> GgufWriter {
@@ -312,8 +331,8 @@ fn llama_cpp_fixtures_match() {
     let ctx = common::context();
     let models = manifest_models();
     let mut failures = Vec::new();
-    // Both architectures, and every file type, must be covered.
-    for arch in ["llama", "qwen2"] {
+    // Every architecture with llama.cpp fixtures, and every file type, must be covered.
+    for arch in ["llama", "qwen2", "qwen3", "phi3"] {
         if !models.iter().any(|m| m.arch == arch) {
             failures.push(format!("no {arch} fixture in manifest.txt"));
         }
@@ -495,7 +514,7 @@ fn host_upload_and_readback_in_one_submission() {
 
 /// Dispatches of one decode step, counted by recording it, against the step's structure: per
 /// layer two RMSNorms, one GEMV per q/k/v matrix (one where q, k, v share a type), the bias add
-/// (qwen2), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
+/// (qwen2), the q and k RMSNorms (qwen3), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
 /// over interleaved gate/up), the down GEMV, and one int8 quantisation per GEMV input a matrix
 /// with an integer dot reads (for a norm's output, part of the norm's dispatch unless
 /// `fused_norm` is off); then the final norm (and its quantisation) and the LM head.
@@ -521,7 +540,7 @@ fn decode_step_dispatch_counts() {
                 };
                 let qkv: Vec<_> = l.qkv.iter().collect();
                 one += (qkv.len() == 1) as usize;
-                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
+                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 2 * l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
                 want += norm_q8(&qkv) + q8(&[&l.wo]) + norm_q8(&ffn) + q8(&[&l.w_down]);
             }
             want += 2 + norm_q8(&[&model.weights.lm_head]);

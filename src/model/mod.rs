@@ -6,7 +6,8 @@
 //! Chat ([`chat::Chat`]): the file's own chat template, conversations across turns on one
 //! session's cache, end-of-generation tokens and stop strings.
 //!
-//! Architectures: `llama` (Llama 2/3/3.1, Mistral) and `qwen2`; see [`config`].
+//! Architectures: `llama` (Llama 2/3/3.1, Mistral), `qwen2`, `qwen3` and `phi3`, one module each
+//! in [`arch`]; see also [`config`].
 //!
 //! ```
 //! use wgkernels::{Context, ContextOptions};
@@ -33,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod arch;
 pub mod chat;
 pub mod config;
 pub mod error;
@@ -46,7 +48,8 @@ pub mod weights;
 
 use linear as mm;
 
-pub use config::{Arch, Config, RopeScalingKind};
+pub use arch::{Arch, Spec};
+pub use config::{Config, RopeScalingKind};
 pub use error::{ModelError, Result};
 pub use forward::{Model, Session, SessionOptions};
 pub use kv::{KvCache, KvKind};
