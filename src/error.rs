@@ -99,9 +99,9 @@ pub enum Error {
     Pipeline(String),
     /// Reading a buffer back failed.
     Readback(String),
-    /// A malformed block or tensor found by a kernel's upload or validation, described in text
-    /// naming the tensor or buffer (a malformed file as such is [`Error::FormatError`]).
-    Format(String),
+    /// A block, tensor or buffer whose contents fail an upload's or a kernel's validation, in
+    /// text naming it (a malformed file as such is [`Error::FormatError`]).
+    InvalidData(String),
     /// A position past the end of a fixed-capacity (global) KV cache.
     PositionOutOfRange { pos: u64, capacity: u64 },
     /// A ggml type that is no supported weight format (IQ*, TQ*, MXFP4, ...), with the tensor
@@ -148,7 +148,7 @@ impl fmt::Display for Error {
             }
             Error::Pipeline(s) => write!(f, "pipeline creation failed: {s}"),
             Error::Readback(s) => write!(f, "readback failed: {s}"),
-            Error::Format(s) => write!(f, "format error: {s}"),
+            Error::InvalidData(s) => write!(f, "invalid data: {s}"),
             Error::PositionOutOfRange { pos, capacity } => write!(f, "position {pos} is past the end of a cache of capacity {capacity}"),
             Error::UnsupportedType { ggml_type, tensor: Some(t) } => write!(f, "tensor {t:?}: ggml type {ggml_type:?} is not a supported weight format"),
             Error::UnsupportedType { ggml_type, tensor: None } => write!(f, "ggml type {ggml_type:?} is not a supported weight format"),

@@ -375,7 +375,7 @@ fn q4k_non_finite_block_scales_are_rejected_at_upload() {
     for (at, bits) in [(0usize, 0x7c00u16), (0, 0xfc00), (0, 0x7e00), (144 + 2, 0x7c00), (144 + 2, 0x7e01)] {
         let mut bad = good.clone();
         bad[at..at + 2].copy_from_slice(&bits.to_le_bytes());
-        assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 2, 256, &bad), Err(Error::Format(_))), "byte {at} = {bits:#x}");
+        assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 2, 256, &bad), Err(Error::InvalidData(_))), "byte {at} = {bits:#x}");
     }
 }
 

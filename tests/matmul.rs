@@ -95,7 +95,7 @@ fn bad_tensors_give_typed_errors_naming_them() {
         other => panic!("bad.iq: {:?}", other.err()),
     }
     match WeightMatrix::from_gguf(&ctx, &file, "bad.nan") {
-        Err(Error::Format(m)) => assert!(m.contains("bad.nan") && m.contains("block 1"), "{m}"),
+        Err(Error::InvalidData(m)) => assert!(m.contains("bad.nan") && m.contains("block 1"), "{m}"),
         other => panic!("bad.nan: {:?}", other.err()),
     }
     // A row length that is not a multiple of 4 is no error for a float format.
@@ -108,7 +108,7 @@ fn bad_tensors_give_typed_errors_naming_them() {
     // Uploads from bytes: wrong length, k not a multiple of the block, zero sizes.
     let q4k = format_of(GgmlType::Q4_K).unwrap();
     let blocks = (q4k.random_blocks)(&mut r, 3);
-    assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 3, 256, &blocks[..400]), Err(Error::Format(_))));
+    assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 3, 256, &blocks[..400]), Err(Error::InvalidData(_))));
     assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 1, 384, &blocks[..216]), Err(Error::Shape(_))));
     assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::Q4_K, 0, 256, &[]), Err(Error::Shape(_))));
     assert!(matches!(WeightMatrix::upload(&ctx, GgmlType::TQ2_0, 1, 256, &[0; 66]), Err(Error::UnsupportedType { tensor: None, .. })));
@@ -120,7 +120,7 @@ fn bad_tensors_give_typed_errors_naming_them() {
     let cut = &bytes[..end - 5];
     if let Ok(f) = GgufFile::parse(cut) {
         match WeightMatrix::from_gguf(&ctx, &f, "odd.f16") {
-            Err(Error::Format(m)) | Err(Error::Shape(m)) => assert!(m.contains("odd.f16"), "{m}"),
+            Err(Error::InvalidData(m)) | Err(Error::Shape(m)) => assert!(m.contains("odd.f16"), "{m}"),
             other => panic!("truncated: {:?}", other.err()),
         }
     }
@@ -223,7 +223,7 @@ fn interleaved_upload_and_swiglu_reject_bad_shapes() {
     let f = format_of(GgmlType::Q8_0).unwrap();
     let a = (f.random_blocks)(&mut r, 3 * 2);
     let b = (f.random_blocks)(&mut r, 3 * 2);
-    assert!(matches!(WeightMatrix::upload_interleaved(&ctx, GgmlType::Q8_0, 3, 64, &a, &b[..b.len() - 1]), Err(Error::Format(_))));
+    assert!(matches!(WeightMatrix::upload_interleaved(&ctx, GgmlType::Q8_0, 3, 64, &a, &b[..b.len() - 1]), Err(Error::InvalidData(_))));
     assert!(matches!(WeightMatrix::upload_interleaved(&ctx, GgmlType::Q8_0, 3, 48, &a, &b), Err(Error::Shape(_))));
     // An odd row count cannot hold (gate, up) pairs; a short output is refused.
     let odd = WeightMatrix::upload(&ctx, GgmlType::Q8_0, 3, 64, &a).unwrap();

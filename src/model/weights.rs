@@ -203,7 +203,7 @@ fn matrix(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Res
 
 fn load_error(name: &str, e: crate::Error) -> ModelError {
     match e {
-        crate::Error::Format(s) | crate::Error::Shape(s) | crate::Error::Argument(s) => bad(name, s),
+        crate::Error::InvalidData(s) | crate::Error::Shape(s) | crate::Error::Argument(s) => bad(name, s),
         crate::Error::UnsupportedType { ggml_type, .. } => bad(name, format!("ggml type {ggml_type:?} is not supported")),
         e => ModelError::Gpu(e),
     }

@@ -132,7 +132,7 @@ impl HostInt4 {
             Error::Shape(format!("int4 blocks: k = {} and group_size = {} must be multiples of 32", self.k, self.group_size))
         })?;
         if let Some(i) = self.scales.iter().position(|&d| !int4::valid_scale(d)) {
-            return Err(Error::Format(format!("int4 blocks: scale {i} = {:e} is not finite and normal or zero", self.scales[i])));
+            return Err(Error::InvalidData(format!("int4 blocks: scale {i} = {:e} is not finite and normal or zero", self.scales[i])));
         }
         let nb = self.k / int4::BLOCK_WEIGHTS;
         let total =

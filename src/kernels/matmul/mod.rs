@@ -192,7 +192,7 @@ impl WeightMatrix {
         let name = info.name.as_str();
         let f = format_for(info.ggml_type, Some(name))?;
         let (n, k) = formats::matrix_dims(info).map_err(|e| Error::Shape(e.to_string()))?;
-        let bytes = file.tensor_data(info).map_err(|e| Error::Format(format!("tensor {name:?}: {e}")))?;
+        let bytes = file.tensor_data(info).map_err(|e| Error::InvalidData(format!("tensor {name:?}: {e}")))?;
         Self::upload_limited(ctx, f, n, k, bytes, Some(name), u64::MAX)
     }
 
@@ -213,7 +213,7 @@ impl WeightMatrix {
         })?;
         let f = format_for(ta.ggml_type, Some(a))?;
         let (n, k) = formats::matrix_dims(ta).map_err(|e| Error::Shape(e.to_string()))?;
-        let bytes = |t: &TensorInfo| file.tensor_data(t).map_err(|e| Error::Format(format!("tensor {:?}: {e}", t.name)));
+        let bytes = |t: &TensorInfo| file.tensor_data(t).map_err(|e| Error::InvalidData(format!("tensor {:?}: {e}", t.name)));
         Self::interleaved(ctx, f, n, k, bytes(ta)?, bytes(tb)?, Some(&format!("{a} + {b}")))
     }
 
@@ -235,9 +235,9 @@ impl WeightMatrix {
             ensure(t.ggml_type == t0.ggml_type && kt == k, || {
                 Error::Shape(format!("tensors {first:?} ({:?}, k = {k}) and {name:?} ({:?}, k = {kt}) differ in type or row length", t0.ggml_type, t.ggml_type))
             })?;
-            let data = file.tensor_data(t).map_err(|e| Error::Format(format!("tensor {name:?}: {e}")))?;
+            let data = file.tensor_data(t).map_err(|e| Error::InvalidData(format!("tensor {name:?}: {e}")))?;
             let want = nt.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("tensor {name:?}: {nt} rows of {row_bytes} bytes overflow")))?;
-            ensure(data.len() == want, || Error::Format(format!("tensor {name:?}: {} bytes, expected {want} for {nt} x {k} {}", data.len(), f.name)))?;
+            ensure(data.len() == want, || Error::InvalidData(format!("tensor {name:?}: {} bytes, expected {want} for {nt} x {k} {}", data.len(), f.name)))?;
             n = n.checked_add(nt).ok_or_else(|| Error::Shape(format!("{label}: rows overflow")))?;
             parts.push(data);
         }
@@ -250,7 +250,7 @@ impl WeightMatrix {
         let fname = f.name;
         let row_bytes = f.bytes_for(k).filter(|_| k > 0).ok_or_else(|| Error::Shape(format!("{w}: row length k = {k} is not a whole number of {fname} blocks")))?;
         let total = n.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("{w}: n = {n} rows of {row_bytes} bytes overflow")))?;
-        ensure(a.len() == total && b.len() == total, || Error::Format(format!("{w}: {} and {} bytes, expected {total} each for {n} x {k} {fname}", a.len(), b.len())))?;
+        ensure(a.len() == total && b.len() == total, || Error::InvalidData(format!("{w}: {} and {} bytes, expected {total} each for {n} x {k} {fname}", a.len(), b.len())))?;
         let n2 = n.checked_mul(2).ok_or_else(|| Error::Shape(format!("{w}: 2 x {n} rows overflow")))?;
         let mut both = Vec::with_capacity(2 * total);
         for (ra, rb) in a.chunks_exact(row_bytes).zip(b.chunks_exact(row_bytes)) {
@@ -287,8 +287,8 @@ impl WeightMatrix {
         ensure(u32::try_from(n).is_ok() && u32::try_from(k).is_ok(), || Error::Shape(format!("{w}: n = {n}, k = {k} exceed u32")))?;
         let row_bytes = f.bytes_for(k).ok_or_else(|| Error::Shape(format!("{w}: k = {k} too large")))?;
         let total = n.checked_mul(row_bytes).ok_or_else(|| Error::Shape(format!("{w}: n = {n} rows of {row_bytes} bytes overflow")))?;
-        ensure(bytes.len() == total, || Error::Format(format!("{w}: {} bytes, expected {total} for {n} x {k} {fname}", bytes.len())))?;
-        f.validate(bytes).map_err(|e| Error::Format(format!("{w}: {e}")))?;
+        ensure(bytes.len() == total, || Error::InvalidData(format!("{w}: {} bytes, expected {total} for {n} x {k} {fname}", bytes.len())))?;
+        f.validate(bytes).map_err(|e| Error::InvalidData(format!("{w}: {e}")))?;
         let row_words = (f.gpu_row_words)(k);
         let row_gpu_bytes = row_words as u64 * 4;
         let limits = &ctx.caps().limits;
