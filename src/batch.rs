@@ -420,8 +420,8 @@ impl<'c> Batch<'c> {
 impl Submitted<'_> {
     /// Completion of the batch (and of everything submitted before it), awaited: wgpu's
     /// work-done callback completes it, never a wait inside. On the web the browser runs the
-    /// callback; natively the device must be polled meanwhile (see the `context` module's
-    /// notes on the async API).
+    /// callback; natively the device must be polled meanwhile (see [`crate::context`] on the
+    /// async API).
     pub async fn done(&self) -> Result<()> {
         crate::context::blocking::guarded(async {
             let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
