@@ -35,6 +35,8 @@ pub struct Batch<'c> {
     copies: Vec<(wgpu::Buffer, u64, wgpu::Buffer, u64)>,
     cache: Option<CacheUse<'c>>,
     profile: Option<Profile>,
+    /// A probing batch of [`Context::prepare`]: dispatches note their pipelines, record nothing.
+    probe: bool,
 }
 
 /// The per-dispatch timestamps of a profiled batch ([`Context::profiled_batch`]): two queries
@@ -160,7 +162,12 @@ impl<'c> Batch<'c> {
         let encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
         let timer = if timed { ctx.gpu_timer() } else { None };
         let align = ctx.caps().limits.min_uniform_buffer_offset_alignment.max(16) as u64;
-        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, copies: Vec::new(), cache: None, profile: None }
+        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, copies: Vec::new(), cache: None, profile: None, probe: false }
+    }
+
+    /// The probing batch of [`Context::prepare`] (never submitted).
+    pub(crate) fn probe(ctx: &'c Context) -> Self {
+        Batch { probe: true, ..Batch::new(ctx, false) }
     }
 
     /// Copy `src[0..len]` (written with [`HostUpload::write`] before this batch is submitted)
@@ -249,6 +256,9 @@ impl<'c> Batch<'c> {
     /// writable binding shares its buffer with another binding ([`Error::Aliased`]; bindings are
     /// whole buffers, so any two bindings of one buffer overlap).
     pub fn dispatch<K: PipelineKey, P: Pod>(&mut self, key: &K, params: &P, buffers: &[BufRef], workgroups: [u32; 3]) -> Result<()> {
+        if self.probe {
+            return self.ctx.note_pipeline(key);
+        }
         let pipe = self.ctx.pipeline(key)?;
         let desc = &pipe.desc;
         ensure(std::mem::size_of::<P>() as u64 == desc.params_size, || {
@@ -339,6 +349,7 @@ impl<'c> Batch<'c> {
     /// (for the host executor of Native dispatches, a testing hook: see `native.rs`).
     #[cfg(feature = "testkit")]
     pub(crate) fn flush(&mut self) -> Result<()> {
+        crate::context::blocking::wait("a testing executor's flush");
         drop(self.pass.take());
         for (buf, data) in &self.chunks {
             self.ctx.queue.write_buffer(buf, 0, data);
@@ -393,14 +404,38 @@ impl<'c> Batch<'c> {
         Ok(Recorded { ctx: self.ctx, commands: Some(commands), params, timer, profile })
     }
 
-    /// Submit and wait for completion.
+    /// Submit and wait for completion (blocking: native code; see [`Batch::run_async`]).
     pub fn run(self) -> Result<()> {
         self.submit()?.wait()
+    }
+
+    /// Submit and await completion without blocking ([`Submitted::done`]). Record the batch with
+    /// [`Context::batch_async`] (or after [`Context::prepare`]) so that recording did not block
+    /// either.
+    pub async fn run_async(self) -> Result<()> {
+        crate::context::blocking::guarded(async move { self.submit()?.done().await }).await
     }
 }
 
 impl Submitted<'_> {
+    /// Completion of the batch (and of everything submitted before it), awaited: wgpu's
+    /// work-done callback completes it, never a wait inside. On the web the browser runs the
+    /// callback; natively the device must be polled meanwhile (see [`crate::context`] on the
+    /// async API).
+    pub async fn done(&self) -> Result<()> {
+        crate::context::blocking::guarded(async {
+            let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
+            self.ctx.queue.on_submitted_work_done(move || {
+                let _ = tx.send(());
+            });
+            rx.receive().await.ok_or_else(|| Error::Device("the work-done callback was dropped (device lost?)".into()))
+        })
+        .await
+    }
+
+    /// Wait for the batch (blocking: native code; see [`Submitted::done`]).
     pub fn wait(&self) -> Result<()> {
+        crate::context::blocking::wait("Submitted::wait");
         self.ctx.device.poll(wgpu::PollType::Wait { submission_index: Some(self.index.clone()), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 
@@ -443,6 +478,7 @@ impl Submitted<'_> {
             Ok(v) => v,
             Err(_) => {
                 // The map callback had not run yet: wait for it.
+                crate::context::blocking::wait("timestamp read-back");
                 self.ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Device(e.to_string()))?;
                 slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?
             }

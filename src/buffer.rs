@@ -212,6 +212,7 @@ impl MapState {
     /// `Ok` when the buffer is mapped (the caller uses and unmaps it). The state is idle after.
     fn take(&self, ctx: &Context, what: &str) -> Result<()> {
         if self.0.load(Ordering::Acquire) == MAP_ASKED {
+            crate::context::blocking::wait("host buffer map");
             ctx.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Readback(e.to_string()))?;
         }
         match self.0.swap(MAP_IDLE, Ordering::AcqRel) {
@@ -420,14 +421,23 @@ impl Context {
         Ok(())
     }
 
-    /// Read a whole buffer back (blocking).
+    /// Read a whole buffer back (blocking: native code; see [`Context::read_async`]).
     pub fn read<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<Vec<T>> {
-        pollster::block_on(self.read_async(buf))
+        crate::context::blocking::wait("Context::read");
+        let read = self.start_read(buf)?;
+        self.device.poll(wgpu::PollType::Wait { submission_index: Some(read.index.clone()), timeout: None }).map_err(|e| Error::Readback(e.to_string()))?;
+        pollster::block_on(read.finish())
     }
 
-    /// Read a whole buffer back. The map callback completes a futures-intrusive oneshot channel;
-    /// on native backends this polls the device until the copy is done.
+    /// Read a whole buffer back, never waiting inside: the copy is submitted and the map callback
+    /// completes the future. On the web the browser runs the callback; natively the caller's
+    /// executor polls the device meanwhile (see the [`crate::context`] module).
     pub async fn read_async<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<Vec<T>> {
+        crate::context::blocking::guarded(async { self.start_read(buf)?.finish().await }).await
+    }
+
+    /// Copy `buf` into a new staging buffer, submit, and ask for the map.
+    fn start_read<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<PendingRead<T>> {
         buf.check_owner(self, "read source")?;
         ensure(buf.buffer.usage().contains(wgpu::BufferUsages::COPY_SRC), || {
             Error::Argument("read source lacks COPY_SRC usage (GpuBuffer::from_raw of a buffer made without it)".into())
@@ -444,23 +454,38 @@ impl Context {
         let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels readback") });
         enc.copy_buffer_to_buffer(&buf.buffer, buf.offset, &staging, 0, size);
         let index = self.queue.submit(Some(enc.finish()));
-        let slice = staging.slice(..);
-        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
+        let (tx, mapped) = futures_intrusive::channel::shared::oneshot_channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map_err(|e| Error::Readback(e.to_string()))?;
-        match rx.receive().await {
+        Ok(PendingRead { staging, index, mapped, len: buf.len, _t: PhantomData })
+    }
+}
+
+/// A read-back on its way: the staging buffer, the copy's submission and the map's outcome.
+struct PendingRead<T> {
+    staging: wgpu::Buffer,
+    index: wgpu::SubmissionIndex,
+    mapped: futures_intrusive::channel::shared::OneshotReceiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> PendingRead<T> {
+    /// Await the map, copy the elements out and unmap.
+    async fn finish(self) -> Result<Vec<T>> {
+        match self.mapped.receive().await {
             Some(Ok(())) => {}
             Some(Err(e)) => return Err(Error::Readback(e.to_string())),
             None => return Err(Error::Readback("map callback dropped".into())),
         }
+        let slice = self.staging.slice(..);
         let view = slice.get_mapped_range().map_err(|e| Error::Readback(e.to_string()))?;
-        let bytes = &view[..buf.len * std::mem::size_of::<T>()];
+        let bytes = &view[..self.len * std::mem::size_of::<T>()];
         // The mapped range is only 4-byte aligned; copy rather than cast in place.
         let out: Vec<T> = bytemuck::pod_collect_to_vec(bytes);
         drop(view);
-        staging.unmap();
+        self.staging.unmap();
         Ok(out)
     }
 }

@@ -1,5 +1,30 @@
 //! [`Context`]: the device, its queue, its [`Caps`] and the pipeline cache.
 //! Tests, benches, examples and applications all go through this one setup path.
+//!
+//! # The async API (the web's)
+//!
+//! A browser's WebGPU answers on its own event loop: a thread that blocks waiting for it never
+//! gets the answer. The async functions never wait inside; they await wgpu's futures and callbacks:
+//!
+//! - [`Context::new`] / [`Context::from_adapter`]: adapter and device requests;
+//! - [`Context::batch_async`] (or [`Context::prepare`], then an ordinary [`Context::batch`]):
+//!   every pipeline a batch needs is built first, each awaiting the device's error scopes, so
+//!   that recording the batch never blocks (a pipeline not built there is an error, not a wait);
+//! - [`crate::Batch::run_async`] / [`crate::Submitted::done`]: submit, then the queue's work-done
+//!   callback;
+//! - [`Context::read_async`]: a copy, then the buffer's map callback;
+//! - [`Context::pipeline_async`]: one pipeline.
+//!
+//! On the web the browser resolves them. Natively wgpu runs callbacks when the device is polled,
+//! so the caller's executor polls it between polls of the future without waiting:
+//! `ctx.device().poll(wgpu::PollType::Poll)` (the crate's tests drive the async API this way on one
+//! thread), or a thread that polls with `PollType::Wait` while the future is awaited elsewhere.
+//!
+//! The blocking helpers wait on the calling thread and are conveniences for native code:
+//! [`Context::new_blocking`], [`Context::read`], [`crate::Batch::run`], [`crate::Submitted::wait`]
+//! (and what waits through it: GPU timers and profiles), [`Context::pipeline`]'s first build of a
+//! key, host readbacks and uploads ([`crate::buffer::HostReadback`], [`crate::buffer::HostUpload`]),
+//! [`Context::finish_uploads`], [`Context::wait_idle`].
 
 use crate::caps::{Caps, KernelInfo, Variant, VariantPolicy};
 use crate::error::{Error, Result};
@@ -8,6 +33,71 @@ use crate::tuning::Tuning;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// Blocking waits and the async API (see the module docs). Each blocking wait calls
+/// [`blocking::wait`] first; with the test kit's switch ([`forbid_blocking_in_async`]) on, one
+/// reached while an async function of the crate is being polled on this thread panics: how the
+/// tests show that none is reachable from the async API.
+pub(crate) mod blocking {
+    use std::future::Future;
+
+    #[cfg(any(test, feature = "testkit"))]
+    thread_local! {
+        /// Async functions of the crate being polled on this thread now.
+        static IN_ASYNC: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        /// The switch of [`super::forbid_blocking_in_async`] (per thread: the async tests run
+        /// their executor on one thread, and other tests are not affected).
+        pub(crate) static FORBID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Called by every blocking wait of the crate before it waits: panics (switch on) inside an
+    /// async function of the crate.
+    pub(crate) fn wait(_what: &str) {
+        #[cfg(any(test, feature = "testkit"))]
+        if FORBID.with(|f| f.get()) && IN_ASYNC.with(|n| n.get()) > 0 {
+            panic!("blocking wait ({_what}) reached from an async function of wgkernels");
+        }
+    }
+
+    /// `f`, marked as an async function of the crate while it is polled.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn guarded<F: Future>(f: F) -> impl Future<Output = F::Output> {
+        Guarded(f)
+    }
+
+    /// `f` (the marks are the test kit's).
+    #[cfg(not(any(test, feature = "testkit")))]
+    pub(crate) fn guarded<F: Future>(f: F) -> impl Future<Output = F::Output> {
+        f
+    }
+
+    #[cfg(any(test, feature = "testkit"))]
+    struct Guarded<F>(F);
+
+    #[cfg(any(test, feature = "testkit"))]
+    impl<F: Future> Future for Guarded<F> {
+        type Output = F::Output;
+        fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+            struct Depth;
+            impl Drop for Depth {
+                fn drop(&mut self) {
+                    IN_ASYNC.with(|n| n.set(n.get() - 1));
+                }
+            }
+            IN_ASYNC.with(|n| n.set(n.get() + 1));
+            let _depth = Depth;
+            // SAFETY: the inner future is never moved out of the pinned wrapper.
+            unsafe { self.map_unchecked_mut(|g| &mut g.0) }.poll(cx)
+        }
+    }
+}
+
+/// Test kit switch (this thread only): make every blocking wait of the crate panic when it is
+/// reached while an async function of the crate is being polled (see the `blocking` module).
+#[cfg(feature = "testkit")]
+pub fn forbid_blocking_in_async(on: bool) {
+    blocking::FORBID.with(|f| f.set(on));
+}
 
 /// Which device a [`Context`] (and every buffer, matrix, cache and table it made) belongs to:
 /// unique per device request ([`Context::new`], [`Context::from_adapter`], each
@@ -266,6 +356,10 @@ impl Context {
     /// Pick the best adapter (from `WGPU_BACKEND` etc. when set) and create a device with the
     /// adapter's real limits and every optional feature in [`wanted_features`] it offers.
     pub async fn new(options: ContextOptions) -> Result<Context> {
+        blocking::guarded(Self::request(options)).await
+    }
+
+    async fn request(options: ContextOptions) -> Result<Context> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         if std::env::var_os("WGPU_BACKEND").is_none() {
             // Vulkan, Metal, DX12, WebGPU; GL only when asked for (WGPU_BACKEND=gl).
@@ -284,6 +378,7 @@ impl Context {
 
     /// Blocking form of [`Context::new`].
     pub fn new_blocking(options: ContextOptions) -> Result<Context> {
+        blocking::wait("Context::new_blocking");
         pollster::block_on(Self::new(options))
     }
 
@@ -292,7 +387,7 @@ impl Context {
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with at least one configuration, that feature with
     /// wgpu's experimental-features opt-in (the Matrix variant).
     pub async fn from_adapter(adapter: &wgpu::Adapter, options: ContextOptions) -> Result<Context> {
-        let (device, queue) = adapter.request_device(&device_descriptor(adapter)).await.map_err(|e| Error::Device(e.to_string()))?;
+        let (device, queue) = blocking::guarded(adapter.request_device(&device_descriptor(adapter))).await.map_err(|e| Error::Device(e.to_string()))?;
         Self::assemble(device, queue, &adapter.cooperative_matrix_properties(), None, options)
     }
 
@@ -465,12 +560,14 @@ impl Context {
     /// and wait for them: after a large upload such as a model's weights, so that their copies
     /// do not land in, and count towards, the first batch that runs.
     pub fn finish_uploads(&self) -> Result<()> {
+        blocking::wait("Context::finish_uploads");
         let index = self.queue.submit(std::iter::empty());
         self.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 
     /// Block until all submitted work is done.
     pub fn wait_idle(&self) -> Result<()> {
+        blocking::wait("Context::wait_idle");
         self.device.poll(wgpu::PollType::wait_indefinitely()).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 }

@@ -162,11 +162,19 @@ trait DynKey: Send + Sync + Debug {
     fn as_any(&self) -> &dyn Any;
     fn dyn_eq(&self, other: &dyn DynKey) -> bool;
     fn dyn_hash(&self, h: &mut dyn Hasher);
+    fn dyn_clone(&self) -> Box<dyn DynKey>;
+    fn dyn_describe(&self, caps: &Caps) -> PipelineDesc;
 }
 
 impl<K: PipelineKey> DynKey for K {
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn dyn_clone(&self) -> Box<dyn DynKey> {
+        Box::new(self.clone())
+    }
+    fn dyn_describe(&self, caps: &Caps) -> PipelineDesc {
+        self.describe(caps)
     }
     fn dyn_eq(&self, other: &dyn DynKey) -> bool {
         other.as_any().downcast_ref::<K>() == Some(self)
@@ -247,6 +255,59 @@ fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
     Error::Pipeline("cache poisoned".into())
 }
 
+/// What [`Context::pipeline`] does on this thread with a key it has not built: build it (blocking
+/// on the device's verdict), or, while [`Context::prepare`] records, note it and fail, or, while
+/// [`Context::batch_async`] records its prepared batch, fail.
+enum Unbuilt {
+    Build,
+    Collect(Vec<Box<dyn DynKey>>),
+    Refuse,
+}
+
+thread_local! {
+    static UNBUILT: std::cell::RefCell<Unbuilt> = const { std::cell::RefCell::new(Unbuilt::Build) };
+}
+
+/// Sets this thread's [`Unbuilt`] mode until dropped (then back to building).
+struct UnbuiltMode;
+
+impl UnbuiltMode {
+    fn set(mode: Unbuilt) -> UnbuiltMode {
+        UNBUILT.with(|m| *m.borrow_mut() = mode);
+        UnbuiltMode
+    }
+
+    /// The keys noted so far.
+    fn collected(&self) -> Vec<Box<dyn DynKey>> {
+        UNBUILT.with(|m| match &mut *m.borrow_mut() {
+            Unbuilt::Collect(keys) => std::mem::take(keys),
+            _ => Vec::new(),
+        })
+    }
+}
+
+impl Drop for UnbuiltMode {
+    fn drop(&mut self) {
+        UNBUILT.with(|m| *m.borrow_mut() = Unbuilt::Build);
+    }
+}
+
+/// The error for an unbuilt `key` on this thread, if it must not be built here (noting it while
+/// collecting).
+fn refuse_unbuilt(key: &dyn DynKey) -> Option<Error> {
+    UNBUILT.with(|m| match &mut *m.borrow_mut() {
+        Unbuilt::Build => None,
+        Unbuilt::Collect(keys) => {
+            keys.push(key.dyn_clone());
+            Some(Error::Pipeline(format!("{key:?}: not built yet (noted by Context::prepare)")))
+        }
+        Unbuilt::Refuse => Some(Error::Pipeline(format!("{key:?}: not built, and building it here would block: record the batch with Context::prepare first"))),
+    })
+}
+
+/// [`Context::prepare`] gives up after this many recordings (each builds at least one pipeline).
+const PREPARE_ROUNDS: usize = 256;
+
 impl Context {
     /// The cached pipeline for `key`, building it on first use (through the driver's pipeline
     /// cache when [`crate::ContextOptions::pipeline_cache`] is set). Several threads may call
@@ -261,6 +322,9 @@ impl Context {
         if let Some(p) = &*slot {
             return Ok(p.clone());
         }
+        if let Some(e) = refuse_unbuilt(key) {
+            return Err(e);
+        }
         let built = Arc::new(self.build_desc(format!("{key:?}"), key.describe(self.caps()))?);
         *slot = Some(built.clone());
         Ok(built)
@@ -269,22 +333,80 @@ impl Context {
     /// [`Context::pipeline`] without blocking: the device's error scopes are awaited. (Two
     /// concurrent first uses of one key may both build; the first stored is kept.)
     pub async fn pipeline_async<K: PipelineKey>(&self, key: &K) -> Result<Arc<Pipeline>> {
+        crate::context::blocking::guarded(self.pipeline_dyn_async(key)).await
+    }
+
+    async fn pipeline_dyn_async(&self, key: &dyn DynKey) -> Result<Arc<Pipeline>> {
         let slot = self.slot(key)?;
         if let Some(p) = &*slot.lock().map_err(poisoned)? {
             return Ok(p.clone());
         }
-        let built = Arc::new(self.build_desc_async(format!("{key:?}"), key.describe(self.caps())).await?);
+        let built = Arc::new(self.build_desc_async(format!("{key:?}"), key.dyn_describe(self.caps())).await?);
         let mut stored = slot.lock().map_err(poisoned)?;
         Ok(stored.get_or_insert(built).clone())
     }
 
+    /// Build, awaiting each, every pipeline that `record` needs, so that recording it afterwards
+    /// never blocks (the async form of a first [`Context::pipeline`]): `record` is run on a
+    /// probing batch that records nothing (its dispatches only note their pipelines; a kernel that
+    /// asks for a pipeline itself gets an error, which ends that recording), the pipelines noted
+    /// are built, and this repeats until a recording needs none that is not built. Returns what
+    /// the last recording returned (its argument errors). `record` must record the same
+    /// dispatches each time it is called. [`Context::batch_async`] prepares and records in one.
+    pub async fn prepare<'c>(&'c self, mut record: impl FnMut(&mut crate::Batch<'c>) -> Result<()>) -> Result<()> {
+        crate::context::blocking::guarded(async move {
+            for _ in 0..PREPARE_ROUNDS {
+                let (result, missing) = {
+                    let mode = UnbuiltMode::set(Unbuilt::Collect(Vec::new()));
+                    let mut probe = crate::Batch::probe(self);
+                    let result = record(&mut probe);
+                    (result, mode.collected())
+                };
+                if missing.is_empty() {
+                    return result;
+                }
+                for key in missing {
+                    self.pipeline_dyn_async(key.as_ref()).await?;
+                }
+            }
+            Err(Error::Pipeline(format!("Context::prepare: the recording still needed new pipelines after {PREPARE_ROUNDS} rounds")))
+        })
+        .await
+    }
+
+    /// A batch recorded by `record` without blocking: [`Context::prepare`] builds its pipelines
+    /// (awaited), then `record` records the batch, where a pipeline it did not prepare is an
+    /// error rather than a blocking build. Submit it with [`crate::Batch::run_async`] (or
+    /// [`crate::Batch::submit`], which does not wait).
+    pub async fn batch_async<'c>(&'c self, mut record: impl FnMut(&mut crate::Batch<'c>) -> Result<()>) -> Result<crate::Batch<'c>> {
+        crate::context::blocking::guarded(async move {
+            self.prepare(&mut record).await?;
+            let _mode = UnbuiltMode::set(Unbuilt::Refuse);
+            let mut batch = self.batch();
+            record(&mut batch)?;
+            Ok(batch)
+        })
+        .await
+    }
+
+    /// Whether `key`'s pipeline is built; while [`Context::prepare`] records, an unbuilt one is
+    /// noted.
+    pub(crate) fn note_pipeline<K: PipelineKey>(&self, key: &K) -> Result<()> {
+        let built = self.slot(key)?.lock().map_err(poisoned)?.is_some();
+        if !built {
+            refuse_unbuilt(key);
+        }
+        Ok(())
+    }
+
     /// The cache slot of `key` (made empty on first use).
-    fn slot<K: PipelineKey>(&self, key: &K) -> Result<Slot> {
-        Ok(self.pipelines.map.lock().map_err(poisoned)?.entry(CacheKey(Box::new(key.clone()))).or_default().clone())
+    fn slot(&self, key: &dyn DynKey) -> Result<Slot> {
+        Ok(self.pipelines.map.lock().map_err(poisoned)?.entry(CacheKey(key.dyn_clone())).or_default().clone())
     }
 
     /// Blocking form of [`Context::build_desc_async`] (native code).
     pub(crate) fn build_desc(&self, label: String, desc: PipelineDesc) -> Result<Pipeline> {
+        crate::context::blocking::wait("pipeline build");
         pollster::block_on(self.build_desc_async(label, desc))
     }
 
@@ -350,18 +472,26 @@ mod tests {
         }
     }
 
-    /// Drive `f` on this thread alone: poll it, and between polls let the device make progress
-    /// without waiting (`PollType::Poll`). Never blocks.
-    fn drive<F: Future>(ctx: &Context, f: F) -> F::Output {
+    /// Drive `f` on this thread alone: poll it, and between polls let the device (if any) make
+    /// progress without waiting (`PollType::Poll`). Never blocks.
+    fn drive_on<F: Future>(ctx: Option<&Context>, f: F) -> F::Output {
         let mut f = std::pin::pin!(f);
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        for _ in 0..10_000 {
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_secs(120) {
             if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
                 return v;
             }
-            ctx.device.poll(wgpu::PollType::Poll).expect("device poll");
+            if let Some(ctx) = ctx {
+                ctx.device.poll(wgpu::PollType::Poll).expect("device poll");
+            }
+            std::thread::yield_now();
         }
         panic!("the future did not complete");
+    }
+
+    fn drive<F: Future>(ctx: &Context, f: F) -> F::Output {
+        drive_on(Some(ctx), f)
     }
 
     #[test]
@@ -372,5 +502,48 @@ mod tests {
         assert!(Arc::ptr_eq(&built, &ctx.pipeline(&Probe(true)).unwrap()));
         let err = drive(&ctx, ctx.pipeline_async(&Probe(false))).err().expect("an invalid module is an error");
         assert!(matches!(err, Error::Pipeline(_)), "{err}");
+    }
+
+    /// The async API end to end on one thread with no blocking wait: creating the context,
+    /// building a batch's pipelines (one asked for by the recording itself, as some kernels do),
+    /// running the batch and reading back. The switch makes any blocking wait reached from an
+    /// async function panic; that it is armed is checked at the end.
+    #[test]
+    fn async_api_never_blocks() {
+        use crate::context::blocking;
+        blocking::FORBID.with(|f| f.set(true));
+        let ctx = drive_on(None, Context::new(crate::ContextOptions::default())).expect("a GPU adapter (lavapipe on CI)");
+        // Outside the async API an unbuilt pipeline may be refused instead of built.
+        let refused = {
+            let _mode = UnbuiltMode::set(Unbuilt::Refuse);
+            ctx.pipeline(&Probe(true)).err().expect("refused")
+        };
+        assert!(matches!(refused, Error::Pipeline(_)) && ctx.built_pipelines().is_empty(), "{refused}");
+        let n = 1000;
+        let start: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let (a, half) = (ctx.upload(&start).unwrap(), ctx.upload(&vec![0.5f32; n]).unwrap());
+        let batch = drive(
+            &ctx,
+            ctx.batch_async(|b| {
+                b.context().pipeline(&Probe(true))?;
+                b.dispatch(&Probe(true), &[0u32; 4], &[], [1, 1, 1])?;
+                crate::kernels::elementwise::add_inplace(b, &a, &half, n)
+            }),
+        )
+        .expect("prepared and recorded");
+        assert_eq!(batch.len(), 2);
+        assert_eq!(ctx.built_pipelines().len(), 2, "both pipelines built by prepare");
+        drive(&ctx, batch.run_async()).expect("ran");
+        let got = drive(&ctx, ctx.read_async(&a)).expect("read back");
+        assert_eq!(got, start.iter().map(|v| v + 0.5).collect::<Vec<_>>());
+        // A pipeline that fails to build is an error of the preparation, and nothing runs.
+        let err = drive(&ctx, ctx.batch_async(|b| b.dispatch(&Probe(false), &[0u32; 4], &[], [1, 1, 1]))).err().expect("an invalid module is an error");
+        assert!(matches!(err, Error::Pipeline(_)), "{err}");
+        // The switch is armed: a blocking wait inside an async function of the crate panics ...
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drive(&ctx, blocking::guarded(async { ctx.read(&a) }))));
+        assert!(caught.is_err(), "a blocking read inside the async API must panic with the switch on");
+        // ... while the blocking helpers still work outside it.
+        assert_eq!(ctx.read(&a).unwrap(), got);
+        blocking::FORBID.with(|f| f.set(false));
     }
 }
