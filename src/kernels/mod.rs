@@ -52,7 +52,9 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &attention::DECODE,
         &elementwise::RMSNORM,
         &elementwise::SILU_GATE,
+        &elementwise::GELU_GATE,
         &elementwise::ADD,
+        &elementwise::SOFTCAP,
     ];
     v.extend(matmul::infos());
     v
