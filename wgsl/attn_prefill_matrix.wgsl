@@ -209,7 +209,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let c0 = c * JP;
         let sb = r * SS + c0;
         //@JQ let key{q} = vec4<u32>(k0 + c0 + 4u * {q}u) + vec4<u32>(0u, 1u, 2u, 3u);
-        //@JQ let s{q} = select(vec4<f32>(NEG), softcap4(vec4<f32>(ss[sb + 4u * {q}u], ss[sb + 4u * {q}u + 1u], ss[sb + 4u * {q}u + 2u], ss[sb + 4u * {q}u + 3u]), p.softcap), key{q} < vec4<u32>(lim) & key{q} >= vec4<u32>(lo));
+        //@JQ let s{q} = select(vec4<f32>(NEG), softcap4(vec4<f32>(ss[sb + 4u * {q}u], ss[sb + 4u * {q}u + 1u], ss[sb + 4u * {q}u + 2u], ss[sb + 4u * {q}u + 3u]), p.softcap), (key{q} < vec4<u32>(lim)) & (key{q} >= vec4<u32>(lo)));
         var mt4 = vec4<f32>(NEG);
         //@JQ mt4 = max(mt4, s{q});
         var mt = max(max(mt4.x, mt4.y), max(mt4.z, mt4.w));
