@@ -1,4 +1,4 @@
-//! The model runner end to end: synthetic llama / qwen2 files (random weights written with the
+//! The model runner end to end: synthetic llama / qwen2 / qwen3 / phi3 / Mistral-style files (random weights written with the
 //! crate's GgufWriter) against an f64 CPU forward pass, and bad input -> typed errors.
 
 mod common;
@@ -75,6 +75,25 @@ fn llama_synthetic_matches_reference() {
 #[test]
 fn qwen2_synthetic_matches_reference() {
     check_synthetic(&Spec::qwen2(), KvKind::F16, 2e-3);
+}
+
+/// qwen3 (per-head q/k RMSNorm, heads wider than the residual stream), phi3 (fused q/k/v and
+/// gate/up tensors, LongRoPE factors and attention factor; with full and partial rotary
+/// embeddings) and a Mistral-style llama file (a
+/// sliding window as long as the context: nothing outside it) against the f64 reference; a
+/// context longer than the window is a typed error naming the architecture.
+#[test]
+fn qwen3_phi3_mistral_synthetic_match_reference() {
+    for spec in [Spec::qwen3(), Spec::phi3(), Spec::phi3_partial(), Spec::mistral()] {
+        check_synthetic(&spec, KvKind::F16, 2e-3);
+    }
+    let ctx = common::context();
+    let model = load(&ctx, &build(&Spec::mistral(), 3).0).unwrap();
+    assert_eq!(model.config.window.map(|w| w.size), Some(16));
+    match Session::new(&ctx, &model, SessionOptions { context: 17, ..Default::default() }) {
+        Err(ModelError::Unsupported { arch, what }) => assert!(arch == "llama" && what.contains("sliding-window"), "{arch}: {what}"),
+        other => panic!("expected Unsupported, got {:?}", other.err()),
+    }
 }
 
 fn writer_without_key(spec: &Spec, key: &str) -> GgufWriter {
@@ -312,8 +331,8 @@ fn llama_cpp_fixtures_match() {
     let ctx = common::context();
     let models = manifest_models();
     let mut failures = Vec::new();
-    // Both architectures, and every file type, must be covered.
-    for arch in ["llama", "qwen2"] {
+    // Every architecture with llama.cpp fixtures, and every file type, must be covered.
+    for arch in ["llama", "qwen2", "qwen3"] {
         if !models.iter().any(|m| m.arch == arch) {
             failures.push(format!("no {arch} fixture in manifest.txt"));
         }

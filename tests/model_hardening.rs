@@ -221,3 +221,32 @@ fn q8_quantiser_marks_non_finite_blocks() {
     assert_eq!(ctx.read(xq.int4_words()).unwrap(), r::pack_int4(&want), "INT4-order words");
     assert_eq!(ctx.read(xq.q4k_words().unwrap()).unwrap(), r::pack_q4k(&want), "Q4_K-order words");
 }
+
+/// What an architecture asks for and the runner does not implement, or describes wrongly, is a
+/// typed error when the file is read, naming the architecture and the piece or the key/tensor:
+/// partial rotary embeddings (qwen3), a LongRoPE factor table of the wrong length and a
+/// negative attention factor (phi3); an unknown architecture lists the implemented ones.
+#[test]
+fn architecture_pieces_are_typed_errors() {
+    use wgkernels::model::Config;
+    let cfg = |bytes: Vec<u8>| Config::from_gguf(&GgufFile::from_vec(bytes).unwrap());
+    let qwen3 = synthetic(&Spec::qwen3(), 1);
+    match cfg(edit(&qwen3, &[("qwen3.rope.dimension_count".into(), MetaValue::U32(16))], &[])) {
+        Err(ModelError::Unsupported { arch, what }) => assert!(arch == "qwen3" && what.contains("partial rotary"), "{arch}: {what}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    let phi3 = synthetic(&Spec::phi3(), 1);
+    assert!(cfg(phi3.clone()).is_ok());
+    let short = (vec![7u64], GgmlType::F32, vec![0u8; 28]);
+    match cfg(edit(&phi3, &[], &[("rope_factors_long.weight", short.0, short.1, short.2)])) {
+        Err(ModelError::BadTensor { name, .. }) => assert_eq!(name, "rope_factors_long.weight"),
+        other => panic!("expected BadTensor, got {other:?}"),
+    }
+    match cfg(edit(&phi3, &[("phi3.rope.scaling.attn_factor".into(), MetaValue::F32(-1.0))], &[])) {
+        Err(ModelError::BadKey { key, .. }) => assert_eq!(key, "phi3.rope.scaling.attn_factor"),
+        other => panic!("expected BadKey, got {other:?}"),
+    }
+    let e = cfg(edit(&qwen3, &[("general.architecture".into(), MetaValue::String("mamba".into()))], &[])).unwrap_err();
+    assert!(matches!(&e, ModelError::UnknownArchitecture(a) if a == "mamba"), "{e:?}");
+    assert!(e.to_string().contains("llama, qwen2, qwen3, phi3"), "{e}");
+}

@@ -4,6 +4,9 @@
 //   llama_ref logits   MODEL PROMPT_FILE OUT_F32 N_GEN   -> JSON on stdout; raw f32 logits in OUT_F32
 //   llama_ref tokenize MODEL TEXTS_HEX_FILE              -> one line of ids per text and mode
 //   llama_ref pieces   MODEL                             -> one line per token: id attr hex(special) hex(plain)
+//   llama_ref vocab    MODEL CHAT_FILE                   -> JSON on stdout: special tokens, end-of-generation
+//                                                           tokens, and llama_chat_apply_template's rendering
+//                                                           of CHAT_FILE's messages (lines `role hex(content)`)
 //   llama_ref quantize IN OUT q8_0|q4_k_m                -> llama_model_quantize with default parameters
 //                                                           (what the llama-quantize tool calls)
 //
@@ -13,6 +16,9 @@
 // decode call (argmax, lowest id on ties) and prints the ids and each step's two largest logits.
 // `tokenize` reads one hex-encoded text per line and prints, per text, four lines: the ids for
 // (add_special, parse_special) = (0,0), (1,0), (0,1), (1,1).
+// `vocab` renders the messages with the file's own `tokenizer.chat_template` through libllama's
+// built-in template detection (no Jinja; -1 where the template is not one it knows), with the
+// assistant prefix added.
 
 #include "llama.h"
 
@@ -132,6 +138,38 @@ int main(int argc, char ** argv) {
                 }
             }
         }
+    } else if (mode == "vocab") {
+        if (argc < 4) return 2;
+        std::ifstream f(argv[3]);
+        std::string line;
+        std::vector<std::string> roles, contents;
+        while (std::getline(f, line)) {
+            const size_t sp = line.find(' ');
+            if (sp == std::string::npos) continue;
+            roles.push_back(line.substr(0, sp));
+            contents.push_back(unhex(line.substr(sp + 1)));
+        }
+        std::vector<llama_chat_message> msgs;
+        for (size_t i = 0; i < roles.size(); i++) msgs.push_back({roles[i].c_str(), contents[i].c_str()});
+        const char * tmpl = llama_model_chat_template(model, nullptr);
+        int32_t n = -1;
+        std::string rendered;
+        if (tmpl) {
+            std::vector<char> buf(1 << 16);
+            n = llama_chat_apply_template(tmpl, msgs.data(), msgs.size(), true, buf.data(), (int32_t) buf.size());
+            if (n > 0 && n <= (int32_t) buf.size()) rendered.assign(buf.data(), n);
+        }
+        printf("{\"bos\": %d, \"eos\": %d, \"eot\": %d, \"pad\": %d, \"add_bos\": %d, \"add_eos\": %d, \"eog\": [",
+               llama_vocab_bos(vocab), llama_vocab_eos(vocab), llama_vocab_eot(vocab), llama_vocab_pad(vocab),
+               (int) llama_vocab_get_add_bos(vocab), (int) llama_vocab_get_add_eos(vocab));
+        bool first = true;
+        for (int t = 0; t < n_vocab; t++) {
+            if (llama_vocab_is_eog(vocab, t)) {
+                printf(first ? "%d" : ", %d", t);
+                first = false;
+            }
+        }
+        printf("], \"has_template\": %d, \"chat_rc\": %d, \"chat_hex\": \"%s\"}\n", tmpl != nullptr, n, hex(rendered).c_str());
     } else if (mode == "logits") {
         if (argc < 6) return 2;
         const std::string prompt = read_file(argv[3]);
@@ -200,7 +238,7 @@ int main(int argc, char ** argv) {
             logits = llama_get_logits_ith(ctx, 0);
         }
 
-        printf("{\"n_vocab\": %d, \"prompt_tokens\": [", n_vocab);
+        printf("{\"n_vocab\": %d, \"n_swa\": %d, \"prompt_tokens\": [", n_vocab, llama_model_n_swa(model));
         for (int i = 0; i < n_prompt; i++) printf(i ? ", %d" : "%d", toks[i]);
         printf("], \"greedy_tokens\": [");
         for (size_t i = 0; i < gen.size(); i++) printf(i ? ", %d" : "%d", gen[i]);

@@ -3,43 +3,24 @@
 //! Keys (`{arch}` = `general.architecture`): `{arch}.block_count`, `{arch}.embedding_length`,
 //! `{arch}.feed_forward_length`, `{arch}.attention.head_count`, `{arch}.attention.head_count_kv`
 //! (absent = head_count), `{arch}.attention.layer_norm_rms_epsilon`, `{arch}.context_length`,
-//! `{arch}.attention.key_length` / `value_length` and `{arch}.rope.dimension_count` (absent =
-//! embedding_length / head_count; must equal the head dim: partial rotary is not implemented),
+//! `{arch}.attention.key_length` / `value_length` (absent = embedding_length / head_count),
 //! `{arch}.rope.freq_base` (absent = 10000, llama.cpp's default), `{arch}.rope.scaling.type`
 //! (`none`, `linear` with `{arch}.rope.scaling.factor`, `yarn` with the factor and
-//! `{arch}.rope.scaling.original_context_length`; others are rejected by name).
+//! `{arch}.rope.scaling.original_context_length`; others are rejected by name), and
+//! `rope_freqs.weight` (head_dim / 2 f32 divisors of the base frequencies: Llama 3.1's llama3
+//! scaling, precomputed by the converter).
 //! The vocabulary size comes from `token_embd.weight`'s shape.
 //!
-//! Architectures:
-//! * `llama` (Llama 2/3/3.1, Mistral): the converter permutes the q/k rows of each head so that
-//!   RoPE rotates adjacent pairs `(2i, 2i+1)` (llama.cpp's "normal" RoPE,
-//!   [`PairLayout::Interleaved`]). Llama 3.1 files carry `rope_freqs.weight` (head_dim / 2 f32
-//!   divisors of the base frequencies, llama3 scaling precomputed by the converter).
-//! * `qwen2`: q/k/v biases; q/k rows unpermuted, so RoPE rotates `(i, i + d/2)` (NeoX,
-//!   [`PairLayout::HalfSplit`]); `output.weight` is usually absent and the LM head is
-//!   `token_embd.weight` (tied embeddings).
+//! What differs between architectures (tensors of a block, RoPE pair layout, norms, windows,
+//! ...) is the architecture module's [`Spec`] ([`super::arch`]), held by [`Config::spec`] (and
+//! reachable as fields of the config itself: `config.layout` is `config.spec.layout`).
 
 use super::error::{ModelError, Result};
 use crate::formats::gguf::{GgufFile, MetaValue};
-use crate::kernels::rope::{PairLayout, RopeConfig, RopeScaling};
+use crate::kernels::rope::{RopeConfig, RopeScaling};
 use std::sync::Arc;
 
-/// The architectures the runner implements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    Llama,
-    Qwen2,
-}
-
-impl Arch {
-    /// The `general.architecture` string.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-        }
-    }
-}
+pub use super::arch::{Arch, Spec};
 
 /// RoPE frequency scaling as the file states it.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,17 +55,21 @@ pub struct Config {
     pub rope_scaling: RopeScalingKind,
     /// Per-pair frequency divisors (`rope_freqs.weight`), if the file has them.
     pub rope_freqs: Option<Vec<f32>>,
-    pub layout: PairLayout,
-    /// q/k/v projections carry biases (`blk.N.attn_{q,k,v}.bias`).
-    pub qkv_bias: bool,
     /// No `output.weight`: the LM head is `token_embd.weight`.
     pub tied_embeddings: bool,
+    /// The architecture's description of the blocks.
+    pub spec: Spec,
 }
 
-/// Tensors every block has at least (attention and FFN norms, q, k, v, output, gate, up, down).
-pub(crate) const MIN_BLOCK_TENSORS: usize = 9;
+impl std::ops::Deref for Config {
+    type Target = Spec;
+    /// The fields of [`Config::spec`] read as the config's own (`config.layout`).
+    fn deref(&self) -> &Spec {
+        &self.spec
+    }
+}
 
-fn key_u(file: &GgufFile, key: &str) -> Result<Option<usize>> {
+pub(crate) fn key_u(file: &GgufFile, key: &str) -> Result<Option<usize>> {
     match file.get(key) {
         None => Ok(None),
         Some(v) => {
@@ -102,7 +87,7 @@ fn need_u(file: &GgufFile, key: &str) -> Result<usize> {
     Ok(v)
 }
 
-fn key_f(file: &GgufFile, key: &str) -> Result<Option<f64>> {
+pub(crate) fn key_f(file: &GgufFile, key: &str) -> Result<Option<f64>> {
     match file.get(key) {
         None => Ok(None),
         Some(v) => {
@@ -118,7 +103,7 @@ fn key_f(file: &GgufFile, key: &str) -> Result<Option<f64>> {
     }
 }
 
-fn key_str<'a>(file: &'a GgufFile, key: &str) -> Result<Option<&'a str>> {
+pub(crate) fn key_str<'a>(file: &'a GgufFile, key: &str) -> Result<Option<&'a str>> {
     match file.get(key) {
         None => Ok(None),
         Some(MetaValue::String(s)) => Ok(Some(s)),
@@ -146,23 +131,10 @@ impl Config {
     /// `rope_freqs.weight`).
     pub fn from_gguf(file: &GgufFile) -> Result<Config> {
         let arch_name = key_str(file, "general.architecture")?.ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
-        let arch = match arch_name {
-            "llama" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            other => return Err(ModelError::UnknownArchitecture(other.into())),
-        };
+        let arch = Arch::from_name(arch_name).ok_or_else(|| ModelError::UnknownArchitecture(arch_name.into()))?;
         let a = arch.name();
         let k = |s: &str| format!("{a}.{s}");
         let layers = need_u(file, &k("block_count"))?;
-        // Every block has at least MIN_BLOCK_TENSORS tensors: a count the file's tensor table
-        // cannot hold is rejected before anything is sized from it.
-        let most = file.tensors().len() / MIN_BLOCK_TENSORS;
-        if layers > most {
-            return Err(ModelError::BadKey {
-                key: k("block_count"),
-                reason: format!("{layers} blocks, but the file's {} tensors hold at most {most} ({MIN_BLOCK_TENSORS} per block)", file.tensors().len()),
-            });
-        }
         let hidden = need_u(file, &k("embedding_length"))?;
         let ffn = need_u(file, &k("feed_forward_length"))?;
         let heads = need_u(file, &k("attention.head_count"))?;
@@ -188,11 +160,9 @@ impl Config {
                 hidden / heads
             }
         };
-        for key in ["attention.value_length", "rope.dimension_count"] {
-            if let Some(v) = key_u(file, &k(key))? {
-                if v != head_dim {
-                    return Err(ModelError::BadKey { key: k(key), reason: format!("{v} differs from the head dim {head_dim} (not implemented)") });
-                }
+        if let Some(v) = key_u(file, &k("attention.value_length"))? {
+            if v != head_dim {
+                return Err(ModelError::BadKey { key: k("attention.value_length"), reason: format!("{v} differs from the head dim {head_dim} (not implemented)") });
             }
         }
         if head_dim < 2 || head_dim % 2 != 0 || head_dim > crate::kernels::rope::MAX_HEAD_DIM {
@@ -224,6 +194,17 @@ impl Config {
             }
             Some(other) => return Err(ModelError::BadKey { key: k("rope.scaling.type"), reason: format!("scaling {other:?} is not implemented") }),
         };
+        let spec = arch.describe(&super::arch::Meta { file, arch: a, head_dim })?;
+        // Every block has at least the spec's tensors: a count the file's tensor table cannot
+        // hold is rejected before anything is sized from it.
+        let per_block = spec.min_block_tensors();
+        let most = file.tensors().len() / per_block;
+        if layers > most {
+            return Err(ModelError::BadKey {
+                key: k("block_count"),
+                reason: format!("{layers} blocks, but the file's {} tensors hold at most {most} ({per_block} per block)", file.tensors().len()),
+            });
+        }
         let embd = tensor_dims(file, "token_embd.weight")?;
         if embd.len() != 2 || embd[0] != hidden {
             return Err(ModelError::BadTensor { name: "token_embd.weight".into(), reason: format!("shape {embd:?}, expected [{hidden}, vocab]") });
@@ -244,9 +225,10 @@ impl Config {
             .checked_mul(2)
             .and_then(|v| v.checked_add(q_dim))
             .ok_or_else(|| ModelError::BadKey { key: k("attention.head_count"), reason: "q + k + v widths overflow".into() })?;
-        expect_dims(file, "blk.0.attn_q.weight", &[hidden, q_dim])?;
-        expect_dims(file, "blk.0.attn_k.weight", &[hidden, kv_dim])?;
-        expect_dims(file, "blk.0.ffn_gate.weight", &[hidden, ffn])?;
+        let widths = super::weights::Widths { hidden, q: q_dim, kv: kv_dim, ffn, head_dim };
+        for (name, dims) in super::weights::BlockTensors::new(&spec, 0, widths).all() {
+            expect_dims(file, name, dims)?;
+        }
         let rope_freqs = match file.tensor("rope_freqs.weight") {
             None => None,
             Some(t) => {
@@ -259,16 +241,18 @@ impl Config {
                 if let Some(bad) = v.iter().find(|f| !(f.is_finite() && **f > 0.0)) {
                     return Err(ModelError::BadTensor { name: name.into(), reason: format!("divisor {bad} must be finite and > 0") });
                 }
-                if matches!(rope_scaling, RopeScalingKind::Yarn { .. }) {
-                    return Err(ModelError::BadTensor { name: name.into(), reason: "rope_freqs together with YaRN scaling is not implemented".into() });
-                }
                 Some(v)
             }
         };
-        let (layout, qkv_bias) = match arch {
-            Arch::Llama => (PairLayout::Interleaved, file.tensor("blk.0.attn_q.bias").is_some()),
-            Arch::Qwen2 => (PairLayout::HalfSplit, true),
-        };
+        if matches!(rope_scaling, RopeScalingKind::Yarn { .. }) {
+            if spec.rope_dims < head_dim {
+                return Err(ModelError::Unsupported { arch: a.into(), what: "YaRN scaling of partial rotary embeddings".into() });
+            }
+            let divisors = if rope_freqs.is_some() { Some("rope_freqs.weight") } else { spec.rope_factors.as_ref().map(|_| "rope_factors_short.weight") };
+            if let Some(name) = divisors {
+                return Err(ModelError::BadTensor { name: name.into(), reason: "per-pair RoPE divisors together with YaRN scaling are not implemented".into() });
+            }
+        }
         let tied_embeddings = file.tensor("output.weight").is_none();
         let config = Config {
             arch,
@@ -284,16 +268,45 @@ impl Config {
             rope_theta,
             rope_scaling,
             rope_freqs,
-            layout,
-            qkv_bias,
             tied_embeddings,
+            spec,
         };
-        // The RoPE parameters as the kernels will check them, so a bad value fails here.
-        config
-            .rope_config()
-            .validate()
-            .map_err(|e| ModelError::BadKey { key: k(if config.rope_freqs.is_some() { "rope.freq_base" } else { "rope.scaling.factor" }), reason: e.to_string() })?;
+        // The RoPE parameters as the kernels will check them (short and long contexts), so a
+        // bad value fails here.
+        for context in [0, usize::MAX] {
+            config
+                .rope_config_for(context)
+                .validate()
+                .map_err(|e| ModelError::BadKey { key: k(if config.rope_freqs.is_some() { "rope.freq_base" } else { "rope.scaling.factor" }), reason: e.to_string() })?;
+        }
         Ok(config)
+    }
+
+    /// The cos/sin table of a partial rotary embedding (`rope_dims < head_dim`) for positions
+    /// `0..context` (`None` for a whole-head one, whose table the GPU builds): the rotated pairs
+    /// `i < rope_dims / 2` as [`Config::rope_config_for`] describes them (cos and sin times its
+    /// attention factor), the others `(1, 0)`, as llama.cpp leaves the dims past the rotary
+    /// ones untouched (the attention factor scales only the rotated ones, which one factor
+    /// over every pair of a GPU-built table could not express). Computed in f64.
+    pub fn rope_table(&self, context: usize) -> Option<Vec<[f32; 2]>> {
+        let (d, r) = (self.head_dim, self.spec.rope_dims);
+        if r >= d {
+            return None;
+        }
+        let cfg = self.rope_config_for(context);
+        let (inv, att) = (cfg.inv_freq(), cfg.attention_factor());
+        let mut t = Vec::with_capacity(context.saturating_mul(d / 2));
+        for pos in 0..context {
+            t.extend(inv.iter().enumerate().map(|(i, f)| {
+                let a = pos as f64 * f;
+                if i < r / 2 {
+                    [(att * a.cos()) as f32, (att * a.sin()) as f32]
+                } else {
+                    [1.0, 0.0]
+                }
+            }));
+        }
+        Some(t)
     }
 
     /// Width of the q projection (`heads * head_dim`).
@@ -306,20 +319,51 @@ impl Config {
         self.kv_heads.saturating_mul(self.head_dim)
     }
 
-    /// The RoPE frequencies: `inv_freq_i = rope_theta^(-2i/d) / (rope_freqs[i] * linear factor)`.
-    /// Per-pair divisors are expressed as [`RopeScaling::LongRope`] with equal short and long
-    /// factors and attention factor 1, which is exactly that division.
+    /// [`Config::rope_config_for`] the trained context (`context_length`).
     pub fn rope_config(&self) -> RopeConfig {
+        self.rope_config_for(self.context_length)
+    }
+
+    /// The RoPE frequencies for a session of `context` positions:
+    /// `inv_freq_i = rope_theta^(-2i/d) / (divisor_i * linear factor)`, the divisors being
+    /// `rope_freqs` or the spec's LongRoPE factors (the long ones where `context` exceeds their
+    /// original context; cos and sin then multiplied by their attention factor). Per-pair
+    /// divisors are expressed as [`RopeScaling::LongRope`] with equal short and long factors,
+    /// which is exactly that division.
+    pub fn rope_config_for(&self, context: usize) -> RopeConfig {
         let d = self.head_dim;
-        let scaling = match (&self.rope_freqs, &self.rope_scaling) {
-            (Some(f), s) => {
-                let lin = if let RopeScalingKind::Linear { factor } = s { *factor } else { 1.0 };
-                let div: Arc<[f64]> = f.iter().map(|&v| v as f64 * lin).collect();
-                RopeScaling::LongRope { short_factor: div.clone(), long_factor: div, factor: 1.0, original_max_position_embeddings: 1, attention_factor: Some(1.0), seq_len: 0 }
+        let r = self.spec.rope_dims.min(d);
+        let divisors = match (&self.rope_freqs, &self.spec.rope_factors) {
+            (Some(f), _) => Some((&f[..], 1.0)),
+            (None, Some(rf)) => Some((if context > rf.original_context { &rf.long[..] } else { &rf.short[..] }, rf.attention_factor)),
+            (None, None) => None,
+        };
+        let scaling = if divisors.is_some() || r < d {
+            let (f, attention) = divisors.unwrap_or((&[], 1.0));
+            let lin = if let RopeScalingKind::Linear { factor } = &self.rope_scaling { *factor } else { 1.0 };
+            let div: Arc<[f64]> = (0..d / 2)
+                .map(|i| {
+                    if i >= r / 2 {
+                        // Unrotated pairs: `Config::rope_table` writes them as (1, 0).
+                        return 1.0;
+                    }
+                    let v = f.get(i).map_or(1.0, |&v| v as f64) * lin;
+                    // The table's base frequency is rope_theta^(-2i/d); rotary pair i of r
+                    // dims turns at rope_theta^(-2i/r).
+                    if r < d {
+                        v * self.rope_theta.powf(2.0 * i as f64 / r as f64 - 2.0 * i as f64 / d as f64)
+                    } else {
+                        v
+                    }
+                })
+                .collect();
+            RopeScaling::LongRope { short_factor: div.clone(), long_factor: div, factor: 1.0, original_max_position_embeddings: 1, attention_factor: Some(attention), seq_len: 0 }
+        } else {
+            match &self.rope_scaling {
+                RopeScalingKind::None => RopeScaling::Default,
+                RopeScalingKind::Linear { factor } => RopeScaling::Linear { factor: *factor },
+                RopeScalingKind::Yarn { factor, original_context } => RopeScaling::yarn(*factor, *original_context),
             }
-            (None, RopeScalingKind::None) => RopeScaling::Default,
-            (None, RopeScalingKind::Linear { factor }) => RopeScaling::Linear { factor: *factor },
-            (None, RopeScalingKind::Yarn { factor, original_context }) => RopeScaling::yarn(*factor, *original_context),
         };
         RopeConfig::new(d, self.rope_theta, scaling)
     }

@@ -17,6 +17,8 @@ use std::fmt;
 pub enum ModelError {
     /// `general.architecture` names an architecture the runner does not implement.
     UnknownArchitecture(String),
+    /// The file's architecture asks for something the runner does not implement (named).
+    Unsupported { arch: String, what: String },
     /// A required metadata key is absent.
     MissingKey(String),
     /// A metadata key has an unusable type or value.
@@ -47,7 +49,8 @@ pub enum ModelError {
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ModelError::UnknownArchitecture(a) => write!(f, "unsupported model architecture {a:?} (supported: llama, qwen2)"),
+            ModelError::UnknownArchitecture(a) => write!(f, "unsupported model architecture {a:?} (supported: {})", super::arch::Arch::names().collect::<Vec<_>>().join(", ")),
+            ModelError::Unsupported { arch, what } => write!(f, "architecture {arch:?}: {what} is not implemented"),
             ModelError::MissingKey(k) => write!(f, "missing metadata key {k:?}"),
             ModelError::BadKey { key, reason } => write!(f, "metadata key {key:?}: {reason}"),
             ModelError::MissingTensor(n) => write!(f, "missing tensor {n:?}"),

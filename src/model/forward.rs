@@ -1,12 +1,13 @@
 //! The forward pass: a loaded [`Model`] and a [`Session`] (KV cache + work buffers) that records
 //! a whole decode step, or a prefill chunk of up to `chunk` tokens, into one [`Batch`].
 //!
-//! Per layer (m tokens at positions `pos0..pos0 + m`; `x` is the residual stream `[m, hidden]`):
+//! Per layer (m tokens at positions `pos0..pos0 + m`; `x` is the residual stream `[m, hidden]`),
+//! as the model's [`super::arch::Spec`] describes it:
 //! RMSNorm; the q, k, v projections plus biases (qwen2), one matrix of rows `[q; k; v]` where
 //! the three share a type ([`super::weights::Layer::qkv`]): a decode step's GEMV writes `qkv` and
 //! attention reads q, k and v as views of it (where the device's storage offset alignment
 //! allows; else, as in a prefill chunk's GEMM, `qkv` is split into q, k, v by one dispatch that
-//! also adds the biases); attention:
+//! also adds the biases); the per-head RMSNorm of q and k (qwen3); attention:
 //! * prefill chunk: the chunk's keys are rotated and stored with its values into the cache
 //!   ([`super::ops::kv_store`]), then the prefill kernel attends from the chunk's queries (rotated
 //!   on load at `pos0 + t`) over cache positions `0..pos0 + m`, causally;
@@ -174,6 +175,9 @@ struct Scratch {
     /// allow them): q, k and v, and the rows of every run of them (`(start, end, view)`), so a
     /// decode step's projections write where attention reads, with no copy.
     qkv_views: Option<QkvViews>,
+    /// q and k after their per-head RMSNorm `[chunk, q_dim]`, `[chunk, kv_dim]` (architectures
+    /// with q/k norms).
+    qk: Option<[GpuBuffer<f32>; 2]>,
     /// The last row of `x` (when only the last position's logits are wanted).
     last: GpuBuffer<f32>,
     logits: GpuBuffer<f32>,
@@ -241,10 +245,27 @@ impl Session {
             return Err(ModelError::Argument("chunk = 0".into()));
         }
         check_kind(c, opts.kv)?;
+        // A sliding window changes nothing while every position is inside it; attention over
+        // a longer context would have to honour it.
+        if let Some(w) = (0..c.layers).filter_map(|l| c.window.and_then(|w| w.of_layer(l))).min() {
+            if opts.context > w {
+                return Err(ModelError::Unsupported {
+                    arch: c.arch.name().into(),
+                    what: format!("sliding-window attention (a window of {w} positions, in a context of {}; a context of at most {w} runs)", opts.context),
+                });
+            }
+        }
         let chunk = opts.chunk.min(opts.context.max(1));
         let opts = SessionOptions { chunk, ..opts };
         let kv = KvCache::new(ctx, c, opts.kv, opts.context)?;
-        let table = RopeTable::build(ctx, c.rope_config(), opts.context)?;
+        let table = match c.rope_table(opts.context) {
+            None => RopeTable::build(ctx, c.rope_config_for(opts.context), opts.context)?,
+            Some(host) => {
+                let mut t = RopeTable::new(ctx, c.rope_config_for(opts.context), opts.context)?;
+                t.set_buffer(ctx.upload(&host)?)?;
+                t
+            }
+        };
         let logit_rows = if opts.all_logits { chunk } else { 1 };
         // x, xn, q, k, v, attn, tmp, gate, up (up also holds a chunk's interleaved (gate, up) pairs).
         let sizes = [c.hidden, c.hidden, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.hidden, c.ffn, mul(2, c.ffn)?];
@@ -259,6 +280,8 @@ impl Session {
         let qkv = ctx.alloc::<f32>(mul(chunk, n3)?)?;
         bytes += 4 * qkv.len() as u64;
         let qkv_views = QkvViews::new(ctx, &qkv, c.q_dim(), c.kv_dim())?;
+        let qk = if c.qk_norm { Some([ctx.alloc::<f32>(mul(chunk, c.q_dim())?)?, ctx.alloc::<f32>(mul(chunk, c.kv_dim())?)?]) } else { None };
+        bytes += qk.iter().flatten().map(|b| 4 * b.len() as u64).sum::<u64>();
         let logits = ctx.alloc::<f32>(mul(logit_rows, c.vocab)?)?;
         bytes += 4 * (logit_rows * c.vocab + c.hidden) as u64;
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
@@ -278,6 +301,7 @@ impl Session {
             up: next(),
             qkv,
             qkv_views,
+            qk,
             last: ctx.alloc(c.hidden)?,
             logits,
             decode,

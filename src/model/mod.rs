@@ -3,7 +3,8 @@
 //! ([`Session`]: a prefill chunk or a decode step recorded into one batch) and sampling
 //! ([`Sampler`], on the CPU, from the logits or from the GPU's top-k candidates).
 //!
-//! Architectures: `llama` (Llama 2/3/3.1, Mistral) and `qwen2`; see [`config`].
+//! Architectures: `llama` (Llama 2/3/3.1, Mistral), `qwen2`, `qwen3` and `phi3`, one module each
+//! in [`arch`]; see also [`config`].
 //!
 //! ```
 //! use wgkernels::{Context, ContextOptions};
@@ -30,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod arch;
 pub mod config;
 pub mod error;
 pub mod forward;
@@ -42,7 +44,8 @@ pub mod weights;
 
 use linear as mm;
 
-pub use config::{Arch, Config, RopeScalingKind};
+pub use arch::{Arch, Spec};
+pub use config::{Config, RopeScalingKind};
 pub use error::{ModelError, Result};
 pub use forward::{Model, Session, SessionOptions};
 pub use kv::{KvCache, KvKind};

@@ -6,6 +6,7 @@
 //! step dequantises only its tokens' rows on the CPU ([`Weights::embed`]) and uploads them. It is
 //! uploaded to the GPU only where it is also the LM head (tied embeddings, no `output.weight`).
 
+use super::arch::{FfnTensors, QkvTensors, Spec};
 use super::config::{expect_dims, Config};
 use super::error::{ModelError, Result};
 use super::mm::{self, WeightMatrix};
@@ -22,11 +23,86 @@ pub struct Layer {
     pub qkv: Vec<WeightMatrix>,
     /// q/k/v biases (qwen2), concatenated `[q_dim + 2 kv_dim]`.
     pub qkv_bias: Option<GpuBuffer<f32>>,
+    /// Per-head RMSNorm weights of q and k, `[head_dim]` each (qwen3).
+    pub qk_norm: Option<[GpuBuffer<f32>; 2]>,
     pub wo: WeightMatrix,
     pub ffn_norm: GpuBuffer<f32>,
     /// The gate and up projections.
     pub ffn_in: FfnIn,
     pub w_down: WeightMatrix,
+}
+
+/// A tensor's name and dims (`ne0` first).
+pub type TensorShape = (String, Vec<usize>);
+
+/// The widths a block's tensors are shaped by.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Widths {
+    pub hidden: usize,
+    /// `heads * head_dim`.
+    pub q: usize,
+    /// `kv_heads * head_dim`.
+    pub kv: usize,
+    pub ffn: usize,
+    pub head_dim: usize,
+}
+
+impl Widths {
+    pub fn of(cfg: &Config) -> Widths {
+        Widths { hidden: cfg.hidden, q: cfg.q_dim(), kv: cfg.kv_dim(), ffn: cfg.ffn, head_dim: cfg.head_dim }
+    }
+}
+
+/// The tensors of block `l` as a [`Spec`] names them, with their dims: what [`Weights::load`]
+/// checks and uploads, in load order ([`BlockTensors::all`]).
+pub struct BlockTensors {
+    pub attn_norm: TensorShape,
+    /// `attn_q`, `attn_k`, `attn_v` ([`QkvTensors::Separate`]) or `attn_qkv`.
+    pub qkv: Vec<TensorShape>,
+    /// The q, k, v biases, if any.
+    pub qkv_bias: Vec<TensorShape>,
+    /// `attn_q_norm`, `attn_k_norm`, if any.
+    pub qk_norm: Vec<TensorShape>,
+    pub wo: TensorShape,
+    pub ffn_norm: TensorShape,
+    /// `ffn_gate`, `ffn_up` ([`FfnTensors::Separate`]) or the fused `ffn_up`.
+    pub ffn_in: Vec<TensorShape>,
+    pub down: TensorShape,
+}
+
+impl BlockTensors {
+    pub fn new(spec: &Spec, l: usize, w: Widths) -> BlockTensors {
+        let t = |s: &str, dims: &[usize]| (format!("blk.{l}.{s}"), dims.to_vec());
+        let Widths { hidden: h, q, kv, ffn: f, head_dim: d } = w;
+        BlockTensors {
+            attn_norm: t("attn_norm.weight", &[h]),
+            qkv: match spec.qkv {
+                QkvTensors::Separate => vec![t("attn_q.weight", &[h, q]), t("attn_k.weight", &[h, kv]), t("attn_v.weight", &[h, kv])],
+                QkvTensors::Fused => vec![t("attn_qkv.weight", &[h, q.saturating_add(kv.saturating_mul(2))])],
+            },
+            qkv_bias: if spec.qkv_bias { vec![t("attn_q.bias", &[q]), t("attn_k.bias", &[kv]), t("attn_v.bias", &[kv])] } else { Vec::new() },
+            qk_norm: if spec.qk_norm { vec![t("attn_q_norm.weight", &[d]), t("attn_k_norm.weight", &[d])] } else { Vec::new() },
+            wo: t("attn_output.weight", &[q, h]),
+            ffn_norm: t("ffn_norm.weight", &[h]),
+            ffn_in: match spec.ffn {
+                FfnTensors::Separate => vec![t("ffn_gate.weight", &[h, f]), t("ffn_up.weight", &[h, f])],
+                FfnTensors::FusedGateUp => vec![t("ffn_up.weight", &[h, f.saturating_mul(2)])],
+            },
+            down: t("ffn_down.weight", &[f, h]),
+        }
+    }
+
+    /// Every tensor, in load order.
+    pub fn all(&self) -> impl Iterator<Item = (&str, &[usize])> {
+        std::iter::once(&self.attn_norm)
+            .chain(&self.qkv)
+            .chain(&self.qkv_bias)
+            .chain(&self.qk_norm)
+            .chain([&self.wo, &self.ffn_norm])
+            .chain(&self.ffn_in)
+            .chain([&self.down])
+            .map(|(n, d)| (n.as_str(), d.as_slice()))
+    }
 }
 
 /// The FFN's gate and up projections: one matrix of interleaved (gate, up) row pairs where both
@@ -145,6 +221,54 @@ fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usi
     }
 }
 
+/// Tensor `name` of `[n, k]` (`dims = [k, n]`) as its type, bytes per row and bytes (checked:
+/// `n` whole rows).
+fn rows<'f>(file: &'f GgufFile, name: &str, n: usize, k: usize) -> Result<(GgmlType, usize, &'f [u8])> {
+    expect_dims(file, name, &[k, n])?;
+    let t = file.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
+    let format = crate::formats::format_of(t.ggml_type).map_err(|_| bad(name, format!("ggml type {:?} is not a supported weight format", t.ggml_type)))?;
+    let row = format.bytes_for(k).ok_or_else(|| bad(name, format!("type {:?}: rows of {k} values are not whole blocks", t.ggml_type)))?;
+    let data = file.tensor_data(t)?;
+    if row.checked_mul(n) != Some(data.len()) {
+        return Err(bad(name, format!("{} bytes for {n} rows of {row}", data.len())));
+    }
+    Ok((t.ggml_type, row, data))
+}
+
+/// A fused `[q; k; v]` tensor `name` whose q and k heads' NeoX rotary pairs `(i, i + r/2)`,
+/// `i < r/2`, are moved next to each other, to rows `(2i, 2i + 1)` (the rows past `r` and the v
+/// rows stay): q and k are reordered alike, so attention scores are unchanged, and RoPE then
+/// rotates interleaved pairs ([`super::arch::Spec::rope_dims`]).
+fn rotary_adjacent_qkv(ctx: &Context, file: &GgufFile, name: &str, w: Widths, r: usize) -> Result<WeightMatrix> {
+    let (n, k, d) = (w.q + 2 * w.kv, w.hidden, w.head_dim);
+    let (ty, row, data) = rows(file, name, n, k)?;
+    if d == 0 || r > d || r % 2 != 0 {
+        return Err(bad(name, format!("head dim {d}, rotary dims {r}")));
+    }
+    let mut out = Vec::with_capacity(data.len());
+    for new in 0..n {
+        let (head, j) = (new / d, new % d);
+        let old = if new >= w.q + w.kv || j >= r {
+            new
+        } else if j % 2 == 0 {
+            head * d + j / 2
+        } else {
+            head * d + r / 2 + j / 2
+        };
+        out.extend_from_slice(&data[old * row..(old + 1) * row]);
+    }
+    WeightMatrix::upload(ctx, ty, n, k, &out).map_err(|e| load_error(name, e))
+}
+
+/// A fused gate/up tensor `[2n, k]` (the gate's `n` rows first, then the up rows) as the
+/// interleaved (gate, up) matrix of [`FfnIn::GateUp`].
+fn fused_gate_up(ctx: &Context, file: &GgufFile, name: &str, n: usize, k: usize) -> Result<FfnIn> {
+    let (ty, row, data) = rows(file, name, n.checked_mul(2).ok_or_else(|| bad(name, format!("2 x {n} rows overflow")))?, k)?;
+    let half = row * n;
+    let w = WeightMatrix::upload_interleaved(ctx, ty, n, k, &data[..half], &data[half..]).map_err(|e| load_error(name, e))?;
+    Ok(FfnIn::GateUp(w))
+}
+
 impl Weights {
     /// Names of every tensor [`Weights::load`] uploads, in load order.
     pub fn tensor_names(cfg: &Config) -> Vec<String> {
@@ -155,27 +279,12 @@ impl Weights {
     /// first). Do not call it with a [`Config`] not read from a file ([`Config::from_gguf`]
     /// bounds `layers` by the file's tensor count).
     pub fn tensor_shapes(cfg: &Config) -> Vec<(String, Vec<usize>)> {
-        let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
         let mut v = Vec::new();
         for l in 0..cfg.layers {
-            let mut t = |s: &str, dims: &[usize]| v.push((format!("blk.{l}.{s}"), dims.to_vec()));
-            t("attn_norm.weight", &[h]);
-            t("attn_q.weight", &[h, q]);
-            t("attn_k.weight", &[h, kv]);
-            t("attn_v.weight", &[h, kv]);
-            if cfg.qkv_bias {
-                t("attn_q.bias", &[q]);
-                t("attn_k.bias", &[kv]);
-                t("attn_v.bias", &[kv]);
-            }
-            t("attn_output.weight", &[q, h]);
-            t("ffn_norm.weight", &[h]);
-            t("ffn_gate.weight", &[h, f]);
-            t("ffn_up.weight", &[h, f]);
-            t("ffn_down.weight", &[f, h]);
+            v.extend(BlockTensors::new(&cfg.spec, l, Widths::of(cfg)).all().map(|(n, d)| (n.to_string(), d.to_vec())));
         }
-        v.push(("output_norm.weight".into(), vec![h]));
-        v.push((if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" }.into(), vec![h, cfg.vocab]));
+        v.push(("output_norm.weight".into(), vec![cfg.hidden]));
+        v.push((if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" }.into(), vec![cfg.hidden, cfg.vocab]));
         v
     }
 
@@ -183,7 +292,7 @@ impl Weights {
     /// shape is checked, and an untied embedding table's block scales validated, before
     /// anything is uploaded.
     pub fn load(ctx: &Context, file: &GgufFile, cfg: &Config, progress: &mut dyn FnMut(&Progress)) -> Result<Weights> {
-        if cfg.layers.saturating_mul(super::config::MIN_BLOCK_TENSORS) > file.tensors().len() {
+        if cfg.layers.saturating_mul(cfg.spec.min_block_tensors()) > file.tensors().len() {
             return Err(ModelError::Argument(format!("a config of {} blocks for a file of {} tensors", cfg.layers, file.tensors().len())));
         }
         let shapes = Self::tensor_shapes(cfg);
@@ -230,40 +339,61 @@ impl Weights {
                 m
             }};
         }
+        let mut vector_bytes = 4 * h as u64;
+        macro_rules! vec1 {
+            ($t:expr) => {{
+                let (name, dims): &TensorShape = $t;
+                let v = vector(ctx, file, name, dims[0])?;
+                vector_bytes += 4 * v.len() as u64;
+                step(name)?;
+                v
+            }};
+        }
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
-            let p = |s: &str| format!("blk.{l}.{s}");
-            let attn_norm = load!(vector(ctx, file, &p("attn_norm.weight"), h)?, p("attn_norm.weight"));
-            let names = [p("attn_q.weight"), p("attn_k.weight"), p("attn_v.weight")];
-            let qkv = qkv(ctx, file, &names, [q, kv, kv], h)?;
+            let bt = BlockTensors::new(&cfg.spec, l, Widths::of(cfg));
+            let attn_norm = vec1!(&bt.attn_norm);
+            let qkv = match &bt.qkv[..] {
+                [(qn, _), (kn, _), (vn, _)] => qkv(ctx, file, &[qn.clone(), kn.clone(), vn.clone()], [q, kv, kv], h)?,
+                [(name, _)] if cfg.spec.rope_dims < cfg.head_dim => vec![rotary_adjacent_qkv(ctx, file, name, Widths::of(cfg), cfg.spec.rope_dims)?],
+                _ => vec![matrix(ctx, file, &bt.qkv[0].0, q + 2 * kv, h)?],
+            };
             gpu_bytes += qkv.iter().map(|m| m.bytes()).sum::<u64>();
-            for name in &names {
+            for (name, _) in &bt.qkv {
                 step(name)?;
             }
-            let qkv_bias = if cfg.qkv_bias {
-                let names = [p("attn_q.bias"), p("attn_k.bias"), p("attn_v.bias")];
-                let v = vectors(ctx, file, &[(&names[0], q), (&names[1], kv), (&names[2], kv)])?;
-                for name in &names {
+            let qkv_bias = if bt.qkv_bias.is_empty() {
+                None
+            } else {
+                let parts: Vec<(&str, usize)> = bt.qkv_bias.iter().map(|(n, d)| (n.as_str(), d[0])).collect();
+                let v = vectors(ctx, file, &parts)?;
+                vector_bytes += 4 * v.len() as u64;
+                for (name, _) in &parts {
                     step(name)?;
                 }
                 Some(v)
-            } else {
-                None
             };
-            let wo = mat!(p("attn_output.weight"), h, q);
-            let ffn_norm = load!(vector(ctx, file, &p("ffn_norm.weight"), h)?, p("ffn_norm.weight"));
-            let ffn_in = ffn_in(ctx, file, &p("ffn_gate.weight"), &p("ffn_up.weight"), f, h)?;
+            let qk_norm = match &bt.qk_norm[..] {
+                [qn, kn] => Some([vec1!(qn), vec1!(kn)]),
+                _ => None,
+            };
+            let wo = mat!(&bt.wo.0, h, q);
+            let ffn_norm = vec1!(&bt.ffn_norm);
+            let ffn_in = match &bt.ffn_in[..] {
+                [(gate, _), (up, _)] => ffn_in(ctx, file, gate, up, f, h)?,
+                _ => fused_gate_up(ctx, file, &bt.ffn_in[0].0, f, h)?,
+            };
             gpu_bytes += ffn_in.matrices().map(|m| m.bytes()).sum::<u64>();
-            step(&p("ffn_gate.weight"))?;
-            step(&p("ffn_up.weight"))?;
-            let w_down = mat!(p("ffn_down.weight"), h, f);
-            layers.push(Layer { attn_norm, qkv, qkv_bias, wo, ffn_norm, ffn_in, w_down });
+            for (name, _) in &bt.ffn_in {
+                step(name)?;
+            }
+            let w_down = mat!(&bt.down.0, h, f);
+            layers.push(Layer { attn_norm, qkv, qkv_bias, qk_norm, wo, ffn_norm, ffn_in, w_down });
         }
         let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight");
         let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
         let lm_head = mat!(head, cfg.vocab, h);
-        let vectors = cfg.layers as u64 * 4 * (2 * h + if cfg.qkv_bias { q + 2 * kv } else { 0 }) as u64 + 4 * h as u64;
-        Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: gpu_bytes + vectors })
+        Ok(Weights { layers, output_norm, lm_head, embd_type, embd_row_bytes, bytes: gpu_bytes + vector_bytes })
     }
 
     /// The formats of the matrices (each once).

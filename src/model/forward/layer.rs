@@ -217,6 +217,15 @@ impl Session {
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
         let xq = self.norm(b, &s.x, &w.attn_norm, m, c, int_dot(&w.qkv))?;
         let (qn, kn, vn) = self.project_qkv(b, w, m, qd, kvd, xq)?;
+        let (qn, kn) = match (&w.qk_norm, &s.qk) {
+            (Some([wq, wk]), Some([q, k])) => {
+                elementwise::rmsnorm(b, qn, wq, q, m * c.heads, c.head_dim, c.rms_eps)?;
+                elementwise::rmsnorm(b, kn, wk, k, m * c.kv_heads, c.head_dim, c.rms_eps)?;
+                (q, k)
+            }
+            (None, _) => (qn, kn),
+            (Some(_), None) => return Err(ModelError::Argument("q/k norms without their work buffers".into())),
+        };
         let cap = self.kv.capacity();
         match &self.kv.layers[l] {
             LayerKv::F16 { k, v } if decode => attention::decode(
