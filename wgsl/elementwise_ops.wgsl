@@ -4,7 +4,7 @@
 // OP 2: gelu_tanh(a) * b (GeGLU gate with the tanh approximation,
 // gelu_tanh(a) = a / 2 * (1 + tanh(u)), u = sqrt(2 / pi) * (a + 0.044715 a^3), computed as the
 // equal a / (1 + exp(-2 u)), which does not cancel where tanh(u) is near -1);
-// unary: the logit soft-cap c * tanh(a / c), c = p.scalar > 0.
+// unary, OP 0: the logit soft-cap c * tanh(a / c), c = p.scalar > 0; OP 1: a * p.scalar.
 // The element type T (f32, or vec4<f32> when the length is a multiple of 4; then `len` counts
 // vectors) comes from an `alias T = ...;` line the host puts first. One T per invocation, 2-D grid
 // of 256-wide workgroups, ids >= len ignored.
@@ -42,6 +42,9 @@ fn op(a: T, b: T) -> T {
 }
 
 fn unary(a: T) -> T {
+    if (OP == 1u) {
+        return a * p.scalar;
+    }
     return p.scalar * tanh_accurate(a / p.scalar);
 }
 

@@ -9,6 +9,7 @@
 //!   [`silu_gate`] / [`silu_gate_inplace`] are the SiLU case.
 //! * [`add`] / [`add_inplace`]: `y = a + b` (residual add).
 //! * [`softcap_inplace`]: `x = cap * tanh(x / cap)` (logit soft-capping, Gemma 2's final logits).
+//! * [`scale_inplace`]: `x = s * x` (Gemma's embedding scale).
 //!
 //! In-place forms bind the destination read-write and the other operand read-only, so one buffer
 //! bound twice in one dispatch (which wgpu rejects) is a typed error here, never a GPU error.
@@ -44,6 +45,7 @@ pub const SILU_GATE: KernelInfo = KernelInfo { name: "elementwise_silu_gate", va
 pub const GELU_GATE: KernelInfo = KernelInfo { name: "elementwise_gelu_gate", variants: &[Variant::Portable], extra: None };
 pub const ADD: KernelInfo = KernelInfo { name: "elementwise_add", variants: &[Variant::Portable], extra: None };
 pub const SOFTCAP: KernelInfo = KernelInfo { name: "elementwise_softcap", variants: &[Variant::Portable], extra: None };
+pub const SCALE: KernelInfo = KernelInfo { name: "elementwise_scale", variants: &[Variant::Portable], extra: None };
 
 const RMSNORM_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm.wgsl");
 const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");
@@ -96,6 +98,16 @@ pub enum BinaryOp {
     GeluTanhGate = 2,
 }
 
+/// The in-place unary operation (the WGSL `OP` override of elementwise_unary.wgsl), with its
+/// scalar parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `cap * tanh(x / cap)`.
+    Softcap = 0,
+    /// `s * x`.
+    Scale = 1,
+}
+
 /// The activation of a gated unit `act(gate) * up` ([`gate`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Activation {
@@ -135,8 +147,9 @@ pub enum ElementwisePipeline {
         inplace: bool,
         vec: bool,
     },
-    /// The soft-cap in place, one vec4 (`vec`) or one f32 per invocation.
-    Softcap {
+    /// A unary operation in place, one vec4 (`vec`) or one f32 per invocation.
+    Unary {
+        op: UnaryOp,
         vec: bool,
     },
 }
@@ -165,10 +178,10 @@ impl PipelineKey for ElementwisePipeline {
                     (false, false) => BINARY_BINDINGS,
                 },
             },
-            ElementwisePipeline::Softcap { vec } => PipelineDesc {
+            ElementwisePipeline::Unary { op, vec } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, UNARY_WGSL]),
                 entry: "main",
-                constants: vec![],
+                constants: vec![("OP", op as u32 as f64)],
                 workgroup_size: [BINARY_WG as u32, 1, 1],
                 params_size: std::mem::size_of::<OpParams>() as u64,
                 bindings: if vec { UNARY_VEC_BINDINGS } else { UNARY_BINDINGS },
@@ -266,12 +279,22 @@ pub fn silu_gate_inplace(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>,
 /// `x[i] = cap * tanh(x[i] / cap)` for `i < len`: logit soft-capping (values stay within
 /// `(-cap, cap)`, nearly unchanged well inside). `cap` finite and `> 0`.
 pub fn softcap_inplace(b: &mut Batch, x: &GpuBuffer<f32>, len: usize, cap: f32) -> Result<()> {
-    let ctx = b.context();
-    ctx.variant_for(&SOFTCAP)?;
     ensure(cap.is_finite() && cap > 0.0, || Error::Argument(format!("soft-cap {cap}: must be finite and > 0")))?;
-    let (vec, params, grid) = elementwise_launch(ctx, len, cap)?;
+    unary(b, &SOFTCAP, UnaryOp::Softcap, x, len, cap)
+}
+
+/// `x[i] = s * x[i]` for `i < len` (`s` finite).
+pub fn scale_inplace(b: &mut Batch, x: &GpuBuffer<f32>, len: usize, s: f32) -> Result<()> {
+    ensure(s.is_finite(), || Error::Argument(format!("scale {s}: must be finite")))?;
+    unary(b, &SCALE, UnaryOp::Scale, x, len, s)
+}
+
+fn unary(b: &mut Batch, info: &KernelInfo, op: UnaryOp, x: &GpuBuffer<f32>, len: usize, scalar: f32) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(info)?;
+    let (vec, params, grid) = elementwise_launch(ctx, len, scalar)?;
     x.require("x", len)?;
-    b.dispatch(&ElementwisePipeline::Softcap { vec }, &params, &[x.raw()], grid)
+    b.dispatch(&ElementwisePipeline::Unary { op, vec }, &params, &[x.raw()], grid)
 }
 
 crate::testkit_pub! {
@@ -340,7 +363,14 @@ mod cases {
     use crate::suite::{compare, describe_all, guarded_f32, Case, Check, Kernel, Prepared, Rng};
 
     pub fn kernels() -> Vec<&'static dyn Kernel> {
-        vec![&NormKernel, &BinKernel(BinaryOp::SiluGate), &BinKernel(BinaryOp::GeluTanhGate), &BinKernel(BinaryOp::Add), &SoftcapKernel]
+        vec![
+            &NormKernel,
+            &BinKernel(BinaryOp::SiluGate),
+            &BinKernel(BinaryOp::GeluTanhGate),
+            &BinKernel(BinaryOp::Add),
+            &UnaryKernel(UnaryOp::Softcap),
+            &UnaryKernel(UnaryOp::Scale),
+        ]
     }
 
     struct NormKernel;
@@ -519,42 +549,48 @@ mod cases {
         }
     }
 
-    struct SoftcapKernel;
+    struct UnaryKernel(UnaryOp);
 
-    impl Kernel for SoftcapKernel {
+    impl Kernel for UnaryKernel {
         fn info(&self) -> &'static KernelInfo {
-            &SOFTCAP
+            match self.0 {
+                UnaryOp::Softcap => &SOFTCAP,
+                UnaryOp::Scale => &SCALE,
+            }
         }
         fn test_cases(&self) -> Vec<Box<dyn Case>> {
-            // Gemma 2's caps (30 on the final logits, 50 on attention scores) and a small one.
+            // Gemma 2's caps (30 on the final logits, 50 on attention scores) and a small one;
+            // scales like Gemma's sqrt(hidden).
             [(1usize, 30.0f32), (3, 50.0), (257, 30.0), (1000, 0.5), (4095, 30.0), (65537, 30.0)]
                 .into_iter()
-                .map(|(len, cap)| Box::new(SoftcapCase { len, cap }) as Box<dyn Case>)
+                .map(|(len, cap)| Box::new(UnaryCase { op: self.0, len, cap }) as Box<dyn Case>)
                 .collect()
         }
         fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-            vec![Box::new(SoftcapCase { len: 256_000, cap: 30.0 })]
+            vec![Box::new(UnaryCase { op: self.0, len: 256_000, cap: 30.0 })]
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([false, true].map(|vec| ElementwisePipeline::Softcap { vec }))
+            describe_all([false, true].map(|vec| ElementwisePipeline::Unary { op: self.0, vec }))
         }
     }
 
-    struct SoftcapCase {
+    struct UnaryCase {
+        op: UnaryOp,
         len: usize,
         cap: f32,
     }
 
-    struct SoftcapPrepared {
+    struct UnaryPrepared {
+        op: UnaryOp,
         x: Vec<GpuBuffer<f32>>,
         len: usize,
         cap: f32,
         reference: (Vec<f64>, Vec<f64>),
     }
 
-    impl Case for SoftcapCase {
+    impl Case for UnaryCase {
         fn name(&self) -> String {
-            format!("n={} cap={}", self.len, self.cap)
+            format!("n={} {}={}", self.len, if self.op == UnaryOp::Scale { "s" } else { "cap" }, self.cap)
         }
         fn bytes(&self) -> u64 {
             8 * self.len as u64
@@ -563,20 +599,27 @@ mod cases {
             // Logits from well inside the cap to far past it (tanh saturated).
             let input = |rng: &mut Rng| rng.normal_vec(self.len).into_iter().map(|v| 2.0 * self.cap * v).collect::<Vec<f32>>();
             let x = input(rng);
-            let reference = reference_softcap(&x, self.cap);
+            let reference = match self.op {
+                UnaryOp::Softcap => reference_softcap(&x, self.cap),
+                UnaryOp::Scale => x.iter().map(|&v| (v as f64 * self.cap as f64, (v as f64 * self.cap as f64).abs())).unzip(),
+            };
             let mut host = x;
             host.resize(self.len + crate::suite::GUARD, f32::from_bits(crate::suite::POISON_F32));
             let mut xs = vec![ctx.upload(&host)?];
             for _ in 1..copies {
                 xs.push(ctx.upload(&input(rng))?);
             }
-            Ok(Box::new(SoftcapPrepared { x: xs, len: self.len, cap: self.cap, reference }))
+            Ok(Box::new(UnaryPrepared { op: self.op, x: xs, len: self.len, cap: self.cap, reference }))
         }
     }
 
-    impl Prepared for SoftcapPrepared {
+    impl Prepared for UnaryPrepared {
         fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-            softcap_inplace(b, &self.x[copy % self.x.len()], self.len, self.cap)
+            let x = &self.x[copy % self.x.len()];
+            match self.op {
+                UnaryOp::Softcap => softcap_inplace(b, x, self.len, self.cap),
+                UnaryOp::Scale => scale_inplace(b, x, self.len, self.cap),
+            }
         }
         fn check(&self, ctx: &Context) -> Result<Check> {
             Ok(compare(&ctx.read(&self.x[0])?, &self.reference.0, &self.reference.1, 2e-5))
@@ -620,6 +663,8 @@ mod tests {
         }
         assert!(matches!(softcap_inplace(&mut bt, &a, 9, 30.0), Err(Error::BufferTooSmall { .. })));
         assert!(matches!(softcap_inplace(&mut bt, &a, 0, 30.0), Err(Error::Shape(_))));
+        assert!(matches!(scale_inplace(&mut bt, &a, 8, f32::NAN), Err(Error::Argument(_))));
+        assert!(matches!(scale_inplace(&mut bt, &a, 9, 2.0), Err(Error::BufferTooSmall { .. })));
         assert!(bt.is_empty(), "a rejected call recorded a dispatch");
         // a == b is fine out of place (both read-only).
         add(&mut bt, &a, &a, &y, 8).unwrap();

@@ -55,6 +55,7 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &elementwise::GELU_GATE,
         &elementwise::ADD,
         &elementwise::SOFTCAP,
+        &elementwise::SCALE,
     ];
     v.extend(matmul::infos());
     v

@@ -3,7 +3,7 @@
 //! ([`Session`]: a prefill chunk or a decode step recorded into one batch) and sampling
 //! ([`Sampler`], on the CPU, from the logits or from the GPU's top-k candidates).
 //!
-//! Architectures: `llama` (Llama 2/3/3.1, Mistral), `qwen2`, `qwen3` and `phi3`, one module each
+//! Architectures: `llama` (Llama 2/3/3.1, Mistral), `qwen2`, `qwen3`, `phi3`, `gemma2` and `gemma3`, one module each
 //! in [`arch`]; see also [`config`].
 //!
 //! ```
@@ -77,6 +77,16 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         &ops::ARGMAX,
         &ops::TOP_K,
     ]);
+    let c = &model.config;
+    if c.glu == arch::Glu::GeluTanh {
+        v.push(&elementwise::GELU_GATE);
+    }
+    if c.final_softcap.is_some() {
+        v.push(&elementwise::SOFTCAP);
+    }
+    if c.embed_scale.is_some() {
+        v.push(&elementwise::SCALE);
+    }
     match kv {
         KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),
         KvKind::TurboQuant => v.extend([&rope::APPLY, &turboquant::QUANTIZE, &turboquant::DEQUANTIZE, &turboquant::ATTENTION]),
