@@ -332,7 +332,7 @@ fn llama_cpp_fixtures_match() {
     let models = manifest_models();
     let mut failures = Vec::new();
     // Every architecture with llama.cpp fixtures, and every file type, must be covered.
-    for arch in ["llama", "qwen2", "qwen3", "gemma2", "gemma3"] {
+    for arch in ["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"] {
         if !models.iter().any(|m| m.arch == arch) {
             failures.push(format!("no {arch} fixture in manifest.txt"));
         }
@@ -531,11 +531,11 @@ fn host_upload_and_readback_in_one_submission() {
 
 /// Dispatches of one decode step, counted by recording it, against the step's structure: per
 /// layer two RMSNorms, one GEMV per q/k/v matrix (one where q, k, v share a type), the bias add
-/// (qwen2), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
+/// (qwen2), the q and k RMSNorms (qwen3), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
 /// over interleaved gate/up), the down GEMV, and one int8 quantisation per GEMV input a matrix
 /// with an integer dot reads (for a norm's output, part of the norm's dispatch unless
-/// `fused_norm` is off), q/k norms and post-norms where the model has them; then the final norm
-/// (and its quantisation), the LM head and the final soft-cap (Gemma 2).
+/// `fused_norm` is off), post-norms where the model has them; then the final norm (and its
+/// quantisation), the LM head and the final soft-cap (Gemma 2).
 #[test]
 fn decode_step_dispatch_counts() {
     use model_ref::fixtures::{dir, manifest_models};
@@ -558,11 +558,11 @@ fn decode_step_dispatch_counts() {
                 };
                 let qkv: Vec<_> = l.qkv.iter().collect();
                 one += (qkv.len() == 1) as usize;
-                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
+                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 2 * l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
                 want += norm_q8(&qkv) + q8(&[&l.wo]) + norm_q8(&ffn) + q8(&[&l.w_down]);
-                // Per-head q/k norms (qwen3, gemma3): two RMSNorms; post-norms (Gemma): each of
-                // the two projections stores, then an RMSNorm and the residual add.
-                want += 2 * l.qk_norm.is_some() as usize + 4 * l.post_norms.is_some() as usize;
+                // Post-norms (Gemma): each of the two projections stores, then an RMSNorm and the
+                // residual add.
+                want += 4 * l.post_norms.is_some() as usize;
             }
             want += 2 + norm_q8(&[&model.weights.lm_head]) + c.final_softcap.is_some() as usize;
             let got = s.decode_dispatches(&ctx, &model).unwrap();

@@ -249,6 +249,10 @@ impl Tokenizer {
                     }
                     next.push(Fragment::Token(id));
                     t = &t[at + pat.len()..];
+                    if self.vocab.rstrip.contains(&id) {
+                        // C's isspace.
+                        t = t.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+                    }
                 }
                 if !t.is_empty() {
                     next.push(Fragment::Text(t));

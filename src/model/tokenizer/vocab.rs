@@ -3,7 +3,7 @@
 
 use super::{bpe, TokenizerError, TokenizerKind};
 use crate::formats::gguf::{GgufFile, MetaArray, MetaValue, StringList};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A token's type (`tokenizer.ggml.token_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +64,9 @@ pub(super) struct Vocab {
     pub add_bos: bool,
     pub add_eos: bool,
     pub add_space_prefix: bool,
+    /// Special tokens after which matched text drops its leading whitespace (llama.cpp's
+    /// right-strip attribute, which it gives the special tokens of Phi-3 vocabularies).
+    pub rstrip: HashSet<u32>,
 }
 
 pub(super) fn get_str<'a>(file: &'a GgufFile, key: &'static str) -> Result<Option<&'a str>, TokenizerError> {
@@ -201,8 +204,18 @@ impl Vocab {
             .collect();
         specials.sort_by_key(|&i| std::cmp::Reverse(tokens[i as usize].text.len()));
 
+        // llama.cpp sets the right-strip attribute by the model's name (`general.name`,
+        // lower-cased, containing "phi-3" or "phi3"): on every special token but <unk>, <s> and
+        // <|endoftext|>.
+        let name = file.get("general.name").and_then(|v| v.as_str()).unwrap_or("").to_lowercase();
+        let rstrip = if name.contains("phi-3") || name.contains("phi3") {
+            specials.iter().copied().filter(|&i| !matches!(tokens[i as usize].text.as_str(), "<unk>" | "<s>" | "<|endoftext|>")).collect()
+        } else {
+            HashSet::new()
+        };
+
         let pieces = tokens.iter().map(|t| piece_bytes(t, spm)).collect();
-        Ok(Vocab { tokens, ids, pieces, specials, bos, eos, unk, eog, add_bos, add_eos, add_space_prefix })
+        Ok(Vocab { tokens, ids, pieces, specials, bos, eos, unk, eog, add_bos, add_eos, add_space_prefix, rstrip })
     }
 
     pub fn token(&self, id: u32) -> Result<&Token, TokenizerError> {
