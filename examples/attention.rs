@@ -65,8 +65,23 @@ fn main() -> wgkernels::Result<()> {
     let mut b = ctx.batch();
     rope::apply(&mut b, &k_cache, tokens, kv_heads, layout, &table, Positions::Start(0))?;
     b.run()?;
-    let prefill =
-        Prefill { shape, tokens, offset: 0, kv_len: tokens, causal: true, k_rotated: true, layout, scale: None, q: &qb, k: &k_cache, v: &v_cache, table: &table, out: &out };
+    let prefill = Prefill {
+        shape,
+        tokens,
+        offset: 0,
+        kv_len: tokens,
+        causal: true,
+        k_rotated: true,
+        layout,
+        scale: None,
+        window: None,
+        softcap: None,
+        q: &qb,
+        k: &k_cache,
+        v: &v_cache,
+        table: &table,
+        out: &out,
+    };
     let mut b = ctx.batch();
     attention::prefill(&mut b, &prefill)?;
     b.run()?;
@@ -80,7 +95,7 @@ fn main() -> wgkernels::Result<()> {
     // The cache stores rotated keys in f16.
     let k_rot: Vec<f64> = k_rot.iter().map(|&a| Kv::from_f64(a).to_f64()).collect();
     let v64 = f16r(&v);
-    let dims = Dims { tokens, heads, kv_heads, d, kv_len: tokens, offset: 0, causal: true, scale: 1.0 / (d as f64).sqrt() };
+    let dims = Dims { tokens, heads, kv_heads, d, kv_len: tokens, offset: 0, causal: true, scale: 1.0 / (d as f64).sqrt(), window: None, softcap: None };
     let perr = if tokens <= 2048 {
         let (want, mag) = reference::attention::attention(&dims, &q_rot, &k_rot, &v64[..tokens * row]);
         let e = max_err(&got, &want, &mag);
@@ -101,6 +116,8 @@ fn main() -> wgkernels::Result<()> {
         pos: tokens,
         layout,
         scale: None,
+        window: None,
+        softcap: None,
         q: &qnb,
         k_new: &knb,
         v_new: &vnb,
@@ -122,7 +139,7 @@ fn main() -> wgkernels::Result<()> {
     k_all.extend(kn_rot.iter().map(|&a| Kv::from_f64(a).to_f64()));
     let mut v_all = v64[..tokens * row].to_vec();
     v_all.extend(vn.iter().map(|&a| Kv::from_f32(a).to_f64()));
-    let ddims = Dims { tokens: 1, heads, kv_heads, d, kv_len: tokens + 1, offset: tokens, causal: true, scale: dims.scale };
+    let ddims = Dims { tokens: 1, heads, kv_heads, d, kv_len: tokens + 1, offset: tokens, causal: true, scale: dims.scale, window: None, softcap: None };
     let (dwant, dmag) = reference::attention::attention(&ddims, &qn_rot, &k_all, &v_all);
     let derr = max_err(&dgot, &dwant, &dmag);
     println!("decode   at position {tokens} over {} cached keys: max normalised error vs CPU {derr:.2e}", tokens + 1);
@@ -153,7 +170,7 @@ fn sweep(ctx: &Context) -> wgkernels::Result<()> {
     let shape = AttnShape::new(32, 8, 128);
     for kv in [4096usize, 16384, 32768] {
         for kv_f16 in [true, false] {
-            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, attend_only: false };
+            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, window: None, softcap: None, attend_only: false };
             // Enough cache copies to exceed a 60 MB last-level cache.
             let copies = (256usize << 20).div_ceil(case.bytes() as usize).clamp(1, 8);
             let prepared = case.setup(ctx, &mut rng, copies)?;
@@ -175,7 +192,19 @@ fn sweep(ctx: &Context) -> wgkernels::Result<()> {
         }
     }
     for tokens in [512usize, 2048] {
-        let case = PrefillCase { tokens, offset: 0, kv_len: tokens, shape, layout: PairLayout::HalfSplit, kv_f16: true, causal: true, k_rotated: false, mode: 5 };
+        let case = PrefillCase {
+            tokens,
+            offset: 0,
+            kv_len: tokens,
+            shape,
+            layout: PairLayout::HalfSplit,
+            kv_f16: true,
+            causal: true,
+            k_rotated: false,
+            mode: 5,
+            window: None,
+            softcap: None,
+        };
         let prepared = case.setup(ctx, &mut rng, 1)?;
         let mut b = ctx.batch();
         prepared.encode(&mut b, 0)?;

@@ -221,6 +221,8 @@ fn record_layer(b: &mut Batch, net: &Net, l: &Layer) -> wgkernels::Result<()> {
             pos: net.pos.get(),
             layout: LAYOUT,
             scale: None,
+            window: None,
+            softcap: None,
             q: &a.q,
             k_new: &a.k,
             v_new: &a.v,
@@ -339,7 +341,7 @@ fn reference_layer(net: &Net, hst: &Host) -> Vec<f64> {
     let mut vc: Vec<f64> = hst.v_cache[..pos * kvd].iter().map(|v| v.to_f64()).collect();
     kc.extend(k_rot.iter().map(|&v| r16(v)));
     vc.extend(v.iter().map(|&v| r16(v)));
-    let dims = Dims { tokens: 1, heads: m.heads, kv_heads: m.kv_heads, d, kv_len: pos + 1, offset: pos, causal: true, scale: 1.0 / (d as f64).sqrt() };
+    let dims = Dims { tokens: 1, heads: m.heads, kv_heads: m.kv_heads, d, kv_len: pos + 1, offset: pos, causal: true, scale: 1.0 / (d as f64).sqrt(), window: None, softcap: None };
     let (attn, _) = reference::attention::attention(&dims, &q_rot, &kc, &vc);
     let o = hst.w[3].matvec(&attn, q8);
     let x1: Vec<f64> = x.iter().zip(&o).map(|(a, b)| a + b).collect();

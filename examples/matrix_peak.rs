@@ -162,6 +162,8 @@ fn prefill(ctx: &Context) -> wgkernels::Result<()> {
                 k_rotated: false,
                 layout: PairLayout::HalfSplit,
                 scale: None,
+                window: None,
+                softcap: None,
                 q: &q,
                 k: &k,
                 v: &v,

@@ -52,7 +52,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   attn_decode_{f32,f16}_d{64,80,96,128,256}: twin fnv1a64 3b8d629f6d495245
+//   attn_decode_{f32,f16}_d{64,80,96,128,256}: twin fnv1a64 b660ca365232c4fe
 
 #include <metal_stdlib>
 using namespace metal;
@@ -66,6 +66,10 @@ struct AttnDecodeParams {
     uint nchunks;
     uint gblocks;     // ceil(group / GB)
     float scale_log2; // softmax scale * log2(e)
+    uint key_lo;      // first key attended (sliding window); chunk c starts at key_lo + c * chunk
+    float softcap;    // score soft-cap * log2(e); 0: off
+    uint _p0;
+    uint _p1;
 };
 
 // Threads per threadgroup (the twin's WG for the Native plan).
@@ -84,6 +88,11 @@ constant constexpr uint RCH = 8;
 constant constexpr uint MAX_SIMDGROUPS = 128;
 
 constant constexpr float NEG = -3.0e38f;
+
+// The twin's softcap (wgsl/attn_softcap.wgsl): c * tanh(s / c) in the log2 domain, c = 0: off.
+static inline float softcap(float s, float c) {
+    return c > 0.0f ? c * precise::tanh(clamp(s / c, -15.0f, 15.0f)) : s;
+}
 
 static constexpr uint pow2_at_least(uint n) {
     uint p = 1u;
@@ -192,7 +201,7 @@ static void decode_teams(constant AttnDecodeParams& p, device const float* q_rot
     const uint g0 = gb * GB;
     const uint gbn = min(GB, p.group - g0);  // heads in this block
     const uint h0 = hk * p.group + g0;       // first query head
-    const uint key0 = c * p.chunk;
+    const uint key0 = p.key_lo + c * p.chunk;
     const uint key1 = min(p.kv_len, key0 + p.chunk);
 
     const uint flat = shuffle ? sid * ss + sl : li;
@@ -283,6 +292,9 @@ static void decode_teams(constant AttnDecodeParams& p, device const float* q_rot
             }
         } else {
             team_sum_tg<B * GBX, L>(s, li, team, scratch);
+        }
+        for (uint x = 0; x < B * GBX; ++x) {
+            s[x] = softcap(s[x], p.softcap);
         }
         // Online softmax per head: one rescale per step; s becomes p.
         for (uint g = 0; g < GBX; ++g) {

@@ -13,7 +13,9 @@
 // Semantics (the twin's): one threadgroup = one KV head hk x R rows, a row being a (query
 // token t, query head of hk's GQA group) pair, row g = t * group + (head - hk * group), so each K/V
 // tile in threadgroup memory serves the whole group. Query t sits at absolute position offset + t
-// and, when causal, sees keys j <= offset + t (and j < kv_len). Q is rotated at offset + t; K is
+// and, when causal, sees keys j <= offset + t (and j < kv_len); with a sliding window W
+// (window > 0) only keys j > offset + t - W, the tiles before the block's first window skipped.
+// Scores are soft-capped (softcap > 0) before masking. Q is rotated at offset + t; K is
 // rotated at its position j unless it comes rotated (rotate_k = 0). Pairs: (2i, 2i + 1), or
 // (i, i + D/2) where flags bit 0 is set; (a, b) becomes (a cos - b sin, b cos + a sin) with
 // (cos, sin) = table[position * table_half + i]. Threadgroups: row blocks last to first (with a
@@ -54,7 +56,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   attn_prefill_d{64,128,256}: twin fnv1a64 c6ac9fd149bb0ec5
+//   attn_prefill_d{64,128,256}: twin fnv1a64 2336a43e0bb69933
 
 #include <metal_stdlib>
 using namespace metal;
@@ -73,6 +75,10 @@ struct AttnPrefillParams {
     uint table_half;  // pairs per table row (= D / 2)
     float scale_log2; // softmax scale * log2(e)
     uint flags;       // bit 0: half-split pairs (NEOX); bit 1: f16 K/V (the twin's overrides)
+    uint window;      // sliding window W: query at position P sees keys j > P - W; 0: unlimited
+    float softcap;    // score soft-cap * log2(e); 0: off
+    uint _p0;
+    uint _p1;
 };
 
 // Threads per threadgroup and rows per threadgroup (the twin's WG and BQ).
@@ -89,6 +95,16 @@ constant constexpr uint PS_LEN = 1024;
 constant constexpr uint DG_LEN = 256;
 
 constant constexpr float NEG = -3.0e38f;
+
+// First key visible to a query at absolute position pos (the twin's window_start).
+static inline uint window_start(constant AttnPrefillParams& p, uint pos) {
+    return p.window != 0u && pos + 1u > p.window ? pos + 1u - p.window : 0u;
+}
+
+// The twin's softcap (wgsl/attn_softcap.wgsl): c * tanh(s / c) in the log2 domain, c = 0: off.
+static inline float softcap(float s, float c) {
+    return c > 0.0f ? c * precise::tanh(clamp(s / c, -15.0f, 15.0f)) : s;
+}
 
 // Keys per tile at head_dim D.
 static constexpr uint tile_keys(uint d) {
@@ -155,6 +171,7 @@ static void prefill_body(constant AttnPrefillParams& p, device const float* q, d
     if (p.causal != 0u) {
         kend = min(kend, p.offset + last_t + 1u);
     }
+    const uint kbeg = window_start(p, p.offset + row0 / p.group);  // the block's first visible key
 
     // Q rows row0 .. row0 + 31, rotated at offset + t and scaled, as half (zero past `rows`).
     for (uint idx = li; idx < BQ * HALF; idx += WG) {
@@ -198,6 +215,7 @@ static void prefill_body(constant AttnPrefillParams& p, device const float* q, d
     if (p.causal != 0u) {
         lim = min(kend, p.offset + t_r + 1u);
     }
+    const uint lo = window_start(p, p.offset + t_r);  // and keys >= lo
     threadgroup float* s_rows = ss + 8u * BK * sid;
     threadgroup half* p_rows = ps + 8u * BK * sid;
     threadgroup float* diag = dg + 64u * sid;
@@ -206,7 +224,7 @@ static void prefill_body(constant AttnPrefillParams& p, device const float* q, d
     float m = NEG;   // the row's running max (log2 domain); NEG until it sees a key
     float l = 0.0f;  // this lane's share of the row's sum of P
 
-    for (uint k0 = 0; k0 < kend; k0 += BK) {
+    for (uint k0 = kbeg; k0 < kend; k0 += BK) {
         // K (rotated unless it comes rotated) and V tiles, half, zero past kend.
         for (uint idx = li; idx < BK * HALF; idx += WG) {
             const uint j = idx / HALF;
@@ -251,14 +269,14 @@ static void prefill_body(constant AttnPrefillParams& p, device const float* q, d
         float mt = NEG;
         for (uint x = 0; x < JP; ++x) {
             const uint j = cq * JP + x;
-            sv[x] = k0 + j < lim ? s_rows[rr * BK + j] : NEG;
+            sv[x] = k0 + j < lim && k0 + j >= lo ? softcap(s_rows[rr * BK + j], p.softcap) : NEG;
             mt = max(mt, sv[x]);
         }
         mt = max(mt, simd_shuffle_xor(mt, 1));
         mt = max(mt, simd_shuffle_xor(mt, 2));
         const float m_new = max(m, mt);
-        // Every row sees key 0 in its first tile, so m_new > NEG from there on; alpha is 0 then
-        // (O and l are 0) and 1 while the max holds.
+        // m_new is NEG until the row's first visible key (keys before its window); alpha is 0
+        // there (O and l are 0) and 1 while the max holds.
         const float alpha = m_new > NEG ? exp2(m - m_new) : 1.0f;
         float sum = 0.0f;
         for (uint x = 0; x < JP; ++x) {
@@ -272,7 +290,7 @@ static void prefill_body(constant AttnPrefillParams& p, device const float* q, d
         if (cq == 0u) {
             diag[rr * 9u] = alpha;
         }
-        const bool rescale = simd_any(k0 > 0u && alpha != 1.0f);
+        const bool rescale = simd_any(k0 > kbeg && alpha != 1.0f);
         simdgroup_barrier(mem_flags::mem_threadgroup);
         if (rescale) {
             simdgroup_float8x8 dm;

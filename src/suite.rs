@@ -13,12 +13,12 @@
 //! `testkit` only.
 
 use crate::batch::Batch;
+use crate::buffer::Elem;
 use crate::buffer::GpuBuffer;
 #[cfg(feature = "testkit")]
 use crate::caps::{Caps, KernelInfo};
 use crate::context::Context;
 use crate::error::Result;
-use crate::buffer::Elem;
 #[cfg(feature = "testkit")]
 use crate::pipeline::{PipelineDesc, PipelineKey};
 use bytemuck::Pod;

@@ -305,7 +305,23 @@ fn prefill_err(ctx: &Context, shape: AttnShape, tokens: usize, offset: usize, kv
     let mut batch = ctx.batch();
     let r = attention::prefill(
         &mut batch,
-        &Prefill { shape, tokens, offset, kv_len, causal: true, k_rotated: false, layout: PairLayout::HalfSplit, scale: None, q: &b.q, k: &b.k, v: &b.v, table: t, out: &b.out },
+        &Prefill {
+            shape,
+            tokens,
+            offset,
+            kv_len,
+            causal: true,
+            k_rotated: false,
+            layout: PairLayout::HalfSplit,
+            scale: None,
+            window: None,
+            softcap: None,
+            q: &b.q,
+            k: &b.k,
+            v: &b.v,
+            table: t,
+            out: &b.out,
+        },
     );
     r.expect_err("bad prefill input was accepted")
 }
@@ -374,7 +390,23 @@ fn bad_inputs_are_errors() {
         let mut b = ctx.batch();
         attention::decode(
             &mut b,
-            &Decode { shape, pos, layout: PairLayout::Interleaved, scale: None, q, k_new: &kn, v_new: &kn, k_cache: &kc, v_cache: &vc, capacity, table: &t64, scratch, out: &out },
+            &Decode {
+                shape,
+                pos,
+                layout: PairLayout::Interleaved,
+                scale: None,
+                window: None,
+                softcap: None,
+                q,
+                k_new: &kn,
+                v_new: &kn,
+                k_cache: &kc,
+                v_cache: &vc,
+                capacity,
+                table: &t64,
+                scratch,
+                out: &out,
+            },
         )
     };
     assert!(dec(10, 100, shape, &scratch, &q).is_ok());
@@ -384,6 +416,8 @@ fn bad_inputs_are_errors() {
         pos: 10,
         layout: PairLayout::Interleaved,
         scale: None,
+        window: None,
+        softcap: None,
         q: &q,
         k_new: &kn,
         v_new: &kn,
@@ -402,12 +436,45 @@ fn bad_inputs_are_errors() {
     assert!(matches!(dec(10, 100, shape, &other, &q), Err(Error::Argument(_))));
     let q_small: GpuBuffer<f32> = ctx.alloc(8 * 64 - 2).unwrap();
     assert!(matches!(dec(10, 100, shape, &scratch, &q_small), Err(Error::BufferTooSmall { name: "q", .. })));
+    // A window of 0 keys and a soft-cap that is not finite and > 0 are argument errors, in both kernels.
+    let b = bufs(&ctx, 4 * 8 * 64, 20 * 2 * 64);
+    for (window, softcap) in [(Some(0), None), (None, Some(0.0)), (None, Some(-1.0)), (None, Some(f32::NAN)), (None, Some(f32::INFINITY))] {
+        let d = Decode { window, softcap, v_cache: &vc, ..same };
+        let mut batch = ctx.batch();
+        assert!(matches!(attention::decode(&mut batch, &d), Err(Error::Argument(_))), "decode {window:?} {softcap:?}");
+        let p = Prefill {
+            shape,
+            tokens: 4,
+            offset: 0,
+            kv_len: 20,
+            causal: true,
+            k_rotated: false,
+            layout: PairLayout::HalfSplit,
+            scale: None,
+            window,
+            softcap,
+            q: &b.q,
+            k: &b.k,
+            v: &b.v,
+            table: &t64,
+            out: &b.out,
+        };
+        assert!(matches!(attention::prefill(&mut batch, &p), Err(Error::Argument(_))), "prefill {window:?} {softcap:?}");
+        assert!(batch.is_empty(), "a rejected call recorded a dispatch");
+    }
 }
 
 /// Several decode steps in a row against one prefill over the same tokens: the cache the
-/// decode steps build (rotating each new k) must give the same outputs as the fused prefill.
+/// decode steps build (rotating each new k) must give the same outputs as the fused prefill;
+/// also with a sliding window and a score soft-cap (Gemma's), which the two apply differently
+/// (the decode starts its chunks at the window, the prefill masks).
 #[test]
 fn decode_steps_match_prefill() {
+    decode_vs_prefill(None, None);
+    decode_vs_prefill(Some(5), Some(1.5));
+}
+
+fn decode_vs_prefill(window: Option<usize>, softcap: Option<f32>) {
     let ctx = common::context();
     let (shape, n) = (AttnShape::new(8, 2, 64), 37usize);
     let cfg = RopeConfig::new(64, 10000.0, RopeScaling::yarn(4.0, 16));
@@ -426,6 +493,8 @@ fn decode_steps_match_prefill() {
         k_rotated: false,
         layout: PairLayout::HalfSplit,
         scale: None,
+        window,
+        softcap,
         q: &qb,
         k: &kb,
         v: &vb,
@@ -450,6 +519,8 @@ fn decode_steps_match_prefill() {
             pos,
             layout: PairLayout::HalfSplit,
             scale: None,
+            window,
+            softcap,
             q: &qs,
             k_new: &ks,
             v_new: &vs,
@@ -467,7 +538,7 @@ fn decode_steps_match_prefill() {
             worst = worst.max((g - w).abs());
         }
     }
-    println!("decode vs prefill, f16 cache: max abs diff {worst:.2e}");
+    println!("decode vs prefill, f16 cache, window {window:?}, soft-cap {softcap:?}: max abs diff {worst:.2e}");
     assert!(worst < 1e-2, "decode steps differ from prefill by {worst}");
 }
 
@@ -501,9 +572,20 @@ fn fits_16k_workgroup_memory() {
             causal: true,
             k_rotated: false,
             mode: 5,
+            window: None,
+            softcap: None,
         }),
-        Box::new(DecodeCase { pos: 300, shape: AttnShape::new(8, 1, 256), layout: PairLayout::Interleaved, kv_f16: false, mode: 4, attend_only: false }),
-        Box::new(DecodeCase { pos: 70, shape: AttnShape::new(16, 2, 128), layout: PairLayout::HalfSplit, kv_f16: true, mode: 6, attend_only: false }),
+        Box::new(DecodeCase {
+            pos: 300,
+            shape: AttnShape::new(8, 1, 256),
+            layout: PairLayout::Interleaved,
+            kv_f16: false,
+            mode: 4,
+            window: None,
+            softcap: None,
+            attend_only: false,
+        }),
+        Box::new(DecodeCase { pos: 70, shape: AttnShape::new(16, 2, 128), layout: PairLayout::HalfSplit, kv_f16: true, mode: 6, window: None, softcap: None, attend_only: false }),
     ];
     for case in cases {
         let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap();
@@ -537,9 +619,9 @@ fn random_shapes() {
             let offset = rng.u32(100) as usize;
             let causal = rng.u32(4) != 0;
             let kv_len = offset + tokens + rng.u32(20) as usize;
-            Box::new(PrefillCase { tokens, offset, kv_len, shape, layout, kv_f16, causal, k_rotated: rng.u32(3) == 0, mode })
+            Box::new(PrefillCase { tokens, offset, kv_len, shape, layout, kv_f16, causal, k_rotated: rng.u32(3) == 0, mode, window: None, softcap: None })
         } else {
-            Box::new(DecodeCase { pos: rng.u32(600) as usize, shape, layout, kv_f16, mode, attend_only: false })
+            Box::new(DecodeCase { pos: rng.u32(600) as usize, shape, layout, kv_f16, mode, window: None, softcap: None, attend_only: false })
         };
         for v in [Variant::Portable, Variant::Subgroup] {
             let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)));

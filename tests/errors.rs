@@ -240,6 +240,8 @@ fn prefill_aliased_q_and_out_is_a_typed_error() {
         k_rotated: false,
         layout: PairLayout::Interleaved,
         scale: None,
+        window: None,
+        softcap: None,
         q: &q,
         k: &k,
         v: &v,
@@ -274,6 +276,8 @@ fn wrapping_kv_len_is_a_typed_error() {
         k_rotated: true,
         layout: PairLayout::Interleaved,
         scale: None,
+        window: None,
+        softcap: None,
         q: &q,
         k: &k,
         v: &v,
@@ -287,7 +291,7 @@ fn wrapping_kv_len_is_a_typed_error() {
     let a = Prefill { offset: usize::MAX, tokens: 2, kv_len: 25, ..a };
     assert!(matches!(attention::prefill(&mut b, &a), Err(Error::Shape(_))));
     let scratch = DecodeScratch::new(&ctx, shape).unwrap();
-    let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len, scale: None, scratch: &scratch, out: &out };
+    let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len, scale: None, window: None, softcap: None, scratch: &scratch, out: &out };
     assert!(matches!(attention::decode_attention(&mut b, &da), Err(Error::Shape(_))));
     assert_eq!(b.len(), 0);
     b.run().unwrap();
@@ -308,7 +312,7 @@ fn non_finite_attention_scale_is_a_typed_error() {
     let scratch = DecodeScratch::new(&ctx, shape).unwrap();
     let mut b = ctx.batch();
     for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX] {
-        let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len: 4, scale: Some(bad), scratch: &scratch, out: &out };
+        let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len: 4, scale: Some(bad), window: None, softcap: None, scratch: &scratch, out: &out };
         assert!(matches!(attention::decode_attention(&mut b, &da), Err(Error::Argument(_))), "decode scale {bad}");
         let a = Prefill {
             shape,
@@ -319,6 +323,8 @@ fn non_finite_attention_scale_is_a_typed_error() {
             k_rotated: false,
             layout: PairLayout::Interleaved,
             scale: Some(bad),
+            window: None,
+            softcap: None,
             q: &q,
             k: &k,
             v: &v,
@@ -329,7 +335,7 @@ fn non_finite_attention_scale_is_a_typed_error() {
     }
     assert_eq!(b.len(), 0);
     // A finite scale still runs and gives finite output.
-    let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len: 4, scale: Some(0.3), scratch: &scratch, out: &out };
+    let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len: 4, scale: Some(0.3), window: None, softcap: None, scratch: &scratch, out: &out };
     attention::decode_attention(&mut b, &da).unwrap();
     b.run().unwrap();
     assert!(ctx.read(&out).unwrap().iter().all(|x| (x - 0.5).abs() < 1e-5));

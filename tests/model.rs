@@ -81,7 +81,8 @@ fn qwen2_synthetic_matches_reference() {
 /// gate/up tensors, LongRoPE factors and attention factor; with full and partial rotary
 /// embeddings) and a Mistral-style llama file (a
 /// sliding window as long as the context: nothing outside it) against the f64 reference; a
-/// context longer than the window is a typed error naming the architecture.
+/// context longer than the window runs (the attention kernels honour windows; the Gemma
+/// fixtures check them against llama.cpp).
 #[test]
 fn qwen3_phi3_mistral_synthetic_match_reference() {
     for spec in [Spec::qwen3(), Spec::phi3(), Spec::phi3_partial(), Spec::mistral()] {
@@ -90,10 +91,9 @@ fn qwen3_phi3_mistral_synthetic_match_reference() {
     let ctx = common::context();
     let model = load(&ctx, &build(&Spec::mistral(), 3).0).unwrap();
     assert_eq!(model.config.window.map(|w| w.size), Some(16));
-    match Session::new(&ctx, &model, SessionOptions { context: 17, ..Default::default() }) {
-        Err(ModelError::Unsupported { arch, what }) => assert!(arch == "llama" && what.contains("sliding-window"), "{arch}: {what}"),
-        other => panic!("expected Unsupported, got {:?}", other.err()),
-    }
+    let mut s = Session::new(&ctx, &model, SessionOptions { context: 40, ..Default::default() }).unwrap();
+    let logits = s.prefill(&ctx, &model, &prompt(30, model.config.vocab, 5)).unwrap();
+    assert!(logits.iter().all(|v| v.is_finite()));
 }
 
 fn writer_without_key(spec: &Spec, key: &str) -> GgufWriter {
@@ -332,7 +332,7 @@ fn llama_cpp_fixtures_match() {
     let models = manifest_models();
     let mut failures = Vec::new();
     // Every architecture with llama.cpp fixtures, and every file type, must be covered.
-    for arch in ["llama", "qwen2", "qwen3", "phi3"] {
+    for arch in ["llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"] {
         if !models.iter().any(|m| m.arch == arch) {
             failures.push(format!("no {arch} fixture in manifest.txt"));
         }
@@ -348,6 +348,18 @@ fn llama_cpp_fixtures_match() {
         let key = |k: &str| r.get(k).unwrap_or_else(|| panic!("{}: key {k} missing", m.reference));
         let (shape, want) = read_npy_f32(&std::fs::read(dir().join(&key("logits")[0])).unwrap());
         let file = GgufFile::open(dir().join(&m.file)).unwrap();
+        if m.arch.starts_with("gemma") {
+            // llama.cpp's converter stores Gemma's norm weights as 1 + w (the checkpoint's w, which
+            // the tiny models draw around 1: GEMMA_INIT in tools/make_model_fixtures.py), so the
+            // runner's RMSNorm takes them as they are: stored weights around 2, not 1.
+            let t = file.tensor("blk.0.attn_norm.weight").unwrap();
+            let w: Vec<f32> = file.tensor_data(t).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let mean = w.iter().map(|&v| v as f64).sum::<f64>() / w.len() as f64;
+            println!("{name}: blk.0.attn_norm.weight mean {mean:.4}");
+            if (mean - 2.0).abs() > 0.5 {
+                failures.push(format!("{name}: norm weights of mean {mean}, not the 1 + w llama.cpp's converter stores"));
+            }
+        }
         let tok = Tokenizer::from_gguf(&file).unwrap();
         let prompt = u32s(key("prompt_tokens"));
         let text = String::from_utf8(unhex(&key("prompt_hex")[0])).unwrap();
@@ -358,9 +370,14 @@ fn llama_cpp_fixtures_match() {
         let model = Model::load(&ctx, file, &mut |_| {}).unwrap();
         let vocab = model.config.vocab;
         assert_eq!(shape, vec![prompt.len(), vocab], "{name}: logits shape");
-        let tol = match m.ftype.as_str() {
-            "F16" => 5e-3,
-            "Q8_0" => 4e-2,
+        // Gemma's Q4_K_M files measured 8.6e-2 (gemma2) and 1.35e-1 (gemma3, six layers, from
+        // position 8 on: its window) on lavapipe; their greedy continuations pass the rule below.
+        // A window one key too wide or too narrow moves them by 0.57 to 0.75, and llama.cpp's
+        // fixture script measured each Gemma feature left out at 0.28 (final soft-cap) to 1.12.
+        let tol = match (m.ftype.as_str(), m.arch.starts_with("gemma")) {
+            ("F16", _) => 5e-3,
+            ("Q8_0", _) => 4e-2,
+            (_, true) => 0.2,
             _ => 6e-2,
         };
         let greedy = u32s(key("greedy_tokens"));
@@ -517,7 +534,8 @@ fn host_upload_and_readback_in_one_submission() {
 /// (qwen2), the q and k RMSNorms (qwen3), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
 /// over interleaved gate/up), the down GEMV, and one int8 quantisation per GEMV input a matrix
 /// with an integer dot reads (for a norm's output, part of the norm's dispatch unless
-/// `fused_norm` is off); then the final norm (and its quantisation) and the LM head.
+/// `fused_norm` is off), post-norms where the model has them; then the final norm (and its
+/// quantisation), the LM head and the final soft-cap (Gemma 2).
 #[test]
 fn decode_step_dispatch_counts() {
     use model_ref::fixtures::{dir, manifest_models};
@@ -542,8 +560,11 @@ fn decode_step_dispatch_counts() {
                 one += (qkv.len() == 1) as usize;
                 want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 2 * l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
                 want += norm_q8(&qkv) + q8(&[&l.wo]) + norm_q8(&ffn) + q8(&[&l.w_down]);
+                // Post-norms (Gemma): each of the two projections stores, then an RMSNorm and the
+                // residual add.
+                want += 4 * l.post_norms.is_some() as usize;
             }
-            want += 2 + norm_q8(&[&model.weights.lm_head]);
+            want += 2 + norm_q8(&[&model.weights.lm_head]) + c.final_softcap.is_some() as usize;
             let got = s.decode_dispatches(&ctx, &model).unwrap();
             println!("{}: {} layers, q/k/v one matrix in {one}, int8 {int8}, fused norm {fused}: {got} dispatches per decode step", m.name, c.layers);
             assert_eq!(got, want, "{} int8 {int8} fused norm {fused}", m.name);
@@ -828,7 +849,13 @@ fn int8_prefill_matches_f32_prefill() {
         let r = read_keys(&dir().join(&m.reference));
         let prompt = u32s(&r["prompt_tokens"]);
         let model = Model::load(&ctx, GgufFile::open(dir().join(&m.file)).unwrap(), &mut |_| {}).unwrap();
-        let tol = if m.ftype == "Q8_0" { 4e-2 } else { 6e-2 };
+        // Gemma files: the fixtures test's Gemma tolerance (gemma2 Q8_0 measured 4.5e-2 here:
+        // post-norms and soft-caps make these tiny models more sensitive to the rounding).
+        let tol = match (m.ftype.as_str(), m.arch.starts_with("gemma")) {
+            (_, true) => 0.2,
+            ("Q8_0", _) => 4e-2,
+            _ => 6e-2,
+        };
         for chunk in [16, 5] {
             let run = |int8_activations: bool| {
                 let opts = SessionOptions { context: prompt.len(), chunk, all_logits: true, int8_activations, ..Default::default() };

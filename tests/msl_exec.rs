@@ -273,7 +273,9 @@ fn supplementary_cases(kernel: &str) -> Vec<Box<dyn wgkernels::suite::Case>> {
             let kv_heads = if d >= 256 { 1 } else { 2 };
             let shape = AttnShape::new(kv_heads * if i % 2 == 0 { 3 } else { 4 }, kv_heads, d);
             let (causal, k_rotated) = (i % 3 != 2, i % 4 == 1);
-            v.push(Box::new(PrefillCase { tokens, offset, kv_len: offset + tokens + 3 * (i % 2), shape, layout, kv_f16, causal, k_rotated, mode: i }));
+            // Every third a sliding window narrower than a key tile, every other a score soft-cap.
+            let (window, softcap) = ((i % 3 == 0).then_some(5 + i % 4), (i % 2 == 1).then_some(1.5));
+            v.push(Box::new(PrefillCase { tokens, offset, kv_len: offset + tokens + 3 * (i % 2), shape, layout, kv_f16, causal, k_rotated, mode: i, window, softcap }));
         }
     }
     if kernel == "attn_decode" {
@@ -281,7 +283,9 @@ fn supplementary_cases(kernel: &str) -> Vec<Box<dyn wgkernels::suite::Case>> {
             for kv_f16 in [false, true] {
                 if native_decode_entry(d, kv_f16).is_some() {
                     let layout = if d % 4 == 0 { PairLayout::HalfSplit } else { PairLayout::Interleaved };
-                    v.push(Box::new(DecodeCase { pos: 70 + d % 7, shape: AttnShape::new(6, 2, d), layout, kv_f16, mode: 1, attend_only: false }));
+                    // f16 caches with a sliding window and a score soft-cap.
+                    let (window, softcap) = if kv_f16 { (Some(20 + d % 5), Some(1.5)) } else { (None, None) };
+                    v.push(Box::new(DecodeCase { pos: 70 + d % 7, shape: AttnShape::new(6, 2, d), layout, kv_f16, mode: 1, window, softcap, attend_only: false }));
                 }
             }
         }
@@ -576,6 +580,8 @@ fn a_wrong_msl_prefill_fails_the_check() {
         causal: true,
         k_rotated: false,
         mode: 0,
+        window: None,
+        softcap: None,
     };
     for (i, (from, to)) in mutations.iter().enumerate() {
         let (ctx, exec) = mutant_context(&base, &clang, &root, &rt_obj, "attn_prefill.metal", &format!("m{i}"), from, to);

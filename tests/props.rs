@@ -202,7 +202,23 @@ fn attention_family(env: &mut Env) {
         let ok = tokens.saturating_mul(heads * d);
         let scale = [None, Some(0.5), Some(f32::NAN), Some(f32::MAX)][env.rng.u32(4) as usize];
         let k_rotated = env.rng.u32(2) == 0;
-        let a = Prefill { shape, tokens, offset, kv_len, causal: true, k_rotated, layout: PairLayout::HalfSplit, scale, q: &q, k: &k, v: &v, table: &table, out: &out };
+        let a = Prefill {
+            shape,
+            tokens,
+            offset,
+            kv_len,
+            causal: true,
+            k_rotated,
+            layout: PairLayout::HalfSplit,
+            scale,
+            window: None,
+            softcap: None,
+            q: &q,
+            k: &k,
+            v: &v,
+            table: &table,
+            out: &out,
+        };
         env.call("prefill", &[(&out, ok)], |b| attention::prefill(b, &a));
         let bad_shape = AttnShape::new(env.size(heads), env.size(kv_heads), env.size(d));
         let a = Prefill { shape: bad_shape, ..a };
@@ -210,7 +226,7 @@ fn attention_family(env: &mut Env) {
         let h = env.size(heads);
         let _ = DecodeScratch::new(&env.ctx, AttnShape::new(h, kv_heads, d));
         let out = env.guarded(heads * d);
-        let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len, scale, scratch: &scratch, out: &out };
+        let da = DecodeAttention { shape, q_rot: &q, k_cache: &k, v_cache: &v, kv_len, scale, window: None, softcap: None, scratch: &scratch, out: &out };
         env.call("decode_attention", &[(&out, heads * d)], |b| attention::decode_attention(b, &da));
         // decode writes row `pos` of the caches: give it its own guarded ones.
         let (pos, capacity) = (env.size(3), env.size(KEYS));
@@ -221,6 +237,8 @@ fn attention_family(env: &mut Env) {
             pos,
             layout: PairLayout::Interleaved,
             scale,
+            window: None,
+            softcap: None,
             q: &q,
             k_new: &k,
             v_new: &v,
@@ -241,10 +259,31 @@ fn attention_family(env: &mut Env) {
         let tokens = 1 + env.rng.u32(5) as usize;
         let offset = env.rng.u32(4) as usize;
         let kv_len = offset + tokens + env.rng.u32(3) as usize;
-        let case = attention::cases::PrefillCase { tokens, offset, kv_len, shape, layout: PairLayout::HalfSplit, kv_f16: false, causal: true, k_rotated: false, mode: 0 };
+        let case = attention::cases::PrefillCase {
+            tokens,
+            offset,
+            kv_len,
+            shape,
+            layout: PairLayout::HalfSplit,
+            kv_f16: false,
+            causal: true,
+            k_rotated: false,
+            mode: 0,
+            window: None,
+            softcap: None,
+        };
         let c = suite::run_case(&env.ctx, &case, &mut env.rng).unwrap();
         assert!(c.passed(), "{case:?}: {}", c.summary());
-        let case = attention::cases::DecodeCase { pos: env.rng.u32(40) as usize, shape, layout: PairLayout::Interleaved, kv_f16: false, mode: 0, attend_only: false };
+        let case = attention::cases::DecodeCase {
+            pos: env.rng.u32(40) as usize,
+            shape,
+            layout: PairLayout::Interleaved,
+            kv_f16: false,
+            mode: 0,
+            window: None,
+            softcap: None,
+            attend_only: false,
+        };
         let c = suite::run_case(&env.ctx, &case, &mut env.rng).unwrap();
         assert!(c.passed(), "{case:?}: {}", c.summary());
         env.compared += 2;

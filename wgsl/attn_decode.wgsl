@@ -3,6 +3,8 @@
 // The chunk is walked in tiles of TILE keys with an online softmax; the partial result (O not yet
 // normalised, running max m and sum l, log2 domain) goes to part_o / part_ml for attn_merge.wgsl.
 // K is already rotated (cache), q is rotated (attn_append.wgsl). K/V f32, or f16 two per u32 word.
+// The chunks cover keys key_lo .. kv_len - 1 (key_lo > 0: a sliding window); scores are
+// soft-capped where asked (attn_softcap.wgsl).
 // Portable variant (also the Subgroup variant's fallback for rows too long for its teams kernel,
 // attn_decode_subgroup.wgsl). Included after attn_decode_portable.wgsl, which provides the entry
 // point and reduce() (the max / sum over the workgroup of each head's red[g * WG + li]).
@@ -16,6 +18,10 @@ struct Params {
     nchunks: u32,
     gblocks: u32,     // ceil(group / GB)
     scale_log2: f32,  // softmax scale * log2(e)
+    key_lo: u32,      // first key attended (sliding window); chunk c starts at key_lo + c * chunk
+    softcap: f32,     // score soft-cap * log2(e) (attn_softcap.wgsl); 0: off
+    _p0: u32,
+    _p1: u32,
 }
 
 override D: u32 = 128u;
@@ -103,7 +109,7 @@ fn tile_scores(t0: u32, n: u32, hk: u32, gbn: u32, li: u32) {
             }
         }
         for (var g = 0u; g < GB; g++) {
-            sc[g * TILE + j] = select(0.0, acc[g], g < gbn);
+            sc[g * TILE + j] = select(0.0, softcap(acc[g], p.softcap), g < gbn);
         }
     }
 }
@@ -119,7 +125,7 @@ fn decode_main(wg_id: u32, li: u32) {
     let g0 = gb * GB;
     let gbn = min(GB, p.group - g0);        // heads in this block
     let h0 = hk * p.group + g0;             // first query head
-    let key0 = c * p.chunk;
+    let key0 = p.key_lo + c * p.chunk;
     let key1 = min(p.kv_len, key0 + p.chunk);
 
     for (var idx = li; idx < GB * D; idx += WG) {

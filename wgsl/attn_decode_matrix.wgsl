@@ -1,7 +1,9 @@
 // Split-K decode attention, partial pass, Matrix variant: Q K^T and P V on 16x16x16 cooperative
 // matrices (f16 inputs, f32 accumulation) for an f16 K/V cache. Same split and same partial rows
 // as the other variants (attn_merge.wgsl combines them): one workgroup = NW subgroups = one KV
-// head hk x up to GB query heads of its GQA group x one chunk of keys [key0, key1).
+// head hk x up to GB query heads of its GQA group x one chunk of keys [key0, key1). The chunks
+// cover keys key_lo .. kv_len - 1 (key_lo > 0: a sliding window); scores are soft-capped where
+// asked (attn_softcap.wgsl, appended to this text).
 //
 // Rows of the matrix products. The A operand's 16 rows hold, for the GB heads g of the block,
 // row g = hi(q_g) and row GB + g = lo(q_g), where hi(x) = f16(x) and lo(x) = f16(x - hi(x)):
@@ -54,6 +56,10 @@ struct Params {
     nchunks: u32,
     gblocks: u32,     // ceil(group / GB)
     scale_log2: f32,  // softmax scale * log2(e)
+    key_lo: u32,      // first key attended (sliding window); chunk c starts at key_lo + c * chunk
+    softcap: f32,     // score soft-cap * log2(e) (attn_softcap.wgsl); 0: off
+    _p0: u32,
+    _p1: u32,
 }
 
 override D: u32 = 128u;        // head dim = 16 ND
@@ -158,7 +164,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let g0 = gb * GB;
     let gbn = min(GB, p.group - g0);        // heads in this block
     let h0 = hk * p.group + g0;             // first query head
-    let key0 = c * p.chunk;
+    let key0 = p.key_lo + c * p.chunk;
     let key1 = min(p.kv_len, key0 + p.chunk);
     let w = sid;                            // this subgroup's tile of a block
     let j = sl % 16u;                       // key of the tile this lane handles in scalar steps
@@ -228,7 +234,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let key = tile_start(tn) + j;
         if (key >= tn && key < key1) {
             for (var g = gl; g < GB; g += LPK) {
-                sc[g * MAXC + key - key0] = (tile[256u * w + g * 16u + j] + tile[256u * w + (GB + g) * 16u + j]) * hb[g];
+                sc[g * MAXC + key - key0] = softcap((tile[256u * w + g * 16u + j] + tile[256u * w + (GB + g) * 16u + j]) * hb[g], p.softcap);
             }
         }
     }

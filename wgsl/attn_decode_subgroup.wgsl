@@ -2,7 +2,9 @@
 // is attn_decode_portable.wgsl + attn_decode.wgsl.
 //
 // One workgroup = one KV head hk x up to GB query heads of its GQA group x one chunk of keys
-// [key0, key1): every K/V byte is read from memory once and serves all GB heads.
+// [key0, key1): every K/V byte is read from memory once and serves all GB heads. The chunks cover
+// keys key_lo .. kv_len - 1 (key_lo > 0: a sliding window); scores are soft-capped where asked
+// (attn_softcap.wgsl, appended to this text).
 //
 // Teams. The WG invocations form KG = WG / L teams of L consecutive subgroup lanes (L a power of
 // two, at most the subgroup size, so a team never spans two subgroups). A K or V row (D elements)
@@ -40,6 +42,10 @@ struct Params {
     nchunks: u32,
     gblocks: u32,     // ceil(group / GB)
     scale_log2: f32,  // softmax scale * log2(e)
+    key_lo: u32,      // first key attended (sliding window); chunk c starts at key_lo + c * chunk
+    softcap: f32,     // score soft-cap * log2(e) (attn_softcap.wgsl); 0: off
+    _p0: u32,
+    _p1: u32,
 }
 
 override D: u32 = 128u;
@@ -137,7 +143,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let g0 = gb * GB;
     let gbn = min(GB, p.group - g0);        // heads in this block
     let h0 = hk * p.group + g0;             // first query head
-    let key0 = c * p.chunk;
+    let key0 = p.key_lo + c * p.chunk;
     let key1 = min(p.kv_len, key0 + p.chunk);
 
     let flat = sid * ss + sl;
@@ -210,6 +216,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var x = 0u; x < B * GB; x++) {
                 s[x] += subgroupShuffleXor(s[x], mask);
             }
+        }
+        for (var x = 0u; x < B * GB; x++) {
+            s[x] = softcap(s[x], p.softcap);
         }
         // Online softmax per head: one rescale per step; s becomes p.
         for (var g = 0u; g < GB; g++) {

@@ -1,7 +1,9 @@
 // Fused RoPE + flash attention, prefill. One workgroup = one KV head x BQ "rows", a row being a
 // (query token t, query head g of the KV head's group) pair, so every K/V tile loaded into
 // workgroup memory serves the whole GQA group. Query t sits at absolute position offset + t and,
-// when causal, sees keys j <= offset + t. Q is rotated (and pre-scaled by scale * log2 e) as it is
+// when causal, sees keys j <= offset + t; with a sliding window W, only keys j > offset + t - W
+// (the tiles before the block's first window are skipped). Scores are soft-capped where asked
+// (attn_softcap.wgsl) before masking. Q is rotated (and pre-scaled by scale * log2 e) as it is
 // loaded, K too unless it comes rotated (K_ROT == 0 means: rotate key j at position j).
 // Online softmax over KV tiles of BK keys; O accumulates in registers (RO rows x PP pairs of
 // columns per invocation).
@@ -83,6 +85,7 @@ fn prefill_main(wg_id: u32, li: u32, sg: vec3<u32>) {
     let rows = p.tokens * p.group;
     let row0 = rb * BQ;
     let last_t = (min(rows, row0 + BQ) - 1u) / p.group;
+    let kbeg = window_start(p.offset + row0 / p.group);  // the block's first visible key
 
     // Q tile, rotated at offset + t and pre-scaled.
     for (var idx = li; idx < BQ * HALF; idx += WG) {
@@ -115,7 +118,7 @@ fn prefill_main(wg_id: u32, li: u32, sg: vec3<u32>) {
     if (p.causal != 0u) {
         kend = min(kend, p.offset + last_t + 1u);
     }
-    for (var k0 = 0u; k0 < kend; k0 += BK) {
+    for (var k0 = kbeg; k0 < kend; k0 += BK) {
         // K tile (rotated at the key's position unless K comes rotated).
         for (var idx = li; idx < BK * HALF; idx += WG) {
             let j = idx / HALF;
@@ -160,8 +163,8 @@ fn prefill_main(wg_id: u32, li: u32, sg: vec3<u32>) {
                 for (var b = 0u; b < RK; b++) {
                     let j = sk + b * NKB;
                     let key = k0 + j;
-                    let visible = key < kend && (p.causal == 0u || key <= p.offset + t);
-                    ps[r * BKP + j] = select(NEG, s[a * RK + b], visible);
+                    let visible = key < kend && (p.causal == 0u || key <= p.offset + t) && key >= window_start(p.offset + t);
+                    ps[r * BKP + j] = select(NEG, softcap(s[a * RK + b], p.softcap), visible);
                 }
             }
         }

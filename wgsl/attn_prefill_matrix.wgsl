@@ -2,7 +2,8 @@
 // matrices (f16 inputs, f32 accumulation). Same rows as the other variants: one workgroup = one
 // KV head x BQ = 16 NSG rows, a row being a (query token, query head of the KV head's group)
 // pair, so each K/V tile in workgroup memory serves the whole GQA group. Query t sits at
-// absolute position offset + t and, when causal, sees keys j <= offset + t.
+// absolute position offset + t and, when causal, sees keys j <= offset + t; with a sliding window
+// W only keys j > offset + t - W. Scores are soft-capped where asked (attn_softcap.wgsl).
 //
 // NSG subgroups (8, or 4 where 8 don't fit) of SG invocations; subgroup s owns rows 16 s ..
 // 16 s + 15: it keeps their Q (rotated, pre-scaled by scale * log2 e, rounded to f16 by the
@@ -148,6 +149,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (p.causal != 0u) {
         kend = min(kend, p.offset + last_t + 1u);
     }
+    let kbeg = window_start(p.offset + row0 / p.group);  // the block's first visible key
     // Built for another subgroup size than the one the driver chose: the outputs become NaN
     // (loud, never silently wrong); sid is clamped so nothing reads out of bounds meanwhile.
     let sized = nsg == NSG;
@@ -163,6 +165,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (p.causal != 0u) {
         lim = min(kend, p.offset + t_r + 1u);
     }
+    let lo = window_start(p.offset + t_r);  // and keys >= lo
     let out_base = (t_r * p.heads + hk * p.group + (gr - t_r * p.group)) * D;
 
     // This subgroup's 16 Q rows (rotated at offset + t, pre-scaled by scale * log2 e, f16, in row
@@ -176,7 +179,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // O through ss (see the file notes), entered by the whole workgroup when any row needs it.
     //@ND var o{k} = coop_mat16x16<f32, C>();
     // This invocation's CPT chunks of the next K tile and of this V tile, in registers.
-    //@CP var kw{x} = load_chunk(false, li, {x}u, 0u, kend, hk);
+    //@CP var kw{x} = load_chunk(false, li, {x}u, kbeg, kend, hk);
     //@CP var vw{x} = array<vec4<u32>, 2>();
     var m_r = NEG;  // the row's reference max (log2 domain); NEG until it sees a key
     var l_p = 0.0;  // this invocation's share of the row's sum of P
@@ -188,7 +191,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // stages the next K only after its own P V, and passes that K barrier only once every
     // subgroup has, so no tile is overwritten while read. S, the softmax, P and the rare O
     // rescale touch only the subgroup's own rows of ss and ps: subgroup barriers.
-    for (var k0 = 0u; k0 < kend; k0 += BK) {
+    for (var k0 = kbeg; k0 < kend; k0 += BK) {
         //@CP store_chunk(kw{x}, li, {x}u, 0u);
         workgroupBarrier();
         //@CP vw{x} = load_chunk(true, li, {x}u, k0, kend, hk);
@@ -205,7 +208,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // as named values; its max over the tile (lane shuffles), then P as f16.
         let c0 = c * JP;
         let sb = r * SS + c0;
-        //@JQ let s{q} = select(vec4<f32>(NEG), vec4<f32>(ss[sb + 4u * {q}u], ss[sb + 4u * {q}u + 1u], ss[sb + 4u * {q}u + 2u], ss[sb + 4u * {q}u + 3u]), vec4<u32>(k0 + c0 + 4u * {q}u) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(lim));
+        //@JQ let key{q} = vec4<u32>(k0 + c0 + 4u * {q}u) + vec4<u32>(0u, 1u, 2u, 3u);
+        //@JQ let s{q} = select(vec4<f32>(NEG), softcap4(vec4<f32>(ss[sb + 4u * {q}u], ss[sb + 4u * {q}u + 1u], ss[sb + 4u * {q}u + 2u], ss[sb + 4u * {q}u + 3u]), p.softcap), (key{q} < vec4<u32>(lim)) & (key{q} >= vec4<u32>(lo)));
         var mt4 = vec4<f32>(NEG);
         //@JQ mt4 = max(mt4, s{q});
         var mt = max(max(mt4.x, mt4.y), max(mt4.z, mt4.w));
@@ -221,8 +225,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             m_r = mt;
         }
         l_p *= alpha;
-        // Every live row sees key 0 in its first tile, so m_r > NEG here and masked keys give 0.
-        //@JQ let p{q} = exp2(s{q} - vec4<f32>(m_r));
+        // A row whose keys so far are all masked (before its sliding window) still has m_r = NEG:
+        // masked keys give 0 explicitly (from a row's first visible key on, m_r > NEG and they would anyway).
+        //@JQ let p{q} = select(vec4<f32>(0.0), exp2(s{q} - vec4<f32>(m_r)), s{q} > vec4<f32>(NEG));
         //@JQ l_p += (p{q}.x + p{q}.y) + (p{q}.z + p{q}.w);
         //@JQ ps[(r * PS + c0) / 4u + {q}u] = vec4<f16>(p{q});
         //@CP store_chunk(vw{x}, li, {x}u, VOFF);

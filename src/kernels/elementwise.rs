@@ -3,15 +3,20 @@
 //! * [`rmsnorm`]: `y[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * w[i]` per row, any row
 //!   length (one workgroup per row; Portable reduces in workgroup memory, Subgroup with
 //!   `subgroupAdd`, correct for any subgroup size).
-//! * [`silu_gate`] / [`silu_gate_inplace`]: `y = silu(a) * b`, `silu(a) = a / (1 + exp(-a))`
-//!   (the SwiGLU gate of Llama-style FFNs).
+//! * [`gate`] / [`gate_inplace`]: `y = act(a) * b`, the gated unit of an FFN, with the activation
+//!   an [`Activation`]: SiLU `a / (1 + exp(-a))` (SwiGLU, Llama-style) or GELU with the tanh
+//!   approximation `a / 2 * (1 + tanh(sqrt(2 / pi) * (a + 0.044715 a^3)))` (GeGLU, Gemma);
+//!   [`silu_gate`] / [`silu_gate_inplace`] are the SiLU case.
 //! * [`add`] / [`add_inplace`]: `y = a + b` (residual add).
+//! * [`softcap_inplace`]: `x = cap * tanh(x / cap)` (logit soft-capping, Gemma 2's final logits).
+//! * [`scale_inplace`]: `x = s * x` (Gemma's embedding scale).
 //!
 //! In-place forms bind the destination read-write and the other operand read-only, so one buffer
 //! bound twice in one dispatch (which wgpu rejects) is a typed error here, never a GPU error.
-//! The CPU references (`reference_rmsnorm`, `reference_silu_gate`, `reference_add`; test kit) are f64.
+//! The CPU references (`reference_rmsnorm`, `reference_gate`, `reference_add`, `reference_softcap`;
+//! test kit) are f64.
 //! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
-//! elementwise_ops.wgsl + elementwise_{binary,inplace}.wgsl.
+//! elementwise_ops.wgsl + elementwise_{binary,inplace,unary}.wgsl.
 //!
 //! ```no_run
 //! use wgkernels::kernels::elementwise;
@@ -37,7 +42,10 @@ use bytemuck::{Pod, Zeroable};
 
 pub const RMSNORM: KernelInfo = KernelInfo::new("elementwise_rmsnorm", &[Variant::Portable, Variant::Subgroup], None);
 pub const SILU_GATE: KernelInfo = KernelInfo::new("elementwise_silu_gate", &[Variant::Portable], None);
+pub const GELU_GATE: KernelInfo = KernelInfo::new("elementwise_gelu_gate", &[Variant::Portable], None);
 pub const ADD: KernelInfo = KernelInfo::new("elementwise_add", &[Variant::Portable], None);
+pub const SOFTCAP: KernelInfo = KernelInfo::new("elementwise_softcap", &[Variant::Portable], None);
+pub const SCALE: KernelInfo = KernelInfo::new("elementwise_scale", &[Variant::Portable], None);
 
 const RMSNORM_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm.wgsl");
 const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");
@@ -45,6 +53,7 @@ const REDUCE_SUBGROUP: &str = include_str!("../../wgsl/elementwise_reduce_subgro
 const OPS_WGSL: &str = include_str!("../../wgsl/elementwise_ops.wgsl");
 const BINARY_WGSL: &str = include_str!("../../wgsl/elementwise_binary.wgsl");
 const INPLACE_WGSL: &str = include_str!("../../wgsl/elementwise_inplace.wgsl");
+const UNARY_WGSL: &str = include_str!("../../wgsl/elementwise_unary.wgsl");
 
 /// Invocations per RMSNorm workgroup (one row per workgroup).
 pub const RMSNORM_WG: u32 = 256;
@@ -64,9 +73,11 @@ struct NormParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
-struct BinaryParams {
+struct OpParams {
     len: u32,
-    _p: [u32; 3],
+    /// The unary operation's parameter (the soft-cap).
+    scalar: f32,
+    _p: [u32; 2],
 }
 
 const NORM_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "f32"), StorageBinding::read("w", "f32"), StorageBinding::write("y", "f32")];
@@ -74,6 +85,8 @@ const BINARY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "f32"), S
 const INPLACE_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32"), StorageBinding::read("b", "f32")];
 const BINARY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>"), StorageBinding::write("y", "vec4<f32>")];
 const INPLACE_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>")];
+const UNARY_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32")];
+const UNARY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "vec4<f32>")];
 const ELEM_F32: &str = "alias T = f32;\n";
 const ELEM_VEC4: &str = "alias T = vec4<f32>;\n";
 
@@ -82,6 +95,43 @@ const ELEM_VEC4: &str = "alias T = vec4<f32>;\n";
 pub enum BinaryOp {
     Add = 0,
     SiluGate = 1,
+    GeluTanhGate = 2,
+}
+
+/// The in-place unary operation (the WGSL `OP` override of elementwise_unary.wgsl), with its
+/// scalar parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    /// `cap * tanh(x / cap)`.
+    Softcap = 0,
+    /// `s * x`.
+    Scale = 1,
+}
+
+/// The activation of a gated unit `act(gate) * up` ([`gate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// `a / (1 + exp(-a))` (SwiGLU).
+    Silu,
+    /// `a / 2 * (1 + tanh(sqrt(2 / pi) * (a + 0.044715 a^3)))`, GELU's tanh approximation (GeGLU).
+    GeluTanh,
+}
+
+impl Activation {
+    /// The kernel that computes `act(a) * b`.
+    pub fn info(self) -> &'static KernelInfo {
+        match self {
+            Activation::Silu => &SILU_GATE,
+            Activation::GeluTanh => &GELU_GATE,
+        }
+    }
+
+    fn op(self) -> BinaryOp {
+        match self {
+            Activation::Silu => BinaryOp::SiluGate,
+            Activation::GeluTanh => BinaryOp::GeluTanhGate,
+        }
+    }
 }
 
 /// Pipelines of this family.
@@ -95,6 +145,11 @@ pub enum ElementwisePipeline {
     Binary {
         op: BinaryOp,
         inplace: bool,
+        vec: bool,
+    },
+    /// A unary operation in place, one vec4 (`vec`) or one f32 per invocation.
+    Unary {
+        op: UnaryOp,
         vec: bool,
     },
 }
@@ -115,13 +170,21 @@ impl PipelineKey for ElementwisePipeline {
                 entry: "main",
                 constants: vec![("OP", op as u32 as f64)],
                 workgroup_size: [BINARY_WG as u32, 1, 1],
-                params_size: std::mem::size_of::<BinaryParams>() as u64,
+                params_size: std::mem::size_of::<OpParams>() as u64,
                 bindings: match (inplace, vec) {
                     (true, true) => INPLACE_VEC_BINDINGS,
                     (true, false) => INPLACE_BINDINGS,
                     (false, true) => BINARY_VEC_BINDINGS,
                     (false, false) => BINARY_BINDINGS,
                 },
+            },
+            ElementwisePipeline::Unary { op, vec } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, UNARY_WGSL]),
+                entry: "main",
+                constants: vec![("OP", op as u32 as f64)],
+                workgroup_size: [BINARY_WG as u32, 1, 1],
+                params_size: std::mem::size_of::<OpParams>() as u64,
+                bindings: if vec { UNARY_VEC_BINDINGS } else { UNARY_BINDINGS },
             },
         }
     }
@@ -154,17 +217,21 @@ pub fn rmsnorm(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y: &GpuBuf
     b.dispatch(&ElementwisePipeline::RmsNorm { variant }, &params, &[x.raw(), w.raw(), y.raw()], ctx.grid(rows as u64)?)
 }
 
-fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: Option<&GpuBuffer<f32>>, len: usize) -> Result<()> {
-    let ctx = b.context();
-    ctx.variant_for(info)?;
+/// Whether a `len`-element operation runs on whole vec4s, its params (with `scalar`) and its grid.
+fn elementwise_launch(ctx: &crate::context::Context, len: usize, scalar: f32) -> Result<(bool, OpParams, [u32; 3])> {
     check_len(len)?;
-    a.require("a", len)?;
-    bb.require("b", len)?;
     // Whole vec4s where the length allows (`Tuning::elementwise_vec = false` turns that off, to compare).
     let vec = len % 4 == 0 && ctx.caps().tuning.elementwise_vec;
     let units = if vec { len / 4 } else { len };
-    let params = BinaryParams { len: units as u32, _p: [0; 3] };
-    let grid = ctx.grid((units as u64).div_ceil(BINARY_WG))?;
+    Ok((vec, OpParams { len: units as u32, scalar, _p: [0; 2] }, ctx.grid((units as u64).div_ceil(BINARY_WG))?))
+}
+
+fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: Option<&GpuBuffer<f32>>, len: usize) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(info)?;
+    let (vec, params, grid) = elementwise_launch(ctx, len, 0.0)?;
+    a.require("a", len)?;
+    bb.require("b", len)?;
     match y {
         Some(y) => {
             y.require("y", len)?;
@@ -189,14 +256,45 @@ pub fn add_inplace(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, len: 
     binary(b, &ADD, BinaryOp::Add, a, bb, None, len)
 }
 
-/// `y[i] = silu(a[i]) * b[i]` for `i < len` (`y` distinct from `a` and `b`).
-pub fn silu_gate(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: &GpuBuffer<f32>, len: usize) -> Result<()> {
-    binary(b, &SILU_GATE, BinaryOp::SiluGate, a, bb, Some(y), len)
+/// `y[i] = act(a[i]) * b[i]` for `i < len` (`y` distinct from `a` and `b`).
+pub fn gate(b: &mut Batch, act: Activation, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: &GpuBuffer<f32>, len: usize) -> Result<()> {
+    binary(b, act.info(), act.op(), a, bb, Some(y), len)
 }
 
-/// `a[i] = silu(a[i]) * b[i]` for `i < len` (`a` and `b` distinct).
+/// `a[i] = act(a[i]) * b[i]` for `i < len` (`a` and `b` distinct).
+pub fn gate_inplace(b: &mut Batch, act: Activation, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, len: usize) -> Result<()> {
+    binary(b, act.info(), act.op(), a, bb, None, len)
+}
+
+/// `y[i] = silu(a[i]) * b[i]` for `i < len` (`y` distinct from `a` and `b`): [`gate`] with SiLU.
+pub fn silu_gate(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: &GpuBuffer<f32>, len: usize) -> Result<()> {
+    gate(b, Activation::Silu, a, bb, y, len)
+}
+
+/// `a[i] = silu(a[i]) * b[i]` for `i < len` (`a` and `b` distinct): [`gate_inplace`] with SiLU.
 pub fn silu_gate_inplace(b: &mut Batch, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, len: usize) -> Result<()> {
-    binary(b, &SILU_GATE, BinaryOp::SiluGate, a, bb, None, len)
+    gate_inplace(b, Activation::Silu, a, bb, len)
+}
+
+/// `x[i] = cap * tanh(x[i] / cap)` for `i < len`: logit soft-capping (values stay within
+/// `(-cap, cap)`, nearly unchanged well inside). `cap` finite and `> 0`.
+pub fn softcap_inplace(b: &mut Batch, x: &GpuBuffer<f32>, len: usize, cap: f32) -> Result<()> {
+    ensure(cap.is_finite() && cap > 0.0, || Error::Argument(format!("soft-cap {cap}: must be finite and > 0")))?;
+    unary(b, &SOFTCAP, UnaryOp::Softcap, x, len, cap)
+}
+
+/// `x[i] = s * x[i]` for `i < len` (`s` finite).
+pub fn scale_inplace(b: &mut Batch, x: &GpuBuffer<f32>, len: usize, s: f32) -> Result<()> {
+    ensure(s.is_finite(), || Error::Argument(format!("scale {s}: must be finite")))?;
+    unary(b, &SCALE, UnaryOp::Scale, x, len, s)
+}
+
+fn unary(b: &mut Batch, info: &KernelInfo, op: UnaryOp, x: &GpuBuffer<f32>, len: usize, scalar: f32) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(info)?;
+    let (vec, params, grid) = elementwise_launch(ctx, len, scalar)?;
+    x.require("x", len)?;
+    b.dispatch(&ElementwisePipeline::Unary { op, vec }, &params, &[x.raw()], grid)
 }
 
 crate::testkit_pub! {
@@ -219,11 +317,32 @@ crate::testkit_pub! {
 }
 
 crate::testkit_pub! {
-    /// f64 `silu(a) * b` and its magnitude `|silu(a) * b|`.
-    pub fn reference_silu_gate(a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
-        let y: Vec<f64> = a.iter().zip(b).map(|(&a, &b)| a as f64 / (1.0 + (-(a as f64)).exp()) * b as f64).collect();
-        let mag = y.iter().map(|v| v.abs()).collect();
+    /// f64 `act(a)`.
+    pub fn reference_activation(act: Activation, a: f64) -> f64 {
+        match act {
+            Activation::Silu => a / (1.0 + (-a).exp()),
+            // a / 2 * (1 + tanh(u)) written as a / (1 + exp(-2 u)), its equal that does not
+            // cancel to 0 where tanh(u) rounds to -1.
+            Activation::GeluTanh => a / (1.0 + (-2.0 * (2.0 / std::f64::consts::PI).sqrt() * (a + 0.044715 * a * a * a)).exp()),
+        }
+    }
+}
+
+crate::testkit_pub! {
+    /// f64 `act(a) * b` and its magnitude `|act(a) * b|`, floored at 1e-30: GELU of a very
+    /// negative input is below f32's normal range (1.2e-38; GPUs may flush it to 0) or 0 in f32.
+    pub fn reference_gate(act: Activation, a: &[f32], b: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        let y: Vec<f64> = a.iter().zip(b).map(|(&a, &b)| reference_activation(act, a as f64) * b as f64).collect();
+        let mag = y.iter().map(|v| v.abs().max(1e-30)).collect();
         (y, mag)
+    }
+}
+
+crate::testkit_pub! {
+    /// f64 `cap * tanh(x / cap)` and its magnitude `|x|` (the input's rounding carries through).
+    pub fn reference_softcap(x: &[f32], cap: f32) -> (Vec<f64>, Vec<f64>) {
+        let c = cap as f64;
+        x.iter().map(|&v| (c * (v as f64 / c).tanh(), (v as f64).abs())).unzip()
     }
 }
 
@@ -244,7 +363,14 @@ mod cases {
     use crate::suite::{compare, describe_all, guarded_f32, Case, Check, Kernel, Prepared, Rng};
 
     pub fn kernels() -> Vec<&'static dyn Kernel> {
-        vec![&NormKernel, &BinKernel(BinaryOp::SiluGate), &BinKernel(BinaryOp::Add)]
+        vec![
+            &NormKernel,
+            &BinKernel(BinaryOp::SiluGate),
+            &BinKernel(BinaryOp::GeluTanhGate),
+            &BinKernel(BinaryOp::Add),
+            &UnaryKernel(UnaryOp::Softcap),
+            &UnaryKernel(UnaryOp::Scale),
+        ]
     }
 
     struct NormKernel;
@@ -325,6 +451,7 @@ mod cases {
             match self.0 {
                 BinaryOp::Add => &ADD,
                 BinaryOp::SiluGate => &SILU_GATE,
+                BinaryOp::GeluTanhGate => &GELU_GATE,
             }
         }
         fn test_cases(&self) -> Vec<Box<dyn Case>> {
@@ -338,7 +465,7 @@ mod cases {
         fn bench_cases(&self) -> Vec<Box<dyn Case>> {
             let decode = match self.0 {
                 BinaryOp::Add => 4096,
-                BinaryOp::SiluGate => 14336,
+                BinaryOp::SiluGate | BinaryOp::GeluTanhGate => 14336,
             };
             [(decode, true), (1 << 24, false), (1 << 24, true)].into_iter().map(|(len, inplace)| Box::new(BinCase { op: self.0, len, inplace }) as Box<dyn Case>).collect()
         }
@@ -373,7 +500,8 @@ mod cases {
             let (a, b) = (input(rng), input(rng));
             let reference = match self.op {
                 BinaryOp::Add => reference_add(&a, &b),
-                BinaryOp::SiluGate => reference_silu_gate(&a, &b),
+                BinaryOp::SiluGate => reference_gate(Activation::Silu, &a, &b),
+                BinaryOp::GeluTanhGate => reference_gate(Activation::GeluTanh, &a, &b),
             };
             // In place, `a` is the output: it gets the guard region.
             let mut a_host = a.clone();
@@ -400,19 +528,101 @@ mod cases {
             let (op, len, inplace) = self.case;
             let c = copy % self.a.len();
             let (a, b) = (&self.a[c], &self.b[c]);
-            match (op, inplace) {
-                (BinaryOp::Add, false) => add(bt, a, b, &self.y[c], len),
-                (BinaryOp::Add, true) => add_inplace(bt, a, b, len),
-                (BinaryOp::SiluGate, false) => silu_gate(bt, a, b, &self.y[c], len),
-                (BinaryOp::SiluGate, true) => silu_gate_inplace(bt, a, b, len),
+            let act = match op {
+                BinaryOp::Add => None,
+                BinaryOp::SiluGate => Some(Activation::Silu),
+                BinaryOp::GeluTanhGate => Some(Activation::GeluTanh),
+            };
+            match (act, inplace) {
+                (None, false) => add(bt, a, b, &self.y[c], len),
+                (None, true) => add_inplace(bt, a, b, len),
+                (Some(act), false) => gate(bt, act, a, b, &self.y[c], len),
+                (Some(act), true) => gate_inplace(bt, act, a, b, len),
             }
         }
         fn check(&self, ctx: &Context) -> Result<Check> {
             let (op, _, inplace) = self.case;
             let out = ctx.read(if inplace { &self.a[0] } else { &self.y[0] })?;
-            // Add rounds once; silu's exp is within a few ulp on every backend we know.
+            // Add rounds once; the gates' exp is within a few ulp on every backend we know.
             let tol = if op == BinaryOp::Add { 1e-6 } else { 2e-5 };
             Ok(compare(&out, &self.reference.0, &self.reference.1, tol))
+        }
+    }
+
+    struct UnaryKernel(UnaryOp);
+
+    impl Kernel for UnaryKernel {
+        fn info(&self) -> &'static KernelInfo {
+            match self.0 {
+                UnaryOp::Softcap => &SOFTCAP,
+                UnaryOp::Scale => &SCALE,
+            }
+        }
+        fn test_cases(&self) -> Vec<Box<dyn Case>> {
+            // Gemma 2's caps (30 on the final logits, 50 on attention scores) and a small one;
+            // scales like Gemma's sqrt(hidden).
+            [(1usize, 30.0f32), (3, 50.0), (257, 30.0), (1000, 0.5), (4095, 30.0), (65537, 30.0)]
+                .into_iter()
+                .map(|(len, cap)| Box::new(UnaryCase { op: self.0, len, cap }) as Box<dyn Case>)
+                .collect()
+        }
+        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+            vec![Box::new(UnaryCase { op: self.0, len: 256_000, cap: 30.0 })]
+        }
+        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+            describe_all([false, true].map(|vec| ElementwisePipeline::Unary { op: self.0, vec }))
+        }
+    }
+
+    struct UnaryCase {
+        op: UnaryOp,
+        len: usize,
+        cap: f32,
+    }
+
+    struct UnaryPrepared {
+        op: UnaryOp,
+        x: Vec<GpuBuffer<f32>>,
+        len: usize,
+        cap: f32,
+        reference: (Vec<f64>, Vec<f64>),
+    }
+
+    impl Case for UnaryCase {
+        fn name(&self) -> String {
+            format!("n={} {}={}", self.len, if self.op == UnaryOp::Scale { "s" } else { "cap" }, self.cap)
+        }
+        fn bytes(&self) -> u64 {
+            8 * self.len as u64
+        }
+        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+            // Logits from well inside the cap to far past it (tanh saturated).
+            let input = |rng: &mut Rng| rng.normal_vec(self.len).into_iter().map(|v| 2.0 * self.cap * v).collect::<Vec<f32>>();
+            let x = input(rng);
+            let reference = match self.op {
+                UnaryOp::Softcap => reference_softcap(&x, self.cap),
+                UnaryOp::Scale => x.iter().map(|&v| (v as f64 * self.cap as f64, (v as f64 * self.cap as f64).abs())).unzip(),
+            };
+            let mut host = x;
+            host.resize(self.len + crate::suite::GUARD, f32::from_bits(crate::suite::POISON_F32));
+            let mut xs = vec![ctx.upload(&host)?];
+            for _ in 1..copies {
+                xs.push(ctx.upload(&input(rng))?);
+            }
+            Ok(Box::new(UnaryPrepared { op: self.op, x: xs, len: self.len, cap: self.cap, reference }))
+        }
+    }
+
+    impl Prepared for UnaryPrepared {
+        fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+            let x = &self.x[copy % self.x.len()];
+            match self.op {
+                UnaryOp::Softcap => softcap_inplace(b, x, self.len, self.cap),
+                UnaryOp::Scale => scale_inplace(b, x, self.len, self.cap),
+            }
+        }
+        fn check(&self, ctx: &Context) -> Result<Check> {
+            Ok(compare(&ctx.read(&self.x[0])?, &self.reference.0, &self.reference.1, 2e-5))
         }
     }
 }
@@ -446,6 +656,15 @@ mod tests {
         assert!(matches!(silu_gate(&mut bt, &a, &b, &b, 8), Err(Error::Argument(_))));
         assert!(matches!(add_inplace(&mut bt, &a, &a, 8), Err(Error::Argument(_))));
         assert!(matches!(silu_gate_inplace(&mut bt, &a, &a, 8), Err(Error::Argument(_))));
+        assert!(matches!(gate(&mut bt, Activation::GeluTanh, &a, &b, &a, 8), Err(Error::Argument(_))));
+        assert!(matches!(gate_inplace(&mut bt, Activation::GeluTanh, &a, &b, 9), Err(Error::BufferTooSmall { .. })));
+        for cap in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            assert!(matches!(softcap_inplace(&mut bt, &a, 8, cap), Err(Error::Argument(_))), "cap {cap}");
+        }
+        assert!(matches!(softcap_inplace(&mut bt, &a, 9, 30.0), Err(Error::BufferTooSmall { .. })));
+        assert!(matches!(softcap_inplace(&mut bt, &a, 0, 30.0), Err(Error::Shape(_))));
+        assert!(matches!(scale_inplace(&mut bt, &a, 8, f32::NAN), Err(Error::Argument(_))));
+        assert!(matches!(scale_inplace(&mut bt, &a, 9, 2.0), Err(Error::BufferTooSmall { .. })));
         assert!(bt.is_empty(), "a rejected call recorded a dispatch");
         // a == b is fine out of place (both read-only).
         add(&mut bt, &a, &a, &y, 8).unwrap();

@@ -53,7 +53,10 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &attention::DECODE,
         &elementwise::RMSNORM,
         &elementwise::SILU_GATE,
+        &elementwise::GELU_GATE,
         &elementwise::ADD,
+        &elementwise::SOFTCAP,
+        &elementwise::SCALE,
     ];
     v.extend(matmul::infos());
     v

@@ -38,7 +38,7 @@ use crate::formats::gguf::GgufFile;
 use crate::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
 use crate::kernels::matmul::{has_integer_dot, Epilogue, GemvInput};
 use crate::kernels::q8::{self, Q8Activations};
-use crate::kernels::rope::{self, Positions, RopeTable};
+use crate::kernels::rope::{self, Positions, RopeConfig, RopeScaling, RopeTable};
 use crate::kernels::{elementwise, turboquant as tq};
 use layer::QkvViews;
 use std::path::Path;
@@ -198,6 +198,8 @@ pub struct Session {
     opts: SessionOptions,
     kv: KvCache,
     table: RopeTable,
+    /// The RoPE table of the windowed layers, where their base differs.
+    table_local: Option<RopeTable>,
     s: Scratch,
     bind: std::sync::Arc<BindCache>,
     host_x: Vec<f32>,
@@ -245,15 +247,9 @@ impl Session {
             return Err(ModelError::Argument("chunk = 0".into()));
         }
         check_kind(c, opts.kv)?;
-        // A sliding window changes nothing while every position is inside it; attention over
-        // a longer context would have to honour it.
-        if let Some(w) = (0..c.layers).filter_map(|l| c.window.and_then(|w| w.of_layer(l))).min() {
-            if opts.context > w {
-                return Err(ModelError::Unsupported {
-                    arch: c.arch.name().into(),
-                    what: format!("sliding-window attention (a window of {w} positions, in a context of {}; a context of at most {w} runs)", opts.context),
-                });
-            }
+        // The TurboQuant attention kernel has no score soft-cap.
+        if opts.kv == KvKind::TurboQuant && c.attn_softcap.is_some() {
+            return Err(ModelError::Unsupported { arch: c.arch.name().into(), what: "attention soft-capping with a TurboQuant KV cache".into() });
         }
         let chunk = opts.chunk.min(opts.context.max(1));
         let opts = SessionOptions { chunk, ..opts };
@@ -265,6 +261,11 @@ impl Session {
                 t.set_buffer(ctx.upload(&host)?)?;
                 t
             }
+        };
+        // The windowed layers' own RoPE base (Gemma 3), unscaled.
+        let table_local = match c.rope_base_local {
+            Some(base) => Some(RopeTable::build(ctx, RopeConfig::new(c.head_dim, base, RopeScaling::Default), opts.context)?),
+            None => None,
         };
         let logit_rows = if opts.all_logits { chunk } else { 1 };
         // x, xn, q, k, v, attn, tmp, gate, up (up also holds a chunk's interleaved (gate, up) pairs).
@@ -323,6 +324,7 @@ impl Session {
             opts,
             kv,
             table,
+            table_local,
             s,
             bind: Default::default(),
             host_x,
@@ -600,6 +602,14 @@ impl Session {
             self.record_layer(b, model, l, 1, pos, true)?;
         }
         self.record_head(b, model, 1, false)
+    }
+
+    /// The RoPE table of layer `l`: the windowed layers' own where the model has one.
+    fn table_of(&self, c: &Config, l: usize) -> &RopeTable {
+        match (&self.table_local, c.window.and_then(|w| w.of_layer(l))) {
+            (Some(t), Some(_)) => t,
+            _ => &self.table,
+        }
     }
 
     fn check_span(&self, pos0: usize, m: usize) -> Result<()> {

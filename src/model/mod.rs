@@ -6,7 +6,8 @@
 //! Chat ([`chat::Chat`]): the file's own chat template, conversations across turns on one
 //! session's cache, end-of-generation tokens and stop strings.
 //!
-//! Architectures: `llama` (Llama 2/3/3.1, Mistral), `qwen2`, `qwen3` and `phi3`, one module each
+//! Architectures: `llama` (Llama 2/3/3.1, Mistral), `qwen2`, `qwen3`, `phi3`, `gemma2` and
+//! `gemma3`, one module each
 //! in [`arch`]; see also [`config`].
 //!
 //! ```
@@ -81,6 +82,16 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         &ops::ARGMAX,
         &ops::TOP_K,
     ]);
+    let c = &model.config;
+    if c.glu == arch::Glu::GeluTanh {
+        v.push(&elementwise::GELU_GATE);
+    }
+    if c.final_softcap.is_some() {
+        v.push(&elementwise::SOFTCAP);
+    }
+    if c.embed_scale.is_some() {
+        v.push(&elementwise::SCALE);
+    }
     match kv {
         KvKind::F16 => v.extend([&ops::KV_STORE, &attention::DECODE]),
         KvKind::TurboQuant => v.extend([&rope::APPLY, &turboquant::QUANTIZE, &turboquant::DEQUANTIZE, &turboquant::ATTENTION]),

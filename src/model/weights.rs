@@ -30,6 +30,8 @@ pub struct Layer {
     /// The gate and up projections.
     pub ffn_in: FfnIn,
     pub w_down: WeightMatrix,
+    /// RMSNorm weights of the attention and FFN outputs (Gemma), `[hidden]` each.
+    pub post_norms: Option<[GpuBuffer<f32>; 2]>,
 }
 
 /// A tensor's name and dims (`ne0` first).
@@ -68,6 +70,8 @@ pub struct BlockTensors {
     /// `ffn_gate`, `ffn_up` ([`FfnTensors::Separate`]) or the fused `ffn_up`.
     pub ffn_in: Vec<TensorShape>,
     pub down: TensorShape,
+    /// `post_attention_norm`, `post_ffw_norm`, if any.
+    pub post_norms: Vec<TensorShape>,
 }
 
 impl BlockTensors {
@@ -89,6 +93,7 @@ impl BlockTensors {
                 FfnTensors::FusedGateUp => vec![t("ffn_up.weight", &[h, f.saturating_mul(2)])],
             },
             down: t("ffn_down.weight", &[f, h]),
+            post_norms: if spec.post_norms { vec![t("post_attention_norm.weight", &[h]), t("post_ffw_norm.weight", &[h])] } else { Vec::new() },
         }
     }
 
@@ -101,6 +106,7 @@ impl BlockTensors {
             .chain([&self.wo, &self.ffn_norm])
             .chain(&self.ffn_in)
             .chain([&self.down])
+            .chain(&self.post_norms)
             .map(|(n, d)| (n.as_str(), d.as_slice()))
     }
 }
@@ -209,11 +215,12 @@ fn load_error(name: &str, e: crate::Error) -> ModelError {
     }
 }
 
-/// The gate and up matrices `[n, k]`, interleaved into one where their types match.
-fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usize) -> Result<FfnIn> {
+/// The gate and up matrices `[n, k]`, interleaved into one where their types match and the
+/// `silu` gate can be computed from the pairs (SwiGLU).
+fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usize, silu: bool) -> Result<FfnIn> {
     expect_dims(file, gate, &[k, n])?;
     expect_dims(file, up, &[k, n])?;
-    let same = file.tensor(gate).zip(file.tensor(up)).is_some_and(|(g, u)| g.ggml_type == u.ggml_type);
+    let same = silu && file.tensor(gate).zip(file.tensor(up)).is_some_and(|(g, u)| g.ggml_type == u.ggml_type);
     if same {
         Ok(FfnIn::GateUp(WeightMatrix::from_gguf_interleaved(ctx, file, gate, up).map_err(|e| load_error(gate, e))?))
     } else {
@@ -380,7 +387,7 @@ impl Weights {
             let wo = mat!(&bt.wo.0, h, q);
             let ffn_norm = vec1!(&bt.ffn_norm);
             let ffn_in = match &bt.ffn_in[..] {
-                [(gate, _), (up, _)] => ffn_in(ctx, file, gate, up, f, h)?,
+                [(gate, _), (up, _)] => ffn_in(ctx, file, gate, up, f, h, cfg.glu == super::arch::Glu::Silu)?,
                 _ => fused_gate_up(ctx, file, &bt.ffn_in[0].0, f, h)?,
             };
             gpu_bytes += ffn_in.matrices().map(|m| m.bytes()).sum::<u64>();
@@ -388,7 +395,11 @@ impl Weights {
                 step(name)?;
             }
             let w_down = mat!(&bt.down.0, h, f);
-            layers.push(Layer { attn_norm, qkv, qkv_bias, qk_norm, wo, ffn_norm, ffn_in, w_down });
+            let post_norms = match &bt.post_norms[..] {
+                [pa, pf] => Some([vec1!(pa), vec1!(pf)]),
+                _ => None,
+            };
+            layers.push(Layer { attn_norm, qkv, qkv_bias, qk_norm, wo, ffn_norm, ffn_in, w_down, post_norms });
         }
         let output_norm = load!(vector(ctx, file, "output_norm.weight", h)?, "output_norm.weight");
         let head = if cfg.tied_embeddings { "token_embd.weight" } else { "output.weight" };
@@ -423,6 +434,9 @@ impl Weights {
             let start = tok as usize * self.embd_row_bytes;
             let bytes = data.get(start..start + self.embd_row_bytes).ok_or_else(|| bad(name, format!("row {tok} outside the tensor")))?;
             mm::dequantize(self.embd_type, bytes, row).map_err(|e| bad(name, e.to_string()))?;
+            if let Some(s) = cfg.embed_scale {
+                row.iter_mut().for_each(|v| *v *= s);
+            }
         }
         Ok(())
     }

@@ -32,10 +32,21 @@ impl Kernel for PrefillKernel {
             (7, 1000, 1007, 4, 2, 128, HalfSplit, false, true, true),
             (64, 0, 257, 8, 8, 96, Interleaved, false, false, true),
         ];
-        grid.iter()
+        // Sliding windows (narrower than a key tile, so rows of one block start in different
+        // tiles; wider than the keys; non-causal) and score soft-caps near the scores' size.
+        // (tokens, offset, kv_len, heads, kv_heads, d, layout, f16, causal, k_rotated, window, softcap)
+        let gemma = [
+            (33, 20, 53, 4, 2, 64, HalfSplit, true, true, false, Some(7), Some(2.0)),
+            (40, 0, 40, 8, 4, 128, Interleaved, false, true, false, Some(16), None),
+            (9, 3, 30, 4, 4, 80, HalfSplit, false, false, false, Some(5), Some(0.5)),
+            (20, 100, 120, 2, 1, 256, HalfSplit, true, true, true, Some(500), Some(1.0)),
+        ];
+        let plain = grid.iter().map(|&(t, o, kv, h, kvh, d, l, f, c, r)| (t, o, kv, h, kvh, d, l, f, c, r, None, None));
+        plain
+            .chain(gemma)
             .enumerate()
-            .map(|(i, &(tokens, offset, kv_len, h, kvh, d, layout, kv_f16, causal, k_rotated))| {
-                Box::new(PrefillCase { tokens, offset, kv_len, shape: AttnShape::new(h, kvh, d), layout, kv_f16, causal, k_rotated, mode: i }) as Box<dyn Case>
+            .map(|(i, (tokens, offset, kv_len, h, kvh, d, layout, kv_f16, causal, k_rotated, window, softcap))| {
+                Box::new(PrefillCase { tokens, offset, kv_len, shape: AttnShape::new(h, kvh, d), layout, kv_f16, causal, k_rotated, mode: i, window, softcap }) as Box<dyn Case>
             })
             .collect()
     }
@@ -54,6 +65,8 @@ impl Kernel for PrefillKernel {
                         causal: true,
                         k_rotated: false,
                         mode: 5,
+                        window: None,
+                        softcap: None,
                     }) as Box<dyn Case>
                 })
             })
@@ -88,10 +101,22 @@ impl Kernel for DecodeKernel {
             // Matrix decode: 8 heads per KV head (all 16 rows of its products), head_dim 80.
             (299, 16, 2, 80, Interleaved, true),
         ];
-        grid.iter()
+        // Sliding windows (the last key alone; wider than the cache; 17 keys, under one Matrix
+        // tile's worth of chunks) and score soft-caps near the scores' size.
+        // (pos, heads, kv_heads, d, layout, f16, window, softcap)
+        let gemma = [
+            (999, 8, 2, 128, HalfSplit, true, Some(100), Some(2.0)),
+            (50, 4, 4, 64, Interleaved, false, Some(64), Some(1.0)),
+            (700, 16, 2, 80, Interleaved, true, Some(300), None),
+            (20, 2, 1, 64, HalfSplit, false, Some(1), None),
+            (257, 6, 2, 96, HalfSplit, false, Some(17), Some(0.5)),
+        ];
+        let plain = grid.iter().map(|&(pos, h, kvh, d, l, f)| (pos, h, kvh, d, l, f, None, None));
+        plain
+            .chain(gemma)
             .enumerate()
-            .map(|(i, &(pos, h, kvh, d, layout, kv_f16))| {
-                Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, attend_only: i % 4 == 3 }) as Box<dyn Case>
+            .map(|(i, (pos, h, kvh, d, layout, kv_f16, window, softcap))| {
+                Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, window, softcap, attend_only: i % 4 == 3 }) as Box<dyn Case>
             })
             .collect()
     }
@@ -100,7 +125,16 @@ impl Kernel for DecodeKernel {
             .iter()
             .flat_map(|&kv| {
                 [(true, true), (true, false), (false, true), (false, false)].map(|(kv_f16, attend_only)| {
-                    Box::new(DecodeCase { pos: kv - 1, shape: AttnShape::new(32, 8, 128), layout: PairLayout::HalfSplit, kv_f16, mode: 5, attend_only }) as Box<dyn Case>
+                    Box::new(DecodeCase {
+                        pos: kv - 1,
+                        shape: AttnShape::new(32, 8, 128),
+                        layout: PairLayout::HalfSplit,
+                        kv_f16,
+                        mode: 5,
+                        window: None,
+                        softcap: None,
+                        attend_only,
+                    }) as Box<dyn Case>
                 })
             })
             .collect()

@@ -17,7 +17,7 @@ pub(crate) fn decode_checks() -> Vec<Box<dyn Case>> {
     for (i, (pos, h, kvh, d)) in [(40, 8, 2, 64), (33, 8, 2, 80), (25, 6, 2, 96), (20, 4, 1, 128), (16, 2, 2, 256)].into_iter().enumerate() {
         for kv_f16 in [false, true] {
             let layout = if (i + kv_f16 as usize) % 2 == 0 { PairLayout::HalfSplit } else { PairLayout::Interleaved };
-            v.push(Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: 0, attend_only: false }));
+            v.push(Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: 0, window: None, softcap: None, attend_only: false }));
         }
     }
     v
@@ -44,6 +44,9 @@ pub struct DecodeCase {
     /// already rotated query): what torch's SDPA decode does. Otherwise the whole step ([`decode`]:
     /// RoPE of q and k, the cache append, then attention).
     pub attend_only: bool,
+    /// Sliding window and score soft-cap ([`Decode::window`], [`Decode::softcap`]).
+    pub window: Option<usize>,
+    pub softcap: Option<f32>,
 }
 
 struct DecodeSet<KV: Elem> {
@@ -85,6 +88,8 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
                     v_cache: &st.v_cache,
                     kv_len: c.pos + 1,
                     scale: None,
+                    window: c.window,
+                    softcap: c.softcap,
                     scratch: &self.scratch,
                     out: &self.out,
                 },
@@ -97,6 +102,8 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
                 pos: c.pos,
                 layout: c.layout,
                 scale: None,
+                window: c.window,
+                softcap: c.softcap,
                 q: &st.q,
                 k_new: &st.k_new,
                 v_new: &st.v_new,
@@ -160,7 +167,18 @@ impl DecodeCase {
         let mut sets = Vec::new();
         let mut refs = (Vec::new(), Vec::new(), Vec::new());
         let mut row = (Vec::new(), Vec::new(), Vec::new());
-        let dims = Dims { tokens: 1, heads: s.heads, kv_heads: s.kv_heads, d, kv_len, offset: self.pos, causal: true, scale: 1.0 / (d as f64).sqrt() };
+        let dims = Dims {
+            tokens: 1,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+            d,
+            kv_len,
+            offset: self.pos,
+            causal: true,
+            scale: 1.0 / (d as f64).sqrt(),
+            window: self.window,
+            softcap: self.softcap.map(f64::from),
+        };
         for copy in 0..copies.max(1) {
             let q = rng.normal_vec(s.heads * d);
             let k_new = rng.normal_vec(n_row);
@@ -201,7 +219,7 @@ impl Case for DecodeCase {
     fn name(&self) -> String {
         let s = self.shape;
         format!(
-            "kv={} h={}/{} d={} {} {} {}{}",
+            "kv={} h={}/{} d={} {} {} {}{}{}{}",
             self.pos + 1,
             s.heads,
             s.kv_heads,
@@ -209,7 +227,9 @@ impl Case for DecodeCase {
             self.layout.name(),
             self.cfg().scaling.name(),
             if self.kv_f16 { "f16" } else { "f32" },
-            if self.attend_only { " attend-only" } else { "" }
+            if self.attend_only { " attend-only" } else { "" },
+            self.window.map_or(String::new(), |w| format!(" window={w}")),
+            self.softcap.map_or(String::new(), |c| format!(" softcap={c}"))
         )
     }
     #[cfg(feature = "testkit")]

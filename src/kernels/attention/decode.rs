@@ -242,8 +242,8 @@ pub fn native_decode_plan(caps: &Caps, s: &AttnShape, kv_f16: bool, kv_len: usiz
     Ok(Some(DecodePlan { teams: true, native: true, matrix: None, wg: NATIVE_WG, gb, tile: 0, lanes, keys, prefetch: false, chunk, nchunks, gblocks }))
 }
 
-/// Decode attention over keys `0..kv_len` of a cache of rotated keys, for an already rotated
-/// query `q_rot` `[heads, head_dim]` (see [`decode_attention`]).
+/// Decode attention over keys `0..kv_len` (the last `window` of them, if set) of a cache of
+/// rotated keys, for an already rotated query `q_rot` `[heads, head_dim]` (see [`decode_attention`]).
 pub struct DecodeAttention<'a, KV: Elem> {
     pub shape: AttnShape,
     pub q_rot: &'a GpuBuffer<f32>,
@@ -252,6 +252,10 @@ pub struct DecodeAttention<'a, KV: Elem> {
     pub kv_len: usize,
     /// Softmax scale; `None` = `1 / sqrt(head_dim)`.
     pub scale: Option<f32>,
+    /// Sliding window `W`: only the last `W` keys (`kv_len - W ..`) are attended; `None` = all.
+    pub window: Option<usize>,
+    /// Score soft-cap (`cap * tanh(score / cap)`); `None` = off.
+    pub softcap: Option<f32>,
     pub scratch: &'a DecodeScratch,
     pub out: &'a GpuBuffer<f32>,
 }
@@ -276,6 +280,8 @@ fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
     k_cache.require("k_cache", kv_elems)?;
     v_cache.require("v_cache", kv_elems)?;
     out.require("out", shape.q_elems(1)?)?;
+    window_u32(a.window)?;
+    softcap_log2(a.softcap)?;
     scale_log2(a.scale, d).map(|_| ())
 }
 
@@ -286,15 +292,18 @@ type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [crate::buffer::BufRef
 /// built before anything is recorded, so a Native pipeline that fails to build leaves no stray
 /// dispatch behind when [`Context::with_native_fallback`] retries with the fallback variant.
 fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Variant, first: Option<First>) -> Result<()> {
-    let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, scratch, out } = *a;
+    let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, window, softcap, scratch, out } = *a;
     let ctx = b.context();
     let d = shape.head_dim;
+    // The keys attended: key_lo .. kv_len (the last `window` of them); the plan splits those.
+    let key_lo = kv_len - window.map_or(kv_len, |w| w.min(kv_len));
+    let keys = kv_len - key_lo;
     if variant == Variant::Matrix {
-        if let (Err(reason), crate::caps::VariantPolicy::Require(_)) = (decode_matrix::matrix_plan(ctx.caps(), &shape, KV::F16, kv_len), ctx.options().policy) {
+        if let (Err(reason), crate::caps::VariantPolicy::Require(_)) = (decode_matrix::matrix_plan(ctx.caps(), &shape, KV::F16, keys), ctx.options().policy) {
             return Err(Error::Unsupported { kernel: DECODE.name, variant, reason });
         }
     }
-    let plan = decode_plan(ctx.caps(), variant, &shape, KV::F16, kv_len)?;
+    let plan = decode_plan(ctx.caps(), variant, &shape, KV::F16, keys)?;
     let scale_log2 = scale_log2(scale, d)?;
     let params = DecodeParams {
         kv_len: kv_len as u32,
@@ -305,6 +314,9 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         nchunks: plan.nchunks as u32,
         gblocks: plan.gblocks as u32,
         scale_log2,
+        key_lo: key_lo as u32,
+        softcap_log2: softcap_log2(softcap)?,
+        _p: [0; 2],
     };
     let grid = ctx.grid(dims::prod("chunks * head blocks * kv_heads", &[plan.nchunks, plan.gblocks, shape.kv_heads])? as u64)?;
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
@@ -331,6 +343,10 @@ pub struct Decode<'a, KV: Elem> {
     pub pos: usize,
     pub layout: PairLayout,
     pub scale: Option<f32>,
+    /// Sliding window `W`: the token attends to positions `pos - W + 1 ..= pos`; `None` = all.
+    pub window: Option<usize>,
+    /// Score soft-cap (`cap * tanh(score / cap)`); `None` = off.
+    pub softcap: Option<f32>,
     /// New token's q `[heads, d]`, k and v `[kv_heads, d]`, unrotated, f32.
     pub q: &'a GpuBuffer<f32>,
     pub k_new: &'a GpuBuffer<f32>,
@@ -345,7 +361,7 @@ pub struct Decode<'a, KV: Elem> {
 }
 
 /// Record one decode step: rotate q and k at `pos`, append k and v to the caches, attend over
-/// positions `0..=pos` (split-K + merge).
+/// positions `0..=pos` (the last `window` of them, if set; split-K + merge).
 pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     let ctx = b.context();
     let s = a.shape;
@@ -368,7 +384,18 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };
     let bufs = [a.q.raw(), a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.scratch.q_rot.raw(), a.k_cache.raw(), a.v_cache.raw()];
     let grid = ctx.grid((units as u64).div_ceil(64))?;
-    let attend = DecodeAttention { shape: s, q_rot: &a.scratch.q_rot, k_cache: a.k_cache, v_cache: a.v_cache, kv_len: a.pos + 1, scale: a.scale, scratch: a.scratch, out: a.out };
+    let attend = DecodeAttention {
+        shape: s,
+        q_rot: &a.scratch.q_rot,
+        k_cache: a.k_cache,
+        v_cache: a.v_cache,
+        kv_len: a.pos + 1,
+        scale: a.scale,
+        window: a.window,
+        softcap: a.softcap,
+        scratch: a.scratch,
+        out: a.out,
+    };
     ctx.variant_for(&DECODE)?;
     check_attention(&attend)?;
     ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid))))

@@ -118,7 +118,7 @@ pub struct MatrixPlan {
 pub(super) fn matrix_desc(d: u32, gb: u32, sg: u32, nw: u32, maxc: u32) -> PipelineDesc {
     let nd = (d as usize / CM).clamp(1, D_MAX / CM);
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![unrolled(DECODE_MATRIX_WGSL, &[("ND", "{k}", nd)])]),
+        source: ShaderSource::Wgsl(vec![unrolled(DECODE_MATRIX_WGSL, &[("ND", "{k}", nd)]), super::SOFTCAP_WGSL]),
         entry: "main",
         constants: vec![("D", d as f64), ("GB", gb as f64), ("SG", sg as f64), ("NW", nw as f64), ("MAXC", maxc as f64)],
         workgroup_size: [sg * nw, 1, 1],

@@ -4,6 +4,9 @@
 //! or f16 ([`Elem`]). `O = softmax(Q K^T * scale + mask) V` per query head; query head `h` reads
 //! KV head `h / (heads / kv_heads)`. Query token `t` sits at absolute position `offset + t`; when
 //! causal it sees keys `j <= offset + t`. RoPE comes from a [`RopeTable`] (any scaling mode).
+//! Two options of Gemma-style models apply to every variant: a sliding window `W` (a query at
+//! position `P` sees only keys `j > P - W`; `window: None` is unlimited) and logit soft-capping of
+//! the scaled scores, `cap * tanh(score / cap)` before the softmax (`softcap: None` is off).
 //!
 //! * [`prefill`]: rotates Q (at `offset + t`) and, unless the keys come rotated, K (key `j` at
 //!   position `j`) while loading tiles into workgroup memory; online softmax over KV tiles; one
@@ -53,12 +56,12 @@
 //! let (k_cache, v_cache): (GpuBuffer<f32>, GpuBuffer<f32>) = (ctx.alloc(capacity * 2 * 64)?, ctx.alloc(capacity * 2 * 64)?);
 //! let out = ctx.alloc::<f32>(tokens * 8 * 64)?;
 //! let mut b = ctx.batch();
-//! let p = Prefill { shape, tokens, offset: 0, kv_len: tokens, causal: true, k_rotated: false, layout, scale: None, q: &q, k: &k_cache, v: &v_cache, table: &table, out: &out };
+//! let p = Prefill { shape, tokens, offset: 0, kv_len: tokens, causal: true, k_rotated: false, layout, scale: None, window: None, softcap: None, q: &q, k: &k_cache, v: &v_cache, table: &table, out: &out };
 //! attention::prefill(&mut b, &p)?;
 //! // One decode step: rotate the new q/k, append k/v at `pos`, attend over 0..=pos.
 //! let (q1, k1, v1) = (ctx.upload(&vec![0.1f32; 8 * 64])?, ctx.upload(&vec![0.1f32; 2 * 64])?, ctx.upload(&vec![0.1f32; 2 * 64])?);
 //! let (scratch, o1) = (DecodeScratch::new(&ctx, shape)?, ctx.alloc::<f32>(8 * 64)?);
-//! let d = Decode { shape, pos: tokens, layout, scale: None, q: &q1, k_new: &k1, v_new: &v1, k_cache: &k_cache, v_cache: &v_cache, capacity, table: &table, scratch: &scratch, out: &o1 };
+//! let d = Decode { shape, pos: tokens, layout, scale: None, window: None, softcap: None, q: &q1, k_new: &k1, v_new: &v1, k_cache: &k_cache, v_cache: &v_cache, capacity, table: &table, scratch: &scratch, out: &o1 };
 //! attention::decode(&mut b, &d)?;
 //! b.run()?;
 //! # Ok(()) }
@@ -178,6 +181,8 @@ fn decode_extra(caps: &Caps, v: Variant) -> std::result::Result<(), String> {
 const PREFILL_WGSL: &str = include_str!("../../../wgsl/attn_prefill.wgsl");
 /// `struct Params` of every prefill pipeline (the layout of [`PrefillParams`]).
 const PREFILL_PARAMS_WGSL: &str = include_str!("../../../wgsl/attn_prefill_params.wgsl");
+/// `softcap` / `softcap4` of every attention kernel (the score soft-cap).
+const SOFTCAP_WGSL: &str = include_str!("../../../wgsl/attn_softcap.wgsl");
 const PREFILL_PORTABLE: &str = include_str!("../../../wgsl/attn_prefill_portable.wgsl");
 const PREFILL_SUBGROUP: &str = include_str!("../../../wgsl/attn_prefill_subgroup.wgsl");
 const DECODE_WGSL: &str = include_str!("../../../wgsl/attn_decode.wgsl");
@@ -284,6 +289,10 @@ pub struct Prefill<'a, KV: Elem> {
     pub layout: PairLayout,
     /// Softmax scale; `None` = `1 / sqrt(head_dim)`.
     pub scale: Option<f32>,
+    /// Sliding window `W`: query `t` sees only keys `j > offset + t - W`; `None` = unlimited.
+    pub window: Option<usize>,
+    /// Score soft-cap `cap`: scores become `cap * tanh(score / cap)` before the softmax; `None` = off.
+    pub softcap: Option<f32>,
     pub q: &'a GpuBuffer<f32>,
     pub k: &'a GpuBuffer<KV>,
     pub v: &'a GpuBuffer<KV>,
@@ -308,6 +317,11 @@ struct PrefillParams {
     /// Bit 0: half-split pairs; bit 1: f16 K/V (read by the Native kernel, which cannot take
     /// overrides; the WGSL kernels take NEOX and KV_F16 as overrides).
     flags: u32,
+    /// Sliding window (0: unlimited).
+    window: u32,
+    /// Score soft-cap * log2(e) (0: off).
+    softcap_log2: f32,
+    _p: [u32; 2],
 }
 
 #[repr(C)]
@@ -321,6 +335,11 @@ struct DecodeParams {
     nchunks: u32,
     gblocks: u32,
     scale_log2: f32,
+    /// First key attended (the sliding window's start; chunk c starts at key_lo + c * chunk).
+    key_lo: u32,
+    /// Score soft-cap * log2(e) (0: off).
+    softcap_log2: f32,
+    _p: [u32; 2],
 }
 
 #[repr(C)]
@@ -466,7 +485,7 @@ impl PipelineKey for AttnPipeline {
             AttnPipeline::PrefillStage { d, in_f16, neox } => prefill_matrix::stage_desc(d, in_f16, neox),
             AttnPipeline::PrefillNative { d, bq, bk, kv_f16, neox } => prefill_native::native_desc(d, bq, bk, kv_f16, neox, _caps),
             AttnPipeline::Prefill { variant, d, bq, bk, kv_f16, neox } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![if variant == Variant::Subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL]),
+                source: ShaderSource::Wgsl(vec![if variant == Variant::Subgroup { PREFILL_SUBGROUP } else { PREFILL_PORTABLE }, PREFILL_PARAMS_WGSL, PREFILL_WGSL, SOFTCAP_WGSL]),
                 entry: "main",
                 constants: {
                     let (rq, rk) = score_block(bq as usize, bk as usize);
@@ -488,7 +507,7 @@ impl PipelineKey for AttnPipeline {
             AttnPipeline::Decode { d, gb, tile, wg, kv_f16 } => {
                 let words = if kv_f16 { d / 2 } else { d };
                 PipelineDesc {
-                    source: ShaderSource::Wgsl(vec![DECODE_PORTABLE, DECODE_WGSL]),
+                    source: ShaderSource::Wgsl(vec![DECODE_PORTABLE, DECODE_WGSL, SOFTCAP_WGSL]),
                     entry: "main",
                     constants: vec![("D", d as f64), ("GB", gb as f64), ("TILE", tile as f64), ("WG", wg as f64), ("KV_F16", flag(kv_f16)), ("VEC4", flag(words % 4 == 0))],
                     workgroup_size: [wg, 1, 1],
@@ -505,7 +524,7 @@ impl PipelineKey for AttnPipeline {
             AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, prefetch, .. } => {
                 let words = if kv_f16 { d / 2 } else { d };
                 PipelineDesc {
-                    source: ShaderSource::Wgsl(vec![DECODE_SUBGROUP]),
+                    source: ShaderSource::Wgsl(vec![DECODE_SUBGROUP, SOFTCAP_WGSL]),
                     entry: "main",
                     constants: vec![
                         ("D", d as f64),
@@ -547,6 +566,24 @@ impl PipelineKey for AttnPipeline {
 pub(crate) fn scale_log2(scale: Option<f32>, d: usize) -> Result<f32> {
     let s = dims::finite("scale", scale.unwrap_or(1.0 / (d as f32).sqrt()))?;
     dims::finite("scale * log2(e)", s * std::f32::consts::LOG2_E)
+}
+
+/// The kernels' soft-cap in their log2 domain, `cap * log2(e)` (0 = off): [`Error::Argument`]
+/// unless `cap` is finite and > 0.
+pub(crate) fn softcap_log2(cap: Option<f32>) -> Result<f32> {
+    let Some(cap) = cap else { return Ok(0.0) };
+    ensure(cap.is_finite() && cap > 0.0, || Error::Argument(format!("soft-cap {cap}: must be finite and > 0")))?;
+    dims::finite("soft-cap * log2(e)", cap * std::f32::consts::LOG2_E)
+}
+
+/// The window as the kernels take it (0 = unlimited): [`Error::Argument`] for `Some(0)`, and
+/// windows past 32 bits are unlimited in effect (no position reaches them).
+pub(crate) fn window_u32(window: Option<usize>) -> Result<u32> {
+    match window {
+        None => Ok(0),
+        Some(0) => Err(Error::Argument("sliding window 0: must be >= 1 (None for unlimited)".into())),
+        Some(w) => Ok(u32::try_from(w).unwrap_or(0)),
+    }
 }
 
 /// Scores per invocation (rows x keys) for a BQ x BK tile over [`PREFILL_WG`] invocations.
@@ -655,6 +692,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     a.k.require("k", kv_elems)?;
     a.v.require("v", kv_elems)?;
     let scale_log2 = scale_log2(a.scale, d)?;
+    let (window, softcap_log2) = (window_u32(a.window)?, softcap_log2(a.softcap)?);
     let rows = dims::elems_u32("tokens * group", &[a.tokens, s.group()])?;
     let neox = a.layout == PairLayout::HalfSplit;
     ctx.with_native_fallback(&PREFILL, |variant| {
@@ -679,6 +717,9 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
             table_half: (d / 2) as u32,
             scale_log2,
             flags: neox as u32 | (KV::F16 as u32) << 1,
+            window,
+            softcap_log2,
+            _p: [0; 2],
         };
         let grid = ctx.grid(dims::prod("row blocks * kv_heads", &[row_blocks, s.kv_heads])? as u64)?;
         if let AttnPipeline::PrefillMatrix { .. } = key {

@@ -29,6 +29,8 @@ pub(crate) fn prefill_checks() -> Vec<Box<dyn Case>> {
                 causal: true,
                 k_rotated: i == 2,
                 mode: i,
+                window: None,
+                softcap: None,
             }) as Box<dyn Case>
         })
         .collect()
@@ -65,6 +67,9 @@ pub struct PrefillCase {
     pub k_rotated: bool,
     /// Index into `sample_configs` (the RoPE configurations the cases draw from).
     pub mode: usize,
+    /// Sliding window and score soft-cap ([`Prefill::window`], [`Prefill::softcap`]).
+    pub window: Option<usize>,
+    pub softcap: Option<f32>,
 }
 
 impl PrefillCase {
@@ -103,6 +108,8 @@ impl<KV: Elem> Prepared for PrefillPrepared<KV> {
                 k_rotated: c.k_rotated,
                 layout: c.layout,
                 scale: None,
+                window: c.window,
+                softcap: c.softcap,
                 q,
                 k,
                 v,
@@ -148,6 +155,8 @@ impl PrefillCase {
                     offset: self.offset,
                     causal: self.causal,
                     scale: 1.0 / (d as f64).sqrt(),
+                    window: self.window,
+                    softcap: self.softcap.map(f64::from),
                 };
                 reference = reference::attention::attention(&dims, &q_rot, &k_rot, &v_stored);
             }
@@ -162,7 +171,7 @@ impl Case for PrefillCase {
     fn name(&self) -> String {
         let s = self.shape;
         format!(
-            "t={} off={} kv={} h={}/{} d={} {} {} {}{}{} flops={:.3e}",
+            "t={} off={} kv={} h={}/{} d={} {} {} {}{}{}{}{} flops={:.3e}",
             self.tokens,
             self.offset,
             self.kv_len,
@@ -174,6 +183,8 @@ impl Case for PrefillCase {
             if self.kv_f16 { "f16" } else { "f32" },
             if self.causal { "" } else { " full" },
             if self.k_rotated { " k-rotated" } else { "" },
+            self.window.map_or(String::new(), |w| format!(" window={w}")),
+            self.softcap.map_or(String::new(), |c| format!(" softcap={c}")),
             self.flops()
         )
     }

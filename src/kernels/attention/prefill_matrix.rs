@@ -134,7 +134,7 @@ pub(super) fn matrix_desc(d: u32, bk: u32, sg: u32, nsg: u32, tau: f32) -> Pipel
     let jp = (bk * CM as u32 / sg).max(1) as usize;
     let templates = [("ND", "{k}", nd), ("NB", "{n}", bk as usize / CM), ("JQ", "{q}", jp / 4), ("CP", "{x}", cpt)];
     PipelineDesc {
-        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &templates), super::PREFILL_PARAMS_WGSL]),
+        source: ShaderSource::Wgsl(vec![super::unrolled(MATRIX_WGSL, &templates), super::PREFILL_PARAMS_WGSL, super::SOFTCAP_WGSL]),
         entry: "main",
         constants: vec![("D", d as f64), ("BK", bk as f64), ("SG", sg as f64), ("NSG", nsg as f64), ("TAU", tau as f64)],
         workgroup_size: [nsg * sg, 1, 1],
@@ -309,6 +309,8 @@ mod tests {
             k_rotated,
             layout,
             scale: None,
+            window: None,
+            softcap: None,
             q: &q,
             k: &k,
             v: &v,
@@ -360,7 +362,23 @@ mod tests {
         let q = ctx.upload(&qh).unwrap();
         let (k, v) = (ctx.alloc::<f32>(d).unwrap(), ctx.alloc::<f32>(d).unwrap());
         let out = ctx.alloc::<f32>(tokens * heads * d).unwrap();
-        let a = Prefill { shape, tokens, offset, kv_len: offset + tokens, causal: true, k_rotated: false, layout, scale: None, q: &q, k: &k, v: &v, table: &table, out: &out };
+        let a = Prefill {
+            shape,
+            tokens,
+            offset,
+            kv_len: offset + tokens,
+            causal: true,
+            k_rotated: false,
+            layout,
+            scale: None,
+            window: None,
+            softcap: None,
+            q: &q,
+            k: &k,
+            v: &v,
+            table: &table,
+            out: &out,
+        };
         let scale = 0.37f32;
         let params = PrefillParams { scale_log2: scale, ..Zeroable::zeroed() };
         let mut b = ctx.batch();

@@ -18,6 +18,8 @@
 //! off in `Spec::new`), its tensors in [`super::weights::BlockTensors`] and its step in
 //! `record_layer` (src/model/forward/layer.rs).
 
+mod gemma2;
+mod gemma3;
 mod llama;
 mod phi3;
 mod qwen2;
@@ -38,14 +40,22 @@ pub enum Arch {
     Qwen3,
     /// Phi-3, Phi-3.5 and Phi-4-mini files.
     Phi3,
+    Gemma2,
+    Gemma3,
 }
 
 /// An architecture module's description function.
 type Describe = fn(&Meta) -> Result<Spec>;
 
 /// Each architecture: its variant, its `general.architecture` name and its description.
-const ARCHITECTURES: &[(Arch, &str, Describe)] =
-    &[(Arch::Llama, "llama", llama::describe), (Arch::Qwen2, "qwen2", qwen2::describe), (Arch::Qwen3, "qwen3", qwen3::describe), (Arch::Phi3, "phi3", phi3::describe)];
+const ARCHITECTURES: &[(Arch, &str, Describe)] = &[
+    (Arch::Llama, "llama", llama::describe),
+    (Arch::Qwen2, "qwen2", qwen2::describe),
+    (Arch::Qwen3, "qwen3", qwen3::describe),
+    (Arch::Phi3, "phi3", phi3::describe),
+    (Arch::Gemma2, "gemma2", gemma2::describe),
+    (Arch::Gemma3, "gemma3", gemma3::describe),
+];
 
 impl Arch {
     /// The `general.architecture` string.
@@ -147,12 +157,17 @@ pub enum FfnTensors {
 pub enum Glu {
     /// `silu(g) = g / (1 + exp(-g))` (SwiGLU).
     Silu,
+    /// GELU's tanh approximation (GeGLU, Gemma).
+    GeluTanh,
 }
 
 /// Which layers a sliding window applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowLayers {
     All,
+    /// Layer `l` is windowed where `l % n < n - 1`: every n-th layer (the last of each group of
+    /// n) attends globally (llama.cpp's swa pattern: Gemma 2 n = 2, Gemma 3 n = 6).
+    Pattern(usize),
 }
 
 /// A sliding attention window: a query at position `p` sees keys at `p - size < j <= p`.
@@ -164,9 +179,10 @@ pub struct Window {
 
 impl Window {
     /// The window of layer `l`, if it has one.
-    pub fn of_layer(&self, _l: usize) -> Option<usize> {
+    pub fn of_layer(&self, l: usize) -> Option<usize> {
         match self.layers {
             WindowLayers::All => Some(self.size),
+            WindowLayers::Pattern(n) => (n > 0 && l % n < n - 1).then_some(self.size),
         }
     }
 }
@@ -209,6 +225,19 @@ pub struct Spec {
     /// ([`crate::model::Config::rope_table`]). Implemented for fused q/k/v without biases or
     /// q/k norms.
     pub rope_dims: usize,
+    /// RMSNorms of the attention and FFN outputs before their residual adds
+    /// (`post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: bool,
+    /// Token embeddings scaled by this (Gemma: `sqrt(hidden)`).
+    pub embed_scale: Option<f32>,
+    /// Softmax scale of the attention scores (`None`: `1 / sqrt(head_dim)`).
+    pub attn_scale: Option<f32>,
+    /// Soft-cap of the attention scores (`cap * tanh(s / cap)`).
+    pub attn_softcap: Option<f32>,
+    /// Soft-cap of the final logits.
+    pub final_softcap: Option<f32>,
+    /// RoPE base of the windowed layers, where it differs (Gemma 3's local layers; no scaling).
+    pub rope_base_local: Option<f64>,
 }
 
 impl Spec {
@@ -225,6 +254,12 @@ impl Spec {
             window: None,
             rope_factors: None,
             rope_dims: m.u("rope.dimension_count")?.unwrap_or(m.head_dim),
+            post_norms: false,
+            embed_scale: None,
+            attn_scale: None,
+            attn_softcap: None,
+            final_softcap: None,
+            rope_base_local: None,
         })
     }
 

@@ -107,6 +107,9 @@ impl Session {
                 .with_cache(cache);
                 ops::argmax(&mut b, &self.s.logits, offset, vocab, tok)?;
                 mm::gather_row(&mut b, embd, tok, &self.s.x)?;
+                if let Some(s) = model.config.embed_scale {
+                    elementwise::scale_inplace(&mut b, &self.s.x, model.config.hidden, s)?;
+                }
                 self.record_decode(&mut b, model, self.kv.pos())?;
                 b.copy_to_host(tok, 1, &self.greedy.back[slot])?;
                 let sub = b.submit()?;

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::kernels::rope::Elem;
+use crate::model::arch::Glu;
 
 /// Views of the first row of a session's `qkv` buffer: q, k, v, and each run of them.
 pub(super) struct QkvViews {
@@ -54,6 +55,9 @@ impl Session {
             };
             let xq = self.norm(b, src, &w.output_norm, 1, c, int_dot([&w.lm_head]))?;
             Self::gemv(b, &w.lm_head, &s.xn, xq, &s.logits, Epilogue::Store)?;
+        }
+        if let Some(cap) = c.final_softcap {
+            elementwise::softcap_inplace(b, &s.logits, if all { m } else { 1 } * c.vocab, cap)?;
         }
         Ok(())
     }
@@ -109,8 +113,19 @@ impl Session {
     }
 
     /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
-    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix) -> Result<()> {
+    /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp` and `xn`).
+    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix, post: Option<(&GpuBuffer<f32>, f32)>) -> Result<()> {
         let s = &self.s;
+        if let Some((weight, eps)) = post {
+            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
+            if m == 1 {
+                Self::gemv(b, w, a, xq, &s.tmp, Epilogue::Store)?;
+            } else {
+                Self::matmul_rows(b, w, a, xq, &s.tmp, m)?;
+            }
+            elementwise::rmsnorm(b, &s.tmp, weight, &s.xn, m, w.n(), eps)?;
+            return Ok(elementwise::add_inplace(b, &s.x, &s.xn, m * w.n())?);
+        }
         if m == 1 {
             let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
@@ -122,7 +137,7 @@ impl Session {
     }
 
     /// `gate = silu(xn W_gate^T) * (xn W_up^T)` (`xq`: `xn` as int8, in a decode step).
-    fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize, xq: Option<&Q8Activations>) -> Result<()> {
+    fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize, xq: Option<&Q8Activations>, act: elementwise::Activation) -> Result<()> {
         let s = &self.s;
         match f {
             FfnIn::GateUp(w) if m == 1 => Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu),
@@ -138,7 +153,7 @@ impl Session {
                         Self::matmul_rows(b, w, &s.xn, xq, y, m)?;
                     }
                 }
-                Ok(elementwise::silu_gate_inplace(b, &s.gate, &s.up, m * ffn)?)
+                Ok(elementwise::gate_inplace(b, act, &s.gate, &s.up, m * ffn)?)
             }
         }
     }
@@ -187,9 +202,9 @@ impl Session {
     }
 
     /// Causal attention of a prefill chunk (`m` queries at `pos0..`) over caches of rotated keys
-    /// holding positions `0..pos0 + m`, into `attn`.
+    /// holding positions `0..pos0 + m`, into `attn` (layer `l`'s window and RoPE table).
     #[allow(clippy::too_many_arguments)]
-    fn prefill_attention<KV: Elem>(&self, b: &mut Batch, c: &Config, m: usize, pos0: usize, q: &GpuBuffer<f32>, k: &GpuBuffer<KV>, v: &GpuBuffer<KV>) -> Result<()> {
+    fn prefill_attention<KV: Elem>(&self, b: &mut Batch, c: &Config, l: usize, m: usize, pos0: usize, q: &GpuBuffer<f32>, k: &GpuBuffer<KV>, v: &GpuBuffer<KV>) -> Result<()> {
         let p = Prefill {
             shape: AttnShape::new(c.heads, c.kv_heads, c.head_dim),
             tokens: m,
@@ -198,11 +213,13 @@ impl Session {
             causal: true,
             k_rotated: true,
             layout: c.layout,
-            scale: None,
+            scale: c.attn_scale,
+            window: c.window.and_then(|w| w.of_layer(l)),
+            softcap: c.attn_softcap,
             q,
             k,
             v,
-            table: &self.table,
+            table: self.table_of(c, l),
             out: &self.s.attn,
         };
         Ok(attention::prefill(b, &p)?)
@@ -225,6 +242,7 @@ impl Session {
             (Some(_), None) => return Err(ModelError::Argument("q/k norms without their work buffers".into())),
         };
         let cap = self.kv.capacity();
+        let (window, table) = (c.window.and_then(|w| w.of_layer(l)), self.table_of(c, l));
         match &self.kv.layers[l] {
             LayerKv::F16 { k, v } if decode => attention::decode(
                 b,
@@ -232,44 +250,51 @@ impl Session {
                     shape,
                     pos: pos0,
                     layout: c.layout,
-                    scale: None,
+                    scale: c.attn_scale,
+                    window,
+                    softcap: c.attn_softcap,
                     q: qn,
                     k_new: kn,
                     v_new: vn,
                     k_cache: k,
                     v_cache: v,
                     capacity: cap,
-                    table: &self.table,
+                    table,
                     scratch: &s.decode,
                     out: &s.attn,
                 },
             )?,
             LayerKv::F16 { k, v } => {
-                let store =
-                    ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table: &self.table, k_cache: k, v_cache: v, capacity: cap };
+                let store = ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table, k_cache: k, v_cache: v, capacity: cap };
                 ops::kv_store(b, &store)?;
-                self.prefill_attention(b, c, m, pos0, qn, k, v)?;
+                self.prefill_attention(b, c, l, m, pos0, qn, k, v)?;
             }
             LayerKv::Tq { k, v } => {
                 let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
-                rope::apply(b, kn, m, c.kv_heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
+                rope::apply(b, kn, m, c.kv_heads, c.layout, table, Positions::Start(pos0 as u32))?;
                 tq::quantize(b, kn, m, pos0, k)?;
                 tq::quantize(b, vn, m, pos0, v)?;
                 if decode {
-                    rope::apply(b, qn, 1, c.heads, c.layout, &self.table, Positions::Start(pos0 as u32))?;
-                    let a = tq::DecodeAttention { heads: c.heads, kv_len: pos0 + 1, window: None, scale: 1.0 / (c.head_dim as f32).sqrt() };
+                    rope::apply(b, qn, 1, c.heads, c.layout, table, Positions::Start(pos0 as u32))?;
+                    let scale = c.attn_scale.unwrap_or(1.0 / (c.head_dim as f32).sqrt());
+                    let a = tq::DecodeAttention { heads: c.heads, kv_len: pos0 + 1, window, scale };
                     tq::decode_attention(b, &scratch.workspace, qn, k, v, &s.attn, &a)?;
                 } else {
                     tq::dequantize(b, k, 0, pos0 + m, &scratch.k)?;
                     tq::dequantize(b, v, 0, pos0 + m, &scratch.v)?;
-                    self.prefill_attention(b, c, m, pos0, qn, &scratch.k, &scratch.v)?;
+                    self.prefill_attention(b, c, l, m, pos0, qn, &scratch.k, &scratch.v)?;
                 }
             }
         }
-        self.project_add(b, &s.attn, 1, m, &w.wo)?;
+        let post = |i: usize| w.post_norms.as_ref().map(|p| (&p[i], c.rms_eps));
+        self.project_add(b, &s.attn, 1, m, &w.wo, post(0))?;
         let xq = self.norm(b, &s.x, &w.ffn_norm, m, c, int_dot(w.ffn_in.matrices()))?;
-        self.ffn_in(b, &w.ffn_in, m, c.ffn, xq)?;
-        self.project_add(b, &s.gate, 2, m, &w.w_down)?;
+        let act = match c.glu {
+            Glu::Silu => elementwise::Activation::Silu,
+            Glu::GeluTanh => elementwise::Activation::GeluTanh,
+        };
+        self.ffn_in(b, &w.ffn_in, m, c.ffn, xq, act)?;
+        self.project_add(b, &s.gate, 2, m, &w.w_down, post(1))?;
         Ok(())
     }
 }
