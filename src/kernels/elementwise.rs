@@ -18,7 +18,7 @@
 //! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
 //! elementwise_ops.wgsl + elementwise_{binary,inplace,unary}.wgsl.
 //!
-//! ```no_run
+//! ```
 //! use wgkernels::kernels::elementwise;
 //! use wgkernels::{Context, ContextOptions};
 //! # fn main() -> wgkernels::Result<()> {
@@ -30,6 +30,9 @@
 //! elementwise::silu_gate_inplace(&mut b, &h, &w, n)?; // h = silu(h) * w
 //! elementwise::add_inplace(&mut b, &x, &h, n)?; // x += h
 //! b.run()?;
+//! // rmsnorm(1) = 1 (up to eps), silu(1) = 1 / (1 + e^-1), so x = 1 + 0.7311 everywhere.
+//! let want = 1.0 + 1.0 / (1.0 + (-1f32).exp());
+//! assert!(ctx.read(&x)?.iter().all(|v| (v - want).abs() < 1e-4));
 //! # Ok(()) }
 //! ```
 

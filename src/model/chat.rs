@@ -30,20 +30,21 @@
 //! at the token limit, or when the cache is full; the reply (without the end-of-generation token
 //! or the stop string) joins the conversation as the assistant's message.
 //!
-//! ```no_run
+//! ```
 //! use wgkernels::{Context, ContextOptions};
 //! use wgkernels::model::chat::{Chat, Message};
 //! use wgkernels::model::{tokenizer::Tokenizer, Model, Sampler, SamplerConfig, Session, SessionOptions};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ctx = Context::new_blocking(ContextOptions::from_env()?)?;
-//! let model = Model::open(&ctx, "model.gguf", &mut |_| {})?;
+//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/models/qwen3-tiny-q4_k_m.gguf");
+//! let model = Model::open(&ctx, path, &mut |_| {})?; // a random-weight Qwen3 with its template
 //! let tok = Tokenizer::from_gguf(&model.file)?;
-//! let mut session = Session::new(&ctx, &model, SessionOptions { context: 4096, ..Default::default() })?;
+//! let mut session = Session::new(&ctx, &model, SessionOptions { context: 512, ..Default::default() })?;
 //! let mut sampler = Sampler::new(SamplerConfig::default())?;
 //! let mut chat = Chat::from_gguf(&model.file, &tok)?;
 //! chat.push(Message::system("You are a helpful assistant."));
 //! for question in ["What is the capital of France?", "And of Italy?"] {
-//!     let reply = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, question, 256, |text| {
+//!     let reply = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, question, 16, |text| {
 //!         print!("{text}");
 //!         Ok(true)
 //!     })?;

@@ -19,18 +19,21 @@
 //! their own (byte tokens, split characters); a [`Decoder`] buffers them and yields only complete
 //! UTF-8 text, for streaming.
 //!
-//! ```no_run
+//! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use wgkernels::formats::gguf::GgufFile;
 //! use wgkernels::model::tokenizer::Tokenizer;
-//! let file = GgufFile::open("model.gguf")?;
+//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/models/llama-tiny-q8_0.gguf");
+//! let file = GgufFile::open(path)?;
 //! let tok = Tokenizer::from_gguf(&file)?;
 //! let ids = tok.encode("Hello world", true)?;
 //! let mut dec = tok.decoder(false);
+//! let mut text = String::new();
 //! for &id in &ids {
-//!     print!("{}", dec.push(id)?);
+//!     text += &dec.push(id)?; // whole characters only, as they complete
 //! }
-//! print!("{}", dec.finish());
+//! text += &dec.finish();
+//! assert_eq!(text.trim_start(), "Hello world");
 //! # Ok(()) }
 //! ```
 

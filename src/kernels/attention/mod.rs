@@ -43,7 +43,7 @@
 //! (Portable), attn_decode_subgroup.wgsl (Subgroup), attn_decode_matrix.wgsl (Matrix),
 //! attn_merge.wgsl; msl/attn_decode.metal (Native decode), msl/attn_prefill.metal (Native prefill).
 //!
-//! ```no_run
+//! ```
 //! use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
 //! use wgkernels::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
 //! use wgkernels::{Context, ContextOptions, GpuBuffer};
@@ -53,17 +53,19 @@
 //! let table = RopeTable::build(&ctx, RopeConfig::new(64, 10000.0, RopeScaling::Default), capacity)?;
 //! let layout = PairLayout::HalfSplit;
 //! let q = ctx.upload(&vec![0.1f32; tokens * 8 * 64])?;
-//! let (k_cache, v_cache): (GpuBuffer<f32>, GpuBuffer<f32>) = (ctx.alloc(capacity * 2 * 64)?, ctx.alloc(capacity * 2 * 64)?);
+//! // Keys zero, values 0.2: every output is a weighted mean of 0.2s.
+//! let (k_cache, v_cache): (GpuBuffer<f32>, GpuBuffer<f32>) = (ctx.alloc(capacity * 2 * 64)?, ctx.upload(&vec![0.2f32; capacity * 2 * 64])?);
 //! let out = ctx.alloc::<f32>(tokens * 8 * 64)?;
 //! let mut b = ctx.batch();
 //! let p = Prefill { shape, tokens, offset: 0, kv_len: tokens, causal: true, k_rotated: false, layout, scale: None, window: None, softcap: None, q: &q, k: &k_cache, v: &v_cache, table: &table, out: &out };
 //! attention::prefill(&mut b, &p)?;
 //! // One decode step: rotate the new q/k, append k/v at `pos`, attend over 0..=pos.
-//! let (q1, k1, v1) = (ctx.upload(&vec![0.1f32; 8 * 64])?, ctx.upload(&vec![0.1f32; 2 * 64])?, ctx.upload(&vec![0.1f32; 2 * 64])?);
+//! let (q1, k1, v1) = (ctx.upload(&vec![0.1f32; 8 * 64])?, ctx.upload(&vec![0.1f32; 2 * 64])?, ctx.upload(&vec![0.2f32; 2 * 64])?);
 //! let (scratch, o1) = (DecodeScratch::new(&ctx, shape)?, ctx.alloc::<f32>(8 * 64)?);
 //! let d = Decode { shape, pos: tokens, layout, scale: None, window: None, softcap: None, q: &q1, k_new: &k1, v_new: &v1, k_cache: &k_cache, v_cache: &v_cache, capacity, table: &table, scratch: &scratch, out: &o1 };
 //! attention::decode(&mut b, &d)?;
 //! b.run()?;
+//! assert!(ctx.read(&out)?.iter().chain(&ctx.read(&o1)?).all(|o| (o - 0.2).abs() < 1e-5));
 //! # Ok(()) }
 //! ```
 
