@@ -1,4 +1,4 @@
-//! Generate text from a GGUF model (`llama` or `qwen2` architecture) with the crate's kernels.
+//! Generate text from a GGUF model (any architecture of `model::arch`: llama, qwen2, qwen3, phi3, gemma2, gemma3) with the crate's kernels.
 //!
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
@@ -78,7 +78,7 @@ struct Args {
 const HELP: &str = "\
 usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time] [--chat [--system TEXT] [--stop STR]...] [--pipeline-cache FILE | --no-pipeline-cache]
 
-Generates text from a GGUF model (llama, qwen2) on the GPU.
+Generates text from a GGUF model (llama, qwen2, qwen3, phi3, gemma2, gemma3) on the GPU.
 
   MODEL.gguf             the model file (memory-mapped; it must not change while this runs)
   -p, --prompt TEXT      the prompt (required except with --chat; may be empty: then generation
