@@ -8,11 +8,13 @@
 //! ([`crate::kernels::q8::quantize_rows`] into a [`Q8Activations`] of several rows).
 //!
 //! Plan: the int8 GEMV's teams (a subgroup, or 32 lanes of a Portable workgroup) of `ROWS`
-//! weight rows, `m * ROWS` f32 accumulators per lane, `m` compiled in (one pipeline per m).
-//! Defaults (swept on an H200 for Q4_K 4096 x 4096, see docs/PERFORMANCE.md): 4 weight rows per
-//! team (each activation record loaded once serves 4 rows: the records, 128 bytes per row and
-//! quad, are most of what a lane reads), two quads per lane in flight up to m = 8 and one above
-//! (at m = 16 two would need 64 accumulators plus two slabs, and spill);
+//! weight rows, `slots * ROWS` f32 accumulators per lane, where `slots` ([`gemm_q8_slots`]) is
+//! `m` rounded up to a power of two and compiled in; the live `m` is a uniform runtime value, so
+//! a format has at most five pipelines (1, 2, 4, 8, 16 slots), not one per `m`.
+//! Defaults (swept on an H200 for Q4_K 4096 x 4096, before the slots, see docs/PERFORMANCE.md):
+//! 4 weight rows per team (each activation record loaded once serves 4 rows: the records, 128
+//! bytes per row and quad, are most of what a lane reads), two quads per lane in flight up to 8
+//! slots and one above (at 16 two would need 64 accumulators plus two slabs, and spill);
 //! `WGKERNELS_Q8GEMM_WG` / `_ROWS` / `_UNROLL` / `_TEAM` / `_PLANES` override them
 //! ([`crate::Tuning::gemm_q8`]; the plan: [`gemm_q8_plan`]).
 //! Source: wgsl/mm_gemm_q8.wgsl (+ team_*.wgsl, mm_common.wgsl, the format part and the row
