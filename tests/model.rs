@@ -79,21 +79,19 @@ fn qwen2_synthetic_matches_reference() {
 
 /// qwen3 (per-head q/k RMSNorm, heads wider than the residual stream), phi3 (fused q/k/v and
 /// gate/up tensors, LongRoPE factors and attention factor; with full and partial rotary
-/// embeddings) and a Mistral-style llama file (a
-/// sliding window as long as the context: nothing outside it) against the f64 reference; a
-/// context longer than the window runs (the attention kernels honour windows; the Gemma
-/// fixtures check them against llama.cpp).
+/// embeddings) and a Mistral-style llama file against the f64 reference. The Mistral file's
+/// `llama.attention.sliding_window` (4, shorter than the 13 positions checked) is not applied,
+/// as llama.cpp does not apply it to llama files: the reference attends over every position,
+/// and the window is reported as ignored; likewise a phi3 file's window.
 #[test]
 fn qwen3_phi3_mistral_synthetic_match_reference() {
     for spec in [Spec::qwen3(), Spec::phi3(), Spec::phi3_partial(), Spec::mistral()] {
         check_synthetic(&spec, KvKind::F16, 2e-3);
     }
-    let ctx = common::context();
-    let model = load(&ctx, &build(&Spec::mistral(), 3).0).unwrap();
-    assert_eq!(model.config.window.map(|w| w.size), Some(16));
-    let mut s = Session::new(&ctx, &model, SessionOptions { context: 40, ..Default::default() }).unwrap();
-    let logits = s.prefill(&ctx, &model, &prompt(30, model.config.vocab, 5)).unwrap();
-    assert!(logits.iter().all(|v| v.is_finite()));
+    for spec in [Spec::mistral(), Spec { window: Some(4), ..Spec::phi3() }] {
+        let cfg = Config::from_gguf(&GgufFile::from_vec(build(&spec, 3).0.to_bytes()).unwrap()).unwrap();
+        assert_eq!((cfg.window, cfg.ignored_window), (None, Some(4)), "{}", spec.arch);
+    }
 }
 
 fn writer_without_key(spec: &Spec, key: &str) -> GgufWriter {
@@ -312,18 +310,55 @@ fn glue_kernels_match_cpu() {
     assert!(ops::swiglu_pairs(&mut ctx.batch(), &gb, n + 1, &ob).is_err(), "pairs past the input");
 }
 
+/// The logit tolerance of a llama.cpp fixture, as a fraction of each row's spread: the file
+/// type's base, set on llama-tiny (F16 5e-3, Q8_0 4e-2, Q4_K_M 6e-2; measured on lavapipe 1.6e-3,
+/// 1.9e-2, 4.4e-2: 8-bit activation rounding is 2^-8 of a block's maximum, f16's 2^-11 of each
+/// value), scaled by how much more than llama-tiny the fixture's random model amplifies
+/// activation rounding. That amplification is measured without weight quantisation: the F16
+/// file each fixture was quantised from (tools/make_model_fixtures.py's `<kind>-f16.gguf`, not
+/// committed), our logits (lavapipe, chunks of 16) against llama.cpp's F16 logits of it, worst
+/// position. Those F16 errors are all under the F16 tolerance (the forward pass is llama.cpp's),
+/// and each Q4_K_M file's error is 28 to 37 times its F16 error, so the quantised files' gap is
+/// the rounding amplified, not a missing feature (which moves logits by 0.28 and more, see
+/// tools/make_model_fixtures.py). Models not listed count as llama-tiny.
+fn fixture_tolerance(m: &model_ref::fixtures::FixtureModel) -> f64 {
+    // Worst F16 error of each model: llama-tiny 1.56e-3 (the committed F16 fixture), qwen2 1.69e-3,
+    // qwen3 1.45e-3, phi3 2.27e-3, mistral 2.40e-3, gemma2 2.35e-3, gemma3 4.65e-3 (six layers,
+    // worst from position 8 on, where its windows start to drop keys, in F16 as in Q4_K_M).
+    const F16_ERROR: &[(&str, f64)] = &[
+        ("llama-tiny", 1.56e-3),
+        ("qwen2-tiny", 1.69e-3),
+        ("qwen3-tiny", 1.45e-3),
+        ("phi3-tiny", 2.27e-3),
+        ("mistral-tiny", 2.40e-3),
+        ("gemma2-tiny", 2.35e-3),
+        ("gemma3-tiny", 4.65e-3),
+    ];
+    let base = match m.ftype.as_str() {
+        "F16" => 5e-3,
+        "Q8_0" => 4e-2,
+        _ => 6e-2,
+    };
+    let kind = m.name.rsplit_once('-').map_or(m.name.as_str(), |(k, _)| k);
+    let amplification = F16_ERROR.iter().find(|e| e.0 == kind).map_or(1.0, |e| e.1 / F16_ERROR[0].1);
+    base * amplification.max(1.0)
+}
+
 /// The llama.cpp fixtures (tests/data/models/manifest.txt, made by tools/make_model_fixtures.py
 /// with llama.cpp's converter, quantiser and CPU backend): for every model file, our prompt
 /// tokenisation equals llama.cpp's, our logits match llama.cpp's at every prompt position, and
 /// llama.cpp's 32-token greedy continuation is ours (see the comment in the loop for quantised
 /// files).
 ///
-/// Tolerance, as a fraction of each row's logit spread (max - min): llama.cpp's CPU backend
-/// rounds the activations of every quantised matrix product to 8 bits (Q8_0 / Q8_K blocks) and
-/// of F16 products to f16, while our kernels multiply f32 activations; both caches hold f16 K/V.
-/// Measured on lavapipe (llama-tiny): F16 1.6e-3, Q8_0 2.7e-2, Q4_K_M 4.4e-2 (8-bit activation
-/// rounding is 2^-8 of a block's maximum against f16's 2^-11 of each value). Tolerances: F16
-/// 5e-3, Q8_0 4e-2, Q4_K_M 6e-2. A wrong layout, scaling, bias or tensor shows up as 30% and more.
+/// Tolerance ([`fixture_tolerance`]), as a fraction of each row's logit spread (max - min).
+/// llama.cpp's CPU backend rounds the activations of every quantised matrix product to 8 bits
+/// (Q8_0 blocks of 32 for Q8_0 weights, Q8_K blocks of 256 for Q4_K / Q6_K) and of F16 products
+/// to f16; both caches hold f16 K/V. Our run rounds as llama.cpp does where our kernels can: on
+/// Q8_0 files it takes the int8 path (`int8_activations`, blocks of 32 as Q8_0's), on the others
+/// it multiplies f32 activations (a rounding of our own on a Q4_K_M file would be a second,
+/// independent one: measured, it moves the Q4_K_M errors from 5.1e-2 to 6.7e-2 on mistral-tiny
+/// and from 5.7e-2 to 8.6e-2 on gemma2-tiny, while on the Q8_0 files the int8 path brings them
+/// down, e.g. gemma2-tiny's from 5.7e-2 to 3.3e-2).
 #[test]
 fn llama_cpp_fixtures_match() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, read_npy_f32, u32s, unhex};
@@ -370,19 +405,10 @@ fn llama_cpp_fixtures_match() {
         let model = Model::load(&ctx, file, &mut |_| {}).unwrap();
         let vocab = model.config.vocab;
         assert_eq!(shape, vec![prompt.len(), vocab], "{name}: logits shape");
-        // Gemma's Q4_K_M files measured 8.6e-2 (gemma2) and 1.35e-1 (gemma3, six layers, from
-        // position 8 on: its window) on lavapipe; their greedy continuations pass the rule below.
-        // A window one key too wide or too narrow moves them by 0.57 to 0.75, and llama.cpp's
-        // fixture script measured each Gemma feature left out at 0.28 (final soft-cap) to 1.12.
-        let tol = match (m.ftype.as_str(), m.arch.starts_with("gemma")) {
-            ("F16", _) => 5e-3,
-            ("Q8_0", _) => 4e-2,
-            (_, true) => 0.2,
-            _ => 6e-2,
-        };
+        let tol = fixture_tolerance(m);
         let greedy = u32s(key("greedy_tokens"));
         let top2: Vec<f64> = key("greedy_top2").iter().map(|s| s.parse().unwrap()).collect();
-        let opts = SessionOptions { context: prompt.len() + greedy.len(), kv: KvKind::F16, chunk: 16, all_logits: true, ..Default::default() };
+        let opts = SessionOptions { context: prompt.len() + greedy.len(), kv: KvKind::F16, chunk: 16, all_logits: true, int8_activations: m.ftype == "Q8_0", ..Default::default() };
         let mut s = Session::new(&ctx, &model, opts).unwrap();
         let got = s.prefill(&ctx, &model, &prompt).unwrap();
         let mut worst: f64 = 0.0;
@@ -391,7 +417,7 @@ fn llama_cpp_fixtures_match() {
             let e = row_error(g, &wf);
             worst = worst.max(e);
             if e >= tol {
-                failures.push(format!("{name}: position {t}: logit error {e:.3e} of the spread (tol {tol})"));
+                failures.push(format!("{name}: position {t}: logit error {e:.3e} of the spread (tol {tol:.3e})"));
             }
         }
         // Greedy continuation, teacher-forced with llama.cpp's tokens: at every step llama.cpp's
@@ -416,7 +442,7 @@ fn llama_cpp_fixtures_match() {
                 row = s.decode(&ctx, &model, want_tok).unwrap();
             }
         }
-        println!("{name}: max logit error {worst:.3e} of the spread (tol {tol}); greedy: {exact}/{} steps our argmax", greedy.len());
+        println!("{name}: max logit error {worst:.3e} of the spread (tol {tol:.3e}); greedy: {exact}/{} steps our argmax", greedy.len());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -837,9 +863,8 @@ fn greedy_on_gpu_matches_cpu_greedy() {
 /// path's, on the quantised fixtures (every layer's matrices have an integer dot), chunks of 16
 /// and of 5 (the prompt's 44-47 tokens end in a shorter chunk). The int8 rounding moves logits
 /// by a few percent of their spread on these tiny random-weight models, as in a decode step;
-/// the tolerance is the fixtures' int8 tolerance against llama.cpp (which rounds its
-/// activations the same way): 4e-2 of the spread for Q8_0, 6e-2 for Q4_K_M. The two paths must
-/// differ (else the int8 path did not run).
+/// the tolerance is the fixture's tolerance against llama.cpp (which rounds its activations to 8
+/// bits too), [`fixture_tolerance`]. The two paths must differ (else the int8 path did not run).
 #[test]
 fn int8_prefill_matches_f32_prefill() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};
@@ -849,13 +874,7 @@ fn int8_prefill_matches_f32_prefill() {
         let r = read_keys(&dir().join(&m.reference));
         let prompt = u32s(&r["prompt_tokens"]);
         let model = Model::load(&ctx, GgufFile::open(dir().join(&m.file)).unwrap(), &mut |_| {}).unwrap();
-        // Gemma files: the fixtures test's Gemma tolerance (gemma2 Q8_0 measured 4.5e-2 here:
-        // post-norms and soft-caps make these tiny models more sensitive to the rounding).
-        let tol = match (m.ftype.as_str(), m.arch.starts_with("gemma")) {
-            (_, true) => 0.2,
-            ("Q8_0", _) => 4e-2,
-            _ => 6e-2,
-        };
+        let tol = fixture_tolerance(m);
         for chunk in [16, 5] {
             let run = |int8_activations: bool| {
                 let opts = SessionOptions { context: prompt.len(), chunk, all_logits: true, int8_activations, ..Default::default() };
@@ -868,7 +887,7 @@ fn int8_prefill_matches_f32_prefill() {
                 let want: Vec<f64> = b.iter().map(|&v| v as f64).collect();
                 worst = worst.max(row_error(a, &want));
             }
-            println!("{} chunk {chunk}: int8 vs f32 prefill, worst logit difference {worst:.2e} of the spread (tol {tol})", m.name);
+            println!("{} chunk {chunk}: int8 vs f32 prefill, worst logit difference {worst:.2e} of the spread (tol {tol:.3e})", m.name);
             assert!(worst < tol, "{} chunk {chunk}: {worst:.2e}", m.name);
             assert!(worst > 1e-6, "{} chunk {chunk}: int8 and f32 prefill agree exactly: the int8 path did not run", m.name);
         }

@@ -45,8 +45,8 @@ What it makes (the MODELS list below; tests/data/models/manifest.txt lists what 
   test texts (plus the vocabulary's chat markers) in all four (add_special, parse_special) modes and
   every token's piece (<vocab>.tokens.txt). Text formats (`key values...` lines) so the Rust tests
   need no JSON crate. Model files of architectures the runner does not implement are listed as
-  `pending model` lines in the manifest (see RUNNER_ARCHS), which the tests skip; so are the phi3
-  vocabulary and the mistral model for the reasons given at PENDING_VOCABS / PENDING_MODELS.
+  `pending model` lines in the manifest (see RUNNER_ARCHS), which the tests skip; so are the
+  models and vocabularies named in PENDING_MODELS / PENDING_VOCABS (none at present).
 
 The trained tokenizers have a custom vocabulary, so the converter's pre-tokenizer detection (a hash
 of a known model's tokenisation) cannot name them: the converter is run with its
@@ -116,7 +116,7 @@ N_GEN = 32
 # architecture are written as `pending model ...` lines, which the tests skip until the runner
 # implements the architecture and the word `pending` is dropped (here, so that a rerun keeps it so).
 # A vocabulary's line needs only the tokenizer, so it is `pending` only when named in PENDING_VOCABS.
-RUNNER_ARCHS = {"llama", "qwen2"}
+RUNNER_ARCHS = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}
 PROMPT = "The quick brown fox jumps over the lazy dog. Kernels run LLM inference on wgpu: 1234 tokens/s!"
 # The conversation each file's chat template renders (add_generation_prompt = true).
 CHAT = [("user", "Hello! Who are you?"), ("assistant", "I am a tiny model."), ("user", "What is 2+2?")]
@@ -310,19 +310,11 @@ MODELS = [
 ]
 # Vocabulary-only files (no weights) for the tokenizer tests.
 VOCAB_ONLY = [LLAMA3_VOCAB]
-# Vocabularies written `pending`.
-PENDING_VOCABS = {
-    # llama.cpp strips the whitespace after phi3's special tokens (their rstrip attribute, set by
-    # the file's general.name); the tokenizer does not yet.
-    "phi3-tiny",
-}
+# Vocabularies written `pending` (none: the tokenizer matches llama.cpp on every one, phi3's
+# rstrip attribute included).
+PENDING_VOCABS: set = set()
 # Models (kinds) written `pending` though their architecture is in RUNNER_ARCHS.
-PENDING_MODELS = {
-    # A llama file the runner takes, but on lavapipe its worst prompt-position logit error is 6.7e-2
-    # of the spread (one position of 44; greedy 27/32 our argmax) against tests/model.rs's Q4_K_M
-    # tolerance of 6e-2 (set from llama-tiny's 4.5e-2); the other manifest tests pass on it.
-    "mistral-tiny",
-}
+PENDING_MODELS: set = set()
 
 
 def run(cmd, **kw):

@@ -29,7 +29,7 @@ pub(super) fn gemma(m: &Meta, pattern: usize, layers_27b: usize) -> Result<Spec>
         attn_scale,
         attn_softcap: cap("attn_logit_softcapping")?,
         final_softcap: cap("final_logit_softcapping")?,
-        window: m.u("attention.sliding_window")?.filter(|&w| w > 0).map(|size| Window { size, layers: WindowLayers::Pattern(pattern) }),
+        window: m.sliding_window()?.map(|size| Window { size, layers: WindowLayers::Pattern(pattern) }),
         ..Spec::new(m, PairLayout::HalfSplit)?
     })
 }
