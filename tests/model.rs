@@ -227,6 +227,41 @@ fn config_reads_rope_and_arch_keys() {
     }
 }
 
+/// Gemma keys a file leaves out or sets where llama.cpp ignores them, on the gemma fixtures'
+/// metadata: a gemma2 file without its window and soft-cap keys takes llama.cpp's defaults
+/// (window 4096 on even layers, soft-caps 50 and 30) and a zero soft-cap is a typed error;
+/// a gemma3 file with an attention soft-cap key still has none, as in llama.cpp.
+#[test]
+fn gemma_keys_as_llama_cpp_reads_them() {
+    use model_ref::fixtures::dir;
+    let config = |name: &str, drop: &[&str], add: &[(&str, MetaValue)]| {
+        let file = GgufFile::open(dir().join(name)).unwrap();
+        let mut w = GgufWriter::new();
+        for (k, v) in file.metadata().iter().filter(|(k, _)| !drop.contains(&k.as_str())) {
+            w = w.metadata(k.clone(), v.clone());
+        }
+        for (k, v) in add {
+            w = w.metadata(*k, v.clone());
+        }
+        for t in file.tensors() {
+            w = w.tensor(t.name.clone(), &t.dims, t.ggml_type, file.tensor_data(t).unwrap().to_vec()).unwrap();
+        }
+        Config::from_gguf(&GgufFile::from_vec(w.to_bytes()).unwrap())
+    };
+    let g2 = "gemma2-tiny-q4_k_m.gguf";
+    let keys = ["gemma2.attention.sliding_window", "gemma2.attn_logit_softcapping", "gemma2.final_logit_softcapping"];
+    let c = config(g2, &[], &[]).unwrap();
+    assert_eq!((c.window.map(|w| w.size), c.attn_softcap, c.final_softcap), (Some(8), Some(5.0), Some(2.0)));
+    let c = config(g2, &keys, &[]).unwrap();
+    assert_eq!((c.window.map(|w| (w.size, w.of_layer(0), w.of_layer(1))), c.attn_softcap, c.final_softcap), (Some((4096, Some(4096), None)), Some(50.0), Some(30.0)));
+    match config(g2, &keys[1..2], &[(keys[1], MetaValue::F32(0.0))]) {
+        Err(ModelError::BadKey { key, .. }) => assert_eq!(key, keys[1]),
+        other => panic!("expected BadKey, got {other:?}"),
+    }
+    let c = config("gemma3-tiny-q4_k_m.gguf", &[], &[("gemma3.attn_logit_softcapping", MetaValue::F32(5.0))]).unwrap();
+    assert_eq!((c.window.map(|w| w.size), c.attn_softcap, c.final_softcap, c.rope_base_local), (Some(8), None, None, Some(10000.0)));
+}
+
 /// The runner's glue kernels against their CPU references, with poisoned guard regions: the KV
 /// store (both pair layouts, odd head counts and positions), the broadcast bias add, the row copy.
 #[test]
