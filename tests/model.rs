@@ -482,6 +482,36 @@ fn llama_cpp_fixtures_match() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `Session::truncate`: a sequence cut back to a prefix and continued with other tokens gives
+/// the f64 reference's logits of the prefix and the new tokens (positions past the cut are
+/// overwritten, never read); keeping more than was written is a typed error, and the cut
+/// forgets the last logits.
+#[test]
+fn session_truncate_keeps_a_prefix() {
+    let ctx = common::context();
+    let spec = Spec::llama();
+    let (w, reference) = build(&spec, 7);
+    let model = load(&ctx, &w).unwrap();
+    let tokens = prompt(12, spec.vocab, 11);
+    let want = reference.forward(&tokens);
+    let mut s = Session::new(&ctx, &model, SessionOptions { context: 16, chunk: 4, all_logits: true, ..Default::default() }).unwrap();
+    // Positions 6..12 first hold other tokens.
+    let other: Vec<u32> = tokens[..6].iter().chain(&prompt(6, spec.vocab, 12)).copied().collect();
+    s.prefill(&ctx, &model, &other).unwrap();
+    assert!(matches!(s.truncate(13), Err(ModelError::TruncatePastEnd { keep: 13, len: 12 })));
+    s.truncate(6).unwrap();
+    assert_eq!(s.kv().pos(), 6);
+    assert!(s.decode_greedy(&ctx, &model, 1, |_| Ok(true)).is_err(), "no logits after a cut");
+    let got = s.prefill(&ctx, &model, &tokens[6..11]).unwrap();
+    let last = s.decode(&ctx, &model, tokens[11]).unwrap();
+    for (t, row) in got.chunks(spec.vocab).chain([&last[..]]).enumerate() {
+        let e = row_error(row, &want[6 + t]);
+        assert!(e < 2e-3, "position {}: error {e:.2e} of the spread", 6 + t);
+    }
+    s.truncate(0).unwrap();
+    assert_eq!(s.kv().pos(), 0);
+}
+
 /// `decode_stream` (each step recorded while the previous one runs) gives the same logits as
 /// step-by-step `decode`, stops when the callback says so or the cache is full, and rejects a
 /// token outside the vocabulary.
@@ -954,7 +984,8 @@ fn chat_fixture(ctx: &Context, eot: Option<u32>) -> Model {
 /// the rendered conversation, the second only what follows the cached tokens, and its reply is
 /// the one a fresh session gives for the whole sequence (teacher-forced: each generated token is
 /// the argmax of the fresh session's logits there, but for near-ties); a changed conversation
-/// runs from the start; a stop string ends the reply before it; an end-of-generation token of
+/// keeps the tokens it shares with the cached one from the start and runs the rest, with the
+/// same check; a stop string ends the reply before it; an end-of-generation token of
 /// the vocabulary ends it, without its text.
 #[test]
 fn chat_turns_reuse_the_cache() {
@@ -1000,22 +1031,42 @@ fn chat_turns_reuse_the_cache() {
     assert_eq!(cached.len(), session.kv().pos());
     assert_eq!(r2.reused_tokens, r1.prompt_tokens + r1.tokens.len() - 1, "the first turn and its reply (but its last token) stay in the cache");
     assert!(r2.prompt_tokens < 20, "only the new turn runs: {} tokens", r2.prompt_tokens);
-    let p = r2.reused_tokens + r2.prompt_tokens;
-    assert_eq!(cached.len(), p + r2.tokens.len() - 1);
-    let mut fresh = Session::new(&ctx, &model, SessionOptions { all_logits: true, ..opts }).unwrap();
-    let logits = fresh.prefill(&ctx, &model, &cached).unwrap();
-    for (i, &t) in r2.tokens.iter().enumerate() {
-        let row = &logits[(p - 1 + i) * vocab..(p + i) * vocab];
-        let best = argmax(row).unwrap();
-        let (lo, hi) = row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
-        assert!(best == t || row[best as usize] - row[t as usize] < 1e-3 * (hi - lo), "reply token {i}: {t}, a fresh session's argmax {best}");
-    }
+    // Each reply token is the argmax of a fresh session's logits over the cached sequence
+    // (but for near-ties).
+    let same_as_fresh = |r: &wgkernels::model::chat::Reply, cached: &[u32]| {
+        let p = r.reused_tokens + r.prompt_tokens;
+        assert_eq!(cached.len(), p + r.tokens.len() - 1);
+        let mut fresh = Session::new(&ctx, &model, SessionOptions { all_logits: true, ..opts }).unwrap();
+        let logits = fresh.prefill(&ctx, &model, cached).unwrap();
+        for (i, &t) in r.tokens.iter().enumerate() {
+            let row = &logits[(p - 1 + i) * vocab..(p + i) * vocab];
+            let best = argmax(row).unwrap();
+            let (lo, hi) = row.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
+            assert!(best == t || row[best as usize] - row[t as usize] < 1e-3 * (hi - lo), "reply token {i}: {t}, a fresh session's argmax {best}");
+        }
+    };
+    same_as_fresh(&r2, &cached);
 
-    // A conversation that no longer starts with the cached one runs from the start.
+    // A conversation that no longer starts with the cached one (another system message): the
+    // tokens both share from the start stay in the cache, the rest runs.
+    let before = chat.cached_tokens().to_vec();
     chat.clear();
     chat.push(Message::system("Be verbose."));
     let r3 = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, "Hello there", max, |_| Ok(true)).unwrap();
-    assert_eq!(r3.reused_tokens, 0);
+    let text3 = chat.template().unwrap().render(&chat.messages()[..2], true).unwrap();
+    let full3 = Chat::tokenize(&tok, &text3).unwrap();
+    let common = before.iter().zip(&full3).take_while(|(a, b)| a == b).count();
+    assert!(common > 0 && common < before.len(), "{common} tokens in common");
+    assert_eq!((r3.reused_tokens, r3.prompt_tokens), (common, full3.len() - common));
+    assert_eq!(&chat.cached_tokens()[..full3.len()], &full3[..]);
+    same_as_fresh(&r3, chat.cached_tokens());
+    // The same conversation again (its reply dropped): everything but the reply stays, and the
+    // last prompt token runs again for its logits.
+    chat.clear();
+    chat.push(Message::system("Be verbose."));
+    let r4 = chat.reply(&ctx, &model, &mut session, &tok, &mut sampler, "Hello there", max, |_| Ok(true)).unwrap();
+    assert_eq!((r4.reused_tokens, r4.prompt_tokens), (full3.len() - 1, 1));
+    same_as_fresh(&r4, chat.cached_tokens());
 
     // A stop string: the reply ends before it.
     let mut again = Chat::from_gguf(&model.file, &tok).unwrap();

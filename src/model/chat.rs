@@ -22,8 +22,9 @@
 //! does not hold yet is run: the tokens after the cached ones when the cached tokens are a prefix
 //! of the new ones, else the text after the cached text when that is a prefix of the new text
 //! (the model's own reply tokens stay in the cache even where the text would tokenise
-//! differently), else (a template that rewrites earlier turns, e.g. dropping a reasoning block)
-//! the cache is cleared and the whole conversation runs again. Generation stops at any
+//! differently), else (a template that rewrites earlier turns, e.g. dropping a reasoning block,
+//! or a conversation edited or started anew) the longest common prefix of the cached tokens and
+//! the new ones stays in the cache ([`Session::truncate`]) and what follows it runs. Generation stops at any
 //! end-of-generation token of the vocabulary
 //! ([`crate::model::tokenizer::Tokenizer::eog_tokens`]: the EOS, EOT and EOM ids of the file and
 //! the end-of-turn tokens it names, as llama.cpp marks them), at a stop string,
@@ -467,8 +468,8 @@ impl Chat {
         &self.cached
     }
 
-    /// Forgets the messages (the next reply runs the conversation from the start, unless it
-    /// begins with all the text the cache holds).
+    /// Forgets the messages (the next reply keeps in the cache only what the new conversation's
+    /// tokens share with the cached ones from the start, and runs the rest).
     pub fn clear(&mut self) {
         self.messages.clear();
     }
@@ -494,26 +495,31 @@ impl Chat {
         Ok(ids)
     }
 
-    /// What to run this turn for the conversation `text` (tokens `full`): the tokens after the
-    /// cached ones, or the tokens of the text after the cached text, or (`None`) everything
-    /// again.
-    fn suffix(&self, tok: &Tokenizer, session: &Session, text: &str, full: &[u32]) -> Result<Option<Vec<u32>>> {
-        if session.kv().pos() != self.cached.len() || self.cached.is_empty() {
-            return Ok(None);
+    /// What to run this turn for the conversation `text` (tokens `full`), and how many of the
+    /// cached tokens stay: the tokens after the cached ones, or the tokens of the text after the
+    /// cached text (all the cached tokens stay), or else the tokens after the longest common
+    /// prefix of the cached tokens and `full` (at least the last token runs, for its logits).
+    fn plan(&self, tok: &Tokenizer, session: &Session, text: &str, full: &[u32]) -> Result<(Vec<u32>, usize)> {
+        let n = self.cached.len();
+        if session.kv().pos() != n || n == 0 {
+            return Ok((full.to_vec(), 0));
         }
-        if full.len() > self.cached.len() && full.starts_with(&self.cached) {
-            return Ok(Some(full[self.cached.len()..].to_vec()));
+        if full.len() > n && full.starts_with(&self.cached) {
+            return Ok((full[n..].to_vec(), n));
         }
-        let n = self.cached_text.len();
-        if text.len() <= n || !text.as_bytes().starts_with(&self.cached_text) || !text.is_char_boundary(n) {
-            return Ok(None);
+        let bytes = self.cached_text.len();
+        if text.len() > bytes && text.as_bytes().starts_with(&self.cached_text) && text.is_char_boundary(bytes) {
+            let ids = tok.encode_with(&text[bytes..], false, true)?;
+            // SentencePiece puts a space before text that starts the input: right only where the
+            // suffix starts with a special token.
+            let spm_space =
+                matches!(tok.kind(), TokenizerKind::SentencePiece) && !matches!(ids.first().map(|&t| tok.token_type(t)), Some(Ok(TokenType::Control | TokenType::UserDefined)));
+            if !ids.is_empty() && !spm_space {
+                return Ok((ids, n));
+            }
         }
-        let ids = tok.encode_with(&text[n..], false, true)?;
-        // SentencePiece puts a space before text that starts the input: right only where the
-        // suffix starts with a special token.
-        let spm_space =
-            matches!(tok.kind(), TokenizerKind::SentencePiece) && !matches!(ids.first().map(|&t| tok.token_type(t)), Some(Ok(TokenType::Control | TokenType::UserDefined)));
-        Ok((!ids.is_empty() && !spm_space).then_some(ids))
+        let keep = self.cached.iter().zip(full).take_while(|(a, b)| a == b).count().min(full.len().saturating_sub(1));
+        Ok((full[keep..].to_vec(), keep))
     }
 
     /// Adds the user's message, runs what the cache does not hold of the conversation, and
@@ -521,8 +527,7 @@ impl Chat {
     /// on the GPU at temperature 0, [`Session::decode_greedy`]), `on_text` getting the text as it
     /// comes (held back while it may be the start of a stop string; returning `false` stops).
     /// The reply joins the conversation. On an error the user's message is taken back out and
-    /// the conversation stays as it was (the cache is cleared at the next call where it no longer
-    /// matches).
+    /// the conversation stays as it was (the next call runs the whole conversation again).
     #[allow(clippy::too_many_arguments)]
     pub fn reply(
         &mut self,
@@ -543,14 +548,9 @@ impl Chat {
             if full.is_empty() {
                 return Err(ModelError::Argument("the conversation tokenises to nothing and the vocabulary adds no BOS".into()));
             }
-            let (feed, reused) = match self.suffix(tok, session, &text, &full)? {
-                Some(s) => (s, self.cached.len()),
-                None => {
-                    session.reset();
-                    self.cached.clear();
-                    (full, 0)
-                }
-            };
+            let (feed, reused) = self.plan(tok, session, &text, &full)?;
+            session.truncate(reused)?;
+            self.cached.truncate(reused);
             // The cache and the record of it agree again only once the prefill ran.
             self.cached_text.clear();
             let mut cached = std::mem::take(&mut self.cached);
