@@ -8,7 +8,7 @@
 //! `add_generation_prompt`, `bos_token` and `eos_token` (the texts of the vocabulary's BOS and EOS
 //! tokens), `tools` and `documents` (none), the functions `raise_exception(message)` (an error
 //! naming the message: e.g. a template that refuses a system role) and `strftime_now(format)`
-//! (the time in UTC, as Python's `strftime`), the filter `tojson` as Python's `json.dumps`
+//! (the local time, as Python's `datetime.now().strftime`), the filter `tojson` as Python's `json.dumps`
 //! (no HTML escaping; `indent`, `separators`, `sort_keys`), and Python's string, list and dict
 //! methods (`startswith`, `strip`, `split`, `items`, ...); booleans and none print as Python's
 //! `True`, `False` and `None`. A template that does not parse, or
@@ -149,14 +149,17 @@ impl ChatTemplate {
     }
 
     /// Renders `messages`, with the generation prompt (the start of the assistant's turn) when
-    /// `add_generation_prompt`; `strftime_now` gives the current time.
+    /// `add_generation_prompt`; `strftime_now` gives the current local time, as transformers'
+    /// `datetime.now().strftime(format)` and llama.cpp's `strftime` of `localtime` do (UTC where
+    /// the local time zone is not read: targets other than Linux, Android, Apple's and the BSDs).
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        self.render_at(messages, add_generation_prompt, now)
+        self.render_at(messages, add_generation_prompt, now.saturating_add(local_utc_offset(now)))
     }
 
-    /// [`ChatTemplate::render`] with `strftime_now` at `unix_seconds` (UTC), for renderings that
-    /// do not depend on the day.
+    /// [`ChatTemplate::render`] with `strftime_now` at the civil time `unix_seconds` seconds after
+    /// 1970-01-01 00:00 (a Unix time prints as UTC; add a UTC offset for a local time), for
+    /// renderings that do not depend on the day.
     pub fn render_at(&self, messages: &[Message], add_generation_prompt: bool, unix_seconds: i64) -> Result<String> {
         let tmpl = self.env.get_template(NAME).map_err(template_error)?;
         let messages: Vec<Value> = messages.iter().map(|m| Value::from_pairs([("role", m.role.as_str()), ("content", m.content.as_str())])).collect();
@@ -287,8 +290,32 @@ fn json_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
-/// `format` as Python's `strftime` for the UTC time `unix_seconds` (the C locale's names);
-/// an unknown directive is kept as written.
+/// The local time zone's offset from UTC at the Unix time `t`, in seconds (`localtime_r`'s
+/// `tm_gmtoff`; the zone from `TZ` or the system's); 0 where it cannot be read.
+#[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd", target_os = "netbsd", target_os = "openbsd"))]
+fn local_utc_offset(t: i64) -> i64 {
+    let Some(t) = libc::time_t::try_from(t).ok() else { return 0 };
+    // SAFETY: `localtime_r` reads `t` and writes only the `tm` it is given, both valid for the
+    // call; an all-zero `tm` is a valid value of the plain C struct.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    // `tm_gmtoff` is a C long: i64 here, i32 on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let offset = i64::from(tm.tm_gmtoff);
+    if ok {
+        offset
+    } else {
+        0
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd", target_os = "netbsd", target_os = "openbsd")))]
+fn local_utc_offset(_t: i64) -> i64 {
+    0
+}
+
+/// `format` as Python's `strftime` for the civil time `unix_seconds` seconds after 1970-01-01
+/// 00:00 (the C locale's names); an unknown directive is kept as written.
 fn strftime(format: &str, unix_seconds: i64) -> String {
     const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
     const MONTHS: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
@@ -631,5 +658,26 @@ impl Chat {
             }
         }
         r
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The local UTC offset is the one `date` prints for the same zone (`TZ` or the system's):
+    /// run with e.g. `TZ=Asia/Kolkata` (+05:30) or `TZ=America/New_York` to see a non-zero one.
+    #[test]
+    fn local_utc_offset_is_dates() {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let Ok(out) = std::process::Command::new("date").arg("+%z").output() else { return };
+        let z = String::from_utf8(out.stdout).unwrap();
+        let z = z.trim();
+        let (sign, hm) = z.split_at(1);
+        let secs = hm[..2].parse::<i64>().unwrap() * 3600 + hm[2..4].parse::<i64>().unwrap() * 60;
+        let want = if sign == "-" { -secs } else { secs };
+        assert_eq!(local_utc_offset(now), want, "date +%z: {z}");
+        // The civil time strftime_now prints is the Unix time shifted by it.
+        assert_eq!(strftime("%F %T", 86_400 + 3_723), "1970-01-02 01:02:03");
     }
 }
