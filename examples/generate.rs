@@ -424,6 +424,12 @@ fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize
         a.kv.name(),
         size(session.scratch_bytes())
     );
+    if let Some(w) = model.config.ignored_window.filter(|&w| context > w) {
+        eprintln!(
+            "note: the file sets a sliding window of {w} positions, which llama.cpp does not apply to {} files and neither does this runner: past {w} positions the model attends further back than it was trained to",
+            model.config.arch.name()
+        );
+    }
     Ok(session)
 }
 

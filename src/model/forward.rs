@@ -387,6 +387,22 @@ impl Session {
         self.logits_row = None;
     }
 
+    /// Keep the first `keep` positions of the sequence and forget the rest: the next token goes
+    /// to position `keep`, and what the cache holds of positions `0..keep` is used as it is (a
+    /// conversation whose new rendering shares only a prefix with the cached one runs only what
+    /// follows that prefix). The last logits are forgotten with the positions (a
+    /// [`Session::decode_greedy`] needs a prefill or decode step first).
+    /// [`ModelError::TruncatePastEnd`] where `keep` exceeds the positions written.
+    pub fn truncate(&mut self, keep: usize) -> Result<()> {
+        let len = self.kv.pos();
+        if keep > len {
+            return Err(ModelError::TruncatePastEnd { keep, len });
+        }
+        self.kv.truncate(keep);
+        self.logits_row = None;
+        Ok(())
+    }
+
     /// Check the tokens and write their embeddings into `x`.
     fn embed(&mut self, ctx: &Context, model: &Model, tokens: &[u32]) -> Result<()> {
         self.embed_host(model, tokens)?;
