@@ -22,7 +22,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_int4_r2, mm_gemv_int4_r4: twin fnv1a64 05b9005e332fefca
+//   mm_gemv_int4_r2, mm_gemv_int4_r4: twin fnv1a64 506318202ced7646
 
 #include <metal_stdlib>
 using namespace metal;

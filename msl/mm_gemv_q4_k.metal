@@ -26,7 +26,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q4_k_r2, mm_gemv_q4_k_r4: twin fnv1a64 1dd269b1e1dfa788
+//   mm_gemv_q4_k_r2, mm_gemv_q4_k_r4: twin fnv1a64 411fcff6d1006cfc
 
 #include <metal_stdlib>
 using namespace metal;

@@ -20,7 +20,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q8_0_r2, mm_gemv_q8_0_r4: twin fnv1a64 02f0b6b9f3ae9f20
+//   mm_gemv_q8_0_r2, mm_gemv_q8_0_r4: twin fnv1a64 c9bffc7aa3abcf04
 
 #include <metal_stdlib>
 using namespace metal;

@@ -6,6 +6,7 @@ mod model_ref;
 
 use model_ref::{build, Spec};
 use wgkernels::formats::gguf::{GgufFile, GgufWriter, MetaValue};
+use wgkernels::kernels::elementwise::{self, Activation};
 use wgkernels::model::{Config, KvKind, Model, ModelError, Session, SessionOptions};
 use wgkernels::Context;
 
@@ -328,21 +329,24 @@ fn glue_kernels_match_cpu() {
     assert!(gd[n..].iter().all(|&v| v == -1.0), "copy_row wrote past n");
     assert!(ops::copy_row(&mut ctx.batch(), &sb, 3, n, &db).is_err(), "row past the source");
     assert!(ops::bias_add(&mut ctx.batch(), &yb, &bb, rows + 1, n).is_err(), "rows past y");
-    // swiglu_pairs against f64, guards after n untouched; a short input is refused.
+    // glu_pairs (SwiGLU and GeGLU) against f64, guards after n untouched; a short input is refused.
     let n = 37;
     let gu: Vec<f32> = (0..2 * n).map(|_| rng.f32() * 16.0 - 8.0).collect();
-    let (gb, ob) = (ctx.upload(&gu).unwrap(), ctx.upload(&vec![-1.0f32; n + 3]).unwrap());
-    let mut b = ctx.batch();
-    ops::swiglu_pairs(&mut b, &gb, n, &ob).unwrap();
-    b.run().unwrap();
-    let got = ctx.read(&ob).unwrap();
-    for i in 0..n {
-        let (g, u) = (gu[2 * i] as f64, gu[2 * i + 1] as f64);
-        let want = g / (1.0 + (-g).exp()) * u;
-        assert!((got[i] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()), "swiglu_pairs {i}: {} vs {want}", got[i]);
+    let gb = ctx.upload(&gu).unwrap();
+    for act in [Activation::Silu, Activation::GeluTanh] {
+        let ob = ctx.upload(&vec![-1.0f32; n + 3]).unwrap();
+        let mut b = ctx.batch();
+        ops::glu_pairs(&mut b, act, &gb, n, &ob).unwrap();
+        b.run().unwrap();
+        let got = ctx.read(&ob).unwrap();
+        for i in 0..n {
+            let (g, u) = (gu[2 * i] as f64, gu[2 * i + 1] as f64);
+            let want = elementwise::reference_activation(act, g) * u;
+            assert!((got[i] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()), "glu_pairs {act:?} {i}: {} vs {want}", got[i]);
+        }
+        assert!(got[n..].iter().all(|&v| v == -1.0), "glu_pairs {act:?} wrote past n");
+        assert!(ops::glu_pairs(&mut ctx.batch(), act, &gb, n + 1, &ob).is_err(), "pairs past the input");
     }
-    assert!(got[n..].iter().all(|&v| v == -1.0), "swiglu_pairs wrote past n");
-    assert!(ops::swiglu_pairs(&mut ctx.batch(), &gb, n + 1, &ob).is_err(), "pairs past the input");
 }
 
 /// The logit tolerance of a llama.cpp fixture, as a fraction of each row's spread: the file
@@ -624,10 +628,11 @@ fn host_upload_and_readback_in_one_submission() {
 
 /// Dispatches of one decode step, counted by recording it, against the step's structure: per
 /// layer two RMSNorms, one GEMV per q/k/v matrix (one where q, k, v share a type), the bias add
-/// (qwen2), the q and k RMSNorms (qwen3), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU GEMV
+/// (qwen2), the q and k RMSNorms (qwen3), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU or GeGLU GEMV
 /// over interleaved gate/up), the down GEMV, and one int8 quantisation per GEMV input a matrix
 /// with an integer dot reads (for a norm's output, part of the norm's dispatch unless
-/// `fused_norm` is off), post-norms where the model has them; then the final norm (and its
+/// `fused_norm` is off), post-norms where the model has them (each one RMSNorm adding into the
+/// residual); then the final norm (and its
 /// quantisation), the LM head and the final soft-cap (Gemma 2).
 #[test]
 fn decode_step_dispatch_counts() {
@@ -653,9 +658,9 @@ fn decode_step_dispatch_counts() {
                 one += (qkv.len() == 1) as usize;
                 want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 2 * l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
                 want += norm_q8(&qkv) + q8(&[&l.wo]) + norm_q8(&ffn) + q8(&[&l.w_down]);
-                // Post-norms (Gemma): each of the two projections stores, then an RMSNorm and the
-                // residual add.
-                want += 4 * l.post_norms.is_some() as usize;
+                // Post-norms (Gemma): each of the two projections stores, then one RMSNorm that
+                // adds into the residual.
+                want += 2 * l.post_norms.is_some() as usize;
             }
             want += 2 + norm_q8(&[&model.weights.lm_head]) + c.final_softcap.is_some() as usize;
             let got = s.decode_dispatches(&ctx, &model).unwrap();
