@@ -415,7 +415,16 @@ fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize
     let session = Session::new(
         ctx,
         model,
-        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
+        SessionOptions {
+            context,
+            kv: a.kv,
+            chunk: a.chunk,
+            all_logits,
+            int8_activations: !a.f32_activations,
+            fused_norm: !a.unfused_norm,
+            gpu_timing: a.gpu_time,
+            greedy_steps: 1,
+        },
     )?;
     eprintln!(
         "GPU memory: weights {}, KV cache {} ({context} positions, {}), work buffers {}",

@@ -869,9 +869,11 @@ fn argmax_kernel_matches_cpu() {
     assert_eq!(b.len(), 0);
 }
 
-/// `decode_greedy` (token choice and embedding lookup on the GPU, steps in flight) emits the
-/// tokens of step-by-step greedy decoding, leaves the cache where `decode_stream` would (every
-/// emitted token but the last), and stops at `max`, when told, and at a full cache.
+/// `decode_greedy` (token choice and embedding lookup on the GPU, steps in flight, one or several
+/// per submission) emits the tokens of step-by-step greedy decoding, leaves the cache where
+/// `decode_stream` would (every emitted token but the last), and stops at `max`, when told (also
+/// in the middle of a submission's steps), and at a full cache. Out-of-range step counts are
+/// refused.
 #[test]
 fn greedy_on_gpu_matches_cpu_greedy() {
     use wgkernels::model::sample::argmax;
@@ -888,8 +890,8 @@ fn greedy_on_gpu_matches_cpu_greedy() {
             let l = a.decode(&ctx, &model, want[i]).unwrap();
             want.push(argmax(&l).unwrap());
         }
-        for timing in [false, true] {
-            let mut b = Session::new(&ctx, &model, SessionOptions { gpu_timing: timing, ..opts }).unwrap();
+        for (timing, steps) in [(false, 1), (true, 1), (false, 3), (true, 4)] {
+            let mut b = Session::new(&ctx, &model, SessionOptions { gpu_timing: timing, greedy_steps: steps, ..opts }).unwrap();
             assert!(b.decode_greedy(&ctx, &model, 3, |_| Ok(true)).is_err(), "{}: no logits yet", spec.arch);
             b.prefill(&ctx, &model, &p).unwrap();
             let mut got = Vec::new();
@@ -899,7 +901,7 @@ fn greedy_on_gpu_matches_cpu_greedy() {
                     Ok(true)
                 })
                 .unwrap();
-            assert_eq!((n, &got), (5, &want), "{} timing {timing}: GPU greedy tokens", spec.arch);
+            assert_eq!((n, &got), (5, &want), "{} timing {timing} steps {steps}: GPU greedy tokens", spec.arch);
             assert_eq!(b.kv().pos(), a.kv().pos(), "{}: cache position", spec.arch);
             // The same cache: the next decode gives the same logits.
             let mut a2 = Session::new(&ctx, &model, opts).unwrap();
@@ -913,20 +915,37 @@ fn greedy_on_gpu_matches_cpu_greedy() {
             }
         }
         // Told to stop after two tokens; and a full cache.
-        let mut c = Session::new(&ctx, &model, opts).unwrap();
-        c.prefill(&ctx, &model, &p).unwrap();
-        let mut seen = Vec::new();
-        let n = c
-            .decode_greedy(&ctx, &model, 9, |t| {
-                seen.push(t);
-                Ok(seen.len() < 2)
-            })
-            .unwrap();
-        assert_eq!((n, &seen[..], c.kv().pos()), (2, &want[..2], p.len() + 1), "{}: stop when told", spec.arch);
-        c.reset();
-        c.prefill(&ctx, &model, &p).unwrap();
-        let n = c.decode_greedy(&ctx, &model, 100, |_| Ok(true)).unwrap();
-        assert_eq!((n, c.kv().pos()), (opts.context - p.len(), opts.context - 1), "{}: full cache", spec.arch);
+        for steps in [1, 3] {
+            let mut c = Session::new(&ctx, &model, SessionOptions { greedy_steps: steps, ..opts }).unwrap();
+            c.prefill(&ctx, &model, &p).unwrap();
+            let mut seen = Vec::new();
+            let n = c
+                .decode_greedy(&ctx, &model, 9, |t| {
+                    seen.push(t);
+                    Ok(seen.len() < 2)
+                })
+                .unwrap();
+            assert_eq!((n, &seen[..], c.kv().pos()), (2, &want[..2], p.len() + 1), "{} steps {steps}: stop when told", spec.arch);
+            assert_eq!(
+                c.decode(&ctx, &model, 2).unwrap(),
+                {
+                    let mut a3 = Session::new(&ctx, &model, opts).unwrap();
+                    a3.prefill(&ctx, &model, &p).unwrap();
+                    a3.decode(&ctx, &model, want[0]).unwrap();
+                    a3.decode(&ctx, &model, 2).unwrap()
+                },
+                "{} steps {steps}: the cache after stopping mid-submission",
+                spec.arch
+            );
+            c.reset();
+            c.prefill(&ctx, &model, &p).unwrap();
+            let n = c.decode_greedy(&ctx, &model, 100, |_| Ok(true)).unwrap();
+            assert_eq!((n, c.kv().pos()), (opts.context - p.len(), opts.context - 1), "{} steps {steps}: full cache", spec.arch);
+        }
+    }
+    for steps in [0, 9] {
+        let model = load(&ctx, &build(&Spec::llama(), 11).0).unwrap();
+        assert!(matches!(Session::new(&ctx, &model, SessionOptions { greedy_steps: steps, ..Default::default() }), Err(ModelError::Argument(_))), "greedy_steps {steps}");
     }
 }
 

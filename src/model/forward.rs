@@ -150,11 +150,15 @@ pub struct SessionOptions {
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
     pub gpu_timing: bool,
+    /// Decode steps [`Session::decode_greedy`] records into one submission (1..=8, default 1):
+    /// more amortise the fixed cost of a queue submission over several tokens, and hand the
+    /// tokens to `emit` in groups of that size.
+    pub greedy_steps: usize,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, fused_norm: true, gpu_timing: false }
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, fused_norm: true, gpu_timing: false, greedy_steps: 1 }
     }
 }
 
@@ -316,7 +320,7 @@ impl Session {
         let upload = ctx.host_upload(c.hidden)?;
         let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };
         let host_x = Vec::with_capacity(mul(chunk, c.hidden)?);
-        let greedy = greedy::Ring::new(ctx, opts.gpu_timing)?;
+        let greedy = greedy::Ring::new(ctx, opts.gpu_timing, opts.greedy_steps)?;
         let top = top_k::TopK::new(ctx, c.vocab)?;
         s.bytes += top.bytes();
         Ok(Session {
