@@ -13,7 +13,7 @@ What it makes (the MODELS list below; tests/data/models/manifest.txt lists what 
   * bpe-llama3-vocab: vocabulary only (no weights), the byte-level BPE retrained with Llama 3's
     pre-tokenizer regex -> `tokenizer.ggml.pre = llama-bpe`; for the tokenizer tests only.
   The newer architectures, intermediate 256 (keeps the files small; Q4_K needs rows of 256), in
-  Q8_0 and Q4_K_M (gemma3 and mistral in Q4_K_M only: the whole set stays near 11 MB), each vocabulary with a real instruct model's chat template (from llama.cpp's
+  Q8_0 and Q4_K_M (gemma3 and mistral in Q4_K_M only: the whole set stays near 21 MB), each vocabulary with a real instruct model's chat template (from llama.cpp's
   models/templates/) in tokenizer_config.json, so the file carries `tokenizer.chat_template`:
   * qwen3-tiny: Qwen3ForCausalLM, 4 heads / 2 KV heads of head_dim 128 (q twice the hidden size),
     per-head q/k RMSNorm, tied embeddings; the Qwen2-style BPE with <|im_end|> as eos and <think>,
