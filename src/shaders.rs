@@ -117,7 +117,7 @@ pub fn twin_spirv(desc: &PipelineDesc, checked: bool) -> Result<Vec<u32>, String
 
 /// The MSL wgpu 30's Metal backend writes for a WGSL pipeline (a Native one: its twin) built by
 /// this crate: `wgpu_hal::metal::Device::load_shader`'s naga options for MSL version `lang` (what
-/// `adapter.rs` picks from the OS: 2.3 on macOS 11 up to 4.0 on macOS 26), bounds-check policies
+/// `adapter.rs` picks from the OS: 2.2 on macOS 10.15 up to 4.0 on macOS 26), bounds-check policies
 /// `Restrict` with `checked` (`ContextOptions::bounds_checks`: `create_shader_module`) else
 /// `Unchecked` (`create_shader_module_trusted(.., ShaderRuntimeChecks::unchecked())`), loop bounding
 /// and integer-division checks likewise, workgroup memory not zeroed (this crate's

@@ -22,6 +22,9 @@
 //! are unchanged. A C++ wrapper per entry point (generated from the signature) passes the buffers
 //! and builtins. `[[buffer(i)]]` and builtin attributes are C++ attributes clang ignores.
 //!
+//! The same runtime executes the MSL that naga writes from the WGSL of every other kernel (what
+//! wgpu's Metal backend runs on a Mac): the `naga_msl` module (tests/naga_msl).
+//!
 //! clang is required (CI installs it): missing clang FAILS this test. `WGKERNELS_CLANG` overrides
 //! the binary (`clang`; C++ is compiled with `-x c++`). `WGKERNELS_MSL_EXEC_KEEP=1` keeps the
 //! build directory.
