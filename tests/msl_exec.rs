@@ -486,6 +486,27 @@ fn the_runtime_implements_metal_semantics_and_refuses_mistakes() {
             }
         }
 
+        // rt_naga: the constructs of naga's MSL, exact results.
+        let mut bufs = vec![params(0, 0), bytes_of_f32(&[3.0]), vec![0u8; 14 * 4]];
+        execute(&exe, "rt_naga", [1, 1, 1], [1, 1, 1], &mut bufs).unwrap_or_else(|e| panic!("{e}"));
+        let want = [
+            4294967296.0f32.to_bits(),
+            2 + 70 + 1000 * 100,
+            half::f16::from_f32(1.0 / 3.0).to_f32().to_bits(),
+            f32::INFINITY.to_bits(),
+            1 | (20 << 8) | (3 << 16) | (40 << 24),
+            1 | 4 | 8,
+            (-126i32) as u32,
+            0.75f32.to_bits(),
+            4,
+            0.125f32.to_bits(),
+            5 | (7 << 8) | (7 << 16) | (6 << 24),
+            12 | (15 << 8) | (6 << 16),
+            f32::INFINITY.to_bits(),
+            1.5f32.to_bits(),
+        ];
+        assert_eq!(u32s(&bufs[2]), want, "{}: rt_naga", mode.name());
+
         // Mistakes: each must fail the dispatch, with the reason.
         for (m, want) in [(1, "divergent"), (2, "exited"), (3, "signal")] {
             let mut bufs = vec![params(32, m), bytes_of_f32(&[1.0; 32]), vec![0u8; 128]];
