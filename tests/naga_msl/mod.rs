@@ -554,6 +554,19 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
             failures.extend(e.into_iter().map(|e| format!("COMPILE {e}")));
         }
         println!("all {} modules compile against tests/metal_rt ({:.1} s)", cat.modules.len(), t.elapsed().as_secs_f64());
+        // The bounds-checked MSL (`ContextOptions::bounds_checks`) of the list compiles too (it is
+        // not executed here).
+        let t = Instant::now();
+        match Catalogue::of_pipeline_list(true) {
+            Ok(checked) => {
+                let all: Vec<usize> = (0..checked.modules.len()).collect();
+                if let Err(e) = compile_all(&clang, &root.join("checked"), &checked, &groups_of(&all, 160), &[None], &rt_obj) {
+                    failures.extend(e.into_iter().map(|e| format!("COMPILE (bounds-checked) {e}")));
+                }
+                println!("all {} bounds-checked modules compile against tests/metal_rt ({:.1} s)", checked.modules.len(), t.elapsed().as_secs_f64());
+            }
+            Err(e) => failures.extend(e.into_iter().map(|e| format!("bounds-checked: {e}"))),
+        }
         let t = Instant::now();
         let exes = compile_all(&clang, &root, &cat, &groups_of(&needed, needed.len().div_ceil(4)), &[Some(Mode::Strict), Some(Mode::Fast)], &rt_obj)
             .unwrap_or_else(|e| panic!("BUILD:\n{}", e.join("\n")));
