@@ -538,9 +538,12 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
         // The known naga redeclaration, both ways.
         let redeclared: Vec<&str> = cat.modules.iter().filter(|m| rewrite(&m.msl).1 > 0).flat_map(|m| m.labels.iter().map(String::as_str)).collect();
         println!(
-            "KNOWN DEFECT: {} pipelines fail to build on Metal (naga redeclares a reinterpreted packed_char4; the repeated line is dropped here to execute them)",
+            "KNOWN DEFECT: {} pipelines fail to build on Metal (naga redeclares a reinterpreted packed_char4; the repeated line is dropped here to execute them):",
             redeclared.len()
         );
+        for l in &redeclared {
+            println!("  {l}");
+        }
         for l in redeclared.iter().filter(|l| !KNOWN_REDECLARATIONS.iter().any(|k| l.contains(k))) {
             failures.push(format!("{l}: naga's MSL redeclares a variable (not in KNOWN_REDECLARATIONS)"));
         }
