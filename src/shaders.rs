@@ -115,6 +115,62 @@ pub fn twin_spirv(desc: &PipelineDesc, checked: bool) -> Result<Vec<u32>, String
     spirv_as_wgpu(desc, checked, (1, 3))
 }
 
+/// The MSL wgpu 30's Metal backend writes for a WGSL pipeline (a Native one: its twin) built by
+/// this crate: `wgpu_hal::metal::Device::load_shader`'s naga options for MSL version `lang` (what
+/// `adapter.rs` picks from the OS: 2.2 on macOS 10.15 up to 4.0 on macOS 26), bounds-check policies
+/// `Restrict` with `checked` (`ContextOptions::bounds_checks`: `create_shader_module`) else
+/// `Unchecked` (`create_shader_module_trusted(.., ShaderRuntimeChecks::unchecked())`), loop bounding
+/// and integer-division checks likewise, workgroup memory not zeroed (this crate's
+/// `PipelineCompilationOptions`), `fake_missing_bindings` off, and the resource map
+/// `create_pipeline_layout` makes for the crate's one bind group with no immediates: binding `i`
+/// at `[[buffer(i)]]` (params uniform 0, storage buffers mutable unless read-only), the sizes
+/// buffer after them (a storage binding makes wgpu reserve it). docs/METAL_CPU_EXECUTION.md.
+pub fn metal_msl(desc: &PipelineDesc, checked: bool, lang: (u8, u8)) -> Result<MetalMsl, String> {
+    use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+    let (module, info) = specialise(wgsl_of(desc)?, desc.entry)?;
+    let mut resources = msl::BindingMap::default();
+    for binding in 0..=desc.bindings.len() as u32 {
+        let mutable = binding > 0 && !desc.bindings[binding as usize - 1].read_only;
+        resources.insert(naga::ResourceBinding { group: 0, binding }, msl::BindTarget { buffer: Some(binding as u8), mutable, ..Default::default() });
+    }
+    let sizes_buffer = (!desc.bindings.is_empty()).then_some(desc.bindings.len() as u8 + 1);
+    let mut map = msl::EntryPointResourceMap::default();
+    map.insert(desc.entry.to_string(), msl::EntryPointResources { resources, immediates_buffer: None, sizes_buffer });
+    let policy = if checked { BoundsCheckPolicy::Restrict } else { BoundsCheckPolicy::Unchecked };
+    let options = msl::Options {
+        lang_version: lang,
+        fake_missing_bindings: false,
+        per_entry_point_map: map,
+        bounds_check_policies: BoundsCheckPolicies { index: policy, buffer: policy, image_load: policy, binding_array: BoundsCheckPolicy::Unchecked },
+        zero_initialize_workgroup_memory: false,
+        force_loop_bounding: checked,
+        emit_int_div_checks: checked,
+        mesh_shader_primitive_indices_clamp: checked,
+        ray_query_initialization_tracking: checked,
+        // Task shaders only (`task_shader_dispatch_tracking`); none here.
+        task_dispatch_limits: None,
+        inline_samplers: Vec::new(),
+        spirv_cross_compatibility: false,
+    };
+    let pipeline_options = msl::PipelineOptions { entry_point: Some((naga::ShaderStage::Compute, desc.entry.to_string())), vertex_pulling_transform: true, ..Default::default() };
+    let (text, _) = msl::write_string(&module, &info, &options, &pipeline_options).map_err(|e| format!("msl: {e}"))?;
+    // What `load_shader` collects as `sized_bindings` (and `make_sizes_buffer_update` fills).
+    let sized_bindings = module
+        .global_variables
+        .iter()
+        .filter(|(_, v)| matches!(v.space, naga::AddressSpace::Storage { .. } | naga::AddressSpace::Uniform) && module.types[v.ty].inner.needs_host_buffer_byte_size(&module.types))
+        .filter_map(|(_, v)| v.binding.map(|b| b.binding))
+        .collect();
+    Ok(MetalMsl { text, sized_bindings })
+}
+
+/// [`metal_msl`]'s output: the MSL, and the bindings whose byte sizes wgpu's Metal backend puts in
+/// the sizes buffer (`_mslBufferSizes`), in order (one `uint` each).
+pub struct MetalMsl {
+    pub text: String,
+    pub sized_bindings: Vec<u32>,
+}
+
 /// Parse, validate, specialise and translate one pipeline (a Native one through its twin).
 /// `Err` holds naga's message.
 pub fn translate(desc: &PipelineDesc) -> Result<Translated, String> {

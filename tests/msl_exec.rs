@@ -22,12 +22,16 @@
 //! are unchanged. A C++ wrapper per entry point (generated from the signature) passes the buffers
 //! and builtins. `[[buffer(i)]]` and builtin attributes are C++ attributes clang ignores.
 //!
+//! The same runtime executes the MSL that naga writes from the WGSL of every other kernel (what
+//! wgpu's Metal backend runs on a Mac): the `naga_msl` module (tests/naga_msl).
+//!
 //! clang is required (CI installs it): missing clang FAILS this test. `WGKERNELS_CLANG` overrides
 //! the binary (`clang`; C++ is compiled with `-x c++`). `WGKERNELS_MSL_EXEC_KEEP=1` keeps the
 //! build directory.
 
 mod common;
 mod mslparse;
+mod naga_msl;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -51,7 +55,7 @@ fn rt_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/metal_rt"))
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Mode {
     Strict,
     Fast,
@@ -481,6 +485,27 @@ fn the_runtime_implements_metal_semantics_and_refuses_mistakes() {
                 close(c[256 + j * 16 + i], ab, "transposed simdgroup_load / simdgroup_store");
             }
         }
+
+        // rt_naga: the constructs of naga's MSL, exact results.
+        let mut bufs = vec![params(0, 0), bytes_of_f32(&[3.0]), vec![0u8; 14 * 4]];
+        execute(&exe, "rt_naga", [1, 1, 1], [1, 1, 1], &mut bufs).unwrap_or_else(|e| panic!("{e}"));
+        let want = [
+            4294967296.0f32.to_bits(),
+            2 + 70 + 1000 * 100,
+            half::f16::from_f32(1.0 / 3.0).to_f32().to_bits(),
+            f32::INFINITY.to_bits(),
+            1 | (20 << 8) | (3 << 16) | (40 << 24),
+            1 | 4 | 8,
+            (-126i32) as u32,
+            0.75f32.to_bits(),
+            4,
+            0.125f32.to_bits(),
+            5 | (7 << 8) | (7 << 16) | (6 << 24),
+            12 | (15 << 8) | (6 << 16),
+            f32::INFINITY.to_bits(),
+            1.5f32.to_bits(),
+        ];
+        assert_eq!(u32s(&bufs[2]), want, "{}: rt_naga", mode.name());
 
         // Mistakes: each must fail the dispatch, with the reason.
         for (m, want) in [(1, "divergent"), (2, "exited"), (3, "signal")] {

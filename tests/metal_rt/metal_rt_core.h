@@ -47,12 +47,13 @@ struct half {
     half(float f) : bits(mrt::f2h(f)) {}
     operator float() const { return mrt::h2f(bits); }
 };
-struct half2 {
+// Metal's alignments (a half4 member of a struct sits at a multiple of 8, as naga's layouts assume).
+struct alignas(4) half2 {
     half x, y;
     half& operator[](uint i) { return (&x)[i]; }
     const half& operator[](uint i) const { return (&x)[i]; }
 };
-struct half4 {
+struct alignas(8) half4 {
     half x, y, z, w;
     half& operator[](uint i) { return (&x)[i]; }
     const half& operator[](uint i) const { return (&x)[i]; }
