@@ -29,7 +29,7 @@
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
 //   mm_gemm_q4_k: twin fnv1a64 8797564981eb3cc9
-//   mm_gemm_q6_k: twin fnv1a64 d2d8aabc29de85ea
+//   mm_gemm_q6_k: twin fnv1a64 2e6d20ab1bd39cfd
 //   mm_gemm_q8_0: twin fnv1a64 ce725686bead7969
 
 #include <metal_stdlib>

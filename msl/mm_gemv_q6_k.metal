@@ -24,7 +24,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q6_k_r2, mm_gemv_q6_k_r4: twin fnv1a64 5cdd671b8f0405d3
+//   mm_gemv_q6_k_r2, mm_gemv_q6_k_r4: twin fnv1a64 4b67f739024a4ae2
 
 #include <metal_stdlib>
 using namespace metal;

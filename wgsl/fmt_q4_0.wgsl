@@ -86,7 +86,7 @@ fn fmt_qload(base: u32, quad: u32) -> FmtQRow {
 fn fmt_qblock(w: u32, xa: u32, xb: u32) -> i32 {
     let lo = w & 0x0f0f0f0fu;
     let hi = (w >> 4u) & 0x0f0f0f0fu;
-    return dot4I8Packed(lo, xa) + dot4I8Packed(hi, xb) - 8 * (dot4I8Packed(0x01010101u, xa) + dot4I8Packed(0x01010101u, xb));
+    return dot4I8Packed((lo + 0x78787878u) ^ 0x80808080u, xa) + dot4I8Packed((hi + 0x78787878u) ^ 0x80808080u, xb);
 }
 
 fn fmt_qdot(w: FmtQRow, x: MmQx) -> f32 {

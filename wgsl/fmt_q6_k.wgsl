@@ -98,8 +98,8 @@ fn fmt_qw(r: FmtRow, j: u32) -> u32 {
 
 // (D_j,0, D_j,1) of sub-block j with the activation codes xa (positions 4u ..) and xb (4u + 16 ..).
 fn fmt_qsub(w: FmtQRow, j: u32, xa: u32, xb: u32) -> vec2<f32> {
-    let da = dot4I8Packed(fmt_qw(w.a, j), xa) - 32 * dot4I8Packed(0x01010101u, xa);
-    let db = dot4I8Packed(fmt_qw(w.b, j), xb) - 32 * dot4I8Packed(0x01010101u, xb);
+    let da = dot4I8Packed((fmt_qw(w.a, j) + 0x60606060u) ^ 0x80808080u, xa);
+    let db = dot4I8Packed((fmt_qw(w.b, j) + 0x60606060u) ^ 0x80808080u, xb);
     return vec2<f32>(f32(da), f32(db));
 }
 
