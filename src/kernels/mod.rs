@@ -12,8 +12,8 @@
 /// test below compares field by field with the WGSL struct as naga reflects it. Field names are
 /// the WGSL's (padding included: `_p0`, `_p1`, ...). Families use it by name; code outside
 /// `kernels` imports `crate::kernels::params_struct`. Each family lists its structs with the
-/// pipelines that bind them (`params_twins`, registered in `params_twins` below), and a second
-/// test fails for any WGSL pipeline that no listed struct covers.
+/// pipelines that bind them in its own `params_twins`, which the crate-wide `params_twins` below
+/// collects; a second test fails for any WGSL pipeline that no listed struct covers.
 macro_rules! params_struct {
     ($(#[$meta:meta])* struct $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty),* $(,)? }) => {
         $(#[$meta])*
