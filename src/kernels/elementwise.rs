@@ -41,7 +41,6 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 
 pub const RMSNORM: KernelInfo = KernelInfo::new("elementwise_rmsnorm", &[Variant::Portable, Variant::Subgroup], None);
 pub const RMSNORM_ADD: KernelInfo = KernelInfo::new("elementwise_rmsnorm_add", &[Variant::Portable, Variant::Subgroup], None);
@@ -66,22 +65,23 @@ const BINARY_WG: u64 = 256;
 /// Largest element count of one tensor (keeps every index, grid padding included, within u32).
 pub const MAX_ELEMENTS: usize = 1 << 31;
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct NormParams {
-    rows: u32,
-    n: u32,
-    eps: f32,
-    _p: u32,
+params_struct! {
+    struct NormParams {
+        rows: u32,
+        n: u32,
+        eps: f32,
+        _p: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct OpParams {
-    len: u32,
-    /// The unary operation's parameter (the soft-cap).
-    scalar: f32,
-    _p: [u32; 2],
+params_struct! {
+    struct OpParams {
+        len: u32,
+        /// The unary operation's parameter (the soft-cap).
+        scalar: f32,
+        _p1: u32,
+        _p2: u32,
+    }
 }
 
 const NORM_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "f32"), StorageBinding::read("w", "f32"), StorageBinding::write("y", "f32")];
@@ -230,7 +230,7 @@ fn elementwise_launch(ctx: &crate::context::Context, len: usize, scalar: f32) ->
     // Whole vec4s where the length allows (`Tuning::elementwise_vec = false` turns that off, to compare).
     let vec = len % 4 == 0 && ctx.caps().tuning.elementwise_vec;
     let units = if vec { len / 4 } else { len };
-    Ok((vec, OpParams { len: units as u32, scalar, _p: [0; 2] }, ctx.grid((units as u64).div_ceil(BINARY_WG))?))
+    Ok((vec, OpParams { len: units as u32, scalar, _p1: 0, _p2: 0 }, ctx.grid((units as u64).div_ceil(BINARY_WG))?))
 }
 
 fn binary(b: &mut Batch, info: &KernelInfo, op: BinaryOp, a: &GpuBuffer<f32>, bb: &GpuBuffer<f32>, y: Option<&GpuBuffer<f32>>, len: usize) -> Result<()> {
@@ -362,6 +362,14 @@ crate::testkit_pub! {
 
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
+
+/// The family's params structs and the WGSL pipelines that bind each (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
+    let all: Vec<_> = kernels().iter().flat_map(|k| k.pipelines()).collect();
+    let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
+    vec![crate::kernels::params_twin!(NormParams, of(&["RmsNorm"])), crate::kernels::params_twin!(OpParams, of(&["Binary", "Unary"]))]
+}
 
 #[cfg(feature = "testkit")]
 mod cases {

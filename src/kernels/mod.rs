@@ -9,7 +9,11 @@
 
 /// A params struct, the Rust twin of its kernels' WGSL uniform struct (binding 0): `#[repr(C)]`,
 /// `Pod`, and (test kit) the list of its fields, `FIELDS` (name, type, byte offset), which a unit
-/// test below compares field by field with the WGSL struct as naga reflects it.
+/// test below compares field by field with the WGSL struct as naga reflects it. Field names are
+/// the WGSL's (padding included: `_p0`, `_p1`, ...). Families use it by name; code outside
+/// `kernels` imports `crate::kernels::params_struct`. Each family lists its structs with the
+/// pipelines that bind them in its own `params_twins`, which the crate-wide `params_twins` below
+/// collects; a second test fails for any WGSL pipeline that no listed struct covers.
 macro_rules! params_struct {
     ($(#[$meta:meta])* struct $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty),* $(,)? }) => {
         $(#[$meta])*
@@ -25,6 +29,23 @@ macro_rules! params_struct {
         }
     };
 }
+pub(crate) use params_struct;
+
+/// The [`ParamsTwin`] of the params struct `$params` (declared with `params_struct!`) and the
+/// pipelines `$pipelines` that bind it.
+#[cfg(all(test, feature = "testkit"))]
+macro_rules! params_twin {
+    ($params:ident, $pipelines:expr) => {
+        crate::kernels::ParamsTwin {
+            rust: concat!(module_path!(), "::", stringify!($params)),
+            size: std::mem::size_of::<$params>(),
+            fields: $params::FIELDS,
+            pipelines: $pipelines,
+        }
+    };
+}
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) use params_twin;
 
 pub mod attention;
 pub mod elementwise;
@@ -104,7 +125,21 @@ pub(crate) fn params_twins() -> Vec<ParamsTwin> {
     v.push(int4::params_twin());
     v.push(q8::params_twin());
     v.push(splitk::params_twin());
+    v.extend(elementwise::params_twins());
+    v.extend(attention::params_twins());
+    v.extend(rope::params_twins());
+    v.extend(turboquant::params_twins());
+    v.extend(crate::model::ops::params_twins());
     v
+}
+
+/// The pipelines of `pipelines` whose key is one of the enum variants named in `variants` (a
+/// label is its key's `Debug`, which begins with the variant's name): one params struct's share
+/// of a family's pipelines.
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn pipelines_of(pipelines: &[(String, crate::pipeline::PipelineDesc)], variants: &[&str]) -> Vec<(String, crate::pipeline::PipelineDesc)> {
+    let variant = |label: &str| label.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or_default().to_string();
+    pipelines.iter().filter(|(label, _)| variants.contains(&variant(label).as_str())).cloned().collect()
 }
 
 #[cfg(test)]
@@ -153,6 +188,29 @@ mod tests {
         }
         assert!(checked > 0);
         println!("{checked} pipelines' params structs match their Rust twins");
+    }
+
+    /// Every WGSL pipeline of the registry and of the model's glue kernels is bound by a params
+    /// struct the test above checks (Native MSL pipelines are checked by tests/msl_bindings.rs).
+    #[cfg(feature = "testkit")]
+    #[test]
+    fn every_wgsl_pipeline_has_a_params_twin() {
+        use crate::pipeline::{PipelineDesc, ShaderSource};
+        use std::collections::HashSet;
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let id = |label: &str, desc: &PipelineDesc| {
+            let mut h = DefaultHasher::new();
+            (label, desc.entry, desc.source.text(), format!("{:?}", desc.constants)).hash(&mut h);
+            h.finish()
+        };
+        let twins = super::params_twins();
+        let covered: HashSet<u64> = twins.iter().flat_map(|t| &t.pipelines).map(|(label, desc)| id(label, desc)).collect();
+        let mut pipelines: Vec<_> = super::registry().iter().flat_map(|k| k.pipelines()).collect();
+        pipelines.extend(crate::model::ops::pipelines());
+        let wgsl: Vec<_> = pipelines.iter().filter(|(_, desc)| matches!(desc.source, ShaderSource::Wgsl(_))).collect();
+        let uncovered: Vec<&str> = wgsl.iter().filter(|(label, desc)| !covered.contains(&id(label, desc))).map(|(label, _)| label.as_str()).collect();
+        assert!(uncovered.is_empty(), "{} of {} WGSL pipelines bind a params struct no Rust twin covers: {uncovered:?}", uncovered.len(), wgsl.len());
+        println!("{} WGSL pipelines, each covered by one of {} params twins", wgsl.len(), twins.len());
     }
 
     /// Every kernel with a Native variant has self-check cases, and only those kernels do: a

@@ -14,9 +14,9 @@ use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::error::{ensure, Error, Result};
 use crate::kernels::elementwise::Activation;
+use crate::kernels::params_struct;
 use crate::kernels::rope::{PairLayout, RopeTable};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 pub const BIAS_ADD: KernelInfo = KernelInfo::new("model_bias_add", &[Variant::Portable], None);
@@ -55,45 +55,48 @@ const SPLIT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("v", "f32"),
 ];
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct SplitParams {
-    total: u32,
-    w: u32,
-    r0: u32,
-    qd: u32,
-    kvd: u32,
-    has_bias: u32,
-    _p: [u32; 2],
+params_struct! {
+    struct SplitParams {
+        total: u32,
+        w: u32,
+        r0: u32,
+        qd: u32,
+        kvd: u32,
+        has_bias: u32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct Params4 {
-    a: u32,
-    b: u32,
-    _p: [u32; 2],
+params_struct! {
+    struct Params4 {
+        a: u32,
+        b: u32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct TopKParams {
-    n: u32,
-    k: u32,
-    off: u32,
-    mode: u32,
+params_struct! {
+    struct TopKParams {
+        n: u32,
+        k: u32,
+        off: u32,
+        mode: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct KvParams {
-    tokens: u32,
-    kv_heads: u32,
-    d: u32,
-    half: u32,
-    pos0: u32,
-    table_half: u32,
-    _p: [u32; 2],
+params_struct! {
+    struct KvParams {
+        tokens: u32,
+        kv_heads: u32,
+        d: u32,
+        half: u32,
+        pos0: u32,
+        table_half: u32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
 /// Pipelines of the runner's glue kernels.
@@ -122,6 +125,19 @@ impl PipelineKey for ModelPipeline {
         let wg = if matches!(self, ModelPipeline::Argmax | ModelPipeline::TopK) { 256 } else { 64 };
         PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [wg, 1, 1], params_size: params_size as u64, bindings }
     }
+}
+
+/// The glue kernels' params structs and the pipelines that bind each (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
+    let all = pipelines();
+    let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
+    vec![
+        crate::kernels::params_twin!(Params4, of(&["BiasAdd", "CopyRow", "GluPairs", "Argmax"])),
+        crate::kernels::params_twin!(KvParams, of(&["KvStore"])),
+        crate::kernels::params_twin!(SplitParams, of(&["SplitQkv"])),
+        crate::kernels::params_twin!(TopKParams, of(&["TopK"])),
+    ]
 }
 
 /// Every pipeline of the glue kernels, labelled (for the offline shader checks).
@@ -156,7 +172,7 @@ pub fn bias_add(b: &mut Batch, y: &GpuBuffer<f32>, bias: &GpuBuffer<f32>, rows: 
     let total = rows.checked_mul(n).ok_or_else(|| Error::Shape("rows * n overflows".into()))?;
     y.require("y", total)?;
     bias.require("bias", n)?;
-    let params = Params4 { a: u32_of(total, "rows * n")?, b: n as u32, _p: [0; 2] };
+    let params = Params4 { a: u32_of(total, "rows * n")?, b: n as u32, _p0: 0, _p1: 0 };
     b.dispatch(&ModelPipeline::BiasAdd, &params, &[y.raw(), bias.raw()], ctx.grid((total as u64).div_ceil(64))?)
 }
 
@@ -169,7 +185,7 @@ pub fn copy_row(b: &mut Batch, src: &GpuBuffer<f32>, row: usize, n: usize, dst: 
     src.require("src", end)?;
     dst.require("dst", n)?;
     u32_of(end, "(row + 1) * n")?;
-    let params = Params4 { a: row as u32, b: n as u32, _p: [0; 2] };
+    let params = Params4 { a: row as u32, b: n as u32, _p0: 0, _p1: 0 };
     b.dispatch(&ModelPipeline::CopyRow, &params, &[src.raw(), dst.raw()], ctx.grid((n as u64).div_ceil(64))?)
 }
 
@@ -184,7 +200,7 @@ pub fn argmax(b: &mut Batch, src: &GpuBuffer<f32>, offset: usize, n: usize, tok:
     src.require("src", end)?;
     tok.require("tok", 1)?;
     u32_of(end, "offset + n")?;
-    let params = Params4 { a: offset as u32, b: n as u32, _p: [0; 2] };
+    let params = Params4 { a: offset as u32, b: n as u32, _p0: 0, _p1: 0 };
     b.dispatch(&ModelPipeline::Argmax, &params, &[src.raw(), tok.raw()], [1, 1, 1])
 }
 
@@ -272,7 +288,7 @@ pub fn glu_pairs(b: &mut Batch, act: Activation, gu: &GpuBuffer<f32>, n: usize, 
     gu.require("gu", n2)?;
     out.require("out", n)?;
     u32_of(n2, "2 n")?;
-    let params = Params4 { a: n as u32, b: 0, _p: [0; 2] };
+    let params = Params4 { a: n as u32, b: 0, _p0: 0, _p1: 0 };
     b.dispatch(&ModelPipeline::GluPairs { gelu: act == Activation::GeluTanh }, &params, &[gu.raw(), out.raw()], ctx.grid((n as u64).div_ceil(64))?)
 }
 
@@ -306,7 +322,7 @@ pub fn split_qkv(b: &mut Batch, src: &GpuBuffer<f32>, m: usize, r0: usize, w: us
     if let Some(bias) = bias {
         bias.require("bias", n3)?;
     }
-    let params = SplitParams { total: total as u32, w: w as u32, r0: r0 as u32, qd: qd as u32, kvd: kvd as u32, has_bias: bias.is_some() as u32, _p: [0; 2] };
+    let params = SplitParams { total: total as u32, w: w as u32, r0: r0 as u32, qd: qd as u32, kvd: kvd as u32, has_bias: bias.is_some() as u32, _p0: 0, _p1: 0 };
     let bias = bias.map_or_else(|| ctx.dummy(), |x| x.raw());
     b.dispatch(&ModelPipeline::SplitQkv, &params, &[src.raw(), bias, out.q.raw(), out.k.raw(), out.v.raw()], ctx.grid((total as u64).div_ceil(64))?)
 }
@@ -365,7 +381,8 @@ pub fn kv_store(b: &mut Batch, a: &KvStore) -> Result<()> {
     a.v_new.require("v_new", new_len)?;
     a.k_cache.require("k_cache", cache_len)?;
     a.v_cache.require("v_cache", cache_len)?;
-    let params = KvParams { tokens: a.tokens as u32, kv_heads: a.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos0: a.pos0 as u32, table_half: (d / 2) as u32, _p: [0; 2] };
+    let params =
+        KvParams { tokens: a.tokens as u32, kv_heads: a.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos0: a.pos0 as u32, table_half: (d / 2) as u32, _p0: 0, _p1: 0 };
     let units = (new_len / 2) as u64;
     let key = ModelPipeline::KvStore { neox: a.layout == PairLayout::HalfSplit };
     b.dispatch(&key, &params, &[a.k_new.raw(), a.v_new.raw(), a.table.buffer().raw(), a.k_cache.raw(), a.v_cache.raw()], ctx.grid(units.div_ceil(64))?)

@@ -316,8 +316,9 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
         gblocks: plan.gblocks as u32,
         scale_log2,
         key_lo: key_lo as u32,
-        softcap_log2: softcap_log2(softcap)?,
-        _p: [0; 2],
+        softcap: softcap_log2(softcap)?,
+        _p0: 0,
+        _p1: 0,
     };
     let grid = ctx.grid(dims::prod("chunks * head blocks * kv_heads", &[plan.nchunks, plan.gblocks, shape.kv_heads])? as u64)?;
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
@@ -379,7 +380,7 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     a.k_cache.require("k_cache", cache)?;
     a.v_cache.require("v_cache", cache)?;
     ensure(a.scratch.shape == s, || Error::Argument(format!("scratch made for {:?}, decode has {s:?}", a.scratch.shape)))?;
-    let params = AppendParams { heads: s.heads as u32, kv_heads: s.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos, table_half: (d / 2) as u32, _p: [0; 2] };
+    let params = AppendParams { heads: s.heads as u32, kv_heads: s.kv_heads as u32, d: d as u32, half: (d / 2) as u32, pos, table_half: (d / 2) as u32, _p0: 0, _p1: 0 };
     // heads + 2 kv_heads <= 3 heads; heads * d fits 32 bits (validate): no overflow in usize.
     let units = (s.heads + 2 * s.kv_heads) * d / 2;
     let key = AttnPipeline::Append { kv_f16: KV::F16, neox: a.layout == PairLayout::HalfSplit };

@@ -94,7 +94,6 @@ use crate::context::Context;
 use crate::error::{dims, ensure, Error, Result};
 use crate::kernels::rope::{Elem, PairLayout, RopeTable, MAX_HEAD_DIM};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 
 /// `text` with its `//@{marker}` templates expanded for k = 0..count, `key` (e.g. `{k}`)
 /// replaced by k: a line starting `//@{marker} ` (after indentation) becomes count lines; the
@@ -302,67 +301,70 @@ pub struct Prefill<'a, KV: Elem> {
     pub out: &'a GpuBuffer<f32>,
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct PrefillParams {
-    tokens: u32,
-    heads: u32,
-    kv_heads: u32,
-    group: u32,
-    kv_len: u32,
-    offset: u32,
-    causal: u32,
-    rotate_k: u32,
-    row_blocks: u32,
-    table_half: u32,
-    scale_log2: f32,
-    /// Bit 0: half-split pairs; bit 1: f16 K/V (read by the Native kernel, which cannot take
-    /// overrides; the WGSL kernels take NEOX and KV_F16 as overrides).
-    flags: u32,
-    /// Sliding window (0: unlimited).
-    window: u32,
-    /// Score soft-cap * log2(e) (0: off).
-    softcap_log2: f32,
-    _p: [u32; 2],
+params_struct! {
+    struct PrefillParams {
+        tokens: u32,
+        heads: u32,
+        kv_heads: u32,
+        group: u32,
+        kv_len: u32,
+        offset: u32,
+        causal: u32,
+        rotate_k: u32,
+        row_blocks: u32,
+        table_half: u32,
+        scale_log2: f32,
+        /// Bit 0: half-split pairs; bit 1: f16 K/V (read by the Native kernel, which cannot take
+        /// overrides; the WGSL kernels take NEOX and KV_F16 as overrides).
+        flags: u32,
+        /// Sliding window (0: unlimited).
+        window: u32,
+        /// Score soft-cap * log2(e) (0: off).
+        softcap: f32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct DecodeParams {
-    kv_len: u32,
-    kv_heads: u32,
-    heads: u32,
-    group: u32,
-    chunk: u32,
-    nchunks: u32,
-    gblocks: u32,
-    scale_log2: f32,
-    /// First key attended (the sliding window's start; chunk c starts at key_lo + c * chunk).
-    key_lo: u32,
-    /// Score soft-cap * log2(e) (0: off).
-    softcap_log2: f32,
-    _p: [u32; 2],
+params_struct! {
+    struct DecodeParams {
+        kv_len: u32,
+        kv_heads: u32,
+        heads: u32,
+        group: u32,
+        chunk: u32,
+        nchunks: u32,
+        gblocks: u32,
+        scale_log2: f32,
+        /// First key attended (the sliding window's start; chunk c starts at key_lo + c * chunk).
+        key_lo: u32,
+        /// Score soft-cap * log2(e) (0: off).
+        softcap: f32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct MergeParams {
-    heads: u32,
-    nchunks: u32,
-    d: u32,
-    _p: u32,
+params_struct! {
+    struct MergeParams {
+        heads: u32,
+        nchunks: u32,
+        d: u32,
+        _p: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct AppendParams {
-    heads: u32,
-    kv_heads: u32,
-    d: u32,
-    half: u32,
-    pos: u32,
-    table_half: u32,
-    _p: [u32; 2],
+params_struct! {
+    struct AppendParams {
+        heads: u32,
+        kv_heads: u32,
+        d: u32,
+        half: u32,
+        pos: u32,
+        table_half: u32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
 const PREFILL_BINDINGS: &[StorageBinding] = &[
@@ -725,8 +727,9 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
             scale_log2,
             flags: neox as u32 | (KV::F16 as u32) << 1,
             window,
-            softcap_log2,
-            _p: [0; 2],
+            softcap: softcap_log2,
+            _p0: 0,
+            _p1: 0,
         };
         let grid = ctx.grid(dims::prod("row blocks * kv_heads", &[row_blocks, s.kv_heads])? as u64)?;
         if let AttnPipeline::PrefillMatrix { .. } = key {
@@ -780,6 +783,20 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
         }
     }
     v
+}
+
+/// The family's params structs and the WGSL pipelines that bind each (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
+    let all: Vec<_> = kernels().iter().flat_map(|k| k.pipelines()).collect();
+    let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
+    vec![
+        crate::kernels::params_twin!(PrefillParams, of(&["Prefill", "PrefillMatrix", "PrefillNative"])),
+        prefill_matrix::stage_params_twin(of(&["PrefillStage"])),
+        crate::kernels::params_twin!(DecodeParams, of(&["Decode", "DecodeTeams", "DecodeMatrix"])),
+        crate::kernels::params_twin!(MergeParams, of(&["Merge"])),
+        crate::kernels::params_twin!(AppendParams, of(&["Append"])),
+    ]
 }
 
 #[cfg(test)]

@@ -29,7 +29,6 @@ use crate::buffer::Scratch;
 use crate::caps::{Caps, Variant};
 use crate::kernels::rope::Elem;
 use crate::pipeline::{PipelineDesc, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 use wgpu::CooperativeScalarType as Cst;
 
 pub(super) const MATRIX_WGSL: &str = include_str!("../../../wgsl/attn_prefill_matrix.wgsl");
@@ -153,21 +152,27 @@ const STAGE_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("v_dst", "u32"),
 ];
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct StageParams {
-    q_words: u32,
-    k_words: u32,
-    v_words: u32,
-    kv_heads: u32,
-    table_half: u32,
-    rotate_k: u32,
-    q_rows: u32,
-    q_rows_pad: u32,
-    group: u32,
-    heads: u32,
-    offset: u32,
-    scale: f32,
+params_struct! {
+    struct StageParams {
+        q_words: u32,
+        k_words: u32,
+        v_words: u32,
+        kv_heads: u32,
+        table_half: u32,
+        rotate_k: u32,
+        q_rows: u32,
+        q_rows_pad: u32,
+        group: u32,
+        heads: u32,
+        offset: u32,
+        scale: f32,
+    }
+}
+
+/// The staging params and the pipelines `pipelines` that bind them (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(super) fn stage_params_twin(pipelines: Vec<(String, PipelineDesc)>) -> crate::kernels::ParamsTwin {
+    crate::kernels::params_twin!(StageParams, pipelines)
 }
 
 pub(super) fn stage_desc(d: u32, in_f16: bool, neox: bool) -> PipelineDesc {
@@ -282,6 +287,7 @@ mod tests {
     use crate::kernels::attention::AttnShape;
     use crate::kernels::rope::{PairLayout, RopeConfig, RopeScaling, RopeTable};
     use crate::suite::Rng;
+    use bytemuck::Zeroable;
 
     /// The first `n` halves of a staged buffer (two per u32 word), as f32.
     fn halves(ctx: &crate::Context, buf: wgpu::Buffer, n: usize) -> Vec<f32> {

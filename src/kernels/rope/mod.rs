@@ -52,7 +52,6 @@ use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 
 pub const TABLE: KernelInfo = KernelInfo::new("rope_table", &[Variant::Portable], None);
 pub const APPLY: KernelInfo = KernelInfo::new("rope_apply", &[Variant::Portable], None);
@@ -164,26 +163,26 @@ impl RopeTable {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct TableParams {
-    half: u32,
-    rows: u32,
-    attention_factor: f32,
-    _p: u32,
+params_struct! {
+    struct TableParams {
+        half: u32,
+        rows: u32,
+        attention_factor: f32,
+        _p: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct ApplyParams {
-    tokens: u32,
-    heads: u32,
-    d: u32,
-    half: u32,
-    units: u32,
-    pos_start: u32,
-    use_buf: u32,
-    rows: u32,
+params_struct! {
+    struct ApplyParams {
+        tokens: u32,
+        heads: u32,
+        d: u32,
+        half: u32,
+        units: u32,
+        pos_start: u32,
+        use_buf: u32,
+        rows: u32,
+    }
 }
 
 const TABLE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("freq", "vec4<f32>"), StorageBinding::write("table", "vec2<f32>")];
@@ -351,4 +350,12 @@ pub fn apply<T: Elem>(b: &mut Batch, x: &GpuBuffer<T>, tokens: usize, heads: usi
     let params = ApplyParams { tokens: tokens as u32, heads: heads as u32, d: d as u32, half: half as u32, units: units as u32, pos_start, use_buf, rows: table.rows as u32 };
     let grid = ctx.grid(((tokens * heads * units) as u64).div_ceil(64))?;
     b.dispatch(&RopePipeline::Apply { f16: T::F16, layout, mode }, &params, &[x.raw(), pbuf, table.table.raw()], grid)
+}
+
+/// The family's params structs and the WGSL pipelines that bind each (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
+    let all: Vec<_> = kernels().iter().flat_map(|k| k.pipelines()).collect();
+    let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
+    vec![crate::kernels::params_twin!(TableParams, of(&["Table"])), crate::kernels::params_twin!(ApplyParams, of(&["Apply"]))]
 }

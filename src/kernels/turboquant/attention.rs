@@ -132,7 +132,9 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         kscale: a.scale * inv_d,
         vscale: inv_d,
         row: row as u32,
-        _p: [0; 3],
+        _p0: 0,
+        _p1: 0,
+        _p2: 0,
     };
     let bufs = [q.raw(), k.codes.raw(), k.norms.raw(), v.codes.raw(), v.norms.raw(), ws.partial.raw(), k.signs.raw(), v.signs.raw()];
     // kv_heads * quads * splits <= heads * splits, bounded by the workspace size (checked at its creation).

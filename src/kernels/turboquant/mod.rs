@@ -48,7 +48,6 @@ use crate::caps::{Caps, KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use bytemuck::{Pod, Zeroable};
 
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
@@ -217,39 +216,43 @@ impl TqCache {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable, Default)]
-struct TransformParams {
-    d: u32,
-    lanes: u32,
-    vectors: u32,
-    kv_heads: u32,
-    capacity: u32,
-    pos0: u32,
-    src_off: u32,
-    splits: u32,
-    row: u32,
-    _scale: f32,
-    _p: [u32; 2],
+params_struct! {
+    #[derive(Default)]
+    struct TransformParams {
+        d: u32,
+        lanes: u32,
+        vectors: u32,
+        kv_heads: u32,
+        capacity: u32,
+        pos0: u32,
+        src_off: u32,
+        splits: u32,
+        row: u32,
+        _scale: f32,
+        _p0: u32,
+        _p1: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-struct AttendParams {
-    kv_heads: u32,
-    heads: u32,
-    d: u32,
-    capacity: u32,
-    lo: u32,
-    count: u32,
-    split_len: u32,
-    splits: u32,
-    group: u32,
-    quads: u32,
-    kscale: f32,
-    vscale: f32,
-    row: u32,
-    _p: [u32; 3],
+params_struct! {
+    struct AttendParams {
+        kv_heads: u32,
+        heads: u32,
+        d: u32,
+        capacity: u32,
+        lo: u32,
+        count: u32,
+        split_len: u32,
+        splits: u32,
+        group: u32,
+        quads: u32,
+        kscale: f32,
+        vscale: f32,
+        row: u32,
+        _p0: u32,
+        _p1: u32,
+        _p2: u32,
+    }
 }
 
 const TRANSFORM_BINDINGS: &[StorageBinding] = &[
@@ -418,3 +421,11 @@ pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out
 
 pub(crate) mod attention;
 pub use attention::{decode_attention, DecodeAttention, TqAttnWorkspace};
+
+/// The family's params structs and the WGSL pipelines that bind each (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
+    let all: Vec<_> = kernels().iter().flat_map(|k| k.pipelines()).collect();
+    let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
+    vec![crate::kernels::params_twin!(TransformParams, of(&["Transform"])), crate::kernels::params_twin!(AttendParams, of(&["Attend"]))]
+}
