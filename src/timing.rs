@@ -145,7 +145,7 @@ impl Busy {
         // dispatch takes BUSY_US.
         let best = f64::from_bits(BUSY_BEST.load(Ordering::Relaxed));
         let len = if best.is_finite() && best > 0.0 { (BUSY_US / best).round().clamp(256.0, u32::MAX as f64) as u32 } else { 256 };
-        let mut busy = Busy { src, sink, params: CopyParams { len, _p: [0; 3] }, groups };
+        let mut busy = Busy { src, sink, params: CopyParams { len, _p0: 0, _p1: 0, _p2: 0 }, groups };
         for _ in 0..20 {
             let mut b = ctx.timed_batch();
             busy.record(&mut b)?;
@@ -170,11 +170,19 @@ impl Busy {
     }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct CopyParams {
-    len: u32,
-    _p: [u32; 3],
+crate::kernels::params_struct! {
+    struct CopyParams {
+        len: u32,
+        _p0: u32,
+        _p1: u32,
+        _p2: u32,
+    }
+}
+
+/// The copy kernels' params and their pipelines (the params reflection test).
+#[cfg(all(test, feature = "testkit"))]
+pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
+    crate::kernels::params_twin!(CopyParams, pipeline_descs(&Caps::nominal()))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -228,7 +236,7 @@ pub fn copy_bandwidth(ctx: &Context, bytes: u64, reps: usize) -> Result<(f64, Ti
     // Verify the copy on a marker before timing it.
     let marker = [[1.5f32, -2.0, 3.25, 7.0]; 4];
     ctx.write(&src, &marker)?;
-    let params = CopyParams { len: len as u32, _p: [0; 3] };
+    let params = CopyParams { len: len as u32, _p0: 0, _p1: 0, _p2: 0 };
     let groups = ctx.grid((len as u64).div_ceil(256).min(65_535 * 4))?;
     let encode = |b: &mut Batch, _i: usize| b.dispatch(&CopyPipeline, &params, &[src.raw(), dst.raw()], groups);
     let t = measure(ctx, reps, &encode)?;
@@ -264,7 +272,7 @@ pub fn read_ceiling(ctx: &Context, bytes: u64, copies: usize, reps: usize) -> Re
     let want = words.iter().fold(0u32, |h, w| h ^ w[0] ^ w[1] ^ w[2] ^ w[3]);
     let srcs: Vec<GpuBuffer<[u32; 4]>> = (0..copies.max(1)).map(|_| ctx.upload(&words)).collect::<Result<_>>()?;
     let dst: GpuBuffer<[f32; 4]> = ctx.alloc(groups_n)?;
-    let params = CopyParams { len: len as u32, _p: [0; 3] };
+    let params = CopyParams { len: len as u32, _p0: 0, _p1: 0, _p2: 0 };
     let groups = ctx.grid(groups_n as u64)?;
     let encode = |b: &mut Batch, i: usize| b.dispatch(&ReadPipeline, &params, &[srcs[i % srcs.len()].raw(), dst.raw()], groups);
     let mut b = ctx.batch();

@@ -130,6 +130,7 @@ pub(crate) fn params_twins() -> Vec<ParamsTwin> {
     v.extend(rope::params_twins());
     v.extend(turboquant::params_twins());
     v.extend(crate::model::ops::params_twins());
+    v.push(crate::timing::params_twin());
     v
 }
 
