@@ -402,7 +402,7 @@ impl Kernel for MmKernel {
                 }
                 let act = if self.op == Op::Gemv { Activations::F32 } else { Activations::q8_for(self.format, true) };
                 for &(rows, e, _) in native_gemv(self.format, act).map_or(&[][..], |n| n.entries) {
-                    let epi = [Epilogue::Store, Epilogue::Accumulate, Epilogue::SwiGlu][e as usize];
+                    let Some(epi) = Epilogue::of(e) else { continue };
                     // The Native twin (a workgroup team) is one of the Subgroup pipelines.
                     keys.push(MmPipeline::Gemv { format, variant: Variant::Subgroup, plan: native_plan(rows), act, epi });
                     keys.push(MmPipeline::Gemv { format, variant: Variant::Native, plan: native_plan(rows), act, epi });

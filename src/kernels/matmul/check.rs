@@ -38,12 +38,11 @@ fn gemv_cases(info: &KernelInfo, store: bool) -> Vec<Box<dyn Case>> {
     // The integer dot needs the quad order (k % 256 == 0).
     let k = if q8 { 256 } else { (256 / f.block_weights).max(1) * f.block_weights };
     let small = native.entries.iter().map(|e| e.0).min();
-    let epilogues = [Epilogue::Store, Epilogue::Accumulate, Epilogue::SwiGlu];
     native
         .entries
         .iter()
         .filter_map(|&(rows, e, _)| {
-            let epi = *epilogues.get(e as usize).filter(|&&epi| store || epi != Epilogue::Store)?;
+            let epi = Epilogue::of(e).filter(|&epi| store || epi != Epilogue::Store)?;
             let n = if Some(rows) == small { 33 } else { 2049 } + usize::from(epi == Epilogue::SwiGlu);
             Some(Box::new(GemvCheck { format: f, n, k, q8, epi }) as Box<dyn Case>)
         })

@@ -424,6 +424,13 @@ pub enum Epilogue {
     SwiGlu = 2,
 }
 
+impl Epilogue {
+    /// The epilogue of number `code` (its discriminant: [`crate::formats::NativeGemv::entries`]).
+    pub(crate) fn of(code: u32) -> Option<Epilogue> {
+        [Epilogue::Store, Epilogue::Accumulate, Epilogue::SwiGlu].get(code as usize).copied()
+    }
+}
+
 /// The input vector of a GEMV.
 #[derive(Clone, Copy)]
 pub enum GemvInput<'a> {
