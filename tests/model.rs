@@ -1028,8 +1028,8 @@ fn fixture_chat_templates_and_eog_match() {
     assert!(checked.len() >= 8, "fixtures with a chat template: {checked:?}");
 }
 
-/// The model on the Native plumbing (SPIR-V twin mode, `testkit`): a Q4_K_M and a Q8_0 fixture
-/// run prefill and four decode steps, on int8 and on f32 activations, on a context where every
+/// The model on the Native plumbing (SPIR-V twin mode, `testkit`): a Q4_K_M, a Q8_0 and an F16
+/// fixture run prefill and four decode steps, on int8 and on f32 activations, on a context where every
 /// kernel with a Native variant runs it (after its self-check; each Native pipeline built through
 /// the passthrough path from the SPIR-V of its WGSL twin) and on the default context. Every GEMV
 /// pipeline the Native run builds must be an MSL kernel's (none falls back to a WGSL GEMV: the
@@ -1053,7 +1053,7 @@ fn native_twins_run_the_decode_step() {
         return;
     }
     let models = manifest_models();
-    for name in ["llama-tiny-q4_k_m", "qwen3-tiny-q8_0"] {
+    for name in ["llama-tiny-q4_k_m", "qwen3-tiny-q8_0", "llama-tiny-f16"] {
         let m = models.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("fixture {name} not in manifest.txt"));
         let r = read_keys(&dir().join(&m.reference));
         let (prompt, greedy) = (u32s(&r["prompt_tokens"]), u32s(&r["greedy_tokens"]));
@@ -1090,8 +1090,15 @@ fn native_twins_run_the_decode_step() {
             assert!(wgsl_gemvs.is_empty(), "{name}: GEMVs without an MSL kernel: {wgsl_gemvs:?}");
             assert!(native.iter().all(|&c| c > 0), "{name}: a decode step recorded no Native dispatch: {native:?}");
             // The Q4_K_M file's matrices are Q4_K and Q6_K.
-            let formats: &[&str] = if name.contains("q4_k_m") { &["q4_k", "q6_k"] } else { &["q8_0"] };
-            let op = if int8_activations { "gemv_q8" } else { "gemv" };
+            let formats: &[&str] = if name.contains("q4_k_m") {
+                &["q4_k", "q6_k"]
+            } else if name.contains("q8_0") {
+                &["q8_0"]
+            } else {
+                &["f16"]
+            };
+            // F16 has no integer dot: its GEMVs take f32 activations either way.
+            let op = if int8_activations && !name.contains("f16") { "gemv_q8" } else { "gemv" };
             for f in formats {
                 assert!(msl.iter().any(|e| e.starts_with(&format!("mm_{op}_{f}_"))), "{name}: no {op} of {f} built as MSL");
             }
