@@ -422,7 +422,16 @@ fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize
     let session = Session::new(
         ctx,
         model,
-        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits, int8_activations: !a.f32_activations, fused_norm: !a.unfused_norm, gpu_timing: a.gpu_time },
+        SessionOptions {
+            context,
+            kv: a.kv,
+            chunk: a.chunk,
+            all_logits,
+            int8_activations: !a.f32_activations,
+            fused_norm: !a.unfused_norm,
+            gpu_timing: a.gpu_time,
+            greedy_steps: 1,
+        },
     )?;
     eprintln!(
         "GPU memory: weights {}, KV cache {} ({context} positions, {}), work buffers {}",
@@ -431,6 +440,12 @@ fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize
         a.kv.name(),
         size(session.scratch_bytes())
     );
+    if let Some(w) = model.config.ignored_window.filter(|&w| context > w) {
+        eprintln!(
+            "note: the file sets a sliding window of {w} positions, which llama.cpp does not apply to {} files and neither does this runner: past {w} positions the model attends further back than it was trained to",
+            model.config.arch.name()
+        );
+    }
     Ok(session)
 }
 

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example model_bench -- MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5]
-//!     [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S]
+//!     [--kv f16|turboquant] [--chunk N] [--greedy-steps N] [--f32-activations] [--gpu-time] [--profile] [--seed S]
 //!     [--pipeline-cache FILE | --no-pipeline-cache]
 //! ```
 //!
@@ -43,6 +43,7 @@ struct Args {
     reps: usize,
     kv: KvKind,
     chunk: usize,
+    greedy_steps: usize,
     f32_activations: bool,
     gpu_time: bool,
     profile: bool,
@@ -50,7 +51,7 @@ struct Args {
 }
 
 const HELP: &str = "\
-usage: model_bench MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5] [--kv f16|turboquant] [--chunk N] [--f32-activations] [--gpu-time] [--profile] [--seed S] [--pipeline-cache FILE | --no-pipeline-cache]
+usage: model_bench MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5] [--kv f16|turboquant] [--chunk N] [--greedy-steps N] [--f32-activations] [--gpu-time] [--profile] [--seed S] [--pipeline-cache FILE | --no-pipeline-cache]
 
 Prompt (pp) and generation (tg) tokens/s of a GGUF model, measured as llama.cpp's llama-bench
 does; prints a Markdown table.
@@ -62,6 +63,7 @@ does; prints a Markdown table.
   -d D                   depth: tokens of context before each test (default 0)
   --kv f16|turboquant    KV cache: f16, or TurboQuant 4-bit codes (default f16)
   --chunk N              most prompt tokens per prefill batch (default 512)
+  --greedy-steps N       tg: decode steps per queue submission, 1..=8 (default 1)
   --f32-activations      multiply weights by f32 activations (default: int8-rounded in decode steps)
   --gpu-time             also report GPU time per token and the CPU time the GPU did not hide
   --profile              GPU time of every kernel of a prompt chunk and of a decode step
@@ -77,6 +79,7 @@ fn parse_args() -> Result<Args, String> {
         reps: 5,
         kv: KvKind::F16,
         chunk: 512,
+        greedy_steps: 1,
         f32_activations: false,
         gpu_time: false,
         profile: false,
@@ -90,6 +93,7 @@ fn parse_args() -> Result<Args, String> {
             "-r" => a.reps = v.value(f)?,
             "--kv" => a.kv = v.kv(f)?,
             "--chunk" => a.chunk = v.value(f)?,
+            "--greedy-steps" => a.greedy_steps = v.value(f)?,
             "--f32-activations" => a.f32_activations = true,
             "--gpu-time" => a.gpu_time = true,
             "--profile" => a.profile = true,
@@ -221,7 +225,16 @@ fn run(a: Args) -> Res<()> {
     let mut s = Session::new(
         &ctx,
         &model,
-        SessionOptions { context, kv: a.kv, chunk: a.chunk, all_logits: false, int8_activations: !a.f32_activations, fused_norm: true, gpu_timing: a.gpu_time },
+        SessionOptions {
+            context,
+            kv: a.kv,
+            chunk: a.chunk,
+            all_logits: false,
+            int8_activations: !a.f32_activations,
+            fused_norm: true,
+            gpu_timing: a.gpu_time,
+            greedy_steps: a.greedy_steps,
+        },
     )?;
     let warm_s = cli::warm_up(&ctx, &model, &s, a.pp.max(1), a.tg > 0)?;
     eprintln!("{} pipelines built in {warm_s:.2} s", ctx.built_pipelines().len());

@@ -52,7 +52,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   attn_decode_{f32,f16}_d{64,80,96,128,256}: twin fnv1a64 b660ca365232c4fe
+//   attn_decode_{f32,f16}_d{64,80,96,128,256}: twin fnv1a64 a9c4dbba6a99f9bf
 
 #include <metal_stdlib>
 using namespace metal;

@@ -19,9 +19,10 @@
 // row block, partials folded through threadgroup memory. k is a multiple of 256 (the block), so the
 // quads cover exactly k columns and every x load is in range.
 // Entry points: mm_gemv_q4_k_r2, mm_gemv_q4_k_r4 (ROWS = 2, 4; the twin's EPI = 0: store), and
-// the fused epilogues of each: _acc (EPI = 1, y[y_off + r] += dot, the residual add) and _swiglu
+// the fused epilogues of each: _acc (EPI = 1, y[y_off + r] += dot, the residual add), _swiglu
 // (EPI = 2, the matrix holds (gate, up) row pairs: y[(y_off + 2i) / 2] = silu(dot_2i) * dot_2i+1,
-// silu(g) = g / (1 + exp(-g))), applied by thread 0 after the team's sum.
+// silu(g) = g / (1 + exp(-g))) and _geglu (EPI = 3, the same with gelu_tanh(dot_2i)), applied by
+// thread 0 after the team's sum.
 //
 // Passthrough conventions (see src/pipeline.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer; threadgroup size from
@@ -29,7 +30,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q4_k_r{2,4}[_acc|_swiglu]: twin fnv1a64 1dd269b1e1dfa788
+//   mm_gemv_q4_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 411fcff6d1006cfc
 
 #include <metal_stdlib>
 using namespace metal;
@@ -130,19 +131,26 @@ static inline float hsum(float4 v) {
     return (v.x + v.y) + (v.z + v.w);
 }
 
-static inline float swiglu(float g, float u) {
+// The gated unit of a (gate, up) pair (the twin's mm_glu): EPI 2 SwiGLU, silu(g) * u with
+// silu(g) = g / (1 + exp(-g)); EPI 3 GeGLU, gelu_tanh(g) * u with gelu_tanh(g) = g / 2 * (1 +
+// tanh(v)) computed as the equal g / (1 + exp(-2v)), v = sqrt(2 / pi) * (g + 0.044715 g^3).
+template <uint EPI>
+static inline float glu(float g, float u) {
+    if (EPI == 3u) {
+        return g / (1.0f + exp(-1.5957691216057308f * (g + 0.044715f * g * g * g))) * u;
+    }
     return g / (1.0f + exp(-g)) * u;
 }
 
 // The epilogue of rows r0 .. r0 + ROWS - 1 (the twin's mm_store, wgsl/mm_gemv_acc.wgsl): EPI 0
-// stores, 1 adds to y (a residual add), 2 stores the SwiGLU of the (gate, up) row pairs.
+// stores, 1 adds to y (a residual add), 2 and 3 store the SwiGLU / GeGLU of the (gate, up) row pairs.
 template <uint ROWS, uint EPI>
 static inline void store(constant MmParams& p, device float* y, uint r0, float4 tot) {
     const uint o = p.y_off + r0;
-    if (EPI == 2u) {
-        y[o / 2u] = swiglu(tot.x, tot.y);
+    if (EPI >= 2u) {
+        y[o / 2u] = glu<EPI>(tot.x, tot.y);
         if (ROWS > 3u && r0 + 2u < p.n) {
-            y[o / 2u + 1u] = swiglu(tot.z, tot.w);
+            y[o / 2u + 1u] = glu<EPI>(tot.z, tot.w);
         }
         return;
     }
@@ -264,6 +272,20 @@ kernel void mm_gemv_q4_k_r2_swiglu(constant MmParams& p [[buffer(0)]],
     q4_k_gemv_body<2u, 2u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
+kernel void mm_gemv_q4_k_r2_geglu(constant MmParams& p [[buffer(0)]],
+                                  device const uint4* wq [[buffer(1)]],
+                                  device const float4* x [[buffer(2)]],
+                                  device float* y [[buffer(3)]],
+                                  uint3 tg [[threadgroup_position_in_grid]],
+                                  uint3 ntg [[threadgroups_per_grid]],
+                                  uint tid [[thread_index_in_threadgroup]],
+                                  uint3 tptg [[threads_per_threadgroup]],
+                                  uint sg [[simdgroup_index_in_threadgroup]],
+                                  uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q4_k_gemv_body<2u, 3u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
 kernel void mm_gemv_q4_k_r4(constant MmParams& p [[buffer(0)]],
                             device const uint4* wq [[buffer(1)]],
                             device const float4* x [[buffer(2)]],
@@ -304,4 +326,18 @@ kernel void mm_gemv_q4_k_r4_swiglu(constant MmParams& p [[buffer(0)]],
                                    uint nsg [[simdgroups_per_threadgroup]]) {
     threadgroup float4 scratch[MAX_SIMDGROUPS];
     q4_k_gemv_body<4u, 2u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q4_k_r4_geglu(constant MmParams& p [[buffer(0)]],
+                                  device const uint4* wq [[buffer(1)]],
+                                  device const float4* x [[buffer(2)]],
+                                  device float* y [[buffer(3)]],
+                                  uint3 tg [[threadgroup_position_in_grid]],
+                                  uint3 ntg [[threadgroups_per_grid]],
+                                  uint tid [[thread_index_in_threadgroup]],
+                                  uint3 tptg [[threads_per_threadgroup]],
+                                  uint sg [[simdgroup_index_in_threadgroup]],
+                                  uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q4_k_gemv_body<4u, 3u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }

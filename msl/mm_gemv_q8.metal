@@ -2,16 +2,16 @@
 // step, whose activations are quantised once per vector) for the formats with an integer dot:
 // Q4_K, Q6_K, Q8_0 and Q4_0, native tier (hand-written MSL for wgpu's passthrough path).
 //   y[y_off + r] (op)= sum_c w[r, c] * dx_b(c) * xq[c]
-// with the epilogue (op) of the entry point: store, residual add (`_acc`), or the SwiGLU of
-// (gate, up) row pairs (`_swiglu`: y[(y_off + 2i) / 2] = silu(dot_2i) * dot_2i+1, silu(g) =
-// g / (1 + exp(-g))).
+// with the epilogue (op) of the entry point: store, residual add (`_acc`), or the SwiGLU /
+// GeGLU of (gate, up) row pairs (`_swiglu`: y[(y_off + 2i) / 2] = silu(dot_2i) * dot_2i+1, silu(g)
+// = g / (1 + exp(-g)); `_geglu`: the same with GELU's tanh approximation).
 //
 // WGSL twin (same algorithm, same Params, same bindings, same GPU layouts): wgsl/team_subgroup.wgsl
 // + wgsl/mm_common.wgsl + wgsl/mm_gemv_qk.wgsl + wgsl/fmt_<fmt>.wgsl + wgsl/mm_gemv_acc.wgsl +
 // wgsl/mm_rows.wgsl with WG = 128, ROWS = 2 or 4, UNROLL = 1, TEAM_SG = 0 (a team is the
-// threadgroup) and EPI = 0 (store), 1 (accumulate) or 2 (SwiGLU). One body for every format, the
-// format picked by the entry point (a struct per format: its row loads and its dot, ported from
-// the part's fmt_qload / fmt_qdot).
+// threadgroup) and EPI = 0 (store), 1 (accumulate), 2 (SwiGLU) or 3 (GeGLU). One body for every
+// format, the format picked by the entry point (per format a row struct, its loads (load_row) and
+// its dot (dot_row), ported from the part's fmt_qload / fmt_qdot).
 //
 // Activations (src/kernels/q8, MmQx in wgsl/mm_common.wgsl): an item is a quad, 64 columns of a
 // 256-column block (p.items = k / 64): positions 4u..4u+3 ("a") and 4u+16..4u+19 ("b") of its
@@ -31,7 +31,7 @@
 // dots live in one float4, one simd_sum per simdgroup and row block, partials folded through
 // threadgroup memory; thread 0 applies the epilogue.
 // k is a multiple of 256, so the quads cover exactly k columns and every load is in range.
-// Entry points: mm_gemv_q8_<fmt>_r<rows>[_acc|_swiglu] for fmt in q4_k, q6_k, q8_0, q4_0 and
+// Entry points: mm_gemv_q8_<fmt>_r<rows>[_acc|_swiglu|_geglu] for fmt in q4_k, q6_k, q8_0, q4_0 and
 // rows 2, 4.
 //
 // Passthrough conventions (see src/pipeline.rs): params at buffer(0) in the constant address space,
@@ -40,10 +40,10 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q8_q4_k_*: twin fnv1a64 7a1b6a6798e7a5e4
-//   mm_gemv_q8_q6_k_*: twin fnv1a64 8252fc9f2b1f81dd
-//   mm_gemv_q8_q8_0_*: twin fnv1a64 e8d068db6d574584
-//   mm_gemv_q8_q4_0_*: twin fnv1a64 cb45bf02cd97698c
+//   mm_gemv_q8_q4_k_*: twin fnv1a64 7e782ce3d8428708
+//   mm_gemv_q8_q6_k_*: twin fnv1a64 30e1d0c6e5eac68f
+//   mm_gemv_q8_q8_0_*: twin fnv1a64 00235e30ed0b3ce8
+//   mm_gemv_q8_q4_0_*: twin fnv1a64 d58308b4223cfd20
 
 #include <metal_stdlib>
 using namespace metal;
@@ -352,7 +352,14 @@ static inline float dot_row(Q4_0Row w, thread const Qx& x) {
 
 // ---- The GEMV.
 
-static inline float swiglu(float g, float u) {
+// The gated unit of a (gate, up) pair (the twin's mm_glu): EPI 2 SwiGLU, silu(g) * u with
+// silu(g) = g / (1 + exp(-g)); EPI 3 GeGLU, gelu_tanh(g) * u with gelu_tanh(g) = g / 2 * (1 +
+// tanh(v)) computed as the equal g / (1 + exp(-2v)), v = sqrt(2 / pi) * (g + 0.044715 g^3).
+template <uint EPI>
+static inline float glu(float g, float u) {
+    if (EPI == 3u) {
+        return g / (1.0f + exp(-1.5957691216057308f * (g + 0.044715f * g * g * g))) * u;
+    }
     return g / (1.0f + exp(-g)) * u;
 }
 
@@ -360,10 +367,10 @@ static inline float swiglu(float g, float u) {
 template <uint ROWS, uint EPI>
 static inline void store(constant MmParams& p, device float* y, uint r0, float4 tot) {
     const uint o = p.y_off + r0;
-    if (EPI == 2u) {
-        y[o / 2u] = swiglu(tot.x, tot.y);
+    if (EPI >= 2u) {
+        y[o / 2u] = glu<EPI>(tot.x, tot.y);
         if (ROWS > 3u && r0 + 2u < p.n) {
-            y[o / 2u + 1u] = swiglu(tot.z, tot.w);
+            y[o / 2u + 1u] = glu<EPI>(tot.z, tot.w);
         }
         return;
     }
@@ -447,6 +454,20 @@ kernel void mm_gemv_q8_q4_k_r2_swiglu(constant MmParams& p [[buffer(0)]],
     gemv_q8<Q4KRow, 2u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
+kernel void mm_gemv_q8_q4_k_r2_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q4KRow, 2u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
 kernel void mm_gemv_q8_q4_k_r4(constant MmParams& p [[buffer(0)]],
                                device const uint4* wq [[buffer(1)]],
                                device const uint4* xk [[buffer(2)]],
@@ -487,6 +508,20 @@ kernel void mm_gemv_q8_q4_k_r4_swiglu(constant MmParams& p [[buffer(0)]],
                                       uint nsg [[simdgroups_per_threadgroup]]) {
     threadgroup float4 scratch[MAX_SIMDGROUPS];
     gemv_q8<Q4KRow, 4u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q8_q4_k_r4_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q4KRow, 4u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
 kernel void mm_gemv_q8_q6_k_r2(constant MmParams& p [[buffer(0)]],
@@ -531,6 +566,20 @@ kernel void mm_gemv_q8_q6_k_r2_swiglu(constant MmParams& p [[buffer(0)]],
     gemv_q8<Q6KRow, 2u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
+kernel void mm_gemv_q8_q6_k_r2_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q6KRow, 2u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
 kernel void mm_gemv_q8_q6_k_r4(constant MmParams& p [[buffer(0)]],
                                device const uint4* wq [[buffer(1)]],
                                device const uint4* xk [[buffer(2)]],
@@ -571,6 +620,20 @@ kernel void mm_gemv_q8_q6_k_r4_swiglu(constant MmParams& p [[buffer(0)]],
                                       uint nsg [[simdgroups_per_threadgroup]]) {
     threadgroup float4 scratch[MAX_SIMDGROUPS];
     gemv_q8<Q6KRow, 4u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q8_q6_k_r4_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q6KRow, 4u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
 kernel void mm_gemv_q8_q8_0_r2(constant MmParams& p [[buffer(0)]],
@@ -615,6 +678,20 @@ kernel void mm_gemv_q8_q8_0_r2_swiglu(constant MmParams& p [[buffer(0)]],
     gemv_q8<Q8_0Row, 2u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
+kernel void mm_gemv_q8_q8_0_r2_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q8_0Row, 2u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
 kernel void mm_gemv_q8_q8_0_r4(constant MmParams& p [[buffer(0)]],
                                device const uint4* wq [[buffer(1)]],
                                device const uint4* xk [[buffer(2)]],
@@ -655,6 +732,20 @@ kernel void mm_gemv_q8_q8_0_r4_swiglu(constant MmParams& p [[buffer(0)]],
                                       uint nsg [[simdgroups_per_threadgroup]]) {
     threadgroup float4 scratch[MAX_SIMDGROUPS];
     gemv_q8<Q8_0Row, 4u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q8_q8_0_r4_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q8_0Row, 4u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
 kernel void mm_gemv_q8_q4_0_r2(constant MmParams& p [[buffer(0)]],
@@ -699,6 +790,20 @@ kernel void mm_gemv_q8_q4_0_r2_swiglu(constant MmParams& p [[buffer(0)]],
     gemv_q8<Q4_0Row, 2u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
+kernel void mm_gemv_q8_q4_0_r2_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q4_0Row, 2u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
 kernel void mm_gemv_q8_q4_0_r4(constant MmParams& p [[buffer(0)]],
                                device const uint4* wq [[buffer(1)]],
                                device const uint4* xk [[buffer(2)]],
@@ -739,4 +844,18 @@ kernel void mm_gemv_q8_q4_0_r4_swiglu(constant MmParams& p [[buffer(0)]],
                                       uint nsg [[simdgroups_per_threadgroup]]) {
     threadgroup float4 scratch[MAX_SIMDGROUPS];
     gemv_q8<Q4_0Row, 4u, 2u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q8_q4_0_r4_geglu(constant MmParams& p [[buffer(0)]],
+                                     device const uint4* wq [[buffer(1)]],
+                                     device const uint4* xk [[buffer(2)]],
+                                     device float* y [[buffer(3)]],
+                                     uint3 tg [[threadgroup_position_in_grid]],
+                                     uint3 ntg [[threadgroups_per_grid]],
+                                     uint tid [[thread_index_in_threadgroup]],
+                                     uint3 tptg [[threads_per_threadgroup]],
+                                     uint sg [[simdgroup_index_in_threadgroup]],
+                                     uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    gemv_q8<Q4_0Row, 4u, 3u>(p, wq, xk, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }

@@ -508,7 +508,7 @@ mod tests {
         assert_eq!(ctx.read(&view).unwrap(), &data[start..start + align + 3]);
         let ones = ctx.upload(&vec![1.0f32; align + 3]).unwrap();
         let mut b = ctx.batch();
-        crate::kernels::elementwise::add_inplace(&mut b, &view, &ones, align + 3).unwrap();
+        crate::pipeline::test_kernel::add_inplace(&mut b, &view, &ones, align + 3).unwrap();
         b.run().unwrap();
         let got = ctx.read(&buf).unwrap();
         for (i, (&g, &d)) in got.iter().zip(&data).enumerate() {

@@ -669,7 +669,7 @@ mod tests {
         let run = |ctx: &Context| {
             let (a, b) = (ctx.upload(&[1f32, 2.0, 3.0, 4.0]).unwrap(), ctx.upload(&[0.5f32; 4]).unwrap());
             let mut batch = ctx.batch();
-            crate::kernels::elementwise::add_inplace(&mut batch, &a, &b, 4).unwrap();
+            crate::pipeline::test_kernel::add_inplace(&mut batch, &a, &b, 4).unwrap();
             batch.run().unwrap();
             assert_eq!(ctx.read(&a).unwrap(), [1.5, 2.5, 3.5, 4.5]);
         };

@@ -150,6 +150,7 @@ fn gemv_rejects_short_buffers_and_mismatched_activations() {
 #[test]
 fn gemv_epilogues_match_reference() {
     use matmul::{Epilogue, GemvInput};
+    use wgkernels::kernels::elementwise::{reference_activation, Activation};
     use wgkernels::kernels::q8::{quantize_activations, Q8Activations};
     use wgkernels::reference::q8 as r8;
     let ctx = common::context();
@@ -195,22 +196,25 @@ fn gemv_epilogues_match_reference() {
             let check = compare(&got[..n], &yref, &ymag, 1e-5);
             assert!(check.passed(), "{} accumulate q8={q8}: {}", f.name, check.summary());
             assert_eq!(&got[n..], &y0[n..], "{} accumulate: guard values changed", f.name);
-            // SwiGLU over the interleaved (gate, up) matrix: n outputs.
+            // SwiGLU and GeGLU over the interleaved (gate, up) matrix: n outputs.
             let gu = WeightMatrix::upload_interleaved(&ctx, gguf_type(f), n, k, &ga, &ub).unwrap();
             assert_eq!(gu.n(), 2 * n);
-            let got = run(&gu, &ctx.upload(&vec![f32::NAN; n + 3]).unwrap(), Epilogue::SwiGlu);
-            let mut yref = Vec::new();
-            let mut ymag = Vec::new();
-            for i in 0..n {
-                let ((g, ga), (u, ua)) = (dot(&gw, &gm, i), dot(&uw, &um, i));
-                let s = g / (1.0 + (-g).exp());
-                yref.push(s * u);
-                // silu' is within [-0.1, 1.1] and |silu(g)| <= |g|: errors of g and u scale by these.
-                ymag.push(1.1 * ga * u.abs() + g.abs() * ua + (s * u).abs());
+            for (epi, act) in [(Epilogue::SwiGlu, Activation::Silu), (Epilogue::GeGlu, Activation::GeluTanh)] {
+                let got = run(&gu, &ctx.upload(&vec![f32::NAN; n + 3]).unwrap(), epi);
+                let mut yref = Vec::new();
+                let mut ymag = Vec::new();
+                for i in 0..n {
+                    let ((g, ga), (u, ua)) = (dot(&gw, &gm, i), dot(&uw, &um, i));
+                    let s = reference_activation(act, g);
+                    yref.push(s * u);
+                    // silu' is within [-0.1, 1.1], gelu_tanh' within [-0.17, 1.13], and
+                    // |act(g)| <= |g|: errors of g and u scale by these.
+                    ymag.push(1.2 * ga * u.abs() + g.abs() * ua + (s * u).abs());
+                }
+                let check = compare(&got[..n], &yref, &ymag, 1e-5);
+                assert!(check.passed(), "{} {epi:?} q8={q8}: {}", f.name, check.summary());
+                assert!(got[n..].iter().all(|v| v.is_nan()), "{} {epi:?}: wrote past n outputs", f.name);
             }
-            let check = compare(&got[..n], &yref, &ymag, 1e-5);
-            assert!(check.passed(), "{} swiglu q8={q8}: {}", f.name, check.summary());
-            assert!(got[n..].iter().all(|v| v.is_nan()), "{} swiglu: wrote past n outputs", f.name);
         }
     }
 }

@@ -13,7 +13,7 @@ What it makes (the MODELS list below; tests/data/models/manifest.txt lists what 
   * bpe-llama3-vocab: vocabulary only (no weights), the byte-level BPE retrained with Llama 3's
     pre-tokenizer regex -> `tokenizer.ggml.pre = llama-bpe`; for the tokenizer tests only.
   The newer architectures, intermediate 256 (keeps the files small; Q4_K needs rows of 256), in
-  Q8_0 and Q4_K_M (gemma3 and mistral in Q4_K_M only: the whole set stays near 11 MB), each vocabulary with a real instruct model's chat template (from llama.cpp's
+  Q8_0 and Q4_K_M (gemma3 and mistral in Q4_K_M only: the whole set stays near 21 MB), each vocabulary with a real instruct model's chat template (from llama.cpp's
   models/templates/) in tokenizer_config.json, so the file carries `tokenizer.chat_template`:
   * qwen3-tiny: Qwen3ForCausalLM, 4 heads / 2 KV heads of head_dim 128 (q twice the hidden size),
     per-head q/k RMSNorm, tied embeddings; the Qwen2-style BPE with <|im_end|> as eos and <think>,
@@ -24,6 +24,8 @@ What it makes (the MODELS list below; tests/data/models/manifest.txt lists what 
     with Gemma's ids (<pad> 0, <eos> 1, <bos> 2, <unk> 3, <start_of_turn>/<end_of_turn> control
     pieces), no dummy prefix; gemma-2-2b-it's template. Both gemmas: token embeddings of std 0.02 and
     norm weights around 2 (see GEMMA_INIT).
+  * gemma2-nano: gemma2-tiny's configuration at hidden 128 (two heads of 64, one KV head, FFN 128),
+    F16 only (about 0.7 MB): the Gemma features at the F16 tolerance.
   * gemma3-tiny: Gemma3ForCausalLM (text), 6 layers: llama.cpp applies its default period-6
     pattern (the converter writes no pattern key), so layers 0-4 are windowed (window 8, local
     RoPE base 10000) and layer 5 global (RoPE base 1e6); q/k norms; the Gemma vocabulary.
@@ -45,8 +47,8 @@ What it makes (the MODELS list below; tests/data/models/manifest.txt lists what 
   test texts (plus the vocabulary's chat markers) in all four (add_special, parse_special) modes and
   every token's piece (<vocab>.tokens.txt). Text formats (`key values...` lines) so the Rust tests
   need no JSON crate. Model files of architectures the runner does not implement are listed as
-  `pending model` lines in the manifest (see RUNNER_ARCHS), which the tests skip; so are the phi3
-  vocabulary and the mistral model for the reasons given at PENDING_VOCABS / PENDING_MODELS.
+  `pending model` lines in the manifest (see RUNNER_ARCHS), which the tests skip; so are the
+  models and vocabularies named in PENDING_MODELS / PENDING_VOCABS (none at present).
 
 The trained tokenizers have a custom vocabulary, so the converter's pre-tokenizer detection (a hash
 of a known model's tokenisation) cannot name them: the converter is run with its
@@ -116,7 +118,7 @@ N_GEN = 32
 # architecture are written as `pending model ...` lines, which the tests skip until the runner
 # implements the architecture and the word `pending` is dropped (here, so that a rerun keeps it so).
 # A vocabulary's line needs only the tokenizer, so it is `pending` only when named in PENDING_VOCABS.
-RUNNER_ARCHS = {"llama", "qwen2"}
+RUNNER_ARCHS = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}
 PROMPT = "The quick brown fox jumps over the lazy dog. Kernels run LLM inference on wgpu: 1234 tokens/s!"
 # The conversation each file's chat template renders (add_generation_prompt = true).
 CHAT = [("user", "Hello! Who are you?"), ("assistant", "I am a tiny model."), ("user", "What is 2+2?")]
@@ -231,8 +233,8 @@ class ModelSpec:
     notes: tuple = ()
 
 
-def dims(inter=INTER, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM):
-    return dict(hidden_size=HIDDEN, intermediate_size=inter, num_hidden_layers=layers, num_attention_heads=heads,
+def dims(inter=INTER, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, hidden=HIDDEN):
+    return dict(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers, num_attention_heads=heads,
                 num_key_value_heads=kv_heads, head_dim=head_dim, torch_dtype="float32")
 
 
@@ -294,6 +296,15 @@ MODELS = [
                    sliding_window=8, final_logit_softcapping=None, attn_logit_softcapping=None, tie_word_embeddings=True),
               GEMMA_VOCAB, ("Q4_K_M",), SEED + 5, notes=(GEMMA_NOTE, SWA_NOTE), **GEMMA_INIT,
               tokens={"bos_token_id": "<bos>", "eos_token_id": "<eos>", "pad_token_id": "<pad>"}),
+    # Gemma 2 in F16, small enough to commit (hidden 128, two heads of 64 over one KV head, FFN 128): checks the
+    # Gemma features (window on layer 0, both soft-caps, post-norms, GELU-tanh, embedding scale) at the F16
+    # tolerance, where the quantised files' activation rounding hides errors under several percent.
+    ModelSpec("gemma2-nano", "Gemma2ForCausalLM", "Gemma2Config",
+              dict(dims(inter=128, heads=2, kv_heads=1, hidden=128), max_position_embeddings=8192, rms_norm_eps=1e-6,
+                   rope_theta=10000.0, hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=HEAD_DIM, sliding_window=8,
+                   attn_logit_softcapping=5.0, final_logit_softcapping=2.0, tie_word_embeddings=True),
+              GEMMA_VOCAB, ("F16",), SEED + 8, notes=(GEMMA_NOTE, SWA_NOTE), **GEMMA_INIT,
+              tokens={"bos_token_id": "<bos>", "eos_token_id": "<eos>", "pad_token_id": "<pad>"}),
     # Phi-3.5-mini's shape of config: fused qkv_proj and gate_up_proj, longrope, the sliding window
     # llama.cpp ignores for phi3, untied output.
     ModelSpec("phi3-tiny", "Phi3ForCausalLM", "Phi3Config",
@@ -310,19 +321,11 @@ MODELS = [
 ]
 # Vocabulary-only files (no weights) for the tokenizer tests.
 VOCAB_ONLY = [LLAMA3_VOCAB]
-# Vocabularies written `pending`.
-PENDING_VOCABS = {
-    # llama.cpp strips the whitespace after phi3's special tokens (their rstrip attribute, set by
-    # the file's general.name); the tokenizer does not yet.
-    "phi3-tiny",
-}
+# Vocabularies written `pending` (none: the tokenizer matches llama.cpp on every one, phi3's
+# rstrip attribute included).
+PENDING_VOCABS: set = set()
 # Models (kinds) written `pending` though their architecture is in RUNNER_ARCHS.
-PENDING_MODELS = {
-    # A llama file the runner takes, but on lavapipe its worst prompt-position logit error is 6.7e-2
-    # of the spread (one position of 44; greedy 27/32 our argmax) against tests/model.rs's Q4_K_M
-    # tolerance of 6e-2 (set from llama-tiny's 4.5e-2); the other manifest tests pass on it.
-    "mistral-tiny",
-}
+PENDING_MODELS: set = set()
 
 
 def run(cmd, **kw):

@@ -56,6 +56,7 @@ override B: u32 = 4u;          // keys per team per step, <= 8
 override KV_F16: bool = true;
 override VEC: bool = true;     // pieces are vec4<u32> (16 B); else one u32 word
 override PF: bool = true;      // prefetch: the next step's loads are issued before this step's math
+override SOFTCAP: bool = true; // scores soft-capped where p.softcap asks; false: that code left out
 override WORDS: u32 = select(D, D / 2u, KV_F16);              // u32 words per K/V row
 override NP: u32 = select(WORDS, WORDS / 4u, VEC);            // pieces per row
 override EP: u32 = select(1u, 4u, VEC) * select(1u, 2u, KV_F16);  // elements per piece
@@ -217,8 +218,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 s[x] += subgroupShuffleXor(s[x], mask);
             }
         }
-        for (var x = 0u; x < B * GB; x++) {
-            s[x] = softcap(s[x], p.softcap);
+        if (SOFTCAP) {
+            for (var x = 0u; x < B * GB; x++) {
+                s[x] = softcap(s[x], p.softcap);
+            }
         }
         // Online softmax per head: one rescale per step; s becomes p.
         for (var g = 0u; g < GB; g++) {

@@ -1,5 +1,5 @@
 // RMSNorm per row: y[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * w[i], f32, any row
-// length. One workgroup per row (grid-stride over rows); the sum of squares is reduced with
+// length; with ADD the normalised row is added to y instead (y += ..., a post-norm's residual add). One workgroup per row (grid-stride over rows); the sum of squares is reduced with
 // wg_sum from elementwise_reduce_portable.wgsl or elementwise_reduce_subgroup.wgsl, which
 // also define the entry point and call row_main in workgroup-uniform control flow.
 
@@ -15,6 +15,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
+override ADD: bool = false;
+
 fn row_main(row: u32, lane: u32) {
     let base = row * p.n;
     var ss = 0.0;
@@ -25,6 +27,11 @@ fn row_main(row: u32, lane: u32) {
     let total = wg_sum(ss);
     let inv = inverseSqrt(total / f32(p.n) + p.eps);
     for (var i = lane; i < p.n; i += WG) {
-        y[base + i] = x[base + i] * inv * w[i];
+        let v = x[base + i] * inv * w[i];
+        if (ADD) {
+            y[base + i] += v;
+        } else {
+            y[base + i] = v;
+        }
     }
 }

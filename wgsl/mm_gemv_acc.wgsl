@@ -23,7 +23,9 @@ fn mm_finish(acc: vec4<f32>, r0: u32, write: bool) {
 
 // The epilogue: EPI 0 stores y[y_off + r] = dot; EPI 1 accumulates y[y_off + r] += dot (a
 // residual add); EPI 2 reads rows in (gate, up) pairs (row 2i = gate i, row 2i + 1 = up i; ROWS
-// even, y_off even) and stores y[(y_off + 2i) / 2] = silu(gate) * up with silu(g) = g / (1 + exp(-g)).
+// even, y_off even) and stores y[(y_off + 2i) / 2] = silu(gate) * up with silu(g) = g / (1 + exp(-g));
+// EPI 3 as EPI 2 with gelu_tanh(gate) * up, gelu_tanh(g) = g / 2 * (1 + tanh(u)) computed as the
+// equal g / (1 + exp(-2u)), u = sqrt(2 / pi) * (g + 0.044715 g^3) (no cancellation near tanh = -1).
 override EPI: u32 = 0u;
 
 fn mm_put(o: u32, v: f32) {
@@ -34,16 +36,20 @@ fn mm_put(o: u32, v: f32) {
     }
 }
 
-fn mm_swiglu(g: f32, u: f32) -> f32 {
+// The gated unit of a (gate, up) pair.
+fn mm_glu(g: f32, u: f32) -> f32 {
+    if (EPI == 3u) {
+        return g / (1.0 + exp(-1.5957691216057308 * (g + 0.044715 * g * g * g))) * u;
+    }
     return g / (1.0 + exp(-g)) * u;
 }
 
 fn mm_store(r0: u32, tot: vec4<f32>) {
     let o = p.y_off + r0;
-    if (EPI == 2u) {
-        y[o / 2u] = mm_swiglu(tot.x, tot.y);
+    if (EPI >= 2u) {
+        y[o / 2u] = mm_glu(tot.x, tot.y);
         if (ROWS > 3u && r0 + 2u < p.n) {
-            y[o / 2u + 1u] = mm_swiglu(tot.z, tot.w);
+            y[o / 2u + 1u] = mm_glu(tot.z, tot.w);
         }
         return;
     }

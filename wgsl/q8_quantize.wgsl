@@ -40,12 +40,14 @@ const INV127: f32 = 0.0078740157480314960629921259842519685; // rounds to fl(1/1
 @group(0) @binding(4) var<storage, read> nw: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> xn: array<vec4<f32>>;
 
-var<workgroup> wmax: array<f32, 64>;
+var<workgroup> wmax: array<f32, 64>;  // main_norm's sums of squares
+// Per invocation: the largest magnitude of its 4 values as bits (sign cleared): for non-negative
+// floats the bits order as the values do, and an infinity or a NaN sorts above every finite
+// value, so one integer max finds a block's maximum and whether it is finite.
+var<workgroup> wmag: array<u32, 64>;
 var<workgroup> wq: array<i32, 256>;
 var<workgroup> wd: array<f32, 8>;
-// Per invocation, then per block: some value is NaN or infinite.
-var<workgroup> wbad: array<u32, 64>;
-var<workgroup> wdbad: array<u32, 8>;
+var<workgroup> wdbad: array<u32, 8>;  // per block: some value is NaN or infinite
 
 fn code(v: f32, inv: f32, hi: f32, lo: f32) -> i32 {
     let ax = abs(v);
@@ -128,18 +130,15 @@ fn main_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
 fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
     let lb = t / 8u;                   // block within the chunk
     let live = sb * 8u < p.blocks;     // workgroup-uniform
-    let av = abs(v);
-    wmax[t] = max(max(av.x, av.y), max(av.z, av.w));
-    let inf = vec4<u32>(0x7f800000u);
-    wbad[t] = select(0u, 1u, any((bitcast<vec4<u32>>(v) & inf) == inf));
+    let mag = bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu);
+    wmag[t] = max(max(mag.x, mag.y), max(mag.z, mag.w));
     workgroupBarrier();
-    var amax = 0.0;
-    var bad = 0u;
+    var mb = 0u;
     for (var i = 0u; i < 8u; i++) {
-        amax = max(amax, wmax[8u * lb + i]);
-        bad |= wbad[8u * lb + i];
+        mb = max(mb, wmag[8u * lb + i]);
     }
-    let d = amax * INV127;
+    let bad = select(0u, 1u, mb >= 0x7f800000u);
+    let d = bitcast<f32>(mb) * INV127;
     let inv = select(0.0, 1.0 / d, d > 0.0);
     let hi = bitcast<f32>(bitcast<u32>(d) & 0xffffff00u);
     let lo = d - hi;

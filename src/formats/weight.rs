@@ -75,9 +75,10 @@ pub struct NativeGemv {
     pub msl: &'static str,
     /// Entry points `(rows, epilogue, entry)`: rows per threadgroup in 1..=4, ascending, and the
     /// epilogue the entry point applies, the family's `Epilogue` as a number (0: store, 1:
-    /// accumulate (the residual add), 2: SwiGLU of (gate, up) row pairs, even rows only).
-    /// The formats of this crate write the usual table (2 and 4 rows, each epilogue, named
-    /// `<prefix>_r<rows>`, `..._acc`, `..._swiglu`) with the module's `native_gemv_entries!`.
+    /// accumulate (the residual add), 2: SwiGLU and 3: GeGLU of (gate, up) row pairs, even rows
+    /// only). The formats of this crate write the usual table (2 and 4 rows, each epilogue, named
+    /// `<prefix>_r<rows>`, `..._acc`, `..._swiglu`, `..._geglu`) with the module's
+    /// `native_gemv_entries!`.
     pub entries: &'static [(u32, u32, &'static str)],
 }
 

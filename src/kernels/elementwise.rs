@@ -44,6 +44,7 @@ use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
 
 pub const RMSNORM: KernelInfo = KernelInfo::new("elementwise_rmsnorm", &[Variant::Portable, Variant::Subgroup], None);
+pub const RMSNORM_ADD: KernelInfo = KernelInfo::new("elementwise_rmsnorm_add", &[Variant::Portable, Variant::Subgroup], None);
 pub const SILU_GATE: KernelInfo = KernelInfo::new("elementwise_silu_gate", &[Variant::Portable], None);
 pub const GELU_GATE: KernelInfo = KernelInfo::new("elementwise_gelu_gate", &[Variant::Portable], None);
 pub const ADD: KernelInfo = KernelInfo::new("elementwise_add", &[Variant::Portable], None);
@@ -140,30 +141,22 @@ impl Activation {
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ElementwisePipeline {
-    RmsNorm {
-        variant: Variant,
-    },
+    /// `add`: the normalised rows are added to `y` ([`rmsnorm_add`]).
+    RmsNorm { variant: Variant, add: bool },
     /// `vec`: one vec4 per invocation (lengths that are a multiple of 4; H100, 16 M elements:
     /// 118 µs -> see docs/PERFORMANCE.md), else one f32.
-    Binary {
-        op: BinaryOp,
-        inplace: bool,
-        vec: bool,
-    },
+    Binary { op: BinaryOp, inplace: bool, vec: bool },
     /// A unary operation in place, one vec4 (`vec`) or one f32 per invocation.
-    Unary {
-        op: UnaryOp,
-        vec: bool,
-    },
+    Unary { op: UnaryOp, vec: bool },
 }
 
 impl PipelineKey for ElementwisePipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
-            ElementwisePipeline::RmsNorm { variant } => PipelineDesc {
+            ElementwisePipeline::RmsNorm { variant, add } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, if variant == Variant::Subgroup { REDUCE_SUBGROUP } else { REDUCE_PORTABLE }]),
                 entry: "main",
-                constants: vec![("WG", RMSNORM_WG as f64)],
+                constants: vec![("WG", RMSNORM_WG as f64), ("ADD", add as u32 as f64)],
                 workgroup_size: [RMSNORM_WG, 1, 1],
                 params_size: std::mem::size_of::<NormParams>() as u64,
                 bindings: NORM_BINDINGS,
@@ -205,8 +198,19 @@ fn check_len(len: usize) -> Result<()> {
 /// RMSNorm of `rows` rows of length `n`: `y[r*n + i] = x[r*n + i] / sqrt(mean(x[r]^2) + eps) * w[i]`.
 /// `x` and `y` must be different buffers; `eps` finite and `>= 0`.
 pub fn rmsnorm(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y: &GpuBuffer<f32>, rows: usize, n: usize, eps: f32) -> Result<()> {
+    norm_any(b, false, x, w, y, rows, n, eps)
+}
+
+/// `y[r, i] += x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * w[i]`: [`rmsnorm`] added to `y` in the
+/// same dispatch (a post-norm before a residual add, as Gemma's blocks end). Same checks.
+pub fn rmsnorm_add(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y: &GpuBuffer<f32>, rows: usize, n: usize, eps: f32) -> Result<()> {
+    norm_any(b, true, x, w, y, rows, n, eps)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn norm_any(b: &mut Batch, add: bool, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y: &GpuBuffer<f32>, rows: usize, n: usize, eps: f32) -> Result<()> {
     let ctx = b.context();
-    let variant = ctx.variant_for(&RMSNORM)?;
+    let variant = ctx.variant_for(if add { &RMSNORM_ADD } else { &RMSNORM })?;
     ensure(rows > 0 && n > 0, || Error::Shape(format!("rows = {rows}, n = {n}: both must be > 0")))?;
     let total = rows.checked_mul(n).ok_or_else(|| Error::Shape("rows * n overflows".into()))?;
     check_len(total)?;
@@ -217,7 +221,7 @@ pub fn rmsnorm(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y: &GpuBuf
     distinct("rmsnorm", x.raw(), y.raw())?;
     distinct("rmsnorm (w, y)", w.raw(), y.raw())?;
     let params = NormParams { rows: rows as u32, n: n as u32, eps, _p: 0 };
-    b.dispatch(&ElementwisePipeline::RmsNorm { variant }, &params, &[x.raw(), w.raw(), y.raw()], ctx.grid(rows as u64)?)
+    b.dispatch(&ElementwisePipeline::RmsNorm { variant, add }, &params, &[x.raw(), w.raw(), y.raw()], ctx.grid(rows as u64)?)
 }
 
 /// Whether a `len`-element operation runs on whole vec4s, its params (with `scalar`) and its grid.
@@ -367,7 +371,8 @@ mod cases {
 
     pub fn kernels() -> Vec<&'static dyn Kernel> {
         vec![
-            &NormKernel,
+            &NormKernel(false),
+            &NormKernel(true),
             &BinKernel(BinaryOp::SiluGate),
             &BinKernel(BinaryOp::GeluTanhGate),
             &BinKernel(BinaryOp::Add),
@@ -376,27 +381,33 @@ mod cases {
         ]
     }
 
-    struct NormKernel;
+    /// RMSNorm; `.0`: added to the output ([`rmsnorm_add`]).
+    struct NormKernel(bool);
 
     impl Kernel for NormKernel {
         fn info(&self) -> &'static KernelInfo {
-            &RMSNORM
+            if self.0 {
+                &RMSNORM_ADD
+            } else {
+                &RMSNORM
+            }
         }
         fn test_cases(&self) -> Vec<Box<dyn Case>> {
             let shapes = [(1, 1), (1, 7), (3, 33), (5, 255), (2, 256), (1, 257), (7, 1000), (1, 4096), (2, 5120), (3, 11008), (1, 12347)];
-            shapes.into_iter().map(|(rows, n)| Box::new(NormCase { rows, n }) as Box<dyn Case>).collect()
+            shapes.into_iter().map(|(rows, n)| Box::new(NormCase { rows, n, add: self.0 }) as Box<dyn Case>).collect()
         }
         fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-            [(1, 4096), (32, 4096), (512, 4096)].into_iter().map(|(rows, n)| Box::new(NormCase { rows, n }) as Box<dyn Case>).collect()
+            [(1, 4096), (32, 4096), (512, 4096)].into_iter().map(|(rows, n)| Box::new(NormCase { rows, n, add: self.0 }) as Box<dyn Case>).collect()
         }
         fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([Variant::Portable, Variant::Subgroup].map(|variant| ElementwisePipeline::RmsNorm { variant }))
+            describe_all([Variant::Portable, Variant::Subgroup].map(|variant| ElementwisePipeline::RmsNorm { variant, add: self.0 }))
         }
     }
 
     struct NormCase {
         rows: usize,
         n: usize,
+        add: bool,
     }
 
     struct NormPrepared {
@@ -406,6 +417,7 @@ mod cases {
         rows: usize,
         n: usize,
         eps: f32,
+        add: bool,
         reference: (Vec<f64>, Vec<f64>),
     }
 
@@ -426,21 +438,33 @@ mod cases {
             }
             let w = rng.uniform_vec(self.n, -2.0, 2.0);
             let eps = rng.uniform(1e-6, 1e-5);
-            let reference = reference_rmsnorm(&x, &w, self.rows, eps);
+            let mut reference = reference_rmsnorm(&x, &w, self.rows, eps);
+            let y0 = if self.add {
+                // The residual the rows are added to (guards after it, poisoned).
+                let mut y0 = rng.uniform_vec(total, -4.0, 4.0);
+                for (i, &v) in y0.iter().enumerate() {
+                    reference.0[i] += v as f64;
+                    reference.1[i] += (v as f64).abs();
+                }
+                y0.extend(std::iter::repeat_n(f32::from_bits(crate::suite::POISON_F32), crate::suite::GUARD));
+                ctx.upload(&y0)?
+            } else {
+                guarded_f32(ctx, total)?
+            };
             let mut xs = vec![ctx.upload(&x)?];
-            let mut ys = vec![guarded_f32(ctx, total)?];
+            let mut ys = vec![y0];
             for _ in 1..copies {
                 xs.push(ctx.upload(&rng.normal_vec(total))?);
                 ys.push(ctx.alloc(total)?);
             }
-            Ok(Box::new(NormPrepared { x: xs, w: ctx.upload(&w)?, y: ys, rows: self.rows, n: self.n, eps, reference }))
+            Ok(Box::new(NormPrepared { x: xs, w: ctx.upload(&w)?, y: ys, rows: self.rows, n: self.n, eps, add: self.add, reference }))
         }
     }
 
     impl Prepared for NormPrepared {
         fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
             let c = copy % self.x.len();
-            rmsnorm(b, &self.x[c], &self.w, &self.y[c], self.rows, self.n, self.eps)
+            norm_any(b, self.add, &self.x[c], &self.w, &self.y[c], self.rows, self.n, self.eps)
         }
         fn check(&self, ctx: &Context) -> Result<Check> {
             Ok(compare(&ctx.read(&self.y[0])?, &self.reference.0, &self.reference.1, 1e-5))

@@ -52,6 +52,7 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &attention::PREFILL,
         &attention::DECODE,
         &elementwise::RMSNORM,
+        &elementwise::RMSNORM_ADD,
         &elementwise::SILU_GATE,
         &elementwise::GELU_GATE,
         &elementwise::ADD,

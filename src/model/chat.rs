@@ -8,7 +8,7 @@
 //! `add_generation_prompt`, `bos_token` and `eos_token` (the texts of the vocabulary's BOS and EOS
 //! tokens), `tools` and `documents` (none), the functions `raise_exception(message)` (an error
 //! naming the message: e.g. a template that refuses a system role) and `strftime_now(format)`
-//! (the time in UTC, as Python's `strftime`), the filter `tojson` as Python's `json.dumps`
+//! (the local time, as Python's `datetime.now().strftime`), the filter `tojson` as Python's `json.dumps`
 //! (no HTML escaping; `indent`, `separators`, `sort_keys`), and Python's string, list and dict
 //! methods (`startswith`, `strip`, `split`, `items`, ...); booleans and none print as Python's
 //! `True`, `False` and `None`. A template that does not parse, or
@@ -22,8 +22,9 @@
 //! does not hold yet is run: the tokens after the cached ones when the cached tokens are a prefix
 //! of the new ones, else the text after the cached text when that is a prefix of the new text
 //! (the model's own reply tokens stay in the cache even where the text would tokenise
-//! differently), else (a template that rewrites earlier turns, e.g. dropping a reasoning block)
-//! the cache is cleared and the whole conversation runs again. Generation stops at any
+//! differently), else (a template that rewrites earlier turns, e.g. dropping a reasoning block,
+//! or a conversation edited or started anew) the longest common prefix of the cached tokens and
+//! the new ones stays in the cache ([`Session::truncate`]) and what follows it runs. Generation stops at any
 //! end-of-generation token of the vocabulary
 //! ([`crate::model::tokenizer::Tokenizer::eog_tokens`]: the EOS, EOT and EOM ids of the file and
 //! the end-of-turn tokens it names, as llama.cpp marks them), at a stop string,
@@ -148,14 +149,17 @@ impl ChatTemplate {
     }
 
     /// Renders `messages`, with the generation prompt (the start of the assistant's turn) when
-    /// `add_generation_prompt`; `strftime_now` gives the current time.
+    /// `add_generation_prompt`; `strftime_now` gives the current local time, as transformers'
+    /// `datetime.now().strftime(format)` and llama.cpp's `strftime` of `localtime` do (UTC where
+    /// the local time zone is not read: targets other than Linux, Android, Apple's and the BSDs).
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        self.render_at(messages, add_generation_prompt, now)
+        self.render_at(messages, add_generation_prompt, now.saturating_add(local_utc_offset(now)))
     }
 
-    /// [`ChatTemplate::render`] with `strftime_now` at `unix_seconds` (UTC), for renderings that
-    /// do not depend on the day.
+    /// [`ChatTemplate::render`] with `strftime_now` at the civil time `unix_seconds` seconds after
+    /// 1970-01-01 00:00 (a Unix time prints as UTC; add a UTC offset for a local time), for
+    /// renderings that do not depend on the day.
     pub fn render_at(&self, messages: &[Message], add_generation_prompt: bool, unix_seconds: i64) -> Result<String> {
         let tmpl = self.env.get_template(NAME).map_err(template_error)?;
         let messages: Vec<Value> = messages.iter().map(|m| Value::from_pairs([("role", m.role.as_str()), ("content", m.content.as_str())])).collect();
@@ -286,8 +290,32 @@ fn json_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
-/// `format` as Python's `strftime` for the UTC time `unix_seconds` (the C locale's names);
-/// an unknown directive is kept as written.
+/// The local time zone's offset from UTC at the Unix time `t`, in seconds (`localtime_r`'s
+/// `tm_gmtoff`; the zone from `TZ` or the system's); 0 where it cannot be read.
+#[cfg(any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd", target_os = "netbsd", target_os = "openbsd"))]
+fn local_utc_offset(t: i64) -> i64 {
+    let Some(t) = libc::time_t::try_from(t).ok() else { return 0 };
+    // SAFETY: `localtime_r` reads `t` and writes only the `tm` it is given, both valid for the
+    // call; an all-zero `tm` is a valid value of the plain C struct.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    // `tm_gmtoff` is a C long: i64 here, i32 on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let offset = i64::from(tm.tm_gmtoff);
+    if ok {
+        offset
+    } else {
+        0
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_vendor = "apple", target_os = "freebsd", target_os = "netbsd", target_os = "openbsd")))]
+fn local_utc_offset(_t: i64) -> i64 {
+    0
+}
+
+/// `format` as Python's `strftime` for the civil time `unix_seconds` seconds after 1970-01-01
+/// 00:00 (the C locale's names); an unknown directive is kept as written.
 fn strftime(format: &str, unix_seconds: i64) -> String {
     const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
     const MONTHS: [&str; 12] = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
@@ -467,8 +495,8 @@ impl Chat {
         &self.cached
     }
 
-    /// Forgets the messages (the next reply runs the conversation from the start, unless it
-    /// begins with all the text the cache holds).
+    /// Forgets the messages (the next reply keeps in the cache only what the new conversation's
+    /// tokens share with the cached ones from the start, and runs the rest).
     pub fn clear(&mut self) {
         self.messages.clear();
     }
@@ -494,26 +522,31 @@ impl Chat {
         Ok(ids)
     }
 
-    /// What to run this turn for the conversation `text` (tokens `full`): the tokens after the
-    /// cached ones, or the tokens of the text after the cached text, or (`None`) everything
-    /// again.
-    fn suffix(&self, tok: &Tokenizer, session: &Session, text: &str, full: &[u32]) -> Result<Option<Vec<u32>>> {
-        if session.kv().pos() != self.cached.len() || self.cached.is_empty() {
-            return Ok(None);
+    /// What to run this turn for the conversation `text` (tokens `full`), and how many of the
+    /// cached tokens stay: the tokens after the cached ones, or the tokens of the text after the
+    /// cached text (all the cached tokens stay), or else the tokens after the longest common
+    /// prefix of the cached tokens and `full` (at least the last token runs, for its logits).
+    fn plan(&self, tok: &Tokenizer, session: &Session, text: &str, full: &[u32]) -> Result<(Vec<u32>, usize)> {
+        let n = self.cached.len();
+        if session.kv().pos() != n || n == 0 {
+            return Ok((full.to_vec(), 0));
         }
-        if full.len() > self.cached.len() && full.starts_with(&self.cached) {
-            return Ok(Some(full[self.cached.len()..].to_vec()));
+        if full.len() > n && full.starts_with(&self.cached) {
+            return Ok((full[n..].to_vec(), n));
         }
-        let n = self.cached_text.len();
-        if text.len() <= n || !text.as_bytes().starts_with(&self.cached_text) || !text.is_char_boundary(n) {
-            return Ok(None);
+        let bytes = self.cached_text.len();
+        if text.len() > bytes && text.as_bytes().starts_with(&self.cached_text) && text.is_char_boundary(bytes) {
+            let ids = tok.encode_with(&text[bytes..], false, true)?;
+            // SentencePiece puts a space before text that starts the input: right only where the
+            // suffix starts with a special token.
+            let spm_space =
+                matches!(tok.kind(), TokenizerKind::SentencePiece) && !matches!(ids.first().map(|&t| tok.token_type(t)), Some(Ok(TokenType::Control | TokenType::UserDefined)));
+            if !ids.is_empty() && !spm_space {
+                return Ok((ids, n));
+            }
         }
-        let ids = tok.encode_with(&text[n..], false, true)?;
-        // SentencePiece puts a space before text that starts the input: right only where the
-        // suffix starts with a special token.
-        let spm_space =
-            matches!(tok.kind(), TokenizerKind::SentencePiece) && !matches!(ids.first().map(|&t| tok.token_type(t)), Some(Ok(TokenType::Control | TokenType::UserDefined)));
-        Ok((!ids.is_empty() && !spm_space).then_some(ids))
+        let keep = self.cached.iter().zip(full).take_while(|(a, b)| a == b).count().min(full.len().saturating_sub(1));
+        Ok((full[keep..].to_vec(), keep))
     }
 
     /// Adds the user's message, runs what the cache does not hold of the conversation, and
@@ -521,8 +554,7 @@ impl Chat {
     /// on the GPU at temperature 0, [`Session::decode_greedy`]), `on_text` getting the text as it
     /// comes (held back while it may be the start of a stop string; returning `false` stops).
     /// The reply joins the conversation. On an error the user's message is taken back out and
-    /// the conversation stays as it was (the cache is cleared at the next call where it no longer
-    /// matches).
+    /// the conversation stays as it was (the next call runs the whole conversation again).
     #[allow(clippy::too_many_arguments)]
     pub fn reply(
         &mut self,
@@ -543,14 +575,9 @@ impl Chat {
             if full.is_empty() {
                 return Err(ModelError::Argument("the conversation tokenises to nothing and the vocabulary adds no BOS".into()));
             }
-            let (feed, reused) = match self.suffix(tok, session, &text, &full)? {
-                Some(s) => (s, self.cached.len()),
-                None => {
-                    session.reset();
-                    self.cached.clear();
-                    (full, 0)
-                }
-            };
+            let (feed, reused) = self.plan(tok, session, &text, &full)?;
+            session.truncate(reused)?;
+            self.cached.truncate(reused);
             // The cache and the record of it agree again only once the prefill ran.
             self.cached_text.clear();
             let mut cached = std::mem::take(&mut self.cached);
@@ -631,5 +658,26 @@ impl Chat {
             }
         }
         r
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The local UTC offset is the one `date` prints for the same zone (`TZ` or the system's):
+    /// run with e.g. `TZ=Asia/Kolkata` (+05:30) or `TZ=America/New_York` to see a non-zero one.
+    #[test]
+    fn local_utc_offset_is_dates() {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let Ok(out) = std::process::Command::new("date").arg("+%z").output() else { return };
+        let z = String::from_utf8(out.stdout).unwrap();
+        let z = z.trim();
+        let (sign, hm) = z.split_at(1);
+        let secs = hm[..2].parse::<i64>().unwrap() * 3600 + hm[2..4].parse::<i64>().unwrap() * 60;
+        let want = if sign == "-" { -secs } else { secs };
+        assert_eq!(local_utc_offset(now), want, "date +%z: {z}");
+        // The civil time strftime_now prints is the Unix time shifted by it.
+        assert_eq!(strftime("%F %T", 86_400 + 3_723), "1970-01-02 01:02:03");
     }
 }

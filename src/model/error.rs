@@ -31,6 +31,8 @@ pub enum ModelError {
     ContextFull { needed: usize, capacity: usize },
     /// A token id outside the vocabulary.
     BadToken { token: u32, vocab: usize },
+    /// [`super::Session::truncate`] asked to keep more positions than the sequence has.
+    TruncatePastEnd { keep: usize, len: usize },
     /// An invalid argument (sampling parameters, chunk size, ...).
     Argument(String),
     /// The GGUF container itself is malformed or truncated.
@@ -61,6 +63,7 @@ impl fmt::Display for ModelError {
             ModelError::BadTensor { name, reason } => write!(f, "tensor {name:?}: {reason}"),
             ModelError::ContextFull { needed, capacity } => write!(f, "{needed} tokens do not fit a context of {capacity}"),
             ModelError::BadToken { token, vocab } => write!(f, "token id {token} outside the vocabulary of {vocab}"),
+            ModelError::TruncatePastEnd { keep, len } => write!(f, "cannot keep {keep} positions of a sequence of {len}"),
             ModelError::Argument(s) => write!(f, "invalid argument: {s}"),
             ModelError::Format(e) => write!(f, "GGUF: {e}"),
             ModelError::File { path, error } => write!(f, "{}: {error}", path.display()),

@@ -150,11 +150,15 @@ pub struct SessionOptions {
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
     pub gpu_timing: bool,
+    /// Decode steps [`Session::decode_greedy`] records into one submission (1..=8, default 1):
+    /// more amortise the fixed cost of a queue submission over several tokens, and hand the
+    /// tokens to `emit` in groups of that size.
+    pub greedy_steps: usize,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, fused_norm: true, gpu_timing: false }
+        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, fused_norm: true, gpu_timing: false, greedy_steps: 1 }
     }
 }
 
@@ -316,7 +320,7 @@ impl Session {
         let upload = ctx.host_upload(c.hidden)?;
         let timer = if opts.gpu_timing { ctx.gpu_timer() } else { None };
         let host_x = Vec::with_capacity(mul(chunk, c.hidden)?);
-        let greedy = greedy::Ring::new(ctx, opts.gpu_timing)?;
+        let greedy = greedy::Ring::new(ctx, opts.gpu_timing, opts.greedy_steps)?;
         let top = top_k::TopK::new(ctx, c.vocab)?;
         s.bytes += top.bytes();
         Ok(Session {
@@ -385,6 +389,22 @@ impl Session {
     pub fn reset(&mut self) {
         self.kv.clear();
         self.logits_row = None;
+    }
+
+    /// Keep the first `keep` positions of the sequence and forget the rest: the next token goes
+    /// to position `keep`, and what the cache holds of positions `0..keep` is used as it is (a
+    /// conversation whose new rendering shares only a prefix with the cached one runs only what
+    /// follows that prefix). The last logits are forgotten with the positions (a
+    /// [`Session::decode_greedy`] needs a prefill or decode step first).
+    /// [`ModelError::TruncatePastEnd`] where `keep` exceeds the positions written.
+    pub fn truncate(&mut self, keep: usize) -> Result<()> {
+        let len = self.kv.pos();
+        if keep > len {
+            return Err(ModelError::TruncatePastEnd { keep, len });
+        }
+        self.kv.truncate(keep);
+        self.logits_row = None;
+        Ok(())
     }
 
     /// Check the tokens and write their embeddings into `x`.

@@ -76,7 +76,7 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         &attention::PREFILL,
         &elementwise::ADD,
         &elementwise::SILU_GATE,
-        &ops::SWIGLU_PAIRS,
+        &ops::GLU_PAIRS,
         &ops::COPY_ROW,
         &ops::SPLIT_QKV,
         &ops::ARGMAX,
@@ -85,6 +85,9 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
     let c = &model.config;
     if c.glu == arch::Glu::GeluTanh {
         v.push(&elementwise::GELU_GATE);
+    }
+    if model.weights.layers.first().is_some_and(|l| l.post_norms.is_some()) {
+        v.push(&elementwise::RMSNORM_ADD);
     }
     if c.final_softcap.is_some() {
         v.push(&elementwise::SOFTCAP);

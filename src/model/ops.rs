@@ -1,10 +1,10 @@
 //! Glue kernels of the forward pass that no kernel family provides (Portable WGSL only, one
 //! invocation per output unit): a broadcast bias add over rows, the prefill's KV store (rotate a
 //! chunk of new keys at their positions and write them with the values into an f16 cache), a
-//! row copy, the SwiGLU of interleaved pairs and the split of a fused q/k/v projection's rows
+//! row copy, the SwiGLU / GeGLU of interleaved pairs and the split of a fused q/k/v projection's rows
 //! (plus bias) into q, k and v, the greedy token of a logits row and the exact top-k of a logits
 //! row (sampling's candidates). Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
-//! model_copy_row.wgsl, model_swiglu_pairs.wgsl, model_split_qkv.wgsl, model_argmax.wgsl,
+//! model_copy_row.wgsl, model_glu_pairs.wgsl, model_split_qkv.wgsl, model_argmax.wgsl,
 //! model_top_k.wgsl.
 //! CPU references (test kit): `reference_kv_store` (f64), `reference_split_qkv`; the others are exact
 //! (argmax and top-k choose what [`crate::model::sample`] chooses).
@@ -13,6 +13,7 @@ use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
 use crate::caps::{Caps, KernelInfo, Variant};
 use crate::error::{ensure, Error, Result};
+use crate::kernels::elementwise::Activation;
 use crate::kernels::rope::{PairLayout, RopeTable};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 use bytemuck::{Pod, Zeroable};
@@ -21,7 +22,7 @@ use half::f16;
 pub const BIAS_ADD: KernelInfo = KernelInfo::new("model_bias_add", &[Variant::Portable], None);
 pub const KV_STORE: KernelInfo = KernelInfo::new("model_kv_store", &[Variant::Portable], None);
 pub const COPY_ROW: KernelInfo = KernelInfo::new("model_copy_row", &[Variant::Portable], None);
-pub const SWIGLU_PAIRS: KernelInfo = KernelInfo::new("model_swiglu_pairs", &[Variant::Portable], None);
+pub const GLU_PAIRS: KernelInfo = KernelInfo::new("model_glu_pairs", &[Variant::Portable], None);
 pub const SPLIT_QKV: KernelInfo = KernelInfo::new("model_split_qkv", &[Variant::Portable], None);
 pub const ARGMAX: KernelInfo = KernelInfo::new("model_argmax", &[Variant::Portable], None);
 pub const TOP_K: KernelInfo = KernelInfo::new("model_top_k", &[Variant::Portable], None);
@@ -29,7 +30,7 @@ pub const TOP_K: KernelInfo = KernelInfo::new("model_top_k", &[Variant::Portable
 const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
 const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");
 const COPY_WGSL: &str = include_str!("../../wgsl/model_copy_row.wgsl");
-const SWIGLU_WGSL: &str = include_str!("../../wgsl/model_swiglu_pairs.wgsl");
+const GLU_WGSL: &str = include_str!("../../wgsl/model_glu_pairs.wgsl");
 const SPLIT_WGSL: &str = include_str!("../../wgsl/model_split_qkv.wgsl");
 const ARGMAX_WGSL: &str = include_str!("../../wgsl/model_argmax.wgsl");
 const TOP_K_WGSL: &str = include_str!("../../wgsl/model_top_k.wgsl");
@@ -43,7 +44,7 @@ const KV_BINDINGS: &[StorageBinding] = &[
     StorageBinding::write("vc", "u32"),
 ];
 const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("dst", "f32")];
-const SWIGLU_BINDINGS: &[StorageBinding] = &[StorageBinding::read("gu", "vec2<f32>"), StorageBinding::write("out", "f32")];
+const GLU_BINDINGS: &[StorageBinding] = &[StorageBinding::read("gu", "vec2<f32>"), StorageBinding::write("out", "f32")];
 const ARGMAX_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("tok", "u32")];
 const TOP_K_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "u32"), StorageBinding::write("dst", "u32")];
 const SPLIT_BINDINGS: &[StorageBinding] = &[
@@ -101,7 +102,7 @@ pub enum ModelPipeline {
     BiasAdd,
     KvStore { neox: bool },
     CopyRow,
-    SwigluPairs,
+    GluPairs { gelu: bool },
     SplitQkv,
     Argmax,
     TopK,
@@ -113,7 +114,7 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::BiasAdd => (BIAS_WGSL, vec![], std::mem::size_of::<Params4>(), BIAS_BINDINGS),
             ModelPipeline::KvStore { neox } => (KV_WGSL, vec![("NEOX", neox as u32 as f64)], std::mem::size_of::<KvParams>(), KV_BINDINGS),
             ModelPipeline::CopyRow => (COPY_WGSL, vec![], std::mem::size_of::<Params4>(), COPY_BINDINGS),
-            ModelPipeline::SwigluPairs => (SWIGLU_WGSL, vec![], std::mem::size_of::<Params4>(), SWIGLU_BINDINGS),
+            ModelPipeline::GluPairs { gelu } => (GLU_WGSL, vec![("GELU", gelu as u32 as f64)], std::mem::size_of::<Params4>(), GLU_BINDINGS),
             ModelPipeline::SplitQkv => (SPLIT_WGSL, vec![], std::mem::size_of::<SplitParams>(), SPLIT_BINDINGS),
             ModelPipeline::Argmax => (ARGMAX_WGSL, vec![], std::mem::size_of::<Params4>(), ARGMAX_BINDINGS),
             ModelPipeline::TopK => (TOP_K_WGSL, vec![], std::mem::size_of::<TopKParams>(), TOP_K_BINDINGS),
@@ -132,7 +133,8 @@ pub fn pipelines() -> Vec<(String, PipelineDesc)> {
         ModelPipeline::KvStore { neox: false },
         ModelPipeline::KvStore { neox: true },
         ModelPipeline::CopyRow,
-        ModelPipeline::SwigluPairs,
+        ModelPipeline::GluPairs { gelu: false },
+        ModelPipeline::GluPairs { gelu: true },
         ModelPipeline::SplitQkv,
         ModelPipeline::Argmax,
         ModelPipeline::TopK,
@@ -260,18 +262,18 @@ pub fn top_k_candidates(words: &[u32], out: &mut Vec<(f32, u32)>) {
     out.extend(words.chunks_exact(2).filter(|w| w[1] != TOP_K_NONE).map(|w| (f32::from_bits(w[0]), w[1])));
 }
 
-/// `out[i] = silu(gu[2i]) * gu[2i + 1]` for `i < n` (`silu(g) = g / (1 + exp(-g))`): the SwiGLU
-/// of interleaved (gate, up) pairs.
-pub fn swiglu_pairs(b: &mut Batch, gu: &GpuBuffer<f32>, n: usize, out: &GpuBuffer<f32>) -> Result<()> {
+/// `out[i] = act(gu[2i]) * gu[2i + 1]` for `i < n`: the SwiGLU ([`Activation::Silu`]) or GeGLU
+/// ([`Activation::GeluTanh`]) of interleaved (gate, up) pairs.
+pub fn glu_pairs(b: &mut Batch, act: Activation, gu: &GpuBuffer<f32>, n: usize, out: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
-    ctx.variant_for(&SWIGLU_PAIRS)?;
+    ctx.variant_for(&GLU_PAIRS)?;
     ensure(n > 0, || Error::Shape("n = 0".into()))?;
     let n2 = n.checked_mul(2).ok_or_else(|| Error::Shape("2 n overflows".into()))?;
     gu.require("gu", n2)?;
     out.require("out", n)?;
     u32_of(n2, "2 n")?;
     let params = Params4 { a: n as u32, b: 0, _p: [0; 2] };
-    b.dispatch(&ModelPipeline::SwigluPairs, &params, &[gu.raw(), out.raw()], ctx.grid((n as u64).div_ceil(64))?)
+    b.dispatch(&ModelPipeline::GluPairs { gelu: act == Activation::GeluTanh }, &params, &[gu.raw(), out.raw()], ctx.grid((n as u64).div_ceil(64))?)
 }
 
 /// The destinations of [`split_qkv`]: `q [m, qd]`, `k [m, kvd]`, `v [m, kvd]`.

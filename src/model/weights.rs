@@ -215,12 +215,12 @@ fn load_error(name: &str, e: crate::Error) -> ModelError {
     }
 }
 
-/// The gate and up matrices `[n, k]`, interleaved into one where their types match and the
-/// `silu` gate can be computed from the pairs (SwiGLU).
-fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usize, silu: bool) -> Result<FfnIn> {
+/// The gate and up matrices `[n, k]`, interleaved into one where their types match (the gated
+/// unit then runs on the pairs: a GEMV epilogue, or [`super::ops::glu_pairs`]).
+fn ffn_in(ctx: &Context, file: &GgufFile, gate: &str, up: &str, n: usize, k: usize) -> Result<FfnIn> {
     expect_dims(file, gate, &[k, n])?;
     expect_dims(file, up, &[k, n])?;
-    let same = silu && file.tensor(gate).zip(file.tensor(up)).is_some_and(|(g, u)| g.ggml_type == u.ggml_type);
+    let same = file.tensor(gate).zip(file.tensor(up)).is_some_and(|(g, u)| g.ggml_type == u.ggml_type);
     if same {
         Ok(FfnIn::GateUp(WeightMatrix::from_gguf_interleaved(ctx, file, gate, up).map_err(|e| load_error(gate, e))?))
     } else {
@@ -387,7 +387,7 @@ impl Weights {
             let wo = mat!(&bt.wo.0, h, q);
             let ffn_norm = vec1!(&bt.ffn_norm);
             let ffn_in = match &bt.ffn_in[..] {
-                [(gate, _), (up, _)] => ffn_in(ctx, file, gate, up, f, h, cfg.glu == super::arch::Glu::Silu)?,
+                [(gate, _), (up, _)] => ffn_in(ctx, file, gate, up, f, h)?,
                 _ => fused_gate_up(ctx, file, &bt.ffn_in[0].0, f, h)?,
             };
             gpu_bytes += ffn_in.matrices().map(|m| m.bytes()).sum::<u64>();

@@ -1,5 +1,5 @@
 //! Test support for tests/model.rs: small random llama (and Mistral-style llama with a sliding
-//! window), qwen2, qwen3 and phi3 GGUF files written with the crate's GgufWriter, and an f64 CPU
+//! window key, not applied), qwen2, qwen3 and phi3 GGUF files written with the crate's GgufWriter, and an f64 CPU
 //! forward pass of the same architecture (the reference the
 //! GPU forward pass is compared with on synthetic files; llama.cpp is the reference for the
 //! fixtures).
@@ -102,9 +102,11 @@ impl Spec {
         let long: Vec<f32> = (0..4).map(|i| 2.0 + i as f32).collect();
         Spec { rope_dims: Some(8), rope_factors: Some((short, long, 8, 1.1902380714238083)), ..Spec::phi3() }
     }
-    /// A Mistral-style llama file: a sliding window of 16 positions.
+    /// A Mistral-style llama file: `llama.attention.sliding_window` of 4 positions, which
+    /// llama.cpp (and so the runner, and this reference) does not apply to the llama
+    /// architecture.
     pub fn mistral() -> Spec {
-        Spec { freqs: None, window: Some(16), ..Spec::llama() }
+        Spec { freqs: None, window: Some(4), ..Spec::llama() }
     }
     pub fn head_dim(&self) -> usize {
         self.key_length.unwrap_or(self.hidden / self.heads)

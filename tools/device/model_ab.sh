@@ -3,7 +3,9 @@
 # GGUF files with gguf-py (tools/llamacpp/make_llama_gguf.py), then runs two builds' model_bench
 # on each file, alternating A B B A, then optional release test binaries.
 #   tools/device/model_ab.sh BIN_DIR_A BIN_DIR_B OUTDIR
-# BIN_DIR_*: folders holding a release `model_bench` (and `generate`) binary.
+# BIN_DIR_*: folders holding a release `model_bench` (and `generate`) binary. MODELS: the shapes
+# (tools/device/models.sh; default "l1b l8b"); MB_ARGS: model_bench's test arguments (default
+# "-p 512 -n 128 -r 3").
 # GGUF_PY: gguf-py folder (default .gpubin/gguf-py). TESTS: test binaries to run after the benches
 # (paths), each run with --test-threads 1 and logged to OUTDIR/test_<name>.txt.
 set -u
@@ -11,13 +13,13 @@ A="$1"; B="$2"; OUT="$3"; mkdir -p "$OUT"
 log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/log.txt"; }
 export PYTHONPATH="${GGUF_PY:-.gpubin/gguf-py}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 tools/llamacpp/make_llama_gguf.py /tmp/l1b.gguf --layers 16 --dim 2048 --ffn 8192 --mix q4_k_m > "$OUT/gguf_1b.log" 2>&1 &
-python3 tools/llamacpp/make_llama_gguf.py /tmp/l8b.gguf --mix q4_k_m > "$OUT/gguf_8b.log" 2>&1
-wait; log "models written"
-for m in l1b l8b; do
+. tools/device/models.sh
+MODELS="${MODELS:-l1b l8b}"
+write_models "$OUT" $MODELS; log "models written"
+for m in $MODELS; do
   for side in A B B A; do
     bin=$A; [ $side = B ] && bin=$B
-    "$bin/model_bench" /tmp/$m.gguf -p 512 -n 128 -r 3 --gpu-time > "$OUT/mb_${m}_${side}.txt" 2>&1
+    "$bin/model_bench" /tmp/$m.gguf ${MB_ARGS:--p 512 -n 128 -r 3} --gpu-time > "$OUT/mb_${m}_${side}.txt" 2>&1
     log "$m $side rc=$? $(grep -E '^\| (pp|tg)' "$OUT/mb_${m}_${side}.txt" | tr -s ' ' | tr '\n' ' ')"
   done
 done

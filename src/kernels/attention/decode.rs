@@ -54,14 +54,15 @@ pub struct DecodePlan {
 }
 
 impl DecodePlan {
-    /// The partial pass's pipeline for head_dim `d` and the cache's element type.
-    pub fn key(&self, d: usize, kv_f16: bool) -> AttnPipeline {
+    /// The partial pass's pipeline for head_dim `d`, the cache's element type and whether the
+    /// scores are soft-capped.
+    pub fn key(&self, d: usize, kv_f16: bool, softcap: bool) -> AttnPipeline {
         let (d, gb, wg) = (d as u32, self.gb as u32, self.wg as u32);
         if let Some(m) = self.matrix {
             AttnPipeline::DecodeMatrix { d, gb, sg: m.sg as u32, nw: m.nw as u32, maxc: m.maxc as u32 }
         } else if self.teams {
             let variant = if self.native { Variant::Native } else { Variant::Subgroup };
-            AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes: self.lanes as u32, keys: self.keys as u32, kv_f16, prefetch: self.prefetch }
+            AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes: self.lanes as u32, keys: self.keys as u32, kv_f16, prefetch: self.prefetch, softcap: softcap || self.native }
         } else {
             AttnPipeline::Decode { d, gb, tile: self.tile as u32, wg, kv_f16 }
         }
@@ -320,7 +321,7 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
     };
     let grid = ctx.grid(dims::prod("chunks * head blocks * kv_heads", &[plan.nchunks, plan.gblocks, shape.kv_heads])? as u64)?;
     let bufs = [q_rot.raw(), k_cache.raw(), v_cache.raw(), scratch.part_o.raw(), scratch.part_ml.raw()];
-    let key = plan.key(d, KV::F16);
+    let key = plan.key(d, KV::F16, softcap.is_some());
     if let Some((k, _, _, _)) = first {
         ctx.pipeline(k)?;
     }

@@ -135,7 +135,7 @@ pub(super) fn sample_matrix_pipelines() -> Vec<super::AttnPipeline> {
     for (h, kvh, d) in [(32, 8, 128), (8, 8, 64), (12, 1, 256), (16, 2, 80)] {
         for kv_len in [16, 4096, 100_000] {
             if let Ok(plan) = matrix_plan(&caps, &AttnShape::new(h, kvh, d), true, kv_len) {
-                v.push(plan.key(d, true));
+                v.push(plan.key(d, true, true));
             }
         }
     }

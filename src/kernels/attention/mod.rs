@@ -446,6 +446,9 @@ pub enum AttnPipeline {
     /// Teams of `lanes` subgroup lanes per key, `keys` keys per team and step: Subgroup (WGSL) or
     /// Native (the MSL entry point for `d` and the K/V type; its twin is the Subgroup key).
     /// `prefetch`: the next step's loads are issued before this step's math (the MSL never does).
+    /// `softcap`: the pipeline soft-caps scores where the params ask (without it the soft-cap
+    /// code is left out, and the pipeline serves only dispatches without a cap; the MSL always
+    /// has it).
     DecodeTeams {
         variant: Variant,
         d: u32,
@@ -455,6 +458,7 @@ pub enum AttnPipeline {
         keys: u32,
         kv_f16: bool,
         prefetch: bool,
+        softcap: bool,
     },
     /// Matrix partial pass for f16 caches (see [`decode_matrix`]): `nw` subgroups of `sg`
     /// invocations, scores of up to `maxc` keys per chunk.
@@ -518,12 +522,12 @@ impl PipelineKey for AttnPipeline {
                 }
             }
             AttnPipeline::DecodeTeams { variant: Variant::Native, d, gb, wg, lanes, keys, kv_f16, .. } => {
-                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16, prefetch: false }.describe(_caps);
+                let twin = AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg, lanes, keys, kv_f16, prefetch: false, softcap: true }.describe(_caps);
                 // decode_plan makes Native keys only for head dims with an entry point; a key
                 // made otherwise names none and fails to build (falls back, never runs wrong).
                 PipelineDesc::native(DECODE_MSL, native_decode_entry(d as usize, kv_f16).unwrap_or("attn_decode_no_entry_point"), twin)
             }
-            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, prefetch, .. } => {
+            AttnPipeline::DecodeTeams { d, gb, wg, lanes, keys, kv_f16, prefetch, softcap, .. } => {
                 let words = if kv_f16 { d / 2 } else { d };
                 PipelineDesc {
                     source: ShaderSource::Wgsl(vec![DECODE_SUBGROUP, SOFTCAP_WGSL]),
@@ -537,6 +541,7 @@ impl PipelineKey for AttnPipeline {
                         ("KV_F16", flag(kv_f16)),
                         ("VEC", flag(words % 4 == 0)),
                         ("PF", flag(prefetch)),
+                        ("SOFTCAP", flag(softcap)),
                     ],
                     workgroup_size: [wg, 1, 1],
                     params_size: std::mem::size_of::<DecodeParams>() as u64,
@@ -756,7 +761,7 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                     let gb = gb.min(16 / ppl).max(1);
                     if ppl <= 8 {
                         for prefetch in [false, true] {
-                            v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16, prefetch });
+                            v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16, prefetch, softcap: !prefetch });
                         }
                     }
                 }
@@ -769,7 +774,7 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
                 let plan = native_decode_plan(&metal, &AttnShape::new(heads, kv_heads, d), kv_f16, 4096).ok().flatten().expect("Native plan for an entry point");
                 for variant in [Variant::Subgroup, Variant::Native] {
                     let (d, gb, wg, lanes, keys) = (d as u32, plan.gb as u32, plan.wg as u32, plan.lanes as u32, plan.keys as u32);
-                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16, prefetch: false });
+                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16, prefetch: false, softcap: true });
                 }
             }
         }

@@ -16,12 +16,12 @@ fn format_of(info: &KernelInfo, op: &str) -> Option<&'static WeightFormat> {
 
 /// The self-check cases of `mm_gemv_<format>` / `mm_gemv_q8_<format>` where the format has an
 /// MSL GEMV on those activations: one per entry point (n = 33 below 2048 rows, where the plan
-/// takes the fewest rows per threadgroup, 2049 from there; one more row for SwiGLU pairs).
+/// takes the fewest rows per threadgroup, 2049 from there; one more row for (gate, up) pairs).
 pub(super) fn gemv_checks(info: &KernelInfo) -> Vec<Box<dyn Case>> {
     gemv_cases(info, true)
 }
 
-/// The fused-epilogue cases of [`gemv_checks`] (residual add, SwiGLU): the test grid's, whose
+/// The fused-epilogue cases of [`gemv_checks`] (residual add, SwiGLU, GeGLU): the test grid's, whose
 /// other cases run the plain store.
 #[cfg(feature = "testkit")]
 pub(super) fn gemv_epilogue_cases(info: &KernelInfo) -> Vec<Box<dyn Case>> {
@@ -43,7 +43,7 @@ fn gemv_cases(info: &KernelInfo, store: bool) -> Vec<Box<dyn Case>> {
         .iter()
         .filter_map(|&(rows, e, _)| {
             let epi = Epilogue::of(e).filter(|&epi| store || epi != Epilogue::Store)?;
-            let n = if Some(rows) == small { 33 } else { 2049 } + usize::from(epi == Epilogue::SwiGlu);
+            let n = if Some(rows) == small { 33 } else { 2049 } + usize::from(epi.pairs());
             Some(Box::new(GemvCheck { format: f, n, k, q8, epi }) as Box<dyn Case>)
         })
         .collect()
@@ -148,7 +148,7 @@ impl Case for GemmCheck {
 
 /// A GEMV of `n x k` random weights of `format` on f32 or int8 (`q8`, quantised on the GPU by
 /// the quantiser the model records) activations with the epilogue `epi`: `y0 + W x` from random
-/// `y0`, or the SwiGLU of the (gate, up) row pairs (`n` even). The self-check's GEMV case, and the
+/// `y0`, or the SwiGLU / GeGLU of the (gate, up) row pairs (`n` even). The self-check's GEMV case, and the
 /// test grid's epilogue cases.
 pub(crate) struct GemvCheck {
     pub(crate) format: &'static WeightFormat,
@@ -171,12 +171,13 @@ pub(crate) fn epilogue_reference(epi: Epilogue, dots: (Vec<f64>, Vec<f64>), y0: 
     match epi {
         Epilogue::Store => (d, m),
         Epilogue::Accumulate => d.iter().zip(&m).zip(y0).map(|((d, m), &y)| (d + y as f64, m + (y as f64).abs())).unzip(),
-        Epilogue::SwiGlu => (0..d.len() / 2)
+        Epilogue::SwiGlu | Epilogue::GeGlu => (0..d.len() / 2)
             .map(|i| {
                 let ((g, ga), (u, ua)) = ((d[2 * i], m[2 * i]), (d[2 * i + 1], m[2 * i + 1]));
-                let s = g / (1.0 + (-g).exp());
-                // silu' lies within [-0.1, 1.1] and |silu(g)| <= |g|: the errors of g and u scale by these.
-                (s * u, 1.1 * ga * u.abs() + g.abs() * ua + (s * u).abs())
+                let s = if epi == Epilogue::GeGlu { g / (1.0 + (-2.0 * (2.0 / std::f64::consts::PI).sqrt() * (g + 0.044715 * g * g * g)).exp()) } else { g / (1.0 + (-g).exp()) };
+                // silu' lies within [-0.1, 1.1], gelu_tanh' within [-0.17, 1.13], and |silu(g)|,
+                // |gelu_tanh(g)| <= |g|: the errors of g and u scale by these.
+                (s * u, 1.2 * ga * u.abs() + g.abs() * ua + (s * u).abs())
             })
             .unzip(),
     }
@@ -214,6 +215,7 @@ impl Case for GemvCheck {
             Epilogue::Store => "",
             Epilogue::Accumulate => " acc",
             Epilogue::SwiGlu => " swiglu",
+            Epilogue::GeGlu => " geglu",
         };
         format!("n={} k={}{epi}", self.n, self.k)
     }
@@ -226,7 +228,7 @@ impl Case for GemvCheck {
 
     fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
         let (f, n, k, epi) = (self.format, self.n, self.k, self.epi);
-        ensure(epi != Epilogue::SwiGlu || n % 2 == 0, || Error::Shape(format!("SwiGLU case of n = {n} rows")))?;
+        ensure(!epi.pairs() || n % 2 == 0, || Error::Shape(format!("{epi:?} case of n = {n} rows")))?;
         let (bytes, w, mag) = random_matrix(f, rng, n, k, false)?;
         let mut weights = vec![WeightMatrix::upload_format(ctx, f, n, k, &bytes)?];
         for _ in 1..copies {
@@ -245,14 +247,14 @@ impl Case for GemvCheck {
         };
         let mut d = dots(&x);
         let big = d.0.iter().fold(0f64, |m, v| m.max(v.abs()));
-        if epi == Epilogue::SwiGlu && big > 2f64.powi(50) {
+        if epi.pairs() && big > 2f64.powi(50) {
             // A pair's product must stay within f32 (the random scales of some formats reach
             // 2^100): x scaled by a power of two (exact, and so is its quantisation).
             let s = 2f32.powi(50 - big.log2().ceil() as i32);
             x.iter_mut().for_each(|v| *v *= s);
             d = dots(&x);
         }
-        let outputs = if epi == Epilogue::SwiGlu { n / 2 } else { n };
+        let outputs = if epi.pairs() { n / 2 } else { n };
         let mut y0 = vec![f32::from_bits(crate::suite::POISON_F32); outputs + crate::suite::GUARD];
         if epi == Epilogue::Accumulate {
             y0[..n].copy_from_slice(&rng.uniform_vec(n, -2.0, 2.0));

@@ -422,12 +422,21 @@ pub enum Epilogue {
     /// [`WeightMatrix::upload_interleaved`]): `y[i] = silu(dot_2i) * dot_2i+1` with
     /// `silu(g) = g / (1 + exp(-g))`, `n / 2` outputs (SwiGLU fused into the projection).
     SwiGlu = 2,
+    /// As [`Epilogue::SwiGlu`] with GELU's tanh approximation for the gate (GeGLU, Gemma):
+    /// `y[i] = gelu_tanh(dot_2i) * dot_2i+1`, `gelu_tanh(g) = g / 2 * (1 + tanh(u))`,
+    /// `u = sqrt(2 / pi) * (g + 0.044715 g^3)`.
+    GeGlu = 3,
 }
 
 impl Epilogue {
+    /// Whether the matrix is read as (gate, up) row pairs, `n / 2` outputs.
+    pub fn pairs(self) -> bool {
+        matches!(self, Epilogue::SwiGlu | Epilogue::GeGlu)
+    }
+
     /// The epilogue of number `code` (its discriminant: [`crate::formats::NativeGemv::entries`]).
     pub(crate) fn of(code: u32) -> Option<Epilogue> {
-        [Epilogue::Store, Epilogue::Accumulate, Epilogue::SwiGlu].get(code as usize).copied()
+        [Epilogue::Store, Epilogue::Accumulate, Epilogue::SwiGlu, Epilogue::GeGlu].get(code as usize).copied()
     }
 }
 
@@ -581,8 +590,8 @@ fn native_plan_for(f: &'static WeightFormat, act: Activations, n: usize) -> Resu
 
 fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, act: Activations, epi: Epilogue) -> Result<()> {
     let ctx = b.context();
-    if epi == Epilogue::SwiGlu {
-        ensure(w.n % 2 == 0 && w.chunks.iter().all(|c| c.row0 % 2 == 0), || Error::Shape(format!("SwiGLU GEMV needs (gate, up) row pairs: n = {} rows", w.n)))?;
+    if epi.pairs() {
+        ensure(w.n % 2 == 0 && w.chunks.iter().all(|c| c.row0 % 2 == 0), || Error::Shape(format!("{epi:?} GEMV needs (gate, up) row pairs: n = {} rows", w.n)))?;
         y.require("y", w.n / 2)?;
     } else {
         y.require("y", w.n)?;
@@ -590,7 +599,7 @@ fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBu
     let infos = kernel_infos(w.format);
     ctx.with_native_fallback(if act == Activations::F32 { &infos.gemv } else { &infos.gemv_q8 }, |variant| {
         let mut plan = if variant == Variant::Native { native_plan_for(w.format, act, w.n)? } else { gemv_plan(ctx.caps(), variant) };
-        if epi == Epilogue::SwiGlu && plan.rows % 2 == 1 {
+        if epi.pairs() && plan.rows % 2 == 1 {
             plan.rows = 2; // a team must hold whole (gate, up) pairs
         }
         let key = MmPipeline::Gemv { format: Fmt(w.format), variant, plan, act, epi };
@@ -611,7 +620,8 @@ pub fn gemv(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
     gemv_with(b, w, GemvInput::F32(x), y, Epilogue::Store)
 }
 
-/// A GEMV with an [`Epilogue`]: `y = W x`, `y += W x`, or the SwiGLU of (gate, up) row pairs.
+/// A GEMV with an [`Epilogue`]: `y = W x`, `y += W x`, or the SwiGLU / GeGLU of (gate, up) row
+/// pairs.
 pub fn gemv_with(b: &mut Batch, w: &WeightMatrix, x: GemvInput, y: &GpuBuffer<f32>, epi: Epilogue) -> Result<()> {
     match x {
         GemvInput::F32(x) => {

@@ -111,9 +111,9 @@ impl Meta<'_> {
     pub fn has_block_tensor(&self, suffix: &str) -> bool {
         self.file.tensor(&format!("blk.0.{suffix}")).is_some()
     }
-    /// `{arch}.attention.sliding_window` as a window over every layer (absent or 0: none).
-    pub fn sliding_window(&self) -> Result<Option<Window>> {
-        Ok(self.u("attention.sliding_window")?.filter(|&w| w > 0).map(|size| Window { size, layers: WindowLayers::All }))
+    /// `{arch}.attention.sliding_window` (absent or 0: none).
+    pub fn sliding_window(&self) -> Result<Option<usize>> {
+        Ok(self.u("attention.sliding_window")?.filter(|&w| w > 0))
     }
     /// A per-pair F32 vector tensor (`head_dim / 2` values, finite and > 0), if present.
     pub fn pair_factors(&self, name: &str, pairs: usize) -> Result<Option<Vec<f32>>> {
@@ -213,8 +213,14 @@ pub struct Spec {
     pub qk_norm: bool,
     pub ffn: FfnTensors,
     pub glu: Glu,
-    /// The sliding attention window, if the file sets one.
+    /// The sliding attention window, where the architecture applies the file's.
     pub window: Option<Window>,
+    /// A window the file sets (`{arch}.attention.sliding_window`) that llama.cpp does not apply
+    /// to this architecture, and so neither does the runner: llama files (Mistral v0.1's 4096)
+    /// and phi3 files (Phi-3-mini-4k's 2047) attend over the whole context. Past this many
+    /// positions the logits differ from those of the checkpoint's own (windowed) attention; a
+    /// caller can say so (`generate` warns where its context is longer).
+    pub ignored_window: Option<usize>,
     /// LongRoPE factors, if the file has them.
     pub rope_factors: Option<RopeFactors>,
     /// Rotary dimensions (`{arch}.rope.dimension_count`), `head_dim` unless the file says less.
@@ -252,6 +258,7 @@ impl Spec {
             ffn: FfnTensors::Separate,
             glu: Glu::Silu,
             window: None,
+            ignored_window: None,
             rope_factors: None,
             rope_dims: m.u("rope.dimension_count")?.unwrap_or(m.head_dim),
             post_norms: false,

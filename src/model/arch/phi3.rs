@@ -5,7 +5,9 @@
 //! `rope_factors_short.weight` / `rope_factors_long.weight` (per-pair frequency divisors; the
 //! long ones where the context exceeds `phi3.rope.scaling.original_context_length`, as
 //! llama.cpp chooses them) and `phi3.rope.scaling.attn_factor` (cos and sin are multiplied by
-//! it). `phi3.attention.sliding_window` (0: none) is the window of every layer.
+//! it). `phi3.attention.sliding_window` is not applied: llama.cpp turns Phi's windows off
+//! (src/models/phi3.cpp, with a warning), so the runner matches it and records the window as
+//! [`Spec::ignored_window`].
 
 use super::{FfnTensors, Meta, QkvTensors, RopeFactors, Spec};
 use crate::kernels::rope::PairLayout;
@@ -36,5 +38,12 @@ pub(super) fn describe(m: &Meta) -> Result<Spec> {
         }
     };
     let qkv = if m.has_block_tensor("attn_qkv.weight") { QkvTensors::Fused } else { QkvTensors::Separate };
-    Ok(Spec { qkv, qkv_bias: qkv == QkvTensors::Separate && m.has_block_tensor("attn_q.bias"), ffn: FfnTensors::FusedGateUp, window: m.sliding_window()?, rope_factors, ..base })
+    Ok(Spec {
+        qkv,
+        qkv_bias: qkv == QkvTensors::Separate && m.has_block_tensor("attn_q.bias"),
+        ffn: FfnTensors::FusedGateUp,
+        ignored_window: m.sliding_window()?,
+        rope_factors,
+        ..base
+    })
 }

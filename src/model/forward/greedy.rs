@@ -2,24 +2,29 @@
 //! batch picks the token of the previous logits (`ops::argmax`), looks its embedding row up
 //! (`matmul::gather_row` on [`Model::gpu_embeddings`]), runs the layers and the LM head, and
 //! copies the token into a host readback. Nothing a step needs comes from the CPU, so the next
-//! step is submitted before this one's token is read: two steps in flight, the tokens read
-//! behind them, and the CPU's work between two steps (read a token, hand it on, record and
-//! submit the next step) overlaps the GPU.
+//! step is submitted before this one's token is read: two submissions in flight (each of
+//! [`SessionOptions::greedy_steps`] steps), the tokens read behind them, and the CPU's work
+//! between two submissions (read the tokens, hand them on, record and submit the next) overlaps
+//! the GPU.
 
 use super::*;
 use std::collections::VecDeque;
 
-/// Token slots: the steps in flight plus one (a slot is written again only after its token was
-/// read).
+/// Submission slots: the submissions in flight plus one (a slot is written again only after its
+/// tokens were read).
 const SLOTS: usize = 3;
 const IN_FLIGHT: usize = 2;
+/// Most steps per submission.
+pub const MAX_GREEDY_STEPS: usize = 8;
 
-/// Per slot: the GPU word the step's argmax writes and its gather reads, the host readback the
-/// step copies it into, and (with `gpu_timing`) the step's own timer.
+/// Per slot and step of a submission (`slot * steps + step`): the GPU word the step's argmax
+/// writes and its gather reads, and the host readback the step copies it into; per slot (with
+/// `gpu_timing`) the submission's timer.
 pub(super) struct Ring {
     toks: Vec<GpuBuffer<u32>>,
     back: Vec<HostReadback<u32>>,
     timers: Vec<Option<GpuTimer>>,
+    steps: usize,
 }
 
 impl Ring {
@@ -28,18 +33,24 @@ impl Ring {
         &self.toks[0]
     }
 
-    pub(super) fn new(ctx: &Context, timing: bool) -> Result<Ring> {
-        let mut r = Ring { toks: Vec::new(), back: Vec::new(), timers: Vec::new() };
-        for _ in 0..SLOTS {
+    pub(super) fn new(ctx: &Context, timing: bool, steps: usize) -> Result<Ring> {
+        if !(1..=MAX_GREEDY_STEPS).contains(&steps) {
+            return Err(ModelError::Argument(format!("greedy_steps = {steps}: must be 1..={MAX_GREEDY_STEPS}")));
+        }
+        let mut r = Ring { toks: Vec::new(), back: Vec::new(), timers: Vec::new(), steps };
+        for _ in 0..SLOTS * steps {
             r.toks.push(ctx.alloc::<u32>(1)?);
             r.back.push(ctx.host_readback::<u32>(1)?);
+        }
+        for _ in 0..SLOTS {
             r.timers.push(if timing { ctx.gpu_timer() } else { None });
         }
         Ok(r)
     }
 }
 
-type Flight<'c> = VecDeque<(crate::batch::Submitted<'c>, usize)>;
+/// A submission in flight: its slot and steps.
+type Flight<'c> = VecDeque<(crate::batch::Submitted<'c>, usize, usize)>;
 
 impl Session {
     /// Greedy decoding (the highest logit, the lowest token id among equal ones, as
@@ -48,7 +59,8 @@ impl Session {
     /// gets each chosen token in order and returns whether to go on. Stops after `max` tokens,
     /// when `emit` says so or errs, or when the cache is full. Returns the tokens emitted.
     ///
-    /// Steps run ahead of `emit` (two in flight), so the CPU time between steps is hidden;
+    /// Steps run ahead of `emit` (two submissions in flight, each of
+    /// [`SessionOptions::greedy_steps`] steps), so the CPU time between steps is hidden;
     /// afterwards the cache holds what [`Session::decode_stream`] would leave: every emitted
     /// token but the last (the steps that ran past it are forgotten). The logits of the last
     /// position are then not kept: decode a token or prefill before calling this again.
@@ -67,10 +79,13 @@ impl Session {
         let run = self.greedy_steps(ctx, model, embd, &cache, offset, max, &mut flight, &mut emitted, &mut emit);
         // Whatever happened, let the steps in flight finish and release their readbacks.
         let mut drained = Ok(());
-        for (sub, slot) in flight.drain(..) {
+        for (sub, slot, count) in flight.drain(..) {
             let waited = Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, sub);
-            let read = self.greedy.back[slot].read_into(ctx, &mut [0u32]).map_err(ModelError::from);
-            drained = drained.and(waited).and(read);
+            drained = drained.and(waited);
+            for j in 0..count {
+                let read = self.greedy.back[slot * self.greedy.steps + j].read_into(ctx, &mut [0u32]).map_err(ModelError::from);
+                drained = drained.and(read);
+            }
         }
         self.kv.truncate(start + emitted.saturating_sub(1));
         self.logits_row = None;
@@ -79,8 +94,9 @@ impl Session {
         Ok(emitted)
     }
 
-    /// The loop of [`Session::decode_greedy`]: keep `IN_FLIGHT` steps submitted, read the oldest
-    /// one's token, hand it to `emit`. Steps still running when it returns are in `flight`.
+    /// The loop of [`Session::decode_greedy`]: keep `IN_FLIGHT` submissions of up to `steps`
+    /// steps in flight, read the oldest one's tokens, hand them to `emit`. Submissions still
+    /// running when it returns are in `flight`.
     #[allow(clippy::too_many_arguments)]
     fn greedy_steps<'c>(
         &mut self,
@@ -95,40 +111,54 @@ impl Session {
         emit: &mut impl FnMut(u32) -> Result<bool>,
     ) -> Result<()> {
         let vocab = model.config.vocab;
-        let mut submitted = 0;
+        let steps = self.greedy.steps;
+        let (mut submitted, mut batches) = (0, 0);
         loop {
             while flight.len() < IN_FLIGHT && submitted < max && self.kv.remaining() > 0 {
-                let slot = submitted % SLOTS;
-                let tok = &self.greedy.toks[slot];
+                let slot = batches % SLOTS;
+                let count = steps.min(max - submitted).min(self.kv.remaining());
                 let mut b = match &self.greedy.timers[slot] {
                     Some(t) => ctx.timed_batch_with(t),
                     None => ctx.batch(),
                 }
                 .with_cache(cache);
-                ops::argmax(&mut b, &self.s.logits, offset, vocab, tok)?;
-                mm::gather_row(&mut b, embd, tok, &self.s.x)?;
-                if let Some(s) = model.config.embed_scale {
-                    elementwise::scale_inplace(&mut b, &self.s.x, model.config.hidden, s)?;
+                for j in 0..count {
+                    let tok = &self.greedy.toks[slot * steps + j];
+                    ops::argmax(&mut b, &self.s.logits, offset, vocab, tok)?;
+                    mm::gather_row(&mut b, embd, tok, &self.s.x)?;
+                    if let Some(s) = model.config.embed_scale {
+                        elementwise::scale_inplace(&mut b, &self.s.x, model.config.hidden, s)?;
+                    }
+                    self.record_decode(&mut b, model, self.kv.pos())?;
+                    b.copy_to_host(tok, 1, &self.greedy.back[slot * steps + j])?;
+                    self.kv.advance(1)?;
+                    offset = 0;
                 }
-                self.record_decode(&mut b, model, self.kv.pos())?;
-                b.copy_to_host(tok, 1, &self.greedy.back[slot])?;
                 let sub = b.submit()?;
-                flight.push_back((sub, slot));
-                self.greedy.back[slot].request_map()?;
-                self.kv.advance(1)?;
-                offset = 0;
-                submitted += 1;
+                flight.push_back((sub, slot, count));
+                for j in 0..count {
+                    self.greedy.back[slot * steps + j].request_map()?;
+                }
+                submitted += count;
+                batches += 1;
             }
-            let Some((sub, slot)) = flight.pop_front() else { return Ok(()) };
+            let Some((sub, slot, count)) = flight.pop_front() else { return Ok(()) };
             Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, sub)?;
-            let mut t = [0u32];
-            self.greedy.back[slot].read_into(ctx, &mut t)?;
-            if t[0] as usize >= vocab {
-                return Err(ModelError::Argument("greedy decoding: the logits have no largest value (all NaN)".into()));
+            // Every readback of the submission is read (and unmapped) before any is handed on.
+            let mut toks = [0u32; MAX_GREEDY_STEPS];
+            for (j, t) in toks.iter_mut().enumerate().take(count) {
+                let mut one = [0u32];
+                self.greedy.back[slot * steps + j].read_into(ctx, &mut one)?;
+                *t = one[0];
             }
-            *emitted += 1;
-            if !emit(t[0])? || *emitted == max {
-                return Ok(());
+            for &t in &toks[..count] {
+                if t as usize >= vocab {
+                    return Err(ModelError::Argument("greedy decoding: the logits have no largest value (all NaN)".into()));
+                }
+                *emitted += 1;
+                if !emit(t)? || *emitted == max {
+                    return Ok(());
+                }
             }
         }
     }

@@ -113,7 +113,7 @@ impl Session {
     }
 
     /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
-    /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp` and `xn`).
+    /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp`).
     fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix, post: Option<(&GpuBuffer<f32>, f32)>) -> Result<()> {
         let s = &self.s;
         if let Some((weight, eps)) = post {
@@ -123,8 +123,7 @@ impl Session {
             } else {
                 Self::matmul_rows(b, w, a, xq, &s.tmp, m)?;
             }
-            elementwise::rmsnorm(b, &s.tmp, weight, &s.xn, m, w.n(), eps)?;
-            return Ok(elementwise::add_inplace(b, &s.x, &s.xn, m * w.n())?);
+            return Ok(elementwise::rmsnorm_add(b, &s.tmp, weight, &s.x, m, w.n(), eps)?);
         }
         if m == 1 {
             let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
@@ -136,14 +135,20 @@ impl Session {
         }
     }
 
-    /// `gate = silu(xn W_gate^T) * (xn W_up^T)` (`xq`: `xn` as int8, in a decode step).
+    /// `gate = act(xn W_gate^T) * (xn W_up^T)` (`xq`: `xn` as int8, in a decode step).
     fn ffn_in(&self, b: &mut Batch, f: &FfnIn, m: usize, ffn: usize, xq: Option<&Q8Activations>, act: elementwise::Activation) -> Result<()> {
         let s = &self.s;
         match f {
-            FfnIn::GateUp(w) if m == 1 => Self::gemv(b, w, &s.xn, xq, &s.gate, Epilogue::SwiGlu),
+            FfnIn::GateUp(w) if m == 1 => {
+                let epi = match act {
+                    elementwise::Activation::Silu => Epilogue::SwiGlu,
+                    elementwise::Activation::GeluTanh => Epilogue::GeGlu,
+                };
+                Self::gemv(b, w, &s.xn, xq, &s.gate, epi)
+            }
             FfnIn::GateUp(w) => {
                 Self::matmul_rows(b, w, &s.xn, xq, &s.up, m)?;
-                Ok(ops::swiglu_pairs(b, &s.up, m * ffn, &s.gate)?)
+                Ok(ops::glu_pairs(b, act, &s.up, m * ffn, &s.gate)?)
             }
             FfnIn::Separate { gate, up } => {
                 for (w, y) in [(gate, &s.gate), (up, &s.up)] {
