@@ -402,11 +402,18 @@ fn run(a: Args) -> cli::Res<()> {
             );
         }
     }
-    eprintln!("kernel variants (WGKERNELS_VARIANT / the probe example explain the choice):");
-    for k in wgkernels::model::kernels_used(&model, a.kv) {
+    // Which kernels have a hand-written MSL variant comes from each kernel's registered variants,
+    // so the report says what would run Native on a Metal adapter wherever it runs.
+    eprintln!("kernel variants (WGKERNELS_VARIANT / the probe example explain the choice; on Metal: what a Mac with the Native tier runs):");
+    let used = wgkernels::model::kernels_used(&model, a.kv);
+    let has_msl = |k: &wgkernels::caps::KernelInfo| k.variants.contains(&wgkernels::Variant::Native);
+    for k in &used {
         let v = ctx.variant_for(k).map(|v| v.name().to_string()).unwrap_or_else(|e| format!("unsupported: {e}"));
-        eprintln!("  {:<22} {v}", k.name);
+        let metal = if has_msl(k) { "native (MSL) where its self-check passes" } else { "WGSL (naga's MSL)" };
+        eprintln!("  {:<22} {v:<10} on Metal: {metal}", k.name);
     }
+    let native: Vec<&str> = used.iter().filter(|k| has_msl(k)).map(|k| k.name).collect();
+    eprintln!("native on Metal: {} of {} kernels: {}", native.len(), used.len(), native.join(", "));
     Ok(())
 }
 

@@ -16,7 +16,11 @@
 // quarters; the ROWS partial dots live in one float4, one simd_sum per simdgroup and row block,
 // partials folded through threadgroup memory. k is a multiple of 256 (the block), so items cover
 // exactly k columns and every x load is in range.
-// Entry points: mm_gemv_q6_k_r2, mm_gemv_q6_k_r4 (ROWS = 2, 4).
+// Entry points: mm_gemv_q6_k_r2, mm_gemv_q6_k_r4 (ROWS = 2, 4; the twin's EPI = 0: store), and
+// the fused epilogues of each: _acc (EPI = 1, y[y_off + r] += dot, the residual add), _swiglu
+// (EPI = 2, the matrix holds (gate, up) row pairs: y[(y_off + 2i) / 2] = silu(dot_2i) * dot_2i+1,
+// silu(g) = g / (1 + exp(-g))) and _geglu (EPI = 3, the same with gelu_tanh(dot_2i)), applied by
+// thread 0 after the team's sum.
 //
 // Passthrough conventions (see src/pipeline.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer; threadgroup size from
@@ -24,7 +28,7 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q6_k_r2, mm_gemv_q6_k_r4: twin fnv1a64 4b67f739024a4ae2
+//   mm_gemv_q6_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 4b67f739024a4ae2
 
 #include <metal_stdlib>
 using namespace metal;
@@ -122,7 +126,41 @@ static inline float4 q6(uint l, uint h, uint s) {
     return f4(float(c & 255u), float((c >> 8) & 255u), float((c >> 16) & 255u), float(c >> 24)) - float4(32.0f);
 }
 
-template <uint ROWS>
+// The gated unit of a (gate, up) pair (the twin's mm_glu): EPI 2 SwiGLU, silu(g) * u with
+// silu(g) = g / (1 + exp(-g)); EPI 3 GeGLU, gelu_tanh(g) * u with gelu_tanh(g) = g / 2 * (1 +
+// tanh(v)) computed as the equal g / (1 + exp(-2v)), v = sqrt(2 / pi) * (g + 0.044715 g^3).
+template <uint EPI>
+static inline float glu(float g, float u) {
+    if (EPI == 3u) {
+        return g / (1.0f + exp(-1.5957691216057308f * (g + 0.044715f * g * g * g))) * u;
+    }
+    return g / (1.0f + exp(-g)) * u;
+}
+
+// The epilogue of rows r0 .. r0 + ROWS - 1 (the twin's mm_store, wgsl/mm_gemv_acc.wgsl): EPI 0
+// stores, 1 adds to y (a residual add), 2 and 3 store the SwiGLU / GeGLU of the (gate, up) row pairs.
+template <uint ROWS, uint EPI>
+static inline void store(constant MmParams& p, device float* y, uint r0, float4 tot) {
+    const uint o = p.y_off + r0;
+    if (EPI >= 2u) {
+        y[o / 2u] = glu<EPI>(tot.x, tot.y);
+        if (ROWS > 3u && r0 + 2u < p.n) {
+            y[o / 2u + 1u] = glu<EPI>(tot.z, tot.w);
+        }
+        return;
+    }
+    for (uint r = 0; r < ROWS; ++r) {
+        if (r0 + r < p.n) {
+            if (EPI == 1u) {
+                y[o + r] += tot[r];
+            } else {
+                y[o + r] = tot[r];
+            }
+        }
+    }
+}
+
+template <uint ROWS, uint EPI>
 static void q6_k_gemv_body(constant MmParams& p, device const uint4* wq, device const float4* x, device float* y,
                            threadgroup float4* scratch, Team t) {
     const uint blocks = (p.n + ROWS - 1u) / ROWS;
@@ -170,11 +208,7 @@ static void q6_k_gemv_body(constant MmParams& p, device const uint4* wq, device 
         }
         const float4 tot = team_sum(acc, scratch, t);
         if (live && t.lane == 0u) {
-            for (uint r = 0; r < ROWS; ++r) {
-                if (rb * ROWS + r < p.n) {
-                    y[p.y_off + rb * ROWS + r] = tot[r];
-                }
-            }
+            store<ROWS, EPI>(p, y, rb * ROWS, tot);
         }
     }
 }
@@ -190,7 +224,49 @@ kernel void mm_gemv_q6_k_r2(constant MmParams& p [[buffer(0)]],
                             uint sg [[simdgroup_index_in_threadgroup]],
                             uint nsg [[simdgroups_per_threadgroup]]) {
     threadgroup float4 scratch[MAX_SIMDGROUPS];
-    q6_k_gemv_body<2u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+    q6_k_gemv_body<2u, 0u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q6_k_r2_acc(constant MmParams& p [[buffer(0)]],
+                                device const uint4* wq [[buffer(1)]],
+                                device const float4* x [[buffer(2)]],
+                                device float* y [[buffer(3)]],
+                                uint3 tg [[threadgroup_position_in_grid]],
+                                uint3 ntg [[threadgroups_per_grid]],
+                                uint tid [[thread_index_in_threadgroup]],
+                                uint3 tptg [[threads_per_threadgroup]],
+                                uint sg [[simdgroup_index_in_threadgroup]],
+                                uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q6_k_gemv_body<2u, 1u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q6_k_r2_swiglu(constant MmParams& p [[buffer(0)]],
+                                   device const uint4* wq [[buffer(1)]],
+                                   device const float4* x [[buffer(2)]],
+                                   device float* y [[buffer(3)]],
+                                   uint3 tg [[threadgroup_position_in_grid]],
+                                   uint3 ntg [[threadgroups_per_grid]],
+                                   uint tid [[thread_index_in_threadgroup]],
+                                   uint3 tptg [[threads_per_threadgroup]],
+                                   uint sg [[simdgroup_index_in_threadgroup]],
+                                   uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q6_k_gemv_body<2u, 2u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q6_k_r2_geglu(constant MmParams& p [[buffer(0)]],
+                                  device const uint4* wq [[buffer(1)]],
+                                  device const float4* x [[buffer(2)]],
+                                  device float* y [[buffer(3)]],
+                                  uint3 tg [[threadgroup_position_in_grid]],
+                                  uint3 ntg [[threadgroups_per_grid]],
+                                  uint tid [[thread_index_in_threadgroup]],
+                                  uint3 tptg [[threads_per_threadgroup]],
+                                  uint sg [[simdgroup_index_in_threadgroup]],
+                                  uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q6_k_gemv_body<2u, 3u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }
 
 kernel void mm_gemv_q6_k_r4(constant MmParams& p [[buffer(0)]],
@@ -204,5 +280,47 @@ kernel void mm_gemv_q6_k_r4(constant MmParams& p [[buffer(0)]],
                             uint sg [[simdgroup_index_in_threadgroup]],
                             uint nsg [[simdgroups_per_threadgroup]]) {
     threadgroup float4 scratch[MAX_SIMDGROUPS];
-    q6_k_gemv_body<4u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+    q6_k_gemv_body<4u, 0u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q6_k_r4_acc(constant MmParams& p [[buffer(0)]],
+                                device const uint4* wq [[buffer(1)]],
+                                device const float4* x [[buffer(2)]],
+                                device float* y [[buffer(3)]],
+                                uint3 tg [[threadgroup_position_in_grid]],
+                                uint3 ntg [[threadgroups_per_grid]],
+                                uint tid [[thread_index_in_threadgroup]],
+                                uint3 tptg [[threads_per_threadgroup]],
+                                uint sg [[simdgroup_index_in_threadgroup]],
+                                uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q6_k_gemv_body<4u, 1u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q6_k_r4_swiglu(constant MmParams& p [[buffer(0)]],
+                                   device const uint4* wq [[buffer(1)]],
+                                   device const float4* x [[buffer(2)]],
+                                   device float* y [[buffer(3)]],
+                                   uint3 tg [[threadgroup_position_in_grid]],
+                                   uint3 ntg [[threadgroups_per_grid]],
+                                   uint tid [[thread_index_in_threadgroup]],
+                                   uint3 tptg [[threads_per_threadgroup]],
+                                   uint sg [[simdgroup_index_in_threadgroup]],
+                                   uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q6_k_gemv_body<4u, 2u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
+}
+
+kernel void mm_gemv_q6_k_r4_geglu(constant MmParams& p [[buffer(0)]],
+                                  device const uint4* wq [[buffer(1)]],
+                                  device const float4* x [[buffer(2)]],
+                                  device float* y [[buffer(3)]],
+                                  uint3 tg [[threadgroup_position_in_grid]],
+                                  uint3 ntg [[threadgroups_per_grid]],
+                                  uint tid [[thread_index_in_threadgroup]],
+                                  uint3 tptg [[threads_per_threadgroup]],
+                                  uint sg [[simdgroup_index_in_threadgroup]],
+                                  uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float4 scratch[MAX_SIMDGROUPS];
+    q6_k_gemv_body<4u, 3u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));
 }

@@ -356,6 +356,13 @@ impl Context {
         lines
     }
 
+    #[cfg(feature = "testkit")]
+    /// Dispatches recorded through Native pipelines on this context so far, the self-checks'
+    /// included (a testing aid: which work runs Native).
+    pub fn native_dispatches(&self) -> u64 {
+        self.pipelines.native_dispatches.load(Ordering::Relaxed)
+    }
+
     /// [`KernelInfo::explain`] plus the Native self-check's outcome: a recorded Native failure
     /// (build or self-check), a passed check, or a kernel that runs Native unchecked.
     pub fn explain(&self, kernel: &KernelInfo) -> String {

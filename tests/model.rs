@@ -1158,3 +1158,89 @@ fn fixture_chat_templates_and_eog_match() {
     }
     assert!(checked.len() >= 8, "fixtures with a chat template: {checked:?}");
 }
+
+/// The model on the Native plumbing (SPIR-V twin mode, `testkit`): Q4_K_M (llama, and gemma2 for
+/// the GeGLU epilogue), Q8_0 and F16 fixtures run prefill and four decode steps, on int8 and on f32 activations, on a context where every
+/// kernel with a Native variant runs it (after its self-check; each Native pipeline built through
+/// the passthrough path from the SPIR-V of its WGSL twin) and on the default context. Every GEMV
+/// pipeline the Native run builds must be an MSL kernel's (none falls back to a WGSL GEMV: the
+/// decode step's GEMVs with their fused residual adds, SwiGLU and GeGLU, and the LM head, all have one),
+/// every decode step
+/// must record Native dispatches, and the logits must agree within 1e-2 of each row's spread: the
+/// twins are the Subgroup kernels with another plan (a team per threadgroup), so only the order of
+/// the f32 sums differs, but the int8 quantisation of the activations amplifies that: a value next
+/// to a rounding tie may take the neighbouring code (1/127 of its block's scale), which moved the
+/// logits by up to 9.2e-4 of the spread on lavapipe (the int8 path itself differs from the f32
+/// one by up to 6e-2: `int8_prefill_matches_f32_prefill`; a wrong epilogue, by tens of percent).
+#[test]
+fn native_twins_run_the_decode_step() {
+    use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};
+    use wgkernels::{ContextOptions, Variant};
+    let base = common::context();
+    let twin = base.with_options(ContextOptions::default().with_native_spirv_twins(true));
+    if let Err(e) = twin.caps().variant_support(Variant::Native) {
+        println!("SKIPPED: SPIR-V twin mode unavailable on {} ({:?}): {e}", twin.caps().adapter_name, twin.caps().backend);
+        assert_ne!(twin.caps().backend, wgkernels::wgpu::Backend::Vulkan, "a Vulkan adapter must support twin mode");
+        return;
+    }
+    let models = manifest_models();
+    for name in ["llama-tiny-q4_k_m", "qwen3-tiny-q8_0", "llama-tiny-f16", "gemma2-tiny-q4_k_m"] {
+        let m = models.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("fixture {name} not in manifest.txt"));
+        let r = read_keys(&dir().join(&m.reference));
+        let (prompt, greedy) = (u32s(&r["prompt_tokens"]), u32s(&r["greedy_tokens"]));
+        let steps = &greedy[..4];
+        // Logits of the prompt's last position and of each step, and the Native dispatches of each step.
+        for int8_activations in [true, false] {
+            let run = |ctx: &Context| -> (Vec<Vec<f32>>, Vec<u64>) {
+                let model = Model::load(ctx, GgufFile::open(dir().join(&m.file)).unwrap(), &mut |_| {}).unwrap();
+                // Every self-check first, so that the counts below are the model's own dispatches.
+                for k in wgkernels::model::kernels_used(&model, KvKind::F16) {
+                    ctx.variant_for(k).unwrap();
+                }
+                let opts = SessionOptions { context: prompt.len() + steps.len(), kv: KvKind::F16, int8_activations, ..Default::default() };
+                let mut s = Session::new(ctx, &model, opts).unwrap();
+                let mut rows = vec![s.prefill(ctx, &model, &prompt).unwrap()];
+                let mut native = Vec::new();
+                for &t in steps {
+                    let before = ctx.native_dispatches();
+                    rows.push(s.decode(ctx, &model, t).unwrap());
+                    native.push(ctx.native_dispatches() - before);
+                }
+                (rows, native)
+            };
+            let (want, _) = run(&base);
+            // A fresh twin context per run: its pipelines are this run's (and its self-checks').
+            let twin = base.with_options(ContextOptions::default().with_native_spirv_twins(true));
+            let (got, native) = run(&twin);
+            let built = twin.built_pipelines();
+            let name = format!("{name} ({} activations)", if int8_activations { "int8" } else { "f32" });
+            let msl: std::collections::BTreeSet<&str> = built.iter().filter(|(_, d)| d.twin().is_some()).map(|(_, d)| d.entry).collect();
+            let wgsl_gemvs: Vec<&str> = built.iter().filter(|(l, d)| l.starts_with("Gemv") && d.twin().is_none()).map(|(l, _)| l.as_str()).collect();
+            println!("{name}: {} Native pipelines built: {msl:?}", msl.len());
+            println!("{name}: Native dispatches per decode step: {native:?}");
+            assert!(wgsl_gemvs.is_empty(), "{name}: GEMVs without an MSL kernel: {wgsl_gemvs:?}");
+            assert!(native.iter().all(|&c| c > 0), "{name}: a decode step recorded no Native dispatch: {native:?}");
+            // The Q4_K_M file's matrices are Q4_K and Q6_K.
+            let formats: &[&str] = if name.contains("q4_k_m") {
+                &["q4_k", "q6_k"]
+            } else if name.contains("q8_0") {
+                &["q8_0"]
+            } else {
+                &["f16"]
+            };
+            // F16 has no integer dot: its GEMVs take f32 activations either way.
+            let op = if int8_activations && !name.contains("f16") { "gemv_q8" } else { "gemv" };
+            for f in formats {
+                assert!(msl.iter().any(|e| e.starts_with(&format!("mm_{op}_{f}_"))), "{name}: no {op} of {f} built as MSL");
+            }
+            let mut worst: f64 = 0.0;
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let w: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+                let e = row_error(g, &w);
+                worst = worst.max(e);
+                assert!(e < 1e-2, "{name}: row {i} (0: the prompt's last position, then the decode steps): Native vs default logits differ by {e:.3e} of the spread");
+            }
+            println!("{name}: Native (twins) vs default logits, worst {worst:.2e} of the spread over {} rows", got.len());
+        }
+    }
+}

@@ -629,8 +629,29 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
     let mutations = [
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "| ((hd[r].y >> 2) & 0x30303030u)", "| ((hd[r].y >> 3) & 0x30303030u)"),
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "six(m47, 8u * j) * sx[4u + j]", "six(m47, 8u * j) * sx[j]"),
-        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "y[p.y_off + rb * ROWS + r]", "y[rb * ROWS + r]"),
+        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "const uint o = p.y_off + r0;", "const uint o = r0;"),
         ("mm_gemv_int4.metal", "mm_gemv_int4", "wq[row + scales + i / 4u][i % 4u]", "wq[row + scales + i / 4u][(i + 1u) % 4u]"),
     ];
     mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
+}
+
+/// The same for the int8-activation GEMVs (msl/mm_gemv_q8.metal), one mutation per format and
+/// epilogue: Q4_K's mins of sub-blocks 4..7 paired with the code sums of 0..3, Q6_K's second-half
+/// scale read as the first's, Q8_0's second-half codes read from the first half, Q4_0's high
+/// nibbles of blocks 4..7 offset by 7 instead of 8, the residual add turned into a store, and the
+/// SwiGLU's sigmoid of -g: each fails the harness's own check of the format's int8 GEMV (odd row
+/// counts, both row counts per threadgroup, every epilogue). Likewise the F16 GEMV
+/// (msl/mm_gemv_f16.metal) with the words of an item's second half swapped.
+#[test]
+fn a_wrong_msl_q8_gemv_fails_the_check() {
+    let mutations = [
+        ("mm_gemv_q8.metal", "mm_gemv_q8_q4_k", "dot(bytes4(m47, 0u, 63u, 0.0f), x.s47)", "dot(bytes4(m47, 0u, 63u, 0.0f), x.s03)"),
+        ("mm_gemv_q8.metal", "mm_gemv_q8_q6_k", "i8(sw, sh + 8u) * db", "i8(sw, sh) * db"),
+        ("mm_gemv_q8.metal", "mm_gemv_q8_q8_0", "r.b[j] = wq[v + 2u * j + 1u][u];", "r.b[j] = wq[v + 2u * j][u];"),
+        ("mm_gemv_q8.metal", "mm_gemv_q8_q4_0", "bytes4(w.w[4u + j], 4u, 15u, 8.0f)", "bytes4(w.w[4u + j], 4u, 15u, 7.0f)"),
+        ("mm_gemv_q8.metal", "mm_gemv_q8_q4_k", "y[o + r] += tot[r];", "y[o + r] = tot[r];"),
+        ("mm_gemv_q8.metal", "mm_gemv_q8_q6_k", "g / (1.0f + exp(-g)) * u", "g / (1.0f + exp(g)) * u"),
+        ("mm_gemv_f16.metal", "mm_gemv_f16", "dot(halves(w[r].z, w[r].w), xb)", "dot(halves(w[r].w, w[r].z), xb)"),
+    ];
+    mutants_fail("mutant_q8_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains(" acc") || c.contains(" swiglu"));
 }

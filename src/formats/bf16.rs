@@ -20,6 +20,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     wgsl: include_str!("../../wgsl/fmt_bf16.wgsl"),
     native: None,
     native_gemm: None,
+    native_q8: None,
 };
 
 /// The f32 of bf16 bits `b`.

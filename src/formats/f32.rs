@@ -21,6 +21,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     wgsl: include_str!("../../wgsl/fmt_f32.wgsl"),
     native: None,
     native_gemm: None,
+    native_q8: None,
 };
 
 fn dequantize(src: &[u8], out: &mut [f32]) {

@@ -71,7 +71,10 @@
 //! A format may add a hand-written MSL GEMV (`native:` a [`NativeGemv`]): one `msl/*.metal`
 //! file mirroring the family's Subgroup GEMV of the format, which becomes the Native variant of
 //! `mm_gemv_<name>` with no other edit (binding, clang, CPU-execution and SPIR-V twin tests all
-//! find it through the kernel registry).
+//! find it through the kernel registry). Likewise `native_q8:` for the integer-dot GEMV on int8
+//! activations (`mm_gemv_q8_<name>`, the model's decode step): Q4_K, Q6_K, Q8_0 and Q4_0 share
+//! msl/mm_gemv_q8.metal, their entry points named by the format. Each entry point serves one
+//! rows-per-threadgroup count and one epilogue (store, residual add, SwiGLU, GeGLU).
 //!
 //! Optionally, for the integer-dot GEMV on int8 activations (Q4_K, Q6_K, Q8_0 and Q4_0 define it): a
 //! `struct FmtQRow` (or an alias), `fn fmt_qload(base: u32, quad: u32) -> FmtQRow` (loads only)
@@ -104,6 +107,24 @@
 //! Reading outside the row (`base .. base + row_vec4s`) is a bug: shader bounds checks are off.
 
 use std::fmt;
+
+/// The entry points of a Native GEMV ([`NativeGemv::entries`]) whose MSL has, for 2 and 4 rows
+/// per threadgroup, the plain store `<prefix>_r<rows>`, the residual add `<prefix>_r<rows>_acc`,
+/// the SwiGLU `<prefix>_r<rows>_swiglu` and the GeGLU `<prefix>_r<rows>_geglu`.
+macro_rules! native_gemv_entries {
+    ($prefix:literal) => {
+        &[
+            (2, 0, concat!($prefix, "_r2")),
+            (2, 1, concat!($prefix, "_r2_acc")),
+            (2, 2, concat!($prefix, "_r2_swiglu")),
+            (2, 3, concat!($prefix, "_r2_geglu")),
+            (4, 0, concat!($prefix, "_r4")),
+            (4, 1, concat!($prefix, "_r4_acc")),
+            (4, 2, concat!($prefix, "_r4_swiglu")),
+            (4, 3, concat!($prefix, "_r4_geglu")),
+        ]
+    };
+}
 
 mod blocks;
 pub mod gguf;

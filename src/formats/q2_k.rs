@@ -78,6 +78,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     wgsl: include_str!("../../wgsl/fmt_q2_k.wgsl"),
     native: None,
     native_gemm: None,
+    native_q8: None,
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {

@@ -60,6 +60,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     wgsl: include_str!("../../wgsl/fmt_q4_0.wgsl"),
     native: None,
     native_gemm: None,
+    native_q8: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8.metal"), entries: native_gemv_entries!("mm_gemv_q8_q4_0") }),
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {

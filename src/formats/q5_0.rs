@@ -58,6 +58,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     wgsl: include_str!("../../wgsl/fmt_q5_0.wgsl"),
     native: None,
     native_gemm: None,
+    native_q8: None,
 };
 
 fn relayout_row(src: &[u8], dst: &mut [u32]) {

@@ -47,28 +47,39 @@ pub struct WeightFormat {
     pub wgsl: &'static str,
     /// The format's hand-written MSL GEMV, if it has one: the Native variant of `mm_gemv_<name>`.
     pub native: Option<NativeGemv>,
+    /// The format's hand-written MSL GEMV on int8 activations in quad order (its integer dot), if
+    /// it has one: the Native variant of `mm_gemv_q8_<name>`.
+    pub native_q8: Option<NativeGemv>,
     /// The format's hand-written MSL GEMM, if it has one: the Native variant of `mm_gemm_<name>`.
     pub native_gemm: Option<NativeGemm>,
 }
 
-/// A format's hand-written MSL GEMV (f32 activations), the Native variant of the matmul family's
-/// `mm_gemv_<name>` (see [`crate::kernels::matmul`]).
+/// A format's hand-written MSL GEMV, the Native variant of the matmul family's `mm_gemv_<name>`
+/// (f32 activations, the descriptor's `native`) or `mm_gemv_q8_<name>` (int8 activations in quad
+/// order through the format's integer dot, `native_q8`); see [`crate::kernels::matmul`].
 ///
-/// Its **twin** is implied: the family's Subgroup GEMV of the same format
-/// (team_subgroup.wgsl + mm_common.wgsl + mm_gemv.wgsl + the format part + mm_items.wgsl +
-/// mm_gemv_acc.wgsl + mm_rows.wgsl) with
-/// the plan `WG = 128, ROWS = rows, UNROLL = 1, TEAM_SG = 0` (a team is the threadgroup), as
-/// [`crate::kernels::matmul::native_plan`] builds it. Each entry point takes the family's
-/// `Params` at `buffer(0)`, `device const uint4* wq [[buffer(1)]]`, `device const float4* x
-/// [[buffer(2)]]` and `device float* y [[buffer(3)]]`, and records its twin's fingerprint
-/// (`twin fnv1a64 ...`; tests/msl_bindings.rs). Nothing else needs an edit: the kernel info,
-/// pipelines, plan, fallback, self-check and every MSL test come from this descriptor.
+/// Its **twin** is implied: the family's Subgroup GEMV of the same format and activations
+/// (team_subgroup.wgsl + mm_common.wgsl + mm_gemv.wgsl, the format part, mm_items.wgsl,
+/// mm_gemv_acc.wgsl and mm_rows.wgsl; on int8 activations mm_gemv_qk.wgsl in place of
+/// mm_gemv.wgsl and mm_items.wgsl) with the plan `WG = 128, ROWS = rows, UNROLL = 1, TEAM_SG = 0`
+/// (a team is the threadgroup), as [`crate::kernels::matmul::native_plan`] builds it, and the
+/// entry's epilogue as `EPI`. Each entry point takes the family's `Params` at `buffer(0)`,
+/// `device const uint4* wq [[buffer(1)]]`, the activations at `buffer(2)` (`device const float4*
+/// x`, or `device const uint4* xk` on int8 activations) and `device float* y [[buffer(3)]]`, and
+/// its file records its twin's fingerprint (`twin fnv1a64 ...`; tests/msl_bindings.rs). Nothing
+/// else needs an edit: the kernel info, pipelines, plan, fallback, self-check and every MSL test
+/// come from this descriptor.
 #[derive(Debug)]
 pub struct NativeGemv {
     /// The MSL file (`include_str!("../../msl/<file>.metal")`).
     pub msl: &'static str,
-    /// Entry points by rows per threadgroup, `(rows, entry)`, rows in 1..=4, ascending.
-    pub entries: &'static [(u32, &'static str)],
+    /// Entry points `(rows, epilogue, entry)`: rows per threadgroup in 1..=4, ascending, and the
+    /// epilogue the entry point applies, the family's `Epilogue` as a number (0: store, 1:
+    /// accumulate (the residual add), 2: SwiGLU and 3: GeGLU of (gate, up) row pairs, even rows
+    /// only). The formats of this crate write the usual table (2 and 4 rows, each epilogue, named
+    /// `<prefix>_r<rows>`, `..._acc`, `..._swiglu`, `..._geglu`) with the module's
+    /// `native_gemv_entries!`.
+    pub entries: &'static [(u32, u32, &'static str)],
 }
 
 /// A format's hand-written MSL GEMM (f32 activations, m > 1), the Native variant of the matmul

@@ -4,7 +4,7 @@
 //! the Native self-check's cases compare with ([`crate::native`]).
 
 pub mod attention;
-#[cfg(feature = "testkit")]
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub mod q8;
 pub mod quant;
 pub mod rope;

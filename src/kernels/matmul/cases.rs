@@ -314,8 +314,13 @@ impl Kernel for MmKernel {
                     }
                 }
                 v.push(self.case(1, 67, ks[1], 3));
-                // Enough rows for the most rows per threadgroup of a Native plan (n >= 2048).
-                v.push(self.case(1, 2049, ks[0], 1));
+                // Enough rows for the most rows per threadgroup of a Native plan (n >= 2048); for
+                // the integer dot a k of whole 256-column groups (its quad order).
+                let quads = self.op == Op::GemvQ8 && has_integer_dot(self.format);
+                v.push(self.case(1, 2049, ks.iter().copied().find(|k| !quads || k % 256 == 0).unwrap_or(ks[0]), 1));
+                // The fused epilogues (residual add, SwiGLU) of each Native entry point: the
+                // self-check's cases (the plain store is the grid above).
+                v.extend(super::check::gemv_epilogue_cases(self.info()));
             }
             Op::Gemm => {
                 // Odd m and n around the Matrix tiles (32 / 128 rows x 128 outputs) and their tails.
@@ -395,12 +400,12 @@ impl Kernel for MmKernel {
                         keys.push(MmPipeline::Gemv { format, variant, plan, act, epi: Epilogue::Store });
                     }
                 }
-                if let (Op::Gemv, Some(native)) = (self.op, &self.format.native) {
-                    for &(rows, _) in native.entries {
-                        // The Native twin (a workgroup team) is one of the Subgroup pipelines.
-                        keys.push(MmPipeline::Gemv { format, variant: Variant::Subgroup, plan: native_plan(rows), act: Activations::F32, epi: Epilogue::Store });
-                        keys.push(MmPipeline::Gemv { format, variant: Variant::Native, plan: native_plan(rows), act: Activations::F32, epi: Epilogue::Store });
-                    }
+                let act = if self.op == Op::Gemv { Activations::F32 } else { Activations::q8_for(self.format, true) };
+                for &(rows, e, _) in native_gemv(self.format, act).map_or(&[][..], |n| n.entries) {
+                    let Some(epi) = Epilogue::of(e) else { continue };
+                    // The Native twin (a workgroup team) is one of the Subgroup pipelines.
+                    keys.push(MmPipeline::Gemv { format, variant: Variant::Subgroup, plan: native_plan(rows), act, epi });
+                    keys.push(MmPipeline::Gemv { format, variant: Variant::Native, plan: native_plan(rows), act, epi });
                 }
                 describe_all(keys)
             }

@@ -1,7 +1,8 @@
 //! The weight-matrix family: one [`WeightMatrix`] type for every weight format of
 //! [`crate::formats::FORMATS`] (F32, F16, BF16, Q8_0, Q4_K, ..., and int4 and int8, which have
 //! no GGUF type), with GEMV (m = 1; Portable and Subgroup, f32 or int8 activations; Native MSL
-//! for the formats that carry a [`crate::formats::NativeGemv`]), GEMM (m > 1) and a bit-exact
+//! for the formats that carry a [`crate::formats::NativeGemv`]: `native` on f32 activations,
+//! `native_q8` on int8 ones through the integer dot, every epilogue), GEMM (m > 1) and a bit-exact
 //! dequantiser, all generated from the format's descriptor and WGSL part (contract:
 //! [`crate::formats`]). The format is a field of the pipeline key, as a dtype.
 //!
@@ -89,7 +90,10 @@ pub fn kernel_infos(f: &'static WeightFormat) -> &'static FormatKernels {
                     Some(_) => KernelInfo::new(name("gemv", f), GEMV_NATIVE, None).checked(check::gemv_checks),
                     None => KernelInfo::new(name("gemv", f), GEMV_VARIANTS, None),
                 },
-                gemv_q8: KernelInfo::new(name("gemv_q8", f), GEMV_VARIANTS, None),
+                gemv_q8: match f.native_q8 {
+                    Some(_) => KernelInfo::new(name("gemv_q8", f), GEMV_NATIVE, None).checked(check::gemv_checks),
+                    None => KernelInfo::new(name("gemv_q8", f), GEMV_VARIANTS, None),
+                },
                 gemm: match f.native_gemm {
                     Some(_) => KernelInfo::new(name("gemm", f), GEMM_NATIVE, Some(matrix::gemm_extra)).checked(check::gemm_checks),
                     None => KernelInfo::new(name("gemm", f), GEMM_VARIANTS, Some(matrix::gemm_extra)),
@@ -429,6 +433,11 @@ impl Epilogue {
     pub fn pairs(self) -> bool {
         matches!(self, Epilogue::SwiGlu | Epilogue::GeGlu)
     }
+
+    /// The epilogue of number `code` (its discriminant: [`crate::formats::NativeGemv::entries`]).
+    pub(crate) fn of(code: u32) -> Option<Epilogue> {
+        [Epilogue::Store, Epilogue::Accumulate, Epilogue::SwiGlu, Epilogue::GeGlu].get(code as usize).copied()
+    }
 }
 
 /// The input vector of a GEMV.
@@ -487,11 +496,11 @@ impl PipelineKey for MmPipeline {
         match *self {
             MmPipeline::Gemv { format, variant: Variant::Native, plan, act, epi } => {
                 let twin = MmPipeline::Gemv { format, variant: Variant::Subgroup, plan, act, epi }.describe(_caps);
-                match (&format.0.native, native_entry(format.0, plan)) {
-                    (Some(n), Some(entry)) if act == Activations::F32 && epi == Epilogue::Store => PipelineDesc::native(n.msl, entry, twin),
-                    // No MSL for this key (int8 activations, an epilogue, or never planned): the
+                match native_gemv(format.0, act).and_then(|n| Some((n.msl, native_entry(n, plan, epi)?))) {
+                    Some((msl, entry)) => PipelineDesc::native(msl, entry, twin),
+                    // No MSL for this key (the dequantising int8 path, or never planned): the
                     // twin stands in, so such a key still computes the right result.
-                    _ => twin,
+                    None => twin,
                 }
             }
             MmPipeline::Gemv { format, variant, plan, act, epi } => PipelineDesc {
@@ -551,18 +560,32 @@ impl PipelineKey for MmPipeline {
     }
 }
 
-/// The MSL entry point of `f`'s Native GEMV for `plan`, if it has one.
-fn native_entry(f: &WeightFormat, plan: GemvPlan) -> Option<&'static str> {
-    let n = f.native.as_ref()?;
-    n.entries.iter().find(|&&(rows, _)| native_plan(rows) == plan).map(|&(_, e)| e)
+/// The MSL GEMV of `f` on activations `act`: `native` for f32, `native_q8` for the integer dot
+/// (none for the dequantising int8 path).
+pub(crate) fn native_gemv(f: &'static WeightFormat, act: Activations) -> Option<&'static formats::NativeGemv> {
+    match act {
+        Activations::F32 => f.native.as_ref(),
+        Activations::Q8Int => f.native_q8.as_ref(),
+        Activations::Q8 => None,
+    }
 }
 
-/// The Native plan of `f` for an `n`-row matrix: the most rows per threadgroup from n = 2048 up,
-/// the fewest below (so that small matrices still give enough threadgroups), as the Q4_K GEMV's.
-fn native_plan_for(f: &'static WeightFormat, n: usize) -> Result<GemvPlan> {
-    let entries = f.native.as_ref().map_or(&[][..], |n| n.entries);
+/// The entry point of the Native GEMV `n` for `plan` and `epi`, if it has one.
+fn native_entry(n: &formats::NativeGemv, plan: GemvPlan, epi: Epilogue) -> Option<&'static str> {
+    n.entries.iter().find(|&&(rows, e, _)| native_plan(rows) == plan && e == epi as u32).map(|&(_, _, entry)| entry)
+}
+
+/// The Native plan of `f` on activations `act` for an `n`-row matrix: the most rows per
+/// threadgroup from n = 2048 up, the fewest below (so that small matrices still give enough
+/// threadgroups), as the Q4_K GEMV's. The dequantising int8 path takes the integer dot's plan
+/// (and runs its twin: it has no MSL).
+fn native_plan_for(f: &'static WeightFormat, act: Activations, n: usize) -> Result<GemvPlan> {
+    let native = if act == Activations::F32 { f.native.as_ref() } else { f.native_q8.as_ref() };
+    let entries = native.map_or(&[][..], |n| n.entries);
     let pick = if n >= 2048 { entries.iter().map(|e| e.0).max() } else { entries.iter().map(|e| e.0).min() };
-    pick.map(native_plan).ok_or_else(|| Error::Unsupported { kernel: kernel_infos(f).gemv.name, variant: Variant::Native, reason: format!("format {} has no MSL GEMV", f.name) })
+    let info = kernel_infos(f);
+    let kernel = if act == Activations::F32 { info.gemv.name } else { info.gemv_q8.name };
+    pick.map(native_plan).ok_or_else(|| Error::Unsupported { kernel, variant: Variant::Native, reason: format!("format {} has no MSL GEMV on these activations", f.name) })
 }
 
 fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBuffer<f32>, act: Activations, epi: Epilogue) -> Result<()> {
@@ -575,7 +598,7 @@ fn gemv_any(b: &mut Batch, w: &WeightMatrix, x: crate::buffer::BufRef, y: &GpuBu
     }
     let infos = kernel_infos(w.format);
     ctx.with_native_fallback(if act == Activations::F32 { &infos.gemv } else { &infos.gemv_q8 }, |variant| {
-        let mut plan = if variant == Variant::Native { native_plan_for(w.format, w.n)? } else { gemv_plan(ctx.caps(), variant) };
+        let mut plan = if variant == Variant::Native { native_plan_for(w.format, act, w.n)? } else { gemv_plan(ctx.caps(), variant) };
         if epi.pairs() && plan.rows % 2 == 1 {
             plan.rows = 2; // a team must hold whole (gate, up) pairs
         }
