@@ -10,10 +10,8 @@
 # (paths), each run with --test-threads 1 and logged to OUTDIR/test_<name>.txt.
 set -u
 A="$1"; B="$2"; OUT="$3"; mkdir -p "$OUT"
-log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/log.txt"; }
-export PYTHONPATH="${GGUF_PY:-.gpubin/gguf-py}"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 . tools/device/models.sh
+start_log "$OUT"
 MODELS="${MODELS:-l1b l8b}"
 write_models "$OUT" $MODELS; log "models written"
 for m in $MODELS; do

@@ -1,4 +1,6 @@
 # Sourced by the device scripts.
+# start_log OUTDIR: the card and driver into OUTDIR/gpu.txt; then `log TEXT` appends a timed line
+# to OUTDIR/log.txt (and prints it).
 # build_llama_bench OUTDIR: llama.cpp's llama-bench for CUDA (sm_90) in /tmp/peer/build/bin, from
 # LLAMA_TAR (a llama.cpp source tarball whose top folder is llama.cpp; default
 # .gpubin/llama.tar.xz), unless already built; log in OUTDIR/llama_build.txt.
@@ -38,3 +40,8 @@ build_llama_bench() {
       -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF &&
     cmake --build build -j "$(nproc)" --target llama-bench ) > "$1/llama_build.txt" 2>&1
 }
+start_log() {
+  LOG_DIR="$1"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$LOG_DIR/gpu.txt"
+}
+log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$LOG_DIR/log.txt"; }

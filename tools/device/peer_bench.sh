@@ -13,10 +13,8 @@
 # PROFILE_ARGS: model_bench's tests for the profiles (default "-p 0 -n 128 -r 3").
 set -u
 OURS="$1"; OUT="$2"; BASE="${3:-}"; mkdir -p "$OUT"
-log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/log.txt"; }
-export PYTHONPATH="${GGUF_PY:-.gpubin/gguf-py}"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 . tools/device/models.sh
+start_log "$OUT"
 build_llama_bench "$OUT" &
 build=$!
 MODELS="${MODELS:-l1b l8b}"

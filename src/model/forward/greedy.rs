@@ -147,9 +147,7 @@ impl Session {
             // Every readback of the submission is read (and unmapped) before any is handed on.
             let mut toks = [0u32; MAX_GREEDY_STEPS];
             for (j, t) in toks.iter_mut().enumerate().take(count) {
-                let mut one = [0u32];
-                self.greedy.back[slot * steps + j].read_into(ctx, &mut one)?;
-                *t = one[0];
+                self.greedy.back[slot * steps + j].read_into(ctx, std::slice::from_mut(t))?;
             }
             for &t in &toks[..count] {
                 if t as usize >= vocab {
