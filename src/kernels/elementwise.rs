@@ -3,6 +3,8 @@
 //! * [`rmsnorm`]: `y[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * w[i]` per row, any row
 //!   length (one workgroup per row; Portable reduces in workgroup memory, Subgroup with
 //!   `subgroupAdd`, correct for any subgroup size).
+//! * [`rmsnorm_qk`]: two groups of rows of one length, each with its own weight and output, in
+//!   one dispatch (the per-head q and k norms of Qwen3 and Gemma 3); arithmetic of [`rmsnorm`].
 //! * [`gate`] / [`gate_inplace`]: `y = act(a) * b`, the gated unit of an FFN, with the activation
 //!   an [`Activation`]: SiLU `a / (1 + exp(-a))` (SwiGLU, Llama-style) or GELU with the tanh
 //!   approximation `a / 2 * (1 + tanh(sqrt(2 / pi) * (a + 0.044715 a^3)))` (GeGLU, Gemma);
@@ -15,7 +17,8 @@
 //! bound twice in one dispatch (which wgpu rejects) is a typed error here, never a GPU error.
 //! The CPU references (`reference_rmsnorm`, `reference_gate`, `reference_add`, `reference_softcap`;
 //! test kit) are f64.
-//! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
+//! Sources: wgsl/elementwise_rmsnorm.wgsl (and elementwise_rmsnorm_qk.wgsl) +
+//! elementwise_reduce_{portable,subgroup}.wgsl,
 //! elementwise_ops.wgsl + elementwise_{binary,inplace,unary}.wgsl.
 //!
 //! ```
@@ -43,6 +46,7 @@ use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 
 pub const RMSNORM: KernelInfo = KernelInfo::new("elementwise_rmsnorm", &[Variant::Portable, Variant::Subgroup], None);
+pub const RMSNORM_QK: KernelInfo = KernelInfo::new("elementwise_rmsnorm_qk", &[Variant::Portable, Variant::Subgroup], None);
 pub const RMSNORM_ADD: KernelInfo = KernelInfo::new("elementwise_rmsnorm_add", &[Variant::Portable, Variant::Subgroup], None);
 pub const SILU_GATE: KernelInfo = KernelInfo::new("elementwise_silu_gate", &[Variant::Portable], None);
 pub const GELU_GATE: KernelInfo = KernelInfo::new("elementwise_gelu_gate", &[Variant::Portable], None);
@@ -51,6 +55,7 @@ pub const SOFTCAP: KernelInfo = KernelInfo::new("elementwise_softcap", &[Variant
 pub const SCALE: KernelInfo = KernelInfo::new("elementwise_scale", &[Variant::Portable], None);
 
 const RMSNORM_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm.wgsl");
+const RMSNORM_QK_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm_qk.wgsl");
 const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");
 const REDUCE_SUBGROUP: &str = include_str!("../../wgsl/elementwise_reduce_subgroup.wgsl");
 const OPS_WGSL: &str = include_str!("../../wgsl/elementwise_ops.wgsl");
@@ -60,6 +65,8 @@ const UNARY_WGSL: &str = include_str!("../../wgsl/elementwise_unary.wgsl");
 
 /// Invocations per RMSNorm workgroup (one row per workgroup).
 pub const RMSNORM_WG: u32 = 256;
+/// Invocations per [`rmsnorm_qk`] workgroup (one row, an attention head of 64 to 256 values).
+pub const RMSNORM_QK_WG: u32 = 128;
 /// Invocations per workgroup of the binary kernels (one element each).
 const BINARY_WG: u64 = 256;
 /// Largest element count of one tensor (keeps every index, grid padding included, within u32).
@@ -75,6 +82,16 @@ params_struct! {
 }
 
 params_struct! {
+    struct QkNormParams {
+        rows: u32,
+        n: u32,
+        eps: f32,
+        /// Rows of the first group (q); rows past it are the second group's (k).
+        rows_q: u32,
+    }
+}
+
+params_struct! {
     struct OpParams {
         len: u32,
         /// The unary operation's parameter (the soft-cap).
@@ -85,6 +102,14 @@ params_struct! {
 }
 
 const NORM_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "f32"), StorageBinding::read("w", "f32"), StorageBinding::write("y", "f32")];
+const QK_NORM_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("xq", "f32"),
+    StorageBinding::read("wq", "f32"),
+    StorageBinding::write("yq", "f32"),
+    StorageBinding::read("xk", "f32"),
+    StorageBinding::read("wk", "f32"),
+    StorageBinding::write("yk", "f32"),
+];
 const BINARY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "f32"), StorageBinding::read("b", "f32"), StorageBinding::write("y", "f32")];
 const INPLACE_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32"), StorageBinding::read("b", "f32")];
 const BINARY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>"), StorageBinding::write("y", "vec4<f32>")];
@@ -143,6 +168,8 @@ impl Activation {
 pub enum ElementwisePipeline {
     /// `add`: the normalised rows are added to `y` ([`rmsnorm_add`]).
     RmsNorm { variant: Variant, add: bool },
+    /// [`rmsnorm_qk`]: two groups of rows.
+    RmsNormQk { variant: Variant },
     /// `vec`: one vec4 per invocation (lengths that are a multiple of 4; H100, 16 M elements:
     /// 118 µs -> see docs/PERFORMANCE.md), else one f32.
     Binary { op: BinaryOp, inplace: bool, vec: bool },
@@ -154,12 +181,20 @@ impl PipelineKey for ElementwisePipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             ElementwisePipeline::RmsNorm { variant, add } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, if variant == Variant::Subgroup { REDUCE_SUBGROUP } else { REDUCE_PORTABLE }]),
+                source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, reduce_source(variant)]),
                 entry: "main",
                 constants: vec![("WG", RMSNORM_WG as f64), ("ADD", add as u32 as f64)],
                 workgroup_size: [RMSNORM_WG, 1, 1],
                 params_size: std::mem::size_of::<NormParams>() as u64,
                 bindings: NORM_BINDINGS,
+            },
+            ElementwisePipeline::RmsNormQk { variant } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![RMSNORM_QK_WGSL, reduce_source(variant)]),
+                entry: "main",
+                constants: vec![("WG", RMSNORM_QK_WG as f64)],
+                workgroup_size: [RMSNORM_QK_WG, 1, 1],
+                params_size: std::mem::size_of::<QkNormParams>() as u64,
+                bindings: QK_NORM_BINDINGS,
             },
             ElementwisePipeline::Binary { op, inplace, vec } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, if inplace { INPLACE_WGSL } else { BINARY_WGSL }]),
@@ -183,6 +218,15 @@ impl PipelineKey for ElementwisePipeline {
                 bindings: if vec { UNARY_VEC_BINDINGS } else { UNARY_BINDINGS },
             },
         }
+    }
+}
+
+/// The workgroup sum (and entry point) of the row kernels for `variant`.
+fn reduce_source(variant: Variant) -> &'static str {
+    if variant == Variant::Subgroup {
+        REDUCE_SUBGROUP
+    } else {
+        REDUCE_PORTABLE
     }
 }
 
@@ -222,6 +266,44 @@ fn norm_any(b: &mut Batch, add: bool, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y:
     distinct("rmsnorm (w, y)", w.raw(), y.raw())?;
     let params = NormParams { rows: rows as u32, n: n as u32, eps, _p: 0 };
     b.dispatch(&ElementwisePipeline::RmsNorm { variant, add }, &params, &[x.raw(), w.raw(), y.raw()], ctx.grid(rows as u64)?)
+}
+
+/// One group of rows of [`rmsnorm_qk`]: `rows` rows of `x` normalised with the weight `w` into
+/// `y` (`rows * n` values each).
+#[derive(Clone, Copy)]
+pub struct NormRows<'a> {
+    pub x: &'a GpuBuffer<f32>,
+    pub w: &'a GpuBuffer<f32>,
+    pub y: &'a GpuBuffer<f32>,
+    pub rows: usize,
+}
+
+/// [`rmsnorm`] of two groups of rows of length `n` in one dispatch, each group with its own
+/// weight (`n` values) and output: the per-head q and k norms of an attention block (`q.rows`
+/// = tokens x heads, `k.rows` = tokens x KV heads, `n` = head dim). Both groups need rows; the
+/// outputs must be distinct buffers, and no input may share a buffer with an output (the inputs
+/// may share one, e.g. views of one projection's output). `eps` finite and `>= 0`.
+pub fn rmsnorm_qk(b: &mut Batch, q: NormRows, k: NormRows, n: usize, eps: f32) -> Result<()> {
+    let ctx = b.context();
+    let variant = ctx.variant_for(&RMSNORM_QK)?;
+    ensure(q.rows > 0 && k.rows > 0 && n > 0, || Error::Shape(format!("q rows = {}, k rows = {}, n = {n}: all must be > 0", q.rows, k.rows)))?;
+    ensure(eps.is_finite() && eps >= 0.0, || Error::Argument(format!("eps = {eps}: must be finite and >= 0")))?;
+    for (g, names) in [(&q, ["xq", "wq", "yq"]), (&k, ["xk", "wk", "yk"])] {
+        let total = g.rows.checked_mul(n).ok_or_else(|| Error::Shape("rows * n overflows".into()))?;
+        check_len(total)?;
+        g.x.require(names[0], total)?;
+        g.w.require(names[1], n)?;
+        g.y.require(names[2], total)?;
+    }
+    let rows = u32::try_from(q.rows + k.rows).map_err(|_| Error::Shape(format!("{} + {} rows exceed u32", q.rows, k.rows)))?;
+    distinct("rmsnorm_qk (yq, yk)", q.y.raw(), k.y.raw())?;
+    for input in [q.x, q.w, k.x, k.w] {
+        distinct("rmsnorm_qk (yq)", input.raw(), q.y.raw())?;
+        distinct("rmsnorm_qk (yk)", input.raw(), k.y.raw())?;
+    }
+    let params = QkNormParams { rows, n: n as u32, eps, rows_q: q.rows as u32 };
+    let bufs = [q.x.raw(), q.w.raw(), q.y.raw(), k.x.raw(), k.w.raw(), k.y.raw()];
+    b.dispatch(&ElementwisePipeline::RmsNormQk { variant }, &params, &bufs, ctx.grid(rows as u64)?)
 }
 
 /// Whether a `len`-element operation runs on whole vec4s, its params (with `scalar`) and its grid.
@@ -368,7 +450,11 @@ pub use cases::kernels;
 pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
     let all: Vec<_> = kernels().iter().flat_map(|k| k.pipelines()).collect();
     let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
-    vec![crate::kernels::params_twin!(NormParams, of(&["RmsNorm"])), crate::kernels::params_twin!(OpParams, of(&["Binary", "Unary"]))]
+    vec![
+        crate::kernels::params_twin!(NormParams, of(&["RmsNorm"])),
+        crate::kernels::params_twin!(QkNormParams, of(&["RmsNormQk"])),
+        crate::kernels::params_twin!(OpParams, of(&["Binary", "Unary"])),
+    ]
 }
 
 #[cfg(feature = "testkit")]
@@ -381,6 +467,7 @@ mod cases {
         vec![
             &NormKernel(false),
             &NormKernel(true),
+            &QkNormKernel,
             &BinKernel(BinaryOp::SiluGate),
             &BinKernel(BinaryOp::GeluTanhGate),
             &BinKernel(BinaryOp::Add),
@@ -476,6 +563,94 @@ mod cases {
         }
         fn check(&self, ctx: &Context) -> Result<Check> {
             Ok(compare(&ctx.read(&self.y[0])?, &self.reference.0, &self.reference.1, 1e-5))
+        }
+    }
+
+    /// [`rmsnorm_qk`].
+    struct QkNormKernel;
+
+    impl Kernel for QkNormKernel {
+        fn info(&self) -> &'static KernelInfo {
+            &RMSNORM_QK
+        }
+        /// (q rows, k rows, n): odd lengths, fewer and more k rows than q rows, a decode step's
+        /// heads (Qwen3-8B: 32 / 8 of 128; Gemma-3-4B: 8 / 4 of 256), prefill rows (3 tokens).
+        fn test_cases(&self) -> Vec<Box<dyn Case>> {
+            let shapes = [(1, 1, 1), (1, 2, 7), (4, 2, 33), (2, 3, 255), (32, 8, 128), (8, 4, 256), (3 * 4, 3 * 2, 64), (5, 1, 257), (3 * 6, 3 * 2, 96)];
+            shapes.into_iter().map(|(q_rows, k_rows, n)| Box::new(QkNormCase { q_rows, k_rows, n }) as Box<dyn Case>).collect()
+        }
+        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+            [(32, 8, 128), (8, 4, 256), (512 * 32, 512 * 8, 128)].into_iter().map(|(q_rows, k_rows, n)| Box::new(QkNormCase { q_rows, k_rows, n }) as Box<dyn Case>).collect()
+        }
+        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+            describe_all([Variant::Portable, Variant::Subgroup].map(|variant| ElementwisePipeline::RmsNormQk { variant }))
+        }
+    }
+
+    struct QkNormCase {
+        q_rows: usize,
+        k_rows: usize,
+        n: usize,
+    }
+
+    /// One copy of a [`QkNormCase`]'s buffers: q input and output, k input and output.
+    struct QkBuffers([GpuBuffer<f32>; 4]);
+
+    struct QkNormPrepared {
+        bufs: Vec<QkBuffers>,
+        w: [GpuBuffer<f32>; 2],
+        rows: [usize; 2],
+        n: usize,
+        eps: f32,
+        /// References of the q and the k rows.
+        reference: [(Vec<f64>, Vec<f64>); 2],
+    }
+
+    /// `rows` rows of `n` normal values, each row scaled by its own 10^[-2, 2).
+    fn scaled_rows(rng: &mut Rng, rows: usize, n: usize) -> Vec<f32> {
+        let mut x = rng.normal_vec(rows * n);
+        for row in x.chunks_mut(n) {
+            let s = 10f32.powf(rng.uniform(-2.0, 2.0));
+            row.iter_mut().for_each(|v| *v *= s);
+        }
+        x
+    }
+
+    impl Case for QkNormCase {
+        fn name(&self) -> String {
+            format!("q rows={} k rows={} n={}", self.q_rows, self.k_rows, self.n)
+        }
+        fn bytes(&self) -> u64 {
+            (4 * (2 * (self.q_rows + self.k_rows) * self.n + 2 * self.n)) as u64
+        }
+        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
+            let (n, rows) = (self.n, [self.q_rows, self.k_rows]);
+            let x = rows.map(|r| scaled_rows(rng, r, n));
+            let w = [rng.uniform_vec(n, -2.0, 2.0), rng.uniform_vec(n, -2.0, 2.0)];
+            let eps = rng.uniform(1e-6, 1e-5);
+            let reference = [reference_rmsnorm(&x[0], &w[0], rows[0], eps), reference_rmsnorm(&x[1], &w[1], rows[1], eps)];
+            let mut bufs = vec![QkBuffers([ctx.upload(&x[0])?, guarded_f32(ctx, rows[0] * n)?, ctx.upload(&x[1])?, guarded_f32(ctx, rows[1] * n)?])];
+            for _ in 1..copies {
+                let fresh = rows.map(|r| scaled_rows(rng, r, n));
+                bufs.push(QkBuffers([ctx.upload(&fresh[0])?, ctx.alloc(rows[0] * n)?, ctx.upload(&fresh[1])?, ctx.alloc(rows[1] * n)?]));
+            }
+            Ok(Box::new(QkNormPrepared { bufs, w: [ctx.upload(&w[0])?, ctx.upload(&w[1])?], rows, n, eps, reference }))
+        }
+    }
+
+    impl Prepared for QkNormPrepared {
+        fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
+            let [xq, yq, xk, yk] = &self.bufs[copy % self.bufs.len()].0;
+            let q = NormRows { x: xq, w: &self.w[0], y: yq, rows: self.rows[0] };
+            let k = NormRows { x: xk, w: &self.w[1], y: yk, rows: self.rows[1] };
+            rmsnorm_qk(b, q, k, self.n, self.eps)
+        }
+        /// Both outputs within the RMSNorm's tolerance, their guards intact.
+        fn check(&self, ctx: &Context) -> Result<Check> {
+            let [_, yq, _, yk] = &self.bufs[0].0;
+            let q = compare(&ctx.read(yq)?, &self.reference[0].0, &self.reference[0].1, 1e-5);
+            let k = compare(&ctx.read(yk)?, &self.reference[1].0, &self.reference[1].1, 1e-5);
+            Ok(q.and(k))
         }
     }
 
@@ -685,6 +860,15 @@ mod tests {
         assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, f32::NAN), Err(Error::Argument(_))));
         assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, -1.0), Err(Error::Argument(_))));
         assert!(matches!(rmsnorm(&mut bt, &a, &w, &a, 2, 4, 1e-5), Err(Error::Argument(_))));
+        let rows = |x, y, rows| NormRows { x, w: &w, y, rows };
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&b, &y, 1), 4, 1e-5), Err(Error::Argument(_))), "one output twice");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&y, &b, 1), 4, 1e-5), Err(Error::Argument(_))), "k input is q's output");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&y, &a, 1), 4, 1e-5), Err(Error::Argument(_))), "each output another's input");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&b, &w, 1), 4, 1e-5), Err(Error::Argument(_))), "k output is a weight");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 0), rows(&b, &b, 1), 4, 1e-5), Err(Error::Shape(_))));
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 3), rows(&a, &b, 1), 4, 1e-5), Err(Error::BufferTooSmall { name: "xq", .. })));
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&a, &b, 1), 8, 1e-5), Err(Error::BufferTooSmall { name: "wq", .. })));
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&a, &b, 1), 4, f32::NAN), Err(Error::Argument(_))));
         assert!(matches!(add(&mut bt, &a, &b, &y, 0), Err(Error::Shape(_))));
         assert!(matches!(add(&mut bt, &a, &b, &y, 9), Err(Error::BufferTooSmall { .. })));
         assert!(matches!(add(&mut bt, &a, &b, &a, 8), Err(Error::Argument(_))));
