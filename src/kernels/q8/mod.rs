@@ -311,3 +311,41 @@ pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
     let pipelines = crate::suite::describe_all([Q8Pipeline::Quantize, Q8Pipeline::NormQuantize, Q8Pipeline::PostNorm { quantize: false }, Q8Pipeline::PostNorm { quantize: true }]);
     crate::kernels::ParamsTwin { rust: "q8::QuantParams", size: std::mem::size_of::<QuantParams>(), fields: QuantParams::FIELDS, pipelines }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::ContextOptions;
+
+    /// [`post_norm`]'s bad arguments are typed errors that record nothing; a good call runs.
+    #[test]
+    fn post_norm_bad_inputs_are_typed_errors() {
+        let ctx = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let k = 64;
+        let [x, a, post, x_out, norm, xn] = [0; 6].map(|_| ctx.upload(&vec![1f32; k]).unwrap());
+        let short = ctx.upload(&vec![1f32; k - 4]).unwrap();
+        let ok = PostNorm { x: &x, a: &a, post: &post, x_out: &x_out, norm: &norm, xn: &xn, k, eps: 1e-5 };
+        let (xq, xq_128, xq_rows) = (Q8Activations::alloc(&ctx, k).unwrap(), Q8Activations::alloc(&ctx, 128).unwrap(), Q8Activations::alloc_rows(&ctx, k, 2).unwrap());
+        let mut b = ctx.batch();
+        for bad in [PostNorm { k: 0, ..ok }, PostNorm { k: 48, ..ok }] {
+            assert!(matches!(post_norm(&mut b, &bad, None), Err(Error::Shape(_))), "k = {}", bad.k);
+        }
+        assert!(matches!(post_norm(&mut b, &PostNorm { x: &short, ..ok }, None), Err(Error::BufferTooSmall { name: "x", .. })));
+        assert!(matches!(post_norm(&mut b, &PostNorm { xn: &short, ..ok }, None), Err(Error::BufferTooSmall { name: "xn", .. })));
+        for eps in [f32::NAN, f32::INFINITY, -1.0] {
+            assert!(matches!(post_norm(&mut b, &PostNorm { eps, ..ok }, None), Err(Error::Argument(_))), "eps {eps}");
+        }
+        // An output sharing a buffer with an input or another output.
+        for bad in [PostNorm { x_out: &x, ..ok }, PostNorm { xn: &a, ..ok }, PostNorm { xn: &x_out, ..ok }, PostNorm { x_out: &norm, ..ok }, PostNorm { xn: &post, ..ok }] {
+            assert!(matches!(post_norm(&mut b, &bad, Some(&xq)), Err(Error::Argument(_))));
+        }
+        assert!(matches!(post_norm(&mut b, &ok, Some(&xq_128)), Err(Error::Shape(_))), "k mismatch");
+        assert!(matches!(post_norm(&mut b, &ok, Some(&xq_rows)), Err(Error::Shape(_))), "several rows");
+        assert!(b.is_empty(), "a rejected call recorded a dispatch");
+        // Inputs may share buffers (read only): x_out = 1 + rmsnorm(1) * 1 = 2, xn = rmsnorm(2) = 1.
+        post_norm(&mut b, &PostNorm { a: &x, post: &x, norm: &x, ..ok }, Some(&xq)).unwrap();
+        b.run().unwrap();
+        assert!(ctx.read(&x_out).unwrap().iter().all(|v| (v - 2.0).abs() < 1e-4));
+        assert!(ctx.read(&xn).unwrap().iter().all(|v| (v - 1.0).abs() < 1e-4));
+    }
+}
