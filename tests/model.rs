@@ -811,19 +811,26 @@ fn split_qkv_matches_cpu() {
 /// moves the same logits by 4.4e-3 (llama) and 7.3e-3 (qwen2), and the Portable fused and
 /// unfused paths agree to 1.3e-7. Tolerance 2e-2 (the fixtures' int8 tolerance against
 /// llama.cpp is 6e-2); the kernel itself is checked value by value in the q8 harness cases.
+/// On the models with post-norms (Gemma), `fused_norm` also folds each post-norm into the
+/// RMSNorm after it; without int8 activations (every Gemma fixture, F16 included) that fold is
+/// f32 only, so the two paths differ by the order of the sums of squares alone: tolerance 1e-3
+/// (measured on lavapipe: 2e-7 to 1.9e-6, and 5e-5 on gemma3-tiny, the fixture that amplifies
+/// such differences most: its int8 paths above differ by 1.1e-2).
 #[test]
 fn fused_norm_matches_unfused() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};
     let ctx = common::context();
     let mut checked = 0;
-    for m in manifest_models().iter().filter(|m| m.ftype == "Q4_K_M") {
+    let models = manifest_models();
+    let runs = models.iter().filter(|m| m.ftype == "Q4_K_M").map(|m| (m, true)).chain(models.iter().filter(|m| m.arch.starts_with("gemma")).map(|m| (m, false)));
+    for (m, int8) in runs {
         let r = read_keys(&dir().join(&m.reference));
         let prompt = u32s(&r["prompt_tokens"]);
         let greedy = u32s(&r["greedy_tokens"]);
         let model = Model::load(&ctx, GgufFile::open(dir().join(&m.file)).unwrap(), &mut |_| {}).unwrap();
         let mut rows = Vec::new();
         for fused_norm in [true, false] {
-            let opts = SessionOptions { context: prompt.len() + 8, chunk: 16, fused_norm, ..Default::default() };
+            let opts = SessionOptions { context: prompt.len() + 8, chunk: 16, fused_norm, int8_activations: int8, ..Default::default() };
             let mut s = Session::new(&ctx, &model, opts).unwrap();
             let mut got = vec![s.prefill(&ctx, &model, &prompt).unwrap()];
             for &t in &greedy[..8] {
@@ -836,11 +843,12 @@ fn fused_norm_matches_unfused() {
             let want: Vec<f64> = b.iter().map(|&v| v as f64).collect();
             worst = worst.max(row_error(a, &want));
         }
-        println!("{}: fused vs unfused norm, worst decode logit difference {worst:.2e} of the spread", m.name);
-        assert!(worst < 2e-2, "{}: {worst:.2e}", m.name);
+        let tol = if int8 { 2e-2 } else { 1e-3 };
+        println!("{} (int8 {int8}): fused vs unfused norm, worst decode logit difference {worst:.2e} of the spread (tol {tol:.0e})", m.name);
+        assert!(worst < tol, "{} int8 {int8}: {worst:.2e}", m.name);
         checked += 1;
     }
-    assert!(checked >= 2, "no Q4_K_M fixtures");
+    assert!(checked >= 5, "too few fixtures: {checked}");
 }
 
 /// The GPU argmax is `sample::argmax`: the first of equal maxima, NaN skipped, at an offset into
