@@ -628,12 +628,15 @@ fn host_upload_and_readback_in_one_submission() {
 
 /// Dispatches of one decode step, counted by recording it, against the step's structure: per
 /// layer two RMSNorms, one GEMV per q/k/v matrix (one where q, k, v share a type), the bias add
-/// (qwen2), the q and k RMSNorms (qwen3), attention (append, attend, merge), the output GEMV, the FFN input (one SwiGLU or GeGLU GEMV
-/// over interleaved gate/up), the down GEMV, and one int8 quantisation per GEMV input a matrix
-/// with an integer dot reads (for a norm's output, part of the norm's dispatch unless
-/// `fused_norm` is off), post-norms where the model has them (each one RMSNorm adding into the
-/// residual); then the final norm (and its
-/// quantisation), the LM head and the final soft-cap (Gemma 2).
+/// (qwen2), the q and k RMSNorms in one dispatch (qwen3, gemma3), attention (append, attend,
+/// merge), the output GEMV, the FFN input (one SwiGLU or GeGLU GEMV over interleaved gate/up),
+/// the down GEMV, and one int8 quantisation per GEMV input a matrix with an integer dot reads
+/// (for a norm's output, part of the norm's dispatch unless `fused_norm` is off), post-norms
+/// where the model has them (each one RMSNorm adding into the residual; with `fused_norm`, that
+/// dispatch also computes the next RMSNorm and its quantisation, so the only pre-norm of its own
+/// is the first layer's); then the final norm (and its quantisation; folded likewise), the LM
+/// head and the final soft-cap (Gemma 2). Printed: the counts per step (the report's
+/// before/after numbers).
 #[test]
 fn decode_step_dispatch_counts() {
     use model_ref::fixtures::{dir, manifest_models};
@@ -649,20 +652,23 @@ fn decode_step_dispatch_counts() {
             let norm_q8 = |mats: &[&wgkernels::kernels::matmul::WeightMatrix]| if fused { 0 } else { q8(mats) };
             let mut want = 0;
             let mut one = 0;
-            for l in &model.weights.layers {
+            // Each post-norm folded into the RMSNorm after it.
+            let fold = fused && c.post_norms && c.hidden % 32 == 0;
+            for (i, l) in model.weights.layers.iter().enumerate() {
                 let ffn: Vec<_> = match &l.ffn_in {
                     FfnIn::GateUp(w) => vec![w],
                     FfnIn::Separate { gate, up } => vec![gate, up],
                 };
                 let qkv: Vec<_> = l.qkv.iter().collect();
                 one += (qkv.len() == 1) as usize;
-                want += 2 + qkv.len() + l.qkv_bias.is_some() as usize + 2 * l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
+                let pre_norms = if !fold { 2 } else { (i == 0) as usize };
+                want += pre_norms + qkv.len() + l.qkv_bias.is_some() as usize + l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
                 want += norm_q8(&qkv) + q8(&[&l.wo]) + norm_q8(&ffn) + q8(&[&l.w_down]);
                 // Post-norms (Gemma): each of the two projections stores, then one RMSNorm that
                 // adds into the residual.
                 want += 2 * l.post_norms.is_some() as usize;
             }
-            want += 2 + norm_q8(&[&model.weights.lm_head]) + c.final_softcap.is_some() as usize;
+            want += (!fold) as usize + 1 + norm_q8(&[&model.weights.lm_head]) + c.final_softcap.is_some() as usize;
             let got = s.decode_dispatches(&ctx, &model).unwrap();
             println!("{}: {} layers, q/k/v one matrix in {one}, int8 {int8}, fused norm {fused}: {got} dispatches per decode step", m.name, c.layers);
             assert_eq!(got, want, "{} int8 {int8} fused norm {fused}", m.name);
@@ -805,19 +811,26 @@ fn split_qkv_matches_cpu() {
 /// moves the same logits by 4.4e-3 (llama) and 7.3e-3 (qwen2), and the Portable fused and
 /// unfused paths agree to 1.3e-7. Tolerance 2e-2 (the fixtures' int8 tolerance against
 /// llama.cpp is 6e-2); the kernel itself is checked value by value in the q8 harness cases.
+/// On the models with post-norms (Gemma), `fused_norm` also folds each post-norm into the
+/// RMSNorm after it; without int8 activations (every Gemma fixture, F16 included) that fold is
+/// f32 only, so the two paths differ by the order of the sums of squares alone: tolerance 1e-3
+/// (measured on lavapipe: 2e-7 to 1.9e-6, and 5e-5 on gemma3-tiny, the fixture that amplifies
+/// such differences most: its int8 paths above differ by 1.1e-2).
 #[test]
 fn fused_norm_matches_unfused() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};
     let ctx = common::context();
     let mut checked = 0;
-    for m in manifest_models().iter().filter(|m| m.ftype == "Q4_K_M") {
+    let models = manifest_models();
+    let runs = models.iter().filter(|m| m.ftype == "Q4_K_M").map(|m| (m, true)).chain(models.iter().filter(|m| m.arch.starts_with("gemma")).map(|m| (m, false)));
+    for (m, int8) in runs {
         let r = read_keys(&dir().join(&m.reference));
         let prompt = u32s(&r["prompt_tokens"]);
         let greedy = u32s(&r["greedy_tokens"]);
         let model = Model::load(&ctx, GgufFile::open(dir().join(&m.file)).unwrap(), &mut |_| {}).unwrap();
         let mut rows = Vec::new();
         for fused_norm in [true, false] {
-            let opts = SessionOptions { context: prompt.len() + 8, chunk: 16, fused_norm, ..Default::default() };
+            let opts = SessionOptions { context: prompt.len() + 8, chunk: 16, fused_norm, int8_activations: int8, ..Default::default() };
             let mut s = Session::new(&ctx, &model, opts).unwrap();
             let mut got = vec![s.prefill(&ctx, &model, &prompt).unwrap()];
             for &t in &greedy[..8] {
@@ -830,11 +843,12 @@ fn fused_norm_matches_unfused() {
             let want: Vec<f64> = b.iter().map(|&v| v as f64).collect();
             worst = worst.max(row_error(a, &want));
         }
-        println!("{}: fused vs unfused norm, worst decode logit difference {worst:.2e} of the spread", m.name);
-        assert!(worst < 2e-2, "{}: {worst:.2e}", m.name);
+        let tol = if int8 { 2e-2 } else { 1e-3 };
+        println!("{} (int8 {int8}): fused vs unfused norm, worst decode logit difference {worst:.2e} of the spread (tol {tol:.0e})", m.name);
+        assert!(worst < tol, "{} int8 {int8}: {worst:.2e}", m.name);
         checked += 1;
     }
-    assert!(checked >= 2, "no Q4_K_M fixtures");
+    assert!(checked >= 5, "too few fixtures: {checked}");
 }
 
 /// The GPU argmax is `sample::argmax`: the first of equal maxima, NaN skipped, at an offset into

@@ -22,6 +22,11 @@
 // q8::reference_rmsnorm), xn = x * inverseSqrt(mean(x^2) + eps) * w as elementwise_rmsnorm
 // computes it, and also writes xn. Every workgroup of main_norm reduces the sum of squares of the
 // whole x itself (x is a few KiB, read from cache), so one dispatch does both.
+// main_post: a post-norm's residual add and the next RMSNorm (spec: q8::post_norm), f32 as
+// elementwise_rmsnorm computes them: xo = x + a * inverseSqrt(mean(a^2) + eps) * pw (the new
+// residual, into another buffer than x: every workgroup reads all of x), xn = the RMSNorm of xo
+// with nw, and with QUANT its quantisation. Every workgroup reduces both sums of squares over the
+// whole row itself (the second over the new residual it recomputes), then writes its 256 columns.
 
 struct Params {
     blocks: u32,   // k / 32
@@ -39,8 +44,15 @@ const INV127: f32 = 0.0078740157480314960629921259842519685; // rounds to fl(1/1
 // main_norm only.
 @group(0) @binding(4) var<storage, read> nw: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> xn: array<vec4<f32>>;
+// main_post only.
+@group(0) @binding(6) var<storage, read> pa: array<vec4<f32>>;         // the block's output
+@group(0) @binding(7) var<storage, read> pw: array<vec4<f32>>;         // the post-norm weight
+@group(0) @binding(8) var<storage, read_write> xo: array<vec4<f32>>;   // the residual after the add
 
-var<workgroup> wmax: array<f32, 64>;  // main_norm's sums of squares
+// main_post: quantise xn (else only the f32 outputs).
+override QUANT: bool = true;
+
+var<workgroup> wmax: array<f32, 64>;  // sums of squares (sum64)
 // Per invocation: the largest magnitude of its 4 values as bits (sign cleared): for non-negative
 // floats the bits order as the values do, and an infinity or a NaN sorts above every finite
 // value, so one integer max finds a block's maximum and whether it is finite.
@@ -101,22 +113,9 @@ fn main_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let k4 = p.blocks * 8u;
     var ss = 0.0;
     for (var i = t; i < k4; i += 64u) {
-        let u = x[i];
-        ss = fma(u.x, u.x, ss);
-        ss = fma(u.y, u.y, ss);
-        ss = fma(u.z, u.z, ss);
-        ss = fma(u.w, u.w, ss);
+        ss = fma4(x[i], ss);
     }
-    wmax[t] = ss;
-    workgroupBarrier();
-    for (var h = 32u; h > 0u; h = h / 2u) {
-        if (t < h) {
-            wmax[t] = wmax[t] + wmax[t + h];
-        }
-        workgroupBarrier();
-    }
-    let inv = inverseSqrt(wmax[0] / f32(p.blocks * 32u) + p.eps);
-    workgroupBarrier();  // wmax is the quantiser's next
+    let inv = inverseSqrt(sum64(ss, t) / f32(p.blocks * 32u) + p.eps);
     var v = vec4<f32>(0.0);
     let i = sb * 64u + t;
     if (sb * 8u + t / 8u < p.blocks) {
@@ -124,6 +123,56 @@ fn main_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         xn[i] = v;
     }
     quantize_chunk(sb, t, v);
+}
+
+@compute @workgroup_size(64)
+fn main_post(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) t: u32) {
+    let sb = wid.x + wid.y * nwg.x;
+    let k4 = p.blocks * 8u;
+    let n = f32(p.blocks * 32u);
+    var ss = 0.0;
+    for (var i = t; i < k4; i += 64u) {
+        ss = fma4(pa[i], ss);
+    }
+    let inv_a = inverseSqrt(sum64(ss, t) / n + p.eps);
+    var ss2 = 0.0;
+    for (var i = t; i < k4; i += 64u) {
+        ss2 = fma4(x[i] + pa[i] * inv_a * pw[i], ss2);
+    }
+    let inv = inverseSqrt(sum64(ss2, t) / n + p.eps);
+    var v = vec4<f32>(0.0);
+    let i = sb * 64u + t;
+    if (sb * 8u + t / 8u < p.blocks) {
+        let r = x[i] + pa[i] * inv_a * pw[i];
+        xo[i] = r;
+        v = r * inv * nw[i];
+        xn[i] = v;
+    }
+    if (QUANT) {
+        quantize_chunk(sb, t, v);
+    }
+}
+
+// s + the squares of u's four values, one fma each.
+fn fma4(u: vec4<f32>, s: f32) -> f32 {
+    return fma(u.w, u.w, fma(u.z, u.z, fma(u.y, u.y, fma(u.x, u.x, s))));
+}
+
+// The sum of v over the workgroup's 64 invocations (t: the invocation), returned to each; called
+// in uniform control flow. wmax is free again when it returns.
+fn sum64(v: f32, t: u32) -> f32 {
+    wmax[t] = v;
+    workgroupBarrier();
+    for (var h = 32u; h > 0u; h = h / 2u) {
+        if (t < h) {
+            wmax[t] = wmax[t] + wmax[t + h];
+        }
+        workgroupBarrier();
+    }
+    let s = wmax[0];
+    workgroupBarrier();
+    return s;
 }
 
 // Quantise invocation t's 4 values v of 256-column chunk sb (called in uniform control flow).

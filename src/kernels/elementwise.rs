@@ -3,6 +3,8 @@
 //! * [`rmsnorm`]: `y[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * w[i]` per row, any row
 //!   length (one workgroup per row; Portable reduces in workgroup memory, Subgroup with
 //!   `subgroupAdd`, correct for any subgroup size).
+//! * [`rmsnorm_qk`]: two groups of rows of one length, each with its own weight and output, in
+//!   one dispatch (the per-head q and k norms of Qwen3 and Gemma 3); arithmetic of [`rmsnorm`].
 //! * [`gate`] / [`gate_inplace`]: `y = act(a) * b`, the gated unit of an FFN, with the activation
 //!   an [`Activation`]: SiLU `a / (1 + exp(-a))` (SwiGLU, Llama-style) or GELU with the tanh
 //!   approximation `a / 2 * (1 + tanh(sqrt(2 / pi) * (a + 0.044715 a^3)))` (GeGLU, Gemma);
@@ -15,7 +17,8 @@
 //! bound twice in one dispatch (which wgpu rejects) is a typed error here, never a GPU error.
 //! The CPU references (`reference_rmsnorm`, `reference_gate`, `reference_add`, `reference_softcap`;
 //! test kit) are f64.
-//! Sources: wgsl/elementwise_rmsnorm.wgsl + elementwise_reduce_{portable,subgroup}.wgsl,
+//! Sources: wgsl/elementwise_rmsnorm.wgsl (and elementwise_rmsnorm_qk.wgsl) +
+//! elementwise_reduce_{portable,subgroup}.wgsl,
 //! elementwise_ops.wgsl + elementwise_{binary,inplace,unary}.wgsl.
 //!
 //! ```
@@ -43,6 +46,7 @@ use crate::error::{ensure, Error, Result};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 
 pub const RMSNORM: KernelInfo = KernelInfo::new("elementwise_rmsnorm", &[Variant::Portable, Variant::Subgroup], None);
+pub const RMSNORM_QK: KernelInfo = KernelInfo::new("elementwise_rmsnorm_qk", &[Variant::Portable, Variant::Subgroup], None);
 pub const RMSNORM_ADD: KernelInfo = KernelInfo::new("elementwise_rmsnorm_add", &[Variant::Portable, Variant::Subgroup], None);
 pub const SILU_GATE: KernelInfo = KernelInfo::new("elementwise_silu_gate", &[Variant::Portable], None);
 pub const GELU_GATE: KernelInfo = KernelInfo::new("elementwise_gelu_gate", &[Variant::Portable], None);
@@ -51,6 +55,7 @@ pub const SOFTCAP: KernelInfo = KernelInfo::new("elementwise_softcap", &[Variant
 pub const SCALE: KernelInfo = KernelInfo::new("elementwise_scale", &[Variant::Portable], None);
 
 const RMSNORM_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm.wgsl");
+const RMSNORM_QK_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm_qk.wgsl");
 const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");
 const REDUCE_SUBGROUP: &str = include_str!("../../wgsl/elementwise_reduce_subgroup.wgsl");
 const OPS_WGSL: &str = include_str!("../../wgsl/elementwise_ops.wgsl");
@@ -60,6 +65,8 @@ const UNARY_WGSL: &str = include_str!("../../wgsl/elementwise_unary.wgsl");
 
 /// Invocations per RMSNorm workgroup (one row per workgroup).
 pub const RMSNORM_WG: u32 = 256;
+/// Invocations per [`rmsnorm_qk`] workgroup (one row, an attention head of 64 to 256 values).
+pub const RMSNORM_QK_WG: u32 = 128;
 /// Invocations per workgroup of the binary kernels (one element each).
 const BINARY_WG: u64 = 256;
 /// Largest element count of one tensor (keeps every index, grid padding included, within u32).
@@ -75,6 +82,16 @@ params_struct! {
 }
 
 params_struct! {
+    struct QkNormParams {
+        rows: u32,
+        n: u32,
+        eps: f32,
+        /// Rows of the first group (q); rows past it are the second group's (k).
+        rows_q: u32,
+    }
+}
+
+params_struct! {
     struct OpParams {
         len: u32,
         /// The unary operation's parameter (the soft-cap).
@@ -85,6 +102,14 @@ params_struct! {
 }
 
 const NORM_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "f32"), StorageBinding::read("w", "f32"), StorageBinding::write("y", "f32")];
+const QK_NORM_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("xq", "f32"),
+    StorageBinding::read("wq", "f32"),
+    StorageBinding::write("yq", "f32"),
+    StorageBinding::read("xk", "f32"),
+    StorageBinding::read("wk", "f32"),
+    StorageBinding::write("yk", "f32"),
+];
 const BINARY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "f32"), StorageBinding::read("b", "f32"), StorageBinding::write("y", "f32")];
 const INPLACE_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32"), StorageBinding::read("b", "f32")];
 const BINARY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>"), StorageBinding::write("y", "vec4<f32>")];
@@ -143,6 +168,8 @@ impl Activation {
 pub enum ElementwisePipeline {
     /// `add`: the normalised rows are added to `y` ([`rmsnorm_add`]).
     RmsNorm { variant: Variant, add: bool },
+    /// [`rmsnorm_qk`]: two groups of rows.
+    RmsNormQk { variant: Variant },
     /// `vec`: one vec4 per invocation (lengths that are a multiple of 4; H100, 16 M elements:
     /// 118 µs -> see docs/PERFORMANCE.md), else one f32.
     Binary { op: BinaryOp, inplace: bool, vec: bool },
@@ -154,12 +181,20 @@ impl PipelineKey for ElementwisePipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             ElementwisePipeline::RmsNorm { variant, add } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, if variant == Variant::Subgroup { REDUCE_SUBGROUP } else { REDUCE_PORTABLE }]),
+                source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, reduce_source(variant)]),
                 entry: "main",
                 constants: vec![("WG", RMSNORM_WG as f64), ("ADD", add as u32 as f64)],
                 workgroup_size: [RMSNORM_WG, 1, 1],
                 params_size: std::mem::size_of::<NormParams>() as u64,
                 bindings: NORM_BINDINGS,
+            },
+            ElementwisePipeline::RmsNormQk { variant } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![RMSNORM_QK_WGSL, reduce_source(variant)]),
+                entry: "main",
+                constants: vec![("WG", RMSNORM_QK_WG as f64)],
+                workgroup_size: [RMSNORM_QK_WG, 1, 1],
+                params_size: std::mem::size_of::<QkNormParams>() as u64,
+                bindings: QK_NORM_BINDINGS,
             },
             ElementwisePipeline::Binary { op, inplace, vec } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, if inplace { INPLACE_WGSL } else { BINARY_WGSL }]),
@@ -183,6 +218,15 @@ impl PipelineKey for ElementwisePipeline {
                 bindings: if vec { UNARY_VEC_BINDINGS } else { UNARY_BINDINGS },
             },
         }
+    }
+}
+
+/// The workgroup sum (and entry point) of the row kernels for `variant`.
+fn reduce_source(variant: Variant) -> &'static str {
+    if variant == Variant::Subgroup {
+        REDUCE_SUBGROUP
+    } else {
+        REDUCE_PORTABLE
     }
 }
 
@@ -222,6 +266,44 @@ fn norm_any(b: &mut Batch, add: bool, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, y:
     distinct("rmsnorm (w, y)", w.raw(), y.raw())?;
     let params = NormParams { rows: rows as u32, n: n as u32, eps, _p: 0 };
     b.dispatch(&ElementwisePipeline::RmsNorm { variant, add }, &params, &[x.raw(), w.raw(), y.raw()], ctx.grid(rows as u64)?)
+}
+
+/// One group of rows of [`rmsnorm_qk`]: `rows` rows of `x` normalised with the weight `w` into
+/// `y` (`rows * n` values each).
+#[derive(Clone, Copy)]
+pub struct NormRows<'a> {
+    pub x: &'a GpuBuffer<f32>,
+    pub w: &'a GpuBuffer<f32>,
+    pub y: &'a GpuBuffer<f32>,
+    pub rows: usize,
+}
+
+/// [`rmsnorm`] of two groups of rows of length `n` in one dispatch, each group with its own
+/// weight (`n` values) and output: the per-head q and k norms of an attention block (`q.rows`
+/// = tokens x heads, `k.rows` = tokens x KV heads, `n` = head dim). Both groups need rows; the
+/// outputs must be distinct buffers, and no input may share a buffer with an output (the inputs
+/// may share one, e.g. views of one projection's output). `eps` finite and `>= 0`.
+pub fn rmsnorm_qk(b: &mut Batch, q: NormRows, k: NormRows, n: usize, eps: f32) -> Result<()> {
+    let ctx = b.context();
+    let variant = ctx.variant_for(&RMSNORM_QK)?;
+    ensure(q.rows > 0 && k.rows > 0 && n > 0, || Error::Shape(format!("q rows = {}, k rows = {}, n = {n}: all must be > 0", q.rows, k.rows)))?;
+    ensure(eps.is_finite() && eps >= 0.0, || Error::Argument(format!("eps = {eps}: must be finite and >= 0")))?;
+    for (g, names) in [(&q, ["xq", "wq", "yq"]), (&k, ["xk", "wk", "yk"])] {
+        let total = g.rows.checked_mul(n).ok_or_else(|| Error::Shape("rows * n overflows".into()))?;
+        check_len(total)?;
+        g.x.require(names[0], total)?;
+        g.w.require(names[1], n)?;
+        g.y.require(names[2], total)?;
+    }
+    let rows = u32::try_from(q.rows + k.rows).map_err(|_| Error::Shape(format!("{} + {} rows exceed u32", q.rows, k.rows)))?;
+    distinct("rmsnorm_qk (yq, yk)", q.y.raw(), k.y.raw())?;
+    for input in [q.x, q.w, k.x, k.w] {
+        distinct("rmsnorm_qk (yq)", input.raw(), q.y.raw())?;
+        distinct("rmsnorm_qk (yk)", input.raw(), k.y.raw())?;
+    }
+    let params = QkNormParams { rows, n: n as u32, eps, rows_q: q.rows as u32 };
+    let bufs = [q.x.raw(), q.w.raw(), q.y.raw(), k.x.raw(), k.w.raw(), k.y.raw()];
+    b.dispatch(&ElementwisePipeline::RmsNormQk { variant }, &params, &bufs, ctx.grid(rows as u64)?)
 }
 
 /// Whether a `len`-element operation runs on whole vec4s, its params (with `scalar`) and its grid.
@@ -368,299 +450,15 @@ pub use cases::kernels;
 pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
     let all: Vec<_> = kernels().iter().flat_map(|k| k.pipelines()).collect();
     let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
-    vec![crate::kernels::params_twin!(NormParams, of(&["RmsNorm"])), crate::kernels::params_twin!(OpParams, of(&["Binary", "Unary"]))]
+    vec![
+        crate::kernels::params_twin!(NormParams, of(&["RmsNorm"])),
+        crate::kernels::params_twin!(QkNormParams, of(&["RmsNormQk"])),
+        crate::kernels::params_twin!(OpParams, of(&["Binary", "Unary"])),
+    ]
 }
 
 #[cfg(feature = "testkit")]
-mod cases {
-    use super::*;
-    use crate::context::Context;
-    use crate::suite::{compare, describe_all, guarded_f32, Case, Check, Kernel, Prepared, Rng};
-
-    pub fn kernels() -> Vec<&'static dyn Kernel> {
-        vec![
-            &NormKernel(false),
-            &NormKernel(true),
-            &BinKernel(BinaryOp::SiluGate),
-            &BinKernel(BinaryOp::GeluTanhGate),
-            &BinKernel(BinaryOp::Add),
-            &UnaryKernel(UnaryOp::Softcap),
-            &UnaryKernel(UnaryOp::Scale),
-        ]
-    }
-
-    /// RMSNorm; `.0`: added to the output ([`rmsnorm_add`]).
-    struct NormKernel(bool);
-
-    impl Kernel for NormKernel {
-        fn info(&self) -> &'static KernelInfo {
-            if self.0 {
-                &RMSNORM_ADD
-            } else {
-                &RMSNORM
-            }
-        }
-        fn test_cases(&self) -> Vec<Box<dyn Case>> {
-            let shapes = [(1, 1), (1, 7), (3, 33), (5, 255), (2, 256), (1, 257), (7, 1000), (1, 4096), (2, 5120), (3, 11008), (1, 12347)];
-            shapes.into_iter().map(|(rows, n)| Box::new(NormCase { rows, n, add: self.0 }) as Box<dyn Case>).collect()
-        }
-        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-            [(1, 4096), (32, 4096), (512, 4096)].into_iter().map(|(rows, n)| Box::new(NormCase { rows, n, add: self.0 }) as Box<dyn Case>).collect()
-        }
-        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([Variant::Portable, Variant::Subgroup].map(|variant| ElementwisePipeline::RmsNorm { variant, add: self.0 }))
-        }
-    }
-
-    struct NormCase {
-        rows: usize,
-        n: usize,
-        add: bool,
-    }
-
-    struct NormPrepared {
-        x: Vec<GpuBuffer<f32>>,
-        w: GpuBuffer<f32>,
-        y: Vec<GpuBuffer<f32>>,
-        rows: usize,
-        n: usize,
-        eps: f32,
-        add: bool,
-        reference: (Vec<f64>, Vec<f64>),
-    }
-
-    impl Case for NormCase {
-        fn name(&self) -> String {
-            format!("rows={} n={}", self.rows, self.n)
-        }
-        fn bytes(&self) -> u64 {
-            (4 * (2 * self.rows * self.n + self.n)) as u64
-        }
-        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-            let total = self.rows * self.n;
-            // Rows of very different scales: the normalisation must undo them.
-            let mut x = rng.normal_vec(total);
-            for r in 0..self.rows {
-                let s = 10f32.powf(rng.uniform(-2.0, 2.0));
-                x[r * self.n..(r + 1) * self.n].iter_mut().for_each(|v| *v *= s);
-            }
-            let w = rng.uniform_vec(self.n, -2.0, 2.0);
-            let eps = rng.uniform(1e-6, 1e-5);
-            let mut reference = reference_rmsnorm(&x, &w, self.rows, eps);
-            let y0 = if self.add {
-                // The residual the rows are added to (guards after it, poisoned).
-                let mut y0 = rng.uniform_vec(total, -4.0, 4.0);
-                for (i, &v) in y0.iter().enumerate() {
-                    reference.0[i] += v as f64;
-                    reference.1[i] += (v as f64).abs();
-                }
-                y0.extend(std::iter::repeat_n(f32::from_bits(crate::suite::POISON_F32), crate::suite::GUARD));
-                ctx.upload(&y0)?
-            } else {
-                guarded_f32(ctx, total)?
-            };
-            let mut xs = vec![ctx.upload(&x)?];
-            let mut ys = vec![y0];
-            for _ in 1..copies {
-                xs.push(ctx.upload(&rng.normal_vec(total))?);
-                ys.push(ctx.alloc(total)?);
-            }
-            Ok(Box::new(NormPrepared { x: xs, w: ctx.upload(&w)?, y: ys, rows: self.rows, n: self.n, eps, add: self.add, reference }))
-        }
-    }
-
-    impl Prepared for NormPrepared {
-        fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-            let c = copy % self.x.len();
-            norm_any(b, self.add, &self.x[c], &self.w, &self.y[c], self.rows, self.n, self.eps)
-        }
-        fn check(&self, ctx: &Context) -> Result<Check> {
-            Ok(compare(&ctx.read(&self.y[0])?, &self.reference.0, &self.reference.1, 1e-5))
-        }
-    }
-
-    struct BinKernel(BinaryOp);
-
-    impl Kernel for BinKernel {
-        fn info(&self) -> &'static KernelInfo {
-            match self.0 {
-                BinaryOp::Add => &ADD,
-                BinaryOp::SiluGate => &SILU_GATE,
-                BinaryOp::GeluTanhGate => &GELU_GATE,
-            }
-        }
-        fn test_cases(&self) -> Vec<Box<dyn Case>> {
-            let lens = [1usize, 3, 255, 256, 257, 1000, 4096, 11008, 65537, 70001];
-            lens.iter()
-                .enumerate()
-                .map(|(i, &len)| Box::new(BinCase { op: self.0, len, inplace: i % 2 == 1 }) as Box<dyn Case>)
-                .chain([Box::new(BinCase { op: self.0, len: 4095, inplace: false }) as Box<dyn Case>])
-                .collect()
-        }
-        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-            let decode = match self.0 {
-                BinaryOp::Add => 4096,
-                BinaryOp::SiluGate | BinaryOp::GeluTanhGate => 14336,
-            };
-            [(decode, true), (1 << 24, false), (1 << 24, true)].into_iter().map(|(len, inplace)| Box::new(BinCase { op: self.0, len, inplace }) as Box<dyn Case>).collect()
-        }
-        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([(false, false), (true, false), (false, true), (true, true)].map(|(inplace, vec)| ElementwisePipeline::Binary { op: self.0, inplace, vec }))
-        }
-    }
-
-    struct BinCase {
-        op: BinaryOp,
-        len: usize,
-        inplace: bool,
-    }
-
-    struct BinPrepared {
-        case: (BinaryOp, usize, bool),
-        a: Vec<GpuBuffer<f32>>,
-        b: Vec<GpuBuffer<f32>>,
-        y: Vec<GpuBuffer<f32>>,
-        reference: (Vec<f64>, Vec<f64>),
-    }
-
-    impl Case for BinCase {
-        fn name(&self) -> String {
-            format!("n={}{}", self.len, if self.inplace { " in-place" } else { "" })
-        }
-        fn bytes(&self) -> u64 {
-            12 * self.len as u64
-        }
-        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-            let input = |rng: &mut Rng| rng.normal_vec(self.len).into_iter().map(|v| 3.0 * v).collect::<Vec<f32>>();
-            let (a, b) = (input(rng), input(rng));
-            let reference = match self.op {
-                BinaryOp::Add => reference_add(&a, &b),
-                BinaryOp::SiluGate => reference_gate(Activation::Silu, &a, &b),
-                BinaryOp::GeluTanhGate => reference_gate(Activation::GeluTanh, &a, &b),
-            };
-            // In place, `a` is the output: it gets the guard region.
-            let mut a_host = a.clone();
-            if self.inplace {
-                a_host.resize(self.len + crate::suite::GUARD, f32::from_bits(crate::suite::POISON_F32));
-            }
-            let (mut av, mut bv, mut yv) = (vec![ctx.upload(&a_host)?], vec![ctx.upload(&b)?], Vec::new());
-            if !self.inplace {
-                yv.push(guarded_f32(ctx, self.len)?);
-            }
-            for _ in 1..copies {
-                av.push(ctx.upload(&input(rng))?);
-                bv.push(ctx.upload(&input(rng))?);
-                if !self.inplace {
-                    yv.push(ctx.alloc(self.len)?);
-                }
-            }
-            Ok(Box::new(BinPrepared { case: (self.op, self.len, self.inplace), a: av, b: bv, y: yv, reference }))
-        }
-    }
-
-    impl Prepared for BinPrepared {
-        fn encode(&self, bt: &mut Batch, copy: usize) -> Result<()> {
-            let (op, len, inplace) = self.case;
-            let c = copy % self.a.len();
-            let (a, b) = (&self.a[c], &self.b[c]);
-            let act = match op {
-                BinaryOp::Add => None,
-                BinaryOp::SiluGate => Some(Activation::Silu),
-                BinaryOp::GeluTanhGate => Some(Activation::GeluTanh),
-            };
-            match (act, inplace) {
-                (None, false) => add(bt, a, b, &self.y[c], len),
-                (None, true) => add_inplace(bt, a, b, len),
-                (Some(act), false) => gate(bt, act, a, b, &self.y[c], len),
-                (Some(act), true) => gate_inplace(bt, act, a, b, len),
-            }
-        }
-        fn check(&self, ctx: &Context) -> Result<Check> {
-            let (op, _, inplace) = self.case;
-            let out = ctx.read(if inplace { &self.a[0] } else { &self.y[0] })?;
-            // Add rounds once; the gates' exp is within a few ulp on every backend we know.
-            let tol = if op == BinaryOp::Add { 1e-6 } else { 2e-5 };
-            Ok(compare(&out, &self.reference.0, &self.reference.1, tol))
-        }
-    }
-
-    struct UnaryKernel(UnaryOp);
-
-    impl Kernel for UnaryKernel {
-        fn info(&self) -> &'static KernelInfo {
-            match self.0 {
-                UnaryOp::Softcap => &SOFTCAP,
-                UnaryOp::Scale => &SCALE,
-            }
-        }
-        fn test_cases(&self) -> Vec<Box<dyn Case>> {
-            // Gemma 2's caps (30 on the final logits, 50 on attention scores) and a small one;
-            // scales like Gemma's sqrt(hidden).
-            [(1usize, 30.0f32), (3, 50.0), (257, 30.0), (1000, 0.5), (4095, 30.0), (65537, 30.0)]
-                .into_iter()
-                .map(|(len, cap)| Box::new(UnaryCase { op: self.0, len, cap }) as Box<dyn Case>)
-                .collect()
-        }
-        fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-            vec![Box::new(UnaryCase { op: self.0, len: 256_000, cap: 30.0 })]
-        }
-        fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-            describe_all([false, true].map(|vec| ElementwisePipeline::Unary { op: self.0, vec }))
-        }
-    }
-
-    struct UnaryCase {
-        op: UnaryOp,
-        len: usize,
-        cap: f32,
-    }
-
-    struct UnaryPrepared {
-        op: UnaryOp,
-        x: Vec<GpuBuffer<f32>>,
-        len: usize,
-        cap: f32,
-        reference: (Vec<f64>, Vec<f64>),
-    }
-
-    impl Case for UnaryCase {
-        fn name(&self) -> String {
-            format!("n={} {}={}", self.len, if self.op == UnaryOp::Scale { "s" } else { "cap" }, self.cap)
-        }
-        fn bytes(&self) -> u64 {
-            8 * self.len as u64
-        }
-        fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-            // Logits from well inside the cap to far past it (tanh saturated).
-            let input = |rng: &mut Rng| rng.normal_vec(self.len).into_iter().map(|v| 2.0 * self.cap * v).collect::<Vec<f32>>();
-            let x = input(rng);
-            let reference = match self.op {
-                UnaryOp::Softcap => reference_softcap(&x, self.cap),
-                UnaryOp::Scale => x.iter().map(|&v| (v as f64 * self.cap as f64, (v as f64 * self.cap as f64).abs())).unzip(),
-            };
-            let mut host = x;
-            host.resize(self.len + crate::suite::GUARD, f32::from_bits(crate::suite::POISON_F32));
-            let mut xs = vec![ctx.upload(&host)?];
-            for _ in 1..copies {
-                xs.push(ctx.upload(&input(rng))?);
-            }
-            Ok(Box::new(UnaryPrepared { op: self.op, x: xs, len: self.len, cap: self.cap, reference }))
-        }
-    }
-
-    impl Prepared for UnaryPrepared {
-        fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-            let x = &self.x[copy % self.x.len()];
-            match self.op {
-                UnaryOp::Softcap => softcap_inplace(b, x, self.len, self.cap),
-                UnaryOp::Scale => scale_inplace(b, x, self.len, self.cap),
-            }
-        }
-        fn check(&self, ctx: &Context) -> Result<Check> {
-            Ok(compare(&ctx.read(&self.x[0])?, &self.reference.0, &self.reference.1, 2e-5))
-        }
-    }
-}
+mod cases;
 
 #[cfg(test)]
 mod tests {
@@ -685,6 +483,15 @@ mod tests {
         assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, f32::NAN), Err(Error::Argument(_))));
         assert!(matches!(rmsnorm(&mut bt, &a, &w, &y, 2, 4, -1.0), Err(Error::Argument(_))));
         assert!(matches!(rmsnorm(&mut bt, &a, &w, &a, 2, 4, 1e-5), Err(Error::Argument(_))));
+        let rows = |x, y, rows| NormRows { x, w: &w, y, rows };
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&b, &y, 1), 4, 1e-5), Err(Error::Argument(_))), "one output twice");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&y, &b, 1), 4, 1e-5), Err(Error::Argument(_))), "k input is q's output");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&y, &a, 1), 4, 1e-5), Err(Error::Argument(_))), "each output another's input");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&b, &w, 1), 4, 1e-5), Err(Error::Argument(_))), "k output is a weight");
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 0), rows(&b, &b, 1), 4, 1e-5), Err(Error::Shape(_))));
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 3), rows(&a, &b, 1), 4, 1e-5), Err(Error::BufferTooSmall { name: "xq", .. })));
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&a, &b, 1), 8, 1e-5), Err(Error::BufferTooSmall { name: "wq", .. })));
+        assert!(matches!(rmsnorm_qk(&mut bt, rows(&a, &y, 1), rows(&a, &b, 1), 4, f32::NAN), Err(Error::Argument(_))));
         assert!(matches!(add(&mut bt, &a, &b, &y, 0), Err(Error::Shape(_))));
         assert!(matches!(add(&mut bt, &a, &b, &y, 9), Err(Error::BufferTooSmall { .. })));
         assert!(matches!(add(&mut bt, &a, &b, &a, 8), Err(Error::Argument(_))));

@@ -7,7 +7,8 @@
 //! the three share a type ([`super::weights::Layer::qkv`]): a decode step's GEMV writes `qkv` and
 //! attention reads q, k and v as views of it (where the device's storage offset alignment
 //! allows; else, as in a prefill chunk's GEMM, `qkv` is split into q, k, v by one dispatch that
-//! also adds the biases); the per-head RMSNorm of q and k (qwen3); attention:
+//! also adds the biases); the per-head RMSNorm of q and k (qwen3, gemma3; one dispatch for both,
+//! [`elementwise::rmsnorm_qk`]); attention:
 //! * prefill chunk: the chunk's keys are rotated and stored with its values into the cache
 //!   ([`super::ops::kv_store`]), then the prefill kernel attends from the chunk's queries (rotated
 //!   on load at `pos0 + t`) over cache positions `0..pos0 + m`, causally;
@@ -15,7 +16,9 @@
 //!   runs the split-K decode over positions `0..=pos`;
 //!
 //! then the output projection and residual add, RMSNorm, gate and up projections, SiLU gate,
-//! down projection and residual add. Then the final RMSNorm and the LM head: for every row
+//! down projection and residual add (with post-norms, gemma2 / gemma3: each projection's output
+//! normalised, then added; in a decode step each such add and the RMSNorm after it are one
+//! dispatch, [`q8::post_norm`]). Then the final RMSNorm and the LM head: for every row
 //! (`all_logits`) or only the last one.
 //!
 //! All buffers are allocated once per session (sized by `chunk` and the context) and reused by
@@ -144,8 +147,10 @@ pub struct SessionOptions {
     /// in the activations gives NaN logits on both paths.
     pub int8_activations: bool,
     /// With `int8_activations`, a decode step computes each RMSNorm and the int8 quantisation of
-    /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two (default on; off is
-    /// for comparisons).
+    /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two; and in a model with
+    /// post-norms (Gemma) each post-norm's residual add and the RMSNorm after it (with its
+    /// quantisation where wanted) are one dispatch ([`q8::post_norm`], hidden size a multiple
+    /// of 32) instead of two (default on; off is for comparisons).
     pub fused_norm: bool,
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
@@ -182,6 +187,10 @@ struct Scratch {
     /// q and k after their per-head RMSNorm `[chunk, q_dim]`, `[chunk, kv_dim]` (architectures
     /// with q/k norms).
     qk: Option<[GpuBuffer<f32>; 2]>,
+    /// The residual `[hidden]` between the two post-norms of a decode step's layer, where each
+    /// post-norm folds into the RMSNorm after it ([`q8::post_norm`]; models with post-norms,
+    /// `fused_norm` on, hidden a multiple of 32).
+    x2: Option<GpuBuffer<f32>>,
     /// The last row of `x` (when only the last position's logits are wanted).
     last: GpuBuffer<f32>,
     logits: GpuBuffer<f32>,
@@ -287,6 +296,8 @@ impl Session {
         let qkv_views = QkvViews::new(ctx, &qkv, c.q_dim(), c.kv_dim())?;
         let qk = if c.qk_norm { Some([ctx.alloc::<f32>(mul(chunk, c.q_dim())?)?, ctx.alloc::<f32>(mul(chunk, c.kv_dim())?)?]) } else { None };
         bytes += qk.iter().flatten().map(|b| 4 * b.len() as u64).sum::<u64>();
+        let x2 = if c.post_norms && opts.fused_norm && c.hidden % q8::QB == 0 { Some(ctx.alloc::<f32>(c.hidden)?) } else { None };
+        bytes += x2.as_ref().map_or(0, |b| 4 * b.len() as u64);
         let logits = ctx.alloc::<f32>(mul(logit_rows, c.vocab)?)?;
         bytes += 4 * (logit_rows * c.vocab + c.hidden) as u64;
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
@@ -307,6 +318,7 @@ impl Session {
             qkv,
             qkv_views,
             qk,
+            x2,
             last: ctx.alloc(c.hidden)?,
             logits,
             decode,
@@ -597,7 +609,7 @@ impl Session {
             return Err(ModelError::Argument("all logits asked of a session made without all_logits".into()));
         }
         self.record_layers(b, model, m, pos0)?;
-        self.record_head(b, model, m, all)
+        self.record_head(b, model, m, all, false)
     }
 
     /// Record the layers of a prefill chunk (no final norm or LM head): the cache positions
@@ -621,7 +633,7 @@ impl Session {
         for l in 0..model.config.layers {
             self.record_layer(b, model, l, 1, pos, true)?;
         }
-        self.record_head(b, model, 1, false)
+        self.record_head(b, model, 1, false, self.s.x2.is_some())
     }
 
     /// The RoPE table of layer `l`: the windowed layers' own where the model has one.

@@ -87,7 +87,10 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         v.push(&elementwise::GELU_GATE);
     }
     if model.weights.layers.first().is_some_and(|l| l.post_norms.is_some()) {
-        v.push(&elementwise::RMSNORM_ADD);
+        v.extend([&elementwise::RMSNORM_ADD, &crate::kernels::q8::POST_NORM]);
+    }
+    if c.qk_norm {
+        v.push(&elementwise::RMSNORM_QK);
     }
     if c.final_softcap.is_some() {
         v.push(&elementwise::SOFTCAP);

@@ -8,7 +8,7 @@ use crate::suite::{compare, describe_all, guard_damage, guarded_f32, guarded_u32
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
-    vec![&QuantKernel, &NormQuantKernel]
+    vec![&QuantKernel, &NormQuantKernel, &PostNormKernel]
 }
 
 impl Q8Activations {
@@ -180,6 +180,26 @@ struct NormQuantPrepared {
     reference: (Vec<f64>, Vec<f64>),
 }
 
+/// Both int8 layouts of `out` against the CPU quantiser's of `xn[..k]`, bit for bit: the notes
+/// of the words that differ and the guard words overwritten.
+fn q8_diff(ctx: &Context, xn: &[f32], out: &Q8Activations) -> Result<(String, usize)> {
+    let expect = r8::quantize(&xn[..out.k]);
+    let (mut note, mut guard) = word_diff(&ctx.read(&out.x4)?, &r8::pack_int4(&expect), "int4 order");
+    if let Some(xk) = &out.xk {
+        let (n2, g2) = word_diff(&ctx.read(xk)?, &r8::pack_q4k(&expect), "q4k order");
+        guard += g2;
+        if !n2.is_empty() {
+            note = if note.is_empty() { n2 } else { format!("{note}; {n2}") };
+        }
+    }
+    Ok((note, guard))
+}
+
+/// One row of int8 activations of `k` in poisoned, guarded buffers.
+fn guarded_q8(ctx: &Context, k: usize) -> Result<Q8Activations> {
+    Ok(Q8Activations { k, rows: 1, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? })
+}
+
 impl Prepared for NormQuantPrepared {
     fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
         rmsnorm_quantize(b, &self.x, &self.w, self.eps, &self.xn, &self.out)
@@ -192,17 +212,9 @@ impl Prepared for NormQuantPrepared {
         let xn = ctx.read(&self.xn)?;
         let mut c = compare(&xn, &self.reference.0, &self.reference.1, 1e-5);
         c.guard_damage = guard_damage(&xn, k, POISON_F32);
-        let expect = r8::quantize(&xn[..k]);
-        let mut notes = Vec::new();
-        let (n1, g1) = word_diff(&ctx.read(&self.out.x4)?, &r8::pack_int4(&expect), "int4 order");
-        notes.push(n1);
-        c.guard_damage += g1;
-        if let Some(xk) = &self.out.xk {
-            let (n2, g2) = word_diff(&ctx.read(xk)?, &r8::pack_q4k(&expect), "q4k order");
-            notes.push(n2);
-            c.guard_damage += g2;
-        }
-        c.note = notes.into_iter().filter(|n| !n.is_empty()).collect::<Vec<_>>().join("; ");
+        let (note, guard) = q8_diff(ctx, &xn, &self.out)?;
+        c.guard_damage += guard;
+        c.note = note;
         Ok(c)
     }
 }
@@ -225,7 +237,117 @@ impl Case for NormQuantCase {
         let w = rng.uniform_vec(k, -2.0, 2.0);
         let eps = rng.uniform(1e-6, 1e-5);
         let reference = crate::kernels::elementwise::reference_rmsnorm(&x, &w, 1, eps);
-        let out = Q8Activations { k, rows: 1, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? };
+        let out = guarded_q8(ctx, k)?;
         Ok(Box::new(NormQuantPrepared { x: ctx.upload(&x)?, w: ctx.upload(&w)?, eps, xn: guarded_f32(ctx, k)?, out, reference }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Post-norm residual add + RMSNorm (+ quantiser)
+
+struct PostNormKernel;
+/// One row of `k`; `quantize`: with the int8 output.
+struct PostNormCase {
+    k: usize,
+    quantize: bool,
+}
+
+impl Kernel for PostNormKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &POST_NORM
+    }
+    /// Rows of one to several workgroups, with and without the Q4_K order (k % 256), and the
+    /// f32-only form (k = 2560: Gemma-3-4B's hidden size).
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        [(32, true), (96, false), (256, true), (1056, true), (2560, true), (2560, false), (4096 + 256, true)]
+            .into_iter()
+            .map(|(k, quantize)| Box::new(PostNormCase { k, quantize }) as Box<dyn Case>)
+            .collect()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        [(2560, true), (4096, true)].into_iter().map(|(k, quantize)| Box::new(PostNormCase { k, quantize }) as Box<dyn Case>).collect()
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all([false, true].map(|quantize| Q8Pipeline::PostNorm { quantize }))
+    }
+}
+
+struct PostNormPrepared {
+    k: usize,
+    x: GpuBuffer<f32>,
+    a: GpuBuffer<f32>,
+    post: GpuBuffer<f32>,
+    norm: GpuBuffer<f32>,
+    eps: f32,
+    x_out: GpuBuffer<f32>,
+    xn: GpuBuffer<f32>,
+    out: Option<Q8Activations>,
+    /// f64 `x + rmsnorm(a) * post` and its magnitudes.
+    reference: (Vec<f64>, Vec<f64>),
+    norm_host: Vec<f32>,
+}
+
+impl Prepared for PostNormPrepared {
+    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
+        let p = PostNorm { x: &self.x, a: &self.a, post: &self.post, x_out: &self.x_out, norm: &self.norm, xn: &self.xn, k: self.k, eps: self.eps };
+        post_norm(b, &p, self.out.as_ref())
+    }
+    /// `x_out` against the f64 residual add within the RMSNorm's tolerance (1e-5 of the
+    /// magnitudes added); `xn` against the f64 RMSNorm of the `x_out` written, within the same
+    /// tolerance; both int8 layouts (when quantised) bit-equal to the CPU quantiser's on the `xn`
+    /// written; every guard intact.
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let k = self.k;
+        let x_out = ctx.read(&self.x_out)?;
+        let residual = compare(&x_out, &self.reference.0, &self.reference.1, 1e-5);
+        let want = crate::kernels::elementwise::reference_rmsnorm(&x_out[..k], &self.norm_host, 1, self.eps);
+        let xn = ctx.read(&self.xn)?;
+        let mut normed = compare(&xn, &want.0, &want.1, 1e-5);
+        if let Some(out) = &self.out {
+            let (note, guard) = q8_diff(ctx, &xn, out)?;
+            normed.guard_damage += guard;
+            normed.note = note;
+        }
+        Ok(residual.and(normed))
+    }
+}
+
+impl Case for PostNormCase {
+    fn name(&self) -> String {
+        format!("k={}{}", self.k, if self.quantize { "" } else { " f32" })
+    }
+    /// x, a and both weights read; x_out and xn written, and both int8 orders when quantised.
+    fn bytes(&self) -> u64 {
+        let q8 = if self.quantize { self.k * 2 + if self.k % QK_K == 0 { self.k * 2 } else { 0 } } else { 0 };
+        (self.k * 24 + q8) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        let k = self.k;
+        // The block's output at any scale (the post-norm undoes it), the residual at its own.
+        let s = 10f32.powf(rng.uniform(-2.0, 2.0));
+        let a: Vec<f32> = rng.normal_vec(k).into_iter().map(|v| v * s).collect();
+        let r = 10f32.powf(rng.uniform(-1.0, 1.0));
+        let x: Vec<f32> = rng.normal_vec(k).into_iter().map(|v| v * r).collect();
+        let (post, norm) = (rng.uniform_vec(k, -2.0, 2.0), rng.uniform_vec(k, 0.0, 3.0));
+        let eps = rng.uniform(1e-6, 1e-5);
+        let (mut sum, mut mag) = crate::kernels::elementwise::reference_rmsnorm(&a, &post, 1, eps);
+        for ((s, m), &v) in sum.iter_mut().zip(&mut mag).zip(&x) {
+            *s += v as f64;
+            *m += (v as f64).abs();
+        }
+        let out = if self.quantize { Some(guarded_q8(ctx, k)?) } else { None };
+        Ok(Box::new(PostNormPrepared {
+            k,
+            x: ctx.upload(&x)?,
+            a: ctx.upload(&a)?,
+            post: ctx.upload(&post)?,
+            norm: ctx.upload(&norm)?,
+            eps,
+            x_out: guarded_f32(ctx, k)?,
+            xn: guarded_f32(ctx, k)?,
+            out,
+            reference: (sum, mag),
+            norm_host: norm,
+        }))
     }
 }

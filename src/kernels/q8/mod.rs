@@ -1,6 +1,7 @@
 //! Int8 activations for the weight-matrix GEMVs and the int8 GEMM (the llama.cpp "q8_1" idea):
 //! an OPT-IN path that quantises x once per decode step ([`quantize_activations`]; several rows:
-//! [`quantize_rows`]; fused with the RMSNorm before it: [`rmsnorm_quantize`]) into a
+//! [`quantize_rows`]; fused with the RMSNorm before it: [`rmsnorm_quantize`]; with a post-norm's
+//! residual add and the RMSNorm after it: [`post_norm`]) into a
 //! [`Q8Activations`] buffer that any number of GEMVs of the same k then read
 //! ([`crate::kernels::matmul::gemv_q8`], [`crate::kernels::matmul::gemm_q8`]). Formats with an
 //! integer dot meet x through `dot4I8Packed` (4 int8 products summed per instruction), integer
@@ -52,6 +53,7 @@ use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
 pub const QB: usize = 32;
 pub const QUANTIZE: KernelInfo = KernelInfo::new("q8_quantize", &[Variant::Portable], None);
 pub const NORM_QUANTIZE: KernelInfo = KernelInfo::new("q8_rmsnorm_quantize", &[Variant::Portable], None);
+pub const POST_NORM: KernelInfo = KernelInfo::new("q8_post_norm", &[Variant::Portable], None);
 
 const QUANT_WGSL: &str = include_str!("../../../wgsl/q8_quantize.wgsl");
 
@@ -118,7 +120,7 @@ params_struct! {
         blocks: u32,
         quads: u32,
         has_q4k: u32,
-        /// RMSNorm epsilon (NormQuantize only).
+        /// RMSNorm epsilon (NormQuantize and PostNorm only).
         eps: f32,
     }
 }
@@ -131,11 +133,26 @@ const NORM_QUANT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("nw", "vec4<f32>"),
     StorageBinding::write("xn", "vec4<f32>"),
 ];
+const POST_NORM_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("x", "vec4<f32>"),
+    StorageBinding::write("x4", "vec4<u32>"),
+    StorageBinding::write("xk", "vec4<u32>"),
+    StorageBinding::read("nw", "vec4<f32>"),
+    StorageBinding::write("xn", "vec4<f32>"),
+    StorageBinding::read("pa", "vec4<f32>"),
+    StorageBinding::read("pw", "vec4<f32>"),
+    StorageBinding::write("xo", "vec4<f32>"),
+];
+
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Q8Pipeline {
     Quantize,
     NormQuantize,
+    /// [`post_norm`]; `quantize`: with the int8 output.
+    PostNorm {
+        quantize: bool,
+    },
 }
 
 impl PipelineKey for Q8Pipeline {
@@ -156,6 +173,14 @@ impl PipelineKey for Q8Pipeline {
                 workgroup_size: [64, 1, 1],
                 params_size: std::mem::size_of::<QuantParams>() as u64,
                 bindings: NORM_QUANT_BINDINGS,
+            },
+            Q8Pipeline::PostNorm { quantize } => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
+                entry: "main_post",
+                constants: vec![("QUANT", quantize as u32 as f64)],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<QuantParams>() as u64,
+                bindings: POST_NORM_BINDINGS,
             },
         }
     }
@@ -212,6 +237,69 @@ pub fn rmsnorm_quantize(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, e
     b.dispatch(&Q8Pipeline::NormQuantize, &params, &[x.raw(), xq.x4.raw(), xk, w.raw(), xn.raw()], grid)
 }
 
+/// The buffers of [`post_norm`]: rows of `k` f32 values (`k = xn.len()` or more; see there).
+pub struct PostNorm<'a> {
+    /// The residual stream before the add (read only).
+    pub x: &'a GpuBuffer<f32>,
+    /// The block's output the post-norm normalises, and the post-norm's weight.
+    pub a: &'a GpuBuffer<f32>,
+    pub post: &'a GpuBuffer<f32>,
+    /// The residual stream after the add (written; another buffer than `x`).
+    pub x_out: &'a GpuBuffer<f32>,
+    /// The next RMSNorm's weight, and its output.
+    pub norm: &'a GpuBuffer<f32>,
+    pub xn: &'a GpuBuffer<f32>,
+    /// Values per row (`k > 0`, `k % 32 == 0`).
+    pub k: usize,
+    /// Both RMSNorms' epsilon (finite, `>= 0`).
+    pub eps: f32,
+}
+
+/// A post-norm's residual add and the RMSNorm after it in one dispatch (Gemma's blocks end with a
+/// post-norm added into the residual, and the next block starts with the RMSNorm of that
+/// residual): over one row of `k` values,
+/// `x_out = x + a / sqrt(mean(a^2) + eps) * post` ([`crate::kernels::elementwise::rmsnorm_add`]'s
+/// arithmetic, up to the order of the sum of squares) and `xn = x_out / sqrt(mean(x_out^2) +
+/// eps) * norm` ([`rmsnorm_quantize`]'s), and with `xq` (one row of `k`) the quantisation of
+/// `xn` as [`quantize_activations`] quantises it. The new residual goes to another buffer than
+/// the old one (every workgroup reads the whole row): a caller alternates two. Every output
+/// must be a buffer no other argument uses; `x`, `a` and the weights may share buffers. CPU
+/// references: `elementwise::reference_rmsnorm` for both norms, `reference::q8::quantize` of the
+/// `xn` written (test kit). One workgroup per 256 columns, each reducing the whole row (for a
+/// model's hidden size; not meant for long rows).
+pub fn post_norm(b: &mut Batch, p: &PostNorm, xq: Option<&Q8Activations>) -> Result<()> {
+    let ctx = b.context();
+    let k = p.k;
+    ensure(k > 0 && k % QB == 0, || Error::Shape(format!("post_norm needs k > 0 and k % 32 == 0, got k = {k}")))?;
+    ensure(k <= u32::MAX as usize / 8, || Error::Shape(format!("post_norm row of k = {k} too long")))?;
+    ensure(p.eps.is_finite() && p.eps >= 0.0, || Error::Argument(format!("eps = {}: must be finite and >= 0", p.eps)))?;
+    for (buf, name) in [(p.x, "x"), (p.a, "a"), (p.post, "post"), (p.x_out, "x_out"), (p.norm, "norm"), (p.xn, "xn")] {
+        buf.require(name, k)?;
+    }
+    if let Some(xq) = xq {
+        xq.require_one_row("post_norm")?;
+        ensure(xq.k == k, || Error::Shape(format!("post_norm of k = {k} into q8 activations of k = {}", xq.k)))?;
+    }
+    let mut outputs = vec![("x_out", p.x_out.raw()), ("xn", p.xn.raw())];
+    if let Some(xq) = xq {
+        outputs.push(("q8 activations", xq.x4.raw()));
+        outputs.extend(xq.xk.as_ref().map(|xk| ("q8 activations", xk.raw())));
+    }
+    let inputs = [p.x.raw(), p.a.raw(), p.post.raw(), p.norm.raw()];
+    for (i, &(name, out)) in outputs.iter().enumerate() {
+        let clash = inputs.iter().chain(outputs[..i].iter().map(|o| &o.1)).any(|other| other.buffer == out.buffer);
+        ensure(!clash, || Error::Argument(format!("post_norm: {name} shares a buffer with another argument")))?;
+    }
+    ctx.variant_for(&POST_NORM)?;
+    let params = QuantParams { blocks: (k / QB) as u32, quads: (k / 64) as u32, has_q4k: xq.is_some_and(|xq| xq.xk.is_some()) as u32, eps: p.eps };
+    let (x4, xk) = match xq {
+        Some(xq) => (xq.x4.raw(), xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw())),
+        None => (ctx.dummy(), ctx.dummy()),
+    };
+    let bufs = [p.x.raw(), x4, xk, p.norm.raw(), p.xn.raw(), p.a.raw(), p.post.raw(), p.x_out.raw()];
+    b.dispatch(&Q8Pipeline::PostNorm { quantize: xq.is_some() }, &params, &bufs, ctx.grid(k.div_ceil(256) as u64)?)
+}
+
 #[cfg(feature = "testkit")]
 mod cases;
 #[cfg(feature = "testkit")]
@@ -220,6 +308,44 @@ pub use cases::kernels;
 /// The quantisers' params and their WGSL pipelines (the params reflection test).
 #[cfg(all(test, feature = "testkit"))]
 pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
-    let pipelines = crate::suite::describe_all([Q8Pipeline::Quantize, Q8Pipeline::NormQuantize]);
+    let pipelines = crate::suite::describe_all([Q8Pipeline::Quantize, Q8Pipeline::NormQuantize, Q8Pipeline::PostNorm { quantize: false }, Q8Pipeline::PostNorm { quantize: true }]);
     crate::kernels::ParamsTwin { rust: "q8::QuantParams", size: std::mem::size_of::<QuantParams>(), fields: QuantParams::FIELDS, pipelines }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::ContextOptions;
+
+    /// [`post_norm`]'s bad arguments are typed errors that record nothing; a good call runs.
+    #[test]
+    fn post_norm_bad_inputs_are_typed_errors() {
+        let ctx = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        let k = 64;
+        let [x, a, post, x_out, norm, xn] = [0; 6].map(|_| ctx.upload(&vec![1f32; k]).unwrap());
+        let short = ctx.upload(&vec![1f32; k - 4]).unwrap();
+        let ok = PostNorm { x: &x, a: &a, post: &post, x_out: &x_out, norm: &norm, xn: &xn, k, eps: 1e-5 };
+        let (xq, xq_128, xq_rows) = (Q8Activations::alloc(&ctx, k).unwrap(), Q8Activations::alloc(&ctx, 128).unwrap(), Q8Activations::alloc_rows(&ctx, k, 2).unwrap());
+        let mut b = ctx.batch();
+        for bad in [PostNorm { k: 0, ..ok }, PostNorm { k: 48, ..ok }] {
+            assert!(matches!(post_norm(&mut b, &bad, None), Err(Error::Shape(_))), "k = {}", bad.k);
+        }
+        assert!(matches!(post_norm(&mut b, &PostNorm { x: &short, ..ok }, None), Err(Error::BufferTooSmall { name: "x", .. })));
+        assert!(matches!(post_norm(&mut b, &PostNorm { xn: &short, ..ok }, None), Err(Error::BufferTooSmall { name: "xn", .. })));
+        for eps in [f32::NAN, f32::INFINITY, -1.0] {
+            assert!(matches!(post_norm(&mut b, &PostNorm { eps, ..ok }, None), Err(Error::Argument(_))), "eps {eps}");
+        }
+        // An output sharing a buffer with an input or another output.
+        for bad in [PostNorm { x_out: &x, ..ok }, PostNorm { xn: &a, ..ok }, PostNorm { xn: &x_out, ..ok }, PostNorm { x_out: &norm, ..ok }, PostNorm { xn: &post, ..ok }] {
+            assert!(matches!(post_norm(&mut b, &bad, Some(&xq)), Err(Error::Argument(_))));
+        }
+        assert!(matches!(post_norm(&mut b, &ok, Some(&xq_128)), Err(Error::Shape(_))), "k mismatch");
+        assert!(matches!(post_norm(&mut b, &ok, Some(&xq_rows)), Err(Error::Shape(_))), "several rows");
+        assert!(b.is_empty(), "a rejected call recorded a dispatch");
+        // Inputs may share buffers (read only): x_out = 1 + rmsnorm(1) * 1 = 2, xn = rmsnorm(2) = 1.
+        post_norm(&mut b, &PostNorm { a: &x, post: &x, norm: &x, ..ok }, Some(&xq)).unwrap();
+        b.run().unwrap();
+        assert!(ctx.read(&x_out).unwrap().iter().all(|v| (v - 2.0).abs() < 1e-4));
+        assert!(ctx.read(&xn).unwrap().iter().all(|v| (v - 1.0).abs() < 1e-4));
+    }
 }

@@ -1,6 +1,7 @@
 //! Recording one layer of the forward pass (and the final norm and LM head) into a batch: the
 //! norms (fused with the int8 quantisation in a decode step), the q/k/v projections (views or a
-//! split), attention over the f16 or TurboQuant cache, the output projection and the FFN.
+//! split), attention over the f16 or TurboQuant cache, the output projection and the FFN; in a
+//! decode step of a model with post-norms, each post-norm folded into the RMSNorm after it.
 
 use super::*;
 use crate::kernels::rope::Elem;
@@ -40,12 +41,26 @@ fn int_dot<'a>(ws: impl IntoIterator<Item = &'a mm::WeightMatrix>) -> bool {
     ws.into_iter().any(|w| has_integer_dot(w.format()))
 }
 
+/// A decode step's post-norm folded into the RMSNorm after it ([`q8::post_norm`]): the residual
+/// it reads and the one it writes, the next norm's weight, and whether a matrix reading that
+/// norm's output has an integer dot (then the fold quantises it too).
+struct Fold<'a> {
+    x: &'a GpuBuffer<f32>,
+    x_out: &'a GpuBuffer<f32>,
+    norm: &'a GpuBuffer<f32>,
+    wanted: bool,
+}
+
 impl Session {
-    pub(super) fn record_head(&self, b: &mut Batch, model: &Model, m: usize, all: bool) -> Result<()> {
+    /// The final norm and the LM head of `m` rows (`all`: every row; else the last). `folded`: a
+    /// decode step whose last post-norm wrote the final norm's output already.
+    pub(super) fn record_head(&self, b: &mut Batch, model: &Model, m: usize, all: bool, folded: bool) -> Result<()> {
         let (c, w, s) = (&model.config, &model.weights, &self.s);
         if all {
             elementwise::rmsnorm(b, &s.x, &w.output_norm, &s.xn, m, c.hidden, c.rms_eps)?;
             mm::matmul(b, &w.lm_head, &s.xn, &s.logits, m)?;
+        } else if folded {
+            Self::gemv(b, &w.lm_head, &s.xn, self.fused_q8(1, int_dot([&w.lm_head])), &s.logits, Epilogue::Store)?;
         } else {
             let src = if m > 1 {
                 ops::copy_row(b, &s.x, m - 1, c.hidden, &s.last)?;
@@ -94,18 +109,25 @@ impl Session {
         Ok(mm::gemv_with(b, w, input, y, epi)?)
     }
 
+    /// The int8 activations a decode step's RMSNorm (`m == 1`) quantises its output into in its
+    /// own dispatch: where `wanted` (a matrix reading the output has an integer dot) and
+    /// `fused_norm` is on.
+    fn fused_q8(&self, m: usize, wanted: bool) -> Option<&Q8Activations> {
+        self.s.q8[0].as_ref().filter(|xq| self.opts.fused_norm && wanted && m == 1 && xq.has_q4k())
+    }
+
     /// `xn = rmsnorm(src) * weight` (`m` rows of `hidden`), and with int8 activations when
     /// `wanted` (a matrix reading `xn` has an integer dot), its quantisation (returned): in a
     /// decode step one dispatch ([`q8::rmsnorm_quantize`]) unless `fused_norm` is off; in a
     /// prefill chunk of up to 16 tokens the norm, then the quantisation of its rows.
     fn norm(&self, b: &mut Batch, src: &GpuBuffer<f32>, weight: &GpuBuffer<f32>, m: usize, c: &Config, wanted: bool) -> Result<Option<&Q8Activations>> {
         let s = &self.s;
-        match s.q8[0].as_ref().filter(|xq| wanted && m == 1 && xq.has_q4k()) {
-            Some(xq) if self.opts.fused_norm => {
+        match self.fused_q8(m, wanted) {
+            Some(xq) => {
                 q8::rmsnorm_quantize(b, src, weight, c.rms_eps, &s.xn, xq)?;
                 Ok(Some(xq))
             }
-            _ => {
+            None => {
                 elementwise::rmsnorm(b, src, weight, &s.xn, m, c.hidden, c.rms_eps)?;
                 self.quantised(b, &s.xn, 0, m, wanted)
             }
@@ -113,8 +135,11 @@ impl Session {
     }
 
     /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
-    /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp`).
-    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix, post: Option<(&GpuBuffer<f32>, f32)>) -> Result<()> {
+    /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp`); with a
+    /// [`Fold`] as well (a decode step), `fold.x_out = fold.x + rmsnorm(a W^T) * post` and the
+    /// next RMSNorm into `xn` (and its int8 activations) in the same dispatch.
+    #[allow(clippy::too_many_arguments)]
+    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix, post: Option<(&GpuBuffer<f32>, f32)>, fold: Option<Fold>) -> Result<()> {
         let s = &self.s;
         if let Some((weight, eps)) = post {
             let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
@@ -123,7 +148,13 @@ impl Session {
             } else {
                 Self::matmul_rows(b, w, a, xq, &s.tmp, m)?;
             }
-            return Ok(elementwise::rmsnorm_add(b, &s.tmp, weight, &s.x, m, w.n(), eps)?);
+            return match fold {
+                Some(f) => {
+                    let p = q8::PostNorm { x: f.x, a: &s.tmp, post: weight, x_out: f.x_out, norm: f.norm, xn: &s.xn, k: w.n(), eps };
+                    Ok(q8::post_norm(b, &p, self.fused_q8(m, f.wanted))?)
+                }
+                None => Ok(elementwise::rmsnorm_add(b, &s.tmp, weight, &s.x, m, w.n(), eps)?),
+            };
         }
         if m == 1 {
             let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
@@ -235,12 +266,24 @@ impl Session {
         let w = &model.weights.layers[l];
         let (qd, kvd) = (c.q_dim(), c.kv_dim());
         let shape = AttnShape::new(c.heads, c.kv_heads, c.head_dim);
-        let xq = self.norm(b, &s.x, &w.attn_norm, m, c, int_dot(&w.qkv))?;
+        // A decode step of a model with post-norms folds each into the next RMSNorm (the
+        // residual alternates between `x` and `x2`, back in `x` after each layer); the first
+        // layer's attention norm is the step's only one of its own.
+        let fold = match (&s.x2, &w.post_norms) {
+            (Some(x2), Some(_)) if decode => Some(x2),
+            (Some(_), None) if decode => return Err(ModelError::Argument("a session folding post-norms, a layer without them".into())),
+            _ => None,
+        };
+        let xq = match fold {
+            Some(_) if l > 0 => self.fused_q8(m, int_dot(&w.qkv)),
+            _ => self.norm(b, &s.x, &w.attn_norm, m, c, int_dot(&w.qkv))?,
+        };
         let (qn, kn, vn) = self.project_qkv(b, w, m, qd, kvd, xq)?;
         let (qn, kn) = match (&w.qk_norm, &s.qk) {
             (Some([wq, wk]), Some([q, k])) => {
-                elementwise::rmsnorm(b, qn, wq, q, m * c.heads, c.head_dim, c.rms_eps)?;
-                elementwise::rmsnorm(b, kn, wk, k, m * c.kv_heads, c.head_dim, c.rms_eps)?;
+                let rows_q = elementwise::NormRows { x: qn, w: wq, y: q, rows: m * c.heads };
+                let rows_k = elementwise::NormRows { x: kn, w: wk, y: k, rows: m * c.kv_heads };
+                elementwise::rmsnorm_qk(b, rows_q, rows_k, c.head_dim, c.rms_eps)?;
                 (q, k)
             }
             (None, _) => (qn, kn),
@@ -292,14 +335,26 @@ impl Session {
             }
         }
         let post = |i: usize| w.post_norms.as_ref().map(|p| (&p[i], c.rms_eps));
-        self.project_add(b, &s.attn, 1, m, &w.wo, post(0))?;
-        let xq = self.norm(b, &s.x, &w.ffn_norm, m, c, int_dot(w.ffn_in.matrices()))?;
+        let ffn_wanted = int_dot(w.ffn_in.matrices());
+        let fold_attn = fold.map(|x2| Fold { x: &s.x, x_out: x2, norm: &w.ffn_norm, wanted: ffn_wanted });
+        self.project_add(b, &s.attn, 1, m, &w.wo, post(0), fold_attn)?;
+        let xq = match fold {
+            Some(_) => self.fused_q8(m, ffn_wanted),
+            None => self.norm(b, &s.x, &w.ffn_norm, m, c, ffn_wanted)?,
+        };
         let act = match c.glu {
             Glu::Silu => elementwise::Activation::Silu,
             Glu::GeluTanh => elementwise::Activation::GeluTanh,
         };
         self.ffn_in(b, &w.ffn_in, m, c.ffn, xq, act)?;
-        self.project_add(b, &s.gate, 2, m, &w.w_down, post(1))?;
+        // The next norm: the next layer's attention norm, or after the last layer the final norm.
+        let weights = &model.weights;
+        let next = match weights.layers.get(l + 1) {
+            Some(n) => (&n.attn_norm, int_dot(&n.qkv)),
+            None => (&weights.output_norm, int_dot([&weights.lm_head])),
+        };
+        let fold_ffn = fold.map(|x2| Fold { x: x2, x_out: &s.x, norm: next.0, wanted: next.1 });
+        self.project_add(b, &s.gate, 2, m, &w.w_down, post(1), fold_ffn)?;
         Ok(())
     }
 }
