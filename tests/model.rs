@@ -1180,12 +1180,14 @@ fn fixture_chat_templates_and_eog_match() {
 /// pipeline the Native run builds must be an MSL kernel's (none falls back to a WGSL GEMV: the
 /// decode step's GEMVs with their fused residual adds, SwiGLU and GeGLU, and the LM head, all have one),
 /// every decode step
-/// must record Native dispatches, and the logits must agree within 1e-2 of each row's spread: the
-/// twins are the Subgroup kernels with another plan (a team per threadgroup), so only the order of
-/// the f32 sums differs, but the int8 quantisation of the activations amplifies that: a value next
-/// to a rounding tie may take the neighbouring code (1/127 of its block's scale), which moved the
-/// logits by up to 9.2e-4 of the spread on lavapipe (the int8 path itself differs from the f32
-/// one by up to 6e-2: `int8_prefill_matches_f32_prefill`; a wrong epilogue, by tens of percent).
+/// must record Native dispatches, and the logits must agree within 1e-2 of each row's spread on f32
+/// activations, 2e-2 on int8 ones: the twins are the Subgroup kernels with another plan (a team
+/// per threadgroup), so only the order of the f32 sums differs, but the int8 quantisation of the
+/// activations amplifies that: a value next to a rounding tie may take the neighbouring code (1/127
+/// of its block's scale), which moved the logits by up to 4.65e-3 of the spread on lavapipe and
+/// 1.27e-2 on an NVIDIA H200 (subgroups of 32: other plans, other sums; the fused and unfused norms
+/// differ the same way, `fused_norm_matches_unfused`). The int8 path itself differs from the f32
+/// one by up to 6e-2 (`int8_prefill_matches_f32_prefill`); a wrong epilogue, by tens of percent.
 #[test]
 fn native_twins_run_the_decode_step() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};
@@ -1252,7 +1254,11 @@ fn native_twins_run_the_decode_step() {
                 let w: Vec<f64> = w.iter().map(|&v| v as f64).collect();
                 let e = row_error(g, &w);
                 worst = worst.max(e);
-                assert!(e < 1e-2, "{name}: row {i} (0: the prompt's last position, then the decode steps): Native vs default logits differ by {e:.3e} of the spread");
+                let tol = if int8_activations { 2e-2 } else { 1e-2 };
+                assert!(
+                    e < tol,
+                    "{name}: row {i} (0: the prompt's last position, then the decode steps): Native vs default logits differ by {e:.3e} of the spread (bound {tol:.0e})"
+                );
             }
             println!("{name}: Native (twins) vs default logits, worst {worst:.2e} of the spread over {} rows", got.len());
         }
