@@ -1,4 +1,4 @@
-//! Executes every MSL kernel (msl/*.metal) on the CPU against the harness's CPU references.
+//! Executes every MSL kernel (msl/*.metal and the GEMVs assembled from msl/gemv/ parts) on the CPU against the harness's CPU references.
 //!
 //! Each .metal file is compiled as C++17 by clang against tests/metal_rt/ (an executing stand-in
 //! for Apple's <metal_stdlib>: vector types, `half`, `as_type`, simd_* functions as rendezvous of
@@ -11,9 +11,9 @@
 //! a twin-mode context under `Require(Native)` whose host executor ([`NativeTesting::executor`])
 //! takes each Native dispatch (pipeline description, params, bound buffers, grid) and runs the
 //! MSL entry point it names instead of the GPU; the case's own check (CPU reference, error bound,
-//! guard regions) decides. Every entry point of every .metal file must have run in both modes.
-//! A new .metal file needs no edit here: the files, their kernels and the pipelines that use
-//! them all come from msl/ and the kernel registry.
+//! guard regions) decides. Every entry point of every MSL program must have run in both modes.
+//! A new program needs no edit here: the programs, their kernels and the pipelines that use
+//! them all come from msl/ and the kernel registry (tests/mslparse: `programs`).
 //!
 //! Source handling, documented: the kernel text is compiled as written, except that each
 //! `threadgroup T name[N];` declaration in a kernel body gets `static` in front (one copy shared
@@ -235,7 +235,7 @@ impl NativeExecutor for CpuExecutor {
             .exes
             .iter()
             .find(|(t, m, _)| t == text && *m == mode)
-            .ok_or_else(|| format!("{}: no executable for its MSL in this mode (not one of msl/*.metal, or its build failed)", desc.entry))?;
+            .ok_or_else(|| format!("{}: no executable for its MSL in this mode (not one of the MSL programs, or its build failed)", desc.entry))?;
         let mut all = Vec::with_capacity(buffers.len() + 1);
         all.push(params.to_vec());
         all.extend(buffers.iter().cloned());
@@ -313,8 +313,8 @@ fn every_msl_entry_point_executes_against_the_reference() {
     let clang = clang();
     let root = build_dir("kernels");
     let rt_obj = build_rt(&clang, &root);
-    let files: Vec<mslparse::MslFile> = mslparse::metal_files().into_iter().map(|p| mslparse::parse(p).unwrap_or_else(|e| panic!("{e}"))).collect();
-    assert!(!files.is_empty(), "no msl/*.metal files");
+    let files: Vec<mslparse::MslFile> = mslparse::programs();
+    assert!(!files.is_empty(), "no MSL programs");
     let all_entries: BTreeMap<String, String> =
         files.iter().flat_map(|f| f.kernels.iter().map(|k| (k.name.clone(), f.path.file_name().unwrap_or_default().to_string_lossy().into_owned()))).collect();
     let base = common::context();
@@ -522,13 +522,14 @@ fn the_runtime_implements_metal_semantics_and_refuses_mistakes() {
     cleanup(&root);
 }
 
-/// A context whose Native kernels run msl/`file` with `from` replaced by `to` (once), compiled
+/// A context whose Native kernels run the MSL program `file` (msl/`file`, or `<kernel>.metal` for a
+/// program assembled from parts) with `from` replaced by `to` (once), compiled
 /// strict and executed on the CPU in place of the real file (built under `root`/`tag`), and its
 /// executor (which records what ran).
 #[allow(clippy::too_many_arguments)]
 fn mutant_context(base: &wgkernels::Context, clang: &str, root: &Path, rt_obj: &Path, file: &str, tag: &str, from: &str, to: &str) -> (wgkernels::Context, Arc<CpuExecutor>) {
-    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with(file)).unwrap_or_else(|| panic!("msl/{file}"));
-    let original = std::fs::read_to_string(&path).expect("read");
+    let program = mslparse::programs().into_iter().find(|p| p.path.ends_with(file)).unwrap_or_else(|| panic!("no MSL program {file}"));
+    let original = program.text;
     assert!(original.contains(from), "mutation source `{from}` not in {file}");
     let mutant_path = root.join(tag).join(file);
     std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
@@ -619,11 +620,11 @@ fn a_wrong_msl_prefill_fails_the_check() {
     cleanup(&root);
 }
 
-/// The same for the weight-matrix family's Native GEMVs of Q4_K and INT4 (msl/mm_gemv_q4_k.metal,
-/// msl/mm_gemv_int4.metal): subtle mutations - the high scale bits of Q4_K sub-blocks 4..7 shifted
-/// one place short, the mins of sub-blocks 4..7 paired with the x sums of 0..3, the chunk's output
-/// offset dropped, INT4's scale read from the next block - each fail the harness's own check of
-/// the format's GEMV (odd row counts, both entry points, a 3-chunk matrix).
+/// The same for the weight-matrix family's Native f32-activation GEMVs: subtle mutations - the
+/// high scale bits of Q4_K sub-blocks 4..7 shifted one place short, the mins of sub-blocks 4..7
+/// paired with the x sums of 0..3, the chunk's output offset dropped, INT4's scale read from the
+/// next block, Q5_K's fifth bit worth 8 - each fail the harness's own check of the format's GEMV
+/// (odd row counts, both entry points, a 3-chunk matrix).
 #[test]
 fn a_wrong_msl_format_gemv_fails_the_check() {
     let mutations = [
@@ -631,6 +632,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "six(m47, 8u * j) * sx[4u + j]", "six(m47, 8u * j) * sx[j]"),
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "const uint o = p.y_off + r0;", "const uint o = r0;"),
         ("mm_gemv_int4.metal", "mm_gemv_int4", "wq[row + scales + i / 4u][i % 4u]", "wq[row + scales + i / 4u][(i + 1u) % 4u]"),
+        ("mm_gemv_q5_k.metal", "mm_gemv_q5_k", "(((hw >> j) & 0x01010101u) << 4)", "(((hw >> j) & 0x01010101u) << 3)"),
     ];
     mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
 }
