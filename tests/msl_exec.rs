@@ -636,6 +636,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
         ("mm_gemv_bf16.metal", "mm_gemv_bf16", "as_type<float>(b << 16), as_type<float>(b & 0xffff0000u)", "as_type<float>(b & 0xffff0000u), as_type<float>(b << 16)"),
         ("mm_gemv_f32.metal", "mm_gemv_f32", "r.w = as_type<float4>(wq[base + item]);", "r.w = as_type<float4>(wq[base + item].yxzw);"),
         ("mm_gemv_q5_0.metal", "mm_gemv_q5_0", "- float4(16.0f)", "- float4(15.0f)"),
+        ("mm_gemv_q4_1.metal", "mm_gemv_q4_1", "[item % 4u]", "[(item + 1u) % 4u]"),
     ];
     mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
 }
