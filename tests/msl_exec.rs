@@ -639,6 +639,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
         ("mm_gemv_q4_1.metal", "mm_gemv_q4_1", "[item % 4u]", "[(item + 1u) % 4u]"),
         ("mm_gemv_q5_1.metal", "mm_gemv_q5_1", "((t & 4u) << 14)", "((t & 4u) << 13)"),
         ("mm_gemv_q4_0.metal", "mm_gemv_q4_0", "r.hi = item & 1u;", "r.hi = 0u;"),
+        ("mm_gemv_q3_k.metal", "mm_gemv_q3_k", "(hd.z >> (2u * g)) & 0x03030303u", "(hd.z >> (2u * g + 1u)) & 0x03030303u"),
     ];
     mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
 }
