@@ -623,8 +623,12 @@ fn a_wrong_msl_prefill_fails_the_check() {
 /// The same for the weight-matrix family's Native f32-activation GEMVs: subtle mutations - the
 /// high scale bits of Q4_K sub-blocks 4..7 shifted one place short, the mins of sub-blocks 4..7
 /// paired with the x sums of 0..3, the chunk's output offset dropped, INT4's scale read from the
-/// next block, Q5_K's fifth bit worth 8 - each fail the harness's own check of the format's GEMV
-/// (odd row counts, both entry points, a 3-chunk matrix).
+/// next block - and one wrong decode per format on the shared driver (Q5_K's fifth bit worth 8,
+/// BF16's halves of a word swapped, F32's weights of an item swapped, Q5_0's codes offset by 15,
+/// Q4_1's head read from the next block, Q5_1's fifth bit of a weight moved, Q4_0's odd blocks
+/// scaled by the even block's d, Q3_K's scale high bits shifted, Q2_K's mins of a block's second
+/// half read from its first) - each fail the harness's own check of the format's GEMV (odd row
+/// counts, both entry points, a 3-chunk matrix).
 #[test]
 fn a_wrong_msl_format_gemv_fails_the_check() {
     let mutations = [
@@ -640,6 +644,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
         ("mm_gemv_q5_1.metal", "mm_gemv_q5_1", "((t & 4u) << 14)", "((t & 4u) << 13)"),
         ("mm_gemv_q4_0.metal", "mm_gemv_q4_0", "r.hi = item & 1u;", "r.hi = 0u;"),
         ("mm_gemv_q3_k.metal", "mm_gemv_q3_k", "(hd.z >> (2u * g)) & 0x03030303u", "(hd.z >> (2u * g + 1u)) & 0x03030303u"),
+        ("mm_gemv_q2_k.metal", "mm_gemv_q2_k", "fmt_pick(w.sc.z, w.sc.w, w.o, 4u)", "fmt_pick(w.sc.x, w.sc.y, w.o, 4u)"),
     ];
     mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
 }
