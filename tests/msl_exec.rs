@@ -655,7 +655,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
 /// nibbles of blocks 4..7 offset by 7 instead of 8, the residual add turned into a store, and the
 /// SwiGLU's sigmoid of -g: each fails the harness's own check of the format's int8 GEMV (odd row
 /// counts, both row counts per threadgroup, every epilogue). Likewise the F16 GEMV
-/// (msl/mm_gemv_f16.metal) with the words of an item's second half swapped.
+/// (msl/gemv/fmt_f16.metal) with the words of an item's second half swapped.
 #[test]
 fn a_wrong_msl_q8_gemv_fails_the_check() {
     let mutations = [
@@ -665,7 +665,7 @@ fn a_wrong_msl_q8_gemv_fails_the_check() {
         ("mm_gemv_q8.metal", "mm_gemv_q8_q4_0", "bytes4(w.w[4u + j], 4u, 15u, 8.0f)", "bytes4(w.w[4u + j], 4u, 15u, 7.0f)"),
         ("mm_gemv_q8.metal", "mm_gemv_q8_q4_k", "y[o + r] += tot[r];", "y[o + r] = tot[r];"),
         ("mm_gemv_q8.metal", "mm_gemv_q8_q6_k", "g / (1.0f + exp(-g)) * u", "g / (1.0f + exp(g)) * u"),
-        ("mm_gemv_f16.metal", "mm_gemv_f16", "dot(halves(w[r].z, w[r].w), xb)", "dot(halves(w[r].w, w[r].z), xb)"),
+        ("mm_gemv_f16.metal", "mm_gemv_f16", "dot(fmt_halves(w.w.z, w.w.w), x.b)", "dot(fmt_halves(w.w.w, w.w.z), x.b)"),
     ];
     mutants_fail("mutant_q8_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains(" acc") || c.contains(" swiglu"));
 }
