@@ -635,7 +635,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "| ((w.hd.y >> 2) & 0x30303030u)", "| ((w.hd.y >> 3) & 0x30303030u)"),
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "field(m47, 8u * j, 63u) * x.sx[4u + j]", "field(m47, 8u * j, 63u) * x.sx[j]"),
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "const uint o = p.y_off + r0;", "const uint o = r0;"),
-        ("mm_gemv_int4.metal", "mm_gemv_int4", "wq[row + scales + i / 4u][i % 4u]", "wq[row + scales + i / 4u][(i + 1u) % 4u]"),
+        ("mm_gemv_int4.metal", "mm_gemv_int4", "r.dw = wq[base + p.k4 / 8u + item / 4u][item % 4u];", "r.dw = wq[base + p.k4 / 8u + item / 4u][(item + 1u) % 4u];"),
         ("mm_gemv_q5_k.metal", "mm_gemv_q5_k", "(((hw >> j) & 0x01010101u) << 4)", "(((hw >> j) & 0x01010101u) << 3)"),
         ("mm_gemv_bf16.metal", "mm_gemv_bf16", "as_type<float>(b << 16), as_type<float>(b & 0xffff0000u)", "as_type<float>(b & 0xffff0000u), as_type<float>(b << 16)"),
         ("mm_gemv_f32.metal", "mm_gemv_f32", "r.w = as_type<float4>(wq[base + item]);", "r.w = as_type<float4>(wq[base + item].yxzw);"),
