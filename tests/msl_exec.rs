@@ -627,7 +627,7 @@ fn a_wrong_msl_prefill_fails_the_check() {
 /// BF16's halves of a word swapped, F32's weights of an item swapped, Q5_0's codes offset by 15,
 /// Q4_1's head read from the next block, Q5_1's fifth bit of a weight moved, Q4_0's odd blocks
 /// scaled by the even block's d, Q3_K's scale high bits shifted, Q2_K's mins of a block's second
-/// half read from its first) - each fail the harness's own check of the format's GEMV (odd row
+/// half read from its first, INT8's scale read from the next block) - each fail the harness's own check of the format's GEMV (odd row
 /// counts, both entry points, a 3-chunk matrix).
 #[test]
 fn a_wrong_msl_format_gemv_fails_the_check() {
@@ -645,6 +645,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
         ("mm_gemv_q4_0.metal", "mm_gemv_q4_0", "r.hi = item & 1u;", "r.hi = 0u;"),
         ("mm_gemv_q3_k.metal", "mm_gemv_q3_k", "(hd.z >> (2u * g)) & 0x03030303u", "(hd.z >> (2u * g + 1u)) & 0x03030303u"),
         ("mm_gemv_q2_k.metal", "mm_gemv_q2_k", "fmt_pick(w.sc.z, w.sc.w, w.o, 4u)", "fmt_pick(w.sc.x, w.sc.y, w.o, 4u)"),
+        ("mm_gemv_int8.metal", "mm_gemv_int8", "r.d = wq[base + p.k4 / 4u + b / 4u][b % 4u];", "r.d = wq[base + p.k4 / 4u + b / 4u][(b + 1u) % 4u];"),
     ];
     mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
 }
