@@ -70,12 +70,13 @@
 //!
 //! A format may add a hand-written MSL GEMV (`native:` a [`NativeGemv`]), which becomes the
 //! Native variant of `mm_gemv_<name>` with no other edit (binding, clang, CPU-execution and SPIR-V
-//! twin tests all find it through the kernel registry): one `msl/*.metal` file (Q4_K, Q6_K, Q8_0,
-//! F16, INT4), or a program on the shared MSL driver (Q5_K): `native_gemv!("<name>")` assembles
-//! msl/gemv/head.metal (params, team, sums, decode helpers, epilogue), the format's decode part
-//! `msl/gemv/fmt_<name>.metal` (`FmtRow`, `fmt_load`, `FmtX`, `fmt_x`, `fmt_dot`: the contract of
-//! the WGSL part above, in MSL, mirroring the format's Subgroup GEMV), msl/gemv/rows.metal (the
-//! row driver) and the usual entry points, one thin `kernel void` each. Likewise `native_q8:` for the integer-dot GEMV on int8 activations
+//! twin tests all find it through the kernel registry). Every format has one: F32, F16, BF16,
+//! Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, INT4 and INT8. They share one MSL
+//! driver: `native_gemv!("<name>")` assembles msl/gemv/head.metal (params, team, sums, decode
+//! helpers, epilogue), the format's decode part `msl/gemv/fmt_<name>.metal` (`FmtRow`, `fmt_load`,
+//! `FmtX`, `fmt_x`, `fmt_dot`: the contract of the WGSL part above, in MSL, mirroring the format's
+//! Subgroup GEMV), msl/gemv/rows.metal (the row driver) and the usual entry points, one thin
+//! `kernel void` each. Likewise `native_q8:` for the integer-dot GEMV on int8 activations
 //! (`mm_gemv_q8_<name>`, the model's decode step): Q4_K, Q6_K, Q8_0 and Q4_0 share
 //! msl/mm_gemv_q8.metal, their entry points named by the format. Each entry point serves one
 //! rows-per-threadgroup count and one epilogue (store, residual add, SwiGLU, GeGLU).
