@@ -8,7 +8,8 @@
 //! must take exactly: `constant P& _ [[buffer(0)]]` with P field-for-field the twin's WGSL `Params`
 //! and of `params_size` bytes, then `device const T* _ [[buffer(i)]]` (read-only) or
 //! `device T* _ [[buffer(i)]]` (read-write) with T the binding's element type, and otherwise only
-//! known builtins. Also: every kernel in msl/ is used, every twin is one of its kernel's Subgroup
+//! known builtins. Also: every kernel of every MSL program (msl/*.metal and the programs assembled
+//! from msl/gemv/ parts, found through the registry) is used, every twin is one of its kernel's Subgroup
 //! pipelines (its Portable pipeline for a kernel without a Subgroup variant: the weight-matrix
 //! GEMMs), constants shared by name with the twin (override values such as ROWS, and
 //! module-scope WGSL `const NAME: u32` sizes such as WG, SPLIT_MAX) agree, the TurboQuant MSL
@@ -192,8 +193,8 @@ fn check_pipeline(label: &str, desc: &PipelineDesc, file: &MslFile) -> Vec<Strin
 
 #[test]
 fn every_native_pipeline_matches_its_msl_signature() {
-    let files: Vec<MslFile> = mslparse::metal_files().into_iter().map(|p| parse(p).unwrap_or_else(|e| panic!("{e}"))).collect();
-    assert!(!files.is_empty(), "no msl/*.metal files");
+    let files: Vec<MslFile> = mslparse::programs();
+    assert!(!files.is_empty(), "no MSL programs");
     let mut used_kernels = BTreeSet::new();
     let mut problems = Vec::new();
     let mut checked = 0;
@@ -210,7 +211,7 @@ fn every_native_pipeline_matches_its_msl_signature() {
         for (label, desc) in natives {
             let ShaderSource::Msl { text, twin } = &desc.source else { unreachable!() };
             let Some(file) = files.iter().find(|f| f.text == *text) else {
-                problems.push(format!("{label}: its MSL is not one of msl/*.metal"));
+                problems.push(format!("{label}: its MSL is not one of the programs"));
                 continue;
             };
             problems.extend(check_pipeline(label, desc, file));

@@ -1,4 +1,5 @@
-//! Compile check of every msl/*.metal without a Mac: clang, as C++17 `-fsyntax-only`, against the
+//! Compile check of every MSL program (msl/*.metal and the GEMVs assembled from msl/gemv/ parts,
+//! found through the kernel registry) without a Mac: clang, as C++17 `-fsyntax-only`, against the
 //! minimal shim tests/metal_shim/metal_stdlib (see its header for what it does and does not catch).
 //! Also: each kernel's static threadgroup memory is at most 32 KiB (Apple's limit), no kernel takes
 //! threadgroup memory as a parameter (wgpu's passthrough sets no threadgroup memory lengths), and
@@ -49,18 +50,20 @@ fn compile(clang: &str, file: &Path) -> Result<(), String> {
 #[test]
 fn every_metal_file_compiles_against_the_shim() {
     let clang = clang();
-    let files = mslparse::metal_files();
-    assert!(!files.is_empty(), "no msl/*.metal files");
+    let dir = std::env::temp_dir().join(format!("wgk_msl_compile_{}", std::process::id()));
+    let files = mslparse::programs();
+    assert!(!files.is_empty(), "no MSL programs");
     let mut failed = Vec::new();
     for f in &files {
-        match compile(&clang, f) {
-            Ok(()) => println!("ok {}", f.display()),
+        match compile(&clang, &mslparse::on_disk(f, &dir)) {
+            Ok(()) => println!("ok {}", f.path.display()),
             Err(e) => {
-                println!("FAILED {}:\n{e}", f.display());
-                failed.push(f.display().to_string());
+                println!("FAILED {}:\n{e}", f.path.display());
+                failed.push(f.path.display().to_string());
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(failed.is_empty(), "clang rejected: {failed:?}");
 }
 
@@ -69,8 +72,8 @@ fn threadgroup_memory_within_apple_limit() {
     let clang = clang();
     let dir = std::env::temp_dir().join(format!("wgk_msl_tg_{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    for path in mslparse::metal_files() {
-        let file = mslparse::parse(path.clone()).unwrap_or_else(|e| panic!("{e}"));
+    for file in mslparse::programs() {
+        let path = mslparse::on_disk(&file, &dir);
         let in_kernels: usize = file.kernels.iter().map(|k| k.threadgroup.len()).sum();
         assert_eq!(file.threadgroup_decls, in_kernels, "{}: threadgroup arrays outside kernel bodies", path.display());
         // Cross-check the sizes computed here with clang's sizeof, in the file's own context.

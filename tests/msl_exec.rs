@@ -1,4 +1,4 @@
-//! Executes every MSL kernel (msl/*.metal) on the CPU against the harness's CPU references.
+//! Executes every MSL kernel (msl/*.metal and the GEMVs assembled from msl/gemv/ parts) on the CPU against the harness's CPU references.
 //!
 //! Each .metal file is compiled as C++17 by clang against tests/metal_rt/ (an executing stand-in
 //! for Apple's <metal_stdlib>: vector types, `half`, `as_type`, simd_* functions as rendezvous of
@@ -11,9 +11,9 @@
 //! a twin-mode context under `Require(Native)` whose host executor ([`NativeTesting::executor`])
 //! takes each Native dispatch (pipeline description, params, bound buffers, grid) and runs the
 //! MSL entry point it names instead of the GPU; the case's own check (CPU reference, error bound,
-//! guard regions) decides. Every entry point of every .metal file must have run in both modes.
-//! A new .metal file needs no edit here: the files, their kernels and the pipelines that use
-//! them all come from msl/ and the kernel registry.
+//! guard regions) decides. Every entry point of every MSL program must have run in both modes.
+//! A new program needs no edit here: the programs, their kernels and the pipelines that use
+//! them all come from msl/ and the kernel registry (tests/mslparse: `programs`).
 //!
 //! Source handling, documented: the kernel text is compiled as written, except that each
 //! `threadgroup T name[N];` declaration in a kernel body gets `static` in front (one copy shared
@@ -235,7 +235,7 @@ impl NativeExecutor for CpuExecutor {
             .exes
             .iter()
             .find(|(t, m, _)| t == text && *m == mode)
-            .ok_or_else(|| format!("{}: no executable for its MSL in this mode (not one of msl/*.metal, or its build failed)", desc.entry))?;
+            .ok_or_else(|| format!("{}: no executable for its MSL in this mode (not one of the MSL programs, or its build failed)", desc.entry))?;
         let mut all = Vec::with_capacity(buffers.len() + 1);
         all.push(params.to_vec());
         all.extend(buffers.iter().cloned());
@@ -313,8 +313,8 @@ fn every_msl_entry_point_executes_against_the_reference() {
     let clang = clang();
     let root = build_dir("kernels");
     let rt_obj = build_rt(&clang, &root);
-    let files: Vec<mslparse::MslFile> = mslparse::metal_files().into_iter().map(|p| mslparse::parse(p).unwrap_or_else(|e| panic!("{e}"))).collect();
-    assert!(!files.is_empty(), "no msl/*.metal files");
+    let files: Vec<mslparse::MslFile> = mslparse::programs();
+    assert!(!files.is_empty(), "no MSL programs");
     let all_entries: BTreeMap<String, String> =
         files.iter().flat_map(|f| f.kernels.iter().map(|k| (k.name.clone(), f.path.file_name().unwrap_or_default().to_string_lossy().into_owned()))).collect();
     let base = common::context();
@@ -522,13 +522,14 @@ fn the_runtime_implements_metal_semantics_and_refuses_mistakes() {
     cleanup(&root);
 }
 
-/// A context whose Native kernels run msl/`file` with `from` replaced by `to` (once), compiled
+/// A context whose Native kernels run the MSL program `file` (msl/`file`, or `<kernel>.metal` for a
+/// program assembled from parts) with `from` replaced by `to` (once), compiled
 /// strict and executed on the CPU in place of the real file (built under `root`/`tag`), and its
 /// executor (which records what ran).
 #[allow(clippy::too_many_arguments)]
 fn mutant_context(base: &wgkernels::Context, clang: &str, root: &Path, rt_obj: &Path, file: &str, tag: &str, from: &str, to: &str) -> (wgkernels::Context, Arc<CpuExecutor>) {
-    let path = mslparse::metal_files().into_iter().find(|p| p.ends_with(file)).unwrap_or_else(|| panic!("msl/{file}"));
-    let original = std::fs::read_to_string(&path).expect("read");
+    let program = mslparse::programs().into_iter().find(|p| p.path.ends_with(file)).unwrap_or_else(|| panic!("no MSL program {file}"));
+    let original = program.text;
     assert!(original.contains(from), "mutation source `{from}` not in {file}");
     let mutant_path = root.join(tag).join(file);
     std::fs::create_dir_all(mutant_path.parent().expect("dir")).expect("mkdir");
@@ -619,18 +620,32 @@ fn a_wrong_msl_prefill_fails_the_check() {
     cleanup(&root);
 }
 
-/// The same for the weight-matrix family's Native GEMVs of Q4_K and INT4 (msl/mm_gemv_q4_k.metal,
-/// msl/mm_gemv_int4.metal): subtle mutations - the high scale bits of Q4_K sub-blocks 4..7 shifted
-/// one place short, the mins of sub-blocks 4..7 paired with the x sums of 0..3, the chunk's output
-/// offset dropped, INT4's scale read from the next block - each fail the harness's own check of
-/// the format's GEMV (odd row counts, both entry points, a 3-chunk matrix).
+/// The same for the weight-matrix family's Native f32-activation GEMVs: subtle mutations - the
+/// high scale bits of Q4_K sub-blocks 4..7 shifted one place short, the mins of sub-blocks 4..7
+/// paired with the x sums of 0..3, the chunk's output offset dropped, INT4's scale read from the
+/// next block - and one wrong decode per format on the shared driver (Q5_K's fifth bit worth 8,
+/// BF16's halves of a word swapped, F32's weights of an item swapped, Q5_0's codes offset by 15,
+/// Q4_1's head read from the next block, Q5_1's fifth bit of a weight moved, Q4_0's odd blocks
+/// scaled by the even block's d, Q3_K's scale high bits shifted, Q2_K's mins of a block's second
+/// half read from its first, INT8's scale read from the next block) - each fail the harness's own check of the format's GEMV (odd row
+/// counts, both entry points, a 3-chunk matrix).
 #[test]
 fn a_wrong_msl_format_gemv_fails_the_check() {
     let mutations = [
-        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "| ((hd[r].y >> 2) & 0x30303030u)", "| ((hd[r].y >> 3) & 0x30303030u)"),
-        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "six(m47, 8u * j) * sx[4u + j]", "six(m47, 8u * j) * sx[j]"),
+        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "| ((w.hd.y >> 2) & 0x30303030u)", "| ((w.hd.y >> 3) & 0x30303030u)"),
+        ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "field(m47, 8u * j, 63u) * x.sx[4u + j]", "field(m47, 8u * j, 63u) * x.sx[j]"),
         ("mm_gemv_q4_k.metal", "mm_gemv_q4_k", "const uint o = p.y_off + r0;", "const uint o = r0;"),
-        ("mm_gemv_int4.metal", "mm_gemv_int4", "wq[row + scales + i / 4u][i % 4u]", "wq[row + scales + i / 4u][(i + 1u) % 4u]"),
+        ("mm_gemv_int4.metal", "mm_gemv_int4", "r.dw = wq[base + p.k4 / 8u + item / 4u][item % 4u];", "r.dw = wq[base + p.k4 / 8u + item / 4u][(item + 1u) % 4u];"),
+        ("mm_gemv_q5_k.metal", "mm_gemv_q5_k", "(((hw >> j) & 0x01010101u) << 4)", "(((hw >> j) & 0x01010101u) << 3)"),
+        ("mm_gemv_bf16.metal", "mm_gemv_bf16", "as_type<float>(b << 16), as_type<float>(b & 0xffff0000u)", "as_type<float>(b & 0xffff0000u), as_type<float>(b << 16)"),
+        ("mm_gemv_f32.metal", "mm_gemv_f32", "r.w = as_type<float4>(wq[base + item]);", "r.w = as_type<float4>(wq[base + item].yxzw);"),
+        ("mm_gemv_q5_0.metal", "mm_gemv_q5_0", "- float4(16.0f)", "- float4(15.0f)"),
+        ("mm_gemv_q4_1.metal", "mm_gemv_q4_1", "[item % 4u]", "[(item + 1u) % 4u]"),
+        ("mm_gemv_q5_1.metal", "mm_gemv_q5_1", "((t & 4u) << 14)", "((t & 4u) << 13)"),
+        ("mm_gemv_q4_0.metal", "mm_gemv_q4_0", "r.hi = item & 1u;", "r.hi = 0u;"),
+        ("mm_gemv_q3_k.metal", "mm_gemv_q3_k", "(hd.z >> (2u * g)) & 0x03030303u", "(hd.z >> (2u * g + 1u)) & 0x03030303u"),
+        ("mm_gemv_q2_k.metal", "mm_gemv_q2_k", "fmt_pick(w.sc.z, w.sc.w, w.o, 4u)", "fmt_pick(w.sc.x, w.sc.y, w.o, 4u)"),
+        ("mm_gemv_int8.metal", "mm_gemv_int8", "r.d = wq[base + p.k4 / 4u + b / 4u][b % 4u];", "r.d = wq[base + p.k4 / 4u + b / 4u][(b + 1u) % 4u];"),
     ];
     mutants_fail("mutant_mm_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains("chunks=3") || c.starts_with("n=2049 "));
 }
@@ -641,7 +656,7 @@ fn a_wrong_msl_format_gemv_fails_the_check() {
 /// nibbles of blocks 4..7 offset by 7 instead of 8, the residual add turned into a store, and the
 /// SwiGLU's sigmoid of -g: each fails the harness's own check of the format's int8 GEMV (odd row
 /// counts, both row counts per threadgroup, every epilogue). Likewise the F16 GEMV
-/// (msl/mm_gemv_f16.metal) with the words of an item's second half swapped.
+/// (msl/gemv/fmt_f16.metal) with the words of an item's second half swapped.
 #[test]
 fn a_wrong_msl_q8_gemv_fails_the_check() {
     let mutations = [
@@ -651,7 +666,7 @@ fn a_wrong_msl_q8_gemv_fails_the_check() {
         ("mm_gemv_q8.metal", "mm_gemv_q8_q4_0", "bytes4(w.w[4u + j], 4u, 15u, 8.0f)", "bytes4(w.w[4u + j], 4u, 15u, 7.0f)"),
         ("mm_gemv_q8.metal", "mm_gemv_q8_q4_k", "y[o + r] += tot[r];", "y[o + r] = tot[r];"),
         ("mm_gemv_q8.metal", "mm_gemv_q8_q6_k", "g / (1.0f + exp(-g)) * u", "g / (1.0f + exp(g)) * u"),
-        ("mm_gemv_f16.metal", "mm_gemv_f16", "dot(halves(w[r].z, w[r].w), xb)", "dot(halves(w[r].w, w[r].z), xb)"),
+        ("mm_gemv_f16.metal", "mm_gemv_f16", "dot(fmt_halves(w.w.z, w.w.w), x.b)", "dot(fmt_halves(w.w.w, w.w.z), x.b)"),
     ];
     mutants_fail("mutant_q8_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains(" acc") || c.contains(" swiglu"));
 }

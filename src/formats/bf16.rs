@@ -18,7 +18,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |_| None,
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_bf16.wgsl"),
-    native: None,
+    native: native_gemv!("bf16"),
     native_gemm: None,
     native_q8: None,
 };

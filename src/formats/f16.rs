@@ -20,7 +20,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |_| None,
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_f16.wgsl"),
-    native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_f16.metal"), entries: native_gemv_entries!("mm_gemv_f16") }),
+    native: native_gemv!("f16"),
     native_gemm: None,
     native_q8: None,
 };

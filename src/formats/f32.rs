@@ -19,7 +19,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |_| None,
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_f32.wgsl"),
-    native: None,
+    native: native_gemv!("f32"),
     native_gemm: None,
     native_q8: None,
 };

@@ -106,7 +106,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !valid_scale(scale(b))),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_int4.wgsl"),
-    native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_int4.metal"), entries: native_gemv_entries!("mm_gemv_int4") }),
+    native: native_gemv!("int4"),
     native_gemm: None,
     native_q8: None,
 };

@@ -69,7 +69,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| src.chunks_exact(BLOCK_BYTES).position(|b| !valid_scale(scale(b))),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_int8.wgsl"),
-    native: None,
+    native: native_gemv!("int8"),
     native_gemm: None,
     native_q8: None,
 };

@@ -68,11 +68,16 @@
 //!
 //! ## Native (MSL) GEMV
 //!
-//! A format may add a hand-written MSL GEMV (`native:` a [`NativeGemv`]): one `msl/*.metal`
-//! file mirroring the family's Subgroup GEMV of the format, which becomes the Native variant of
-//! `mm_gemv_<name>` with no other edit (binding, clang, CPU-execution and SPIR-V twin tests all
-//! find it through the kernel registry). Likewise `native_q8:` for the integer-dot GEMV on int8
-//! activations (`mm_gemv_q8_<name>`, the model's decode step): Q4_K, Q6_K, Q8_0 and Q4_0 share
+//! A format may add a hand-written MSL GEMV (`native:` a [`NativeGemv`]), which becomes the
+//! Native variant of `mm_gemv_<name>` with no other edit (binding, clang, CPU-execution and SPIR-V
+//! twin tests all find it through the kernel registry). Every format has one: F32, F16, BF16,
+//! Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, INT4 and INT8. They share one MSL
+//! driver: `native_gemv!("<name>")` assembles msl/gemv/head.metal (params, team, sums, decode
+//! helpers, epilogue), the format's decode part `msl/gemv/fmt_<name>.metal` (`FmtRow`, `fmt_load`,
+//! `FmtX`, `fmt_x`, `fmt_dot`: the contract of the WGSL part above, in MSL, mirroring the format's
+//! Subgroup GEMV), msl/gemv/rows.metal (the row driver) and the usual entry points, one thin
+//! `kernel void` each. Likewise `native_q8:` for the integer-dot GEMV on int8 activations
+//! (`mm_gemv_q8_<name>`, the model's decode step): Q4_K, Q6_K, Q8_0 and Q4_0 share
 //! msl/mm_gemv_q8.metal, their entry points named by the format. Each entry point serves one
 //! rows-per-threadgroup count and one epilogue (store, residual add, SwiGLU, GeGLU).
 //!
@@ -108,21 +113,60 @@
 
 use std::fmt;
 
-/// The entry points of a Native GEMV ([`NativeGemv::entries`]) whose MSL has, for 2 and 4 rows
-/// per threadgroup, the plain store `<prefix>_r<rows>`, the residual add `<prefix>_r<rows>_acc`,
-/// the SwiGLU `<prefix>_r<rows>_swiglu` and the GeGLU `<prefix>_r<rows>_geglu`.
+/// Calls `$then!(args; (rows, epilogue, suffix) ...)` with the usual entry-point table of a
+/// Native GEMV: for 2 and 4 rows per threadgroup, the plain store `_r<rows>`, the residual add
+/// `_r<rows>_acc`, the SwiGLU `_r<rows>_swiglu` and the GeGLU `_r<rows>_geglu`.
+macro_rules! native_gemv_table {
+    ($then:ident!($($arg:expr),*)) => {
+        $then!($($arg),*; (2, 0, "_r2") (2, 1, "_r2_acc") (2, 2, "_r2_swiglu") (2, 3, "_r2_geglu")
+            (4, 0, "_r4") (4, 1, "_r4_acc") (4, 2, "_r4_swiglu") (4, 3, "_r4_geglu"))
+    };
+}
+
+/// The entry points of a Native GEMV ([`NativeGemv::entries`]) named `<prefix>` + the suffixes of
+/// `native_gemv_table!`.
 macro_rules! native_gemv_entries {
-    ($prefix:literal) => {
-        &[
-            (2, 0, concat!($prefix, "_r2")),
-            (2, 1, concat!($prefix, "_r2_acc")),
-            (2, 2, concat!($prefix, "_r2_swiglu")),
-            (2, 3, concat!($prefix, "_r2_geglu")),
-            (4, 0, concat!($prefix, "_r4")),
-            (4, 1, concat!($prefix, "_r4_acc")),
-            (4, 2, concat!($prefix, "_r4_swiglu")),
-            (4, 3, concat!($prefix, "_r4_geglu")),
-        ]
+    ($prefix:expr) => {
+        native_gemv_table!(native_gemv_entry_list!($prefix))
+    };
+}
+
+macro_rules! native_gemv_entry_list {
+    ($prefix:expr; $(($rows:literal, $epi:literal, $suffix:literal))*) => {
+        &[$(($rows, $epi, concat!($prefix, $suffix))),*]
+    };
+}
+
+/// The MSL kernels of the entry points `<prefix>` + suffix: each one thin `kernel void` that runs
+/// the shared driver's `gemv_rows<rows, epilogue>` (msl/gemv/rows.metal).
+macro_rules! native_gemv_kernels {
+    ($prefix:expr; $(($rows:literal, $epi:literal, $suffix:literal))*) => {
+        concat!($(
+            "\nkernel void ", $prefix, $suffix, "(constant MmParams& p [[buffer(0)]], device const uint4* wq [[buffer(1)]],\n",
+            "    device const float4* x [[buffer(2)]], device float* y [[buffer(3)]], uint3 tg [[threadgroup_position_in_grid]],\n",
+            "    uint3 ntg [[threadgroups_per_grid]], uint tid [[thread_index_in_threadgroup]], uint3 tptg [[threads_per_threadgroup]],\n",
+            "    uint sg [[simdgroup_index_in_threadgroup]], uint nsg [[simdgroups_per_threadgroup]]) {\n",
+            "    threadgroup float4 scratch[MAX_SIMDGROUPS];\n",
+            "    gemv_rows<", $rows, "u, ", $epi, "u>(p, wq, x, y, scratch, make_team(tg, ntg, tid, tptg, sg, nsg));\n",
+            "}\n"
+        ),*)
+    };
+}
+
+/// The Native f32-activation GEMV of format `$name` on the shared MSL driver: msl/gemv/head.metal,
+/// the format's decode part `msl/gemv/fmt_<name>.metal`, msl/gemv/rows.metal and the usual entry
+/// points `mm_gemv_<name>_r2` .. (`native_gemv_table!`), assembled into one program.
+macro_rules! native_gemv {
+    ($name:literal) => {
+        Some(super::NativeGemv {
+            msl: concat!(
+                include_str!("../../msl/gemv/head.metal"),
+                include_str!(concat!("../../msl/gemv/fmt_", $name, ".metal")),
+                include_str!("../../msl/gemv/rows.metal"),
+                native_gemv_table!(native_gemv_kernels!(concat!("mm_gemv_", $name)))
+            ),
+            entries: native_gemv_entries!(concat!("mm_gemv_", $name)),
+        })
     };
 }
 

@@ -58,7 +58,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q4_0.wgsl"),
-    native: None,
+    native: native_gemv!("q4_0"),
     native_gemm: None,
     native_q8: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8.metal"), entries: native_gemv_entries!("mm_gemv_q8_q4_0") }),
 };

@@ -88,7 +88,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0, 2]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q5_k.wgsl"),
-    native: None,
+    native: native_gemv!("q5_k"),
     native_gemm: None,
     native_q8: None,
 };

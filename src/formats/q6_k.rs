@@ -82,7 +82,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[208]),
     random_blocks: |rng, count| (0..count).flat_map(|_| random_block(rng)).collect(),
     wgsl: include_str!("../../wgsl/fmt_q6_k.wgsl"),
-    native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q6_k.metal"), entries: native_gemv_entries!("mm_gemv_q6_k") }),
+    native: native_gemv!("q6_k"),
     native_gemm: Some(super::NativeGemm { msl: include_str!("../../msl/mm_gemm_quant.metal"), entry: "mm_gemm_q6_k" }),
     native_q8: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8.metal"), entries: native_gemv_entries!("mm_gemv_q8_q6_k") }),
 };

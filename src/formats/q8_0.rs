@@ -28,7 +28,7 @@ pub const FORMAT: WeightFormat = WeightFormat {
     first_invalid_block: |src| first_nonfinite_f16(src, BLOCK_BYTES, &[0]),
     random_blocks,
     wgsl: include_str!("../../wgsl/fmt_q8_0.wgsl"),
-    native: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8_0.metal"), entries: native_gemv_entries!("mm_gemv_q8_0") }),
+    native: native_gemv!("q8_0"),
     native_gemm: Some(super::NativeGemm { msl: include_str!("../../msl/mm_gemm_quant.metal"), entry: "mm_gemm_q8_0" }),
     native_q8: Some(super::NativeGemv { msl: include_str!("../../msl/mm_gemv_q8.metal"), entries: native_gemv_entries!("mm_gemv_q8_q8_0") }),
 };

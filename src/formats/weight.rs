@@ -66,12 +66,14 @@ pub struct WeightFormat {
 /// entry's epilogue as `EPI`. Each entry point takes the family's `Params` at `buffer(0)`,
 /// `device const uint4* wq [[buffer(1)]]`, the activations at `buffer(2)` (`device const float4*
 /// x`, or `device const uint4* xk` on int8 activations) and `device float* y [[buffer(3)]]`, and
-/// its file records its twin's fingerprint (`twin fnv1a64 ...`; tests/msl_bindings.rs). Nothing
+/// its program records its twin's fingerprint (`twin fnv1a64 ...`; tests/msl_bindings.rs). Nothing
 /// else needs an edit: the kernel info, pipelines, plan, fallback, self-check and every MSL test
 /// come from this descriptor.
 #[derive(Debug)]
 pub struct NativeGemv {
-    /// The MSL file (`include_str!("../../msl/<file>.metal")`).
+    /// The MSL program: a file (`include_str!("../../msl/<file>.metal")`), or the f32-activation
+    /// GEMVs' program assembled from the shared driver and the format's decode part
+    /// (`native_gemv!` in [`crate::formats`]).
     pub msl: &'static str,
     /// Entry points `(rows, epilogue, entry)`: rows per threadgroup in 1..=4, ascending, and the
     /// epilogue the entry point applies, the family's `Epilogue` as a number (0: store, 1:

@@ -3,6 +3,9 @@
 //! attribute), program-scope `constant constexpr` integers, structs, and the static threadgroup
 //! arrays declared in each kernel body. It is strict: anything it does not understand in a kernel
 //! signature is an error, so a new construct has to be taught here (and checked) before it ships.
+//!
+//! The MSL programs are the msl/*.metal files and the programs the library assembles in Rust from
+//! parts (the weight-matrix GEMVs on msl/gemv/), found through the kernel registry: [`programs`].
 
 #![allow(dead_code)]
 
@@ -84,6 +87,34 @@ pub fn metal_files() -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// Every MSL program: each msl/*.metal file (sorted by name), then each Native pipeline's MSL that
+/// is none of them (assembled in Rust from parts), found through the kernel registry and named
+/// `assembled/<kernel>.metal` (a path that exists only in messages; see [`on_disk`]).
+pub fn programs() -> Vec<MslFile> {
+    let mut v: Vec<MslFile> = metal_files().into_iter().map(|p| parse(p).unwrap_or_else(|e| panic!("{e}"))).collect();
+    for kernel in wgkernels::kernels::registry() {
+        for (_, desc) in kernel.pipelines() {
+            let wgkernels::pipeline::ShaderSource::Msl { text, .. } = &desc.source else { continue };
+            if !v.iter().any(|f| f.text == *text) {
+                let path = PathBuf::from(format!("assembled/{}.metal", kernel.info().name));
+                v.push(parse_text(path, text.to_string()).unwrap_or_else(|e| panic!("{e}")));
+            }
+        }
+    }
+    v
+}
+
+/// A path holding `file`'s text: its own for a file of msl/, else the text written to `dir`.
+pub fn on_disk(file: &MslFile, dir: &std::path::Path) -> PathBuf {
+    if file.path.is_file() {
+        return file.path.clone();
+    }
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let path = dir.join(file.path.file_name().expect("a file name"));
+    std::fs::write(&path, &file.text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path
 }
 
 /// Remove `//` and `/* */` comments (the kernels contain no string literals with slashes).
@@ -171,6 +202,11 @@ fn parse_param(raw: &str) -> Result<Param, String> {
 /// Parse one .metal file.
 pub fn parse(path: PathBuf) -> Result<MslFile, String> {
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_text(path, text)
+}
+
+/// Parse one MSL program (`path` names it in messages).
+pub fn parse_text(path: PathBuf, text: String) -> Result<MslFile, String> {
     let src = strip_comments(&text);
     let mut constants = BTreeMap::new();
     for stmt in src.split(';') {
