@@ -413,7 +413,7 @@ fn llama_cpp_fixtures_match() {
             failures.push(format!("no {arch} fixture in manifest.txt"));
         }
     }
-    for ftype in ["F16", "Q8_0", "Q4_K_M"] {
+    for ftype in ["F16", "Q8_0", "Q4_K_M", "Q5_K_M"] {
         if !models.iter().any(|m| m.ftype == ftype) {
             failures.push(format!("no {ftype} fixture in manifest.txt"));
         }
@@ -1174,7 +1174,7 @@ fn fixture_chat_templates_and_eog_match() {
 }
 
 /// The model on the Native plumbing (SPIR-V twin mode, `testkit`): Q4_K_M (llama, and gemma2 for
-/// the GeGLU epilogue), Q8_0 and F16 fixtures run prefill and four decode steps, on int8 and on f32 activations, on a context where every
+/// the GeGLU epilogue), Q5_K_M, Q8_0 and F16 fixtures run prefill and four decode steps, on int8 and on f32 activations, on a context where every
 /// kernel with a Native variant runs it (after its self-check; each Native pipeline built through
 /// the passthrough path from the SPIR-V of its WGSL twin) and on the default context. Every GEMV
 /// pipeline the Native run builds must be an MSL kernel's (none falls back to a WGSL GEMV: the
@@ -1200,7 +1200,7 @@ fn native_twins_run_the_decode_step() {
         return;
     }
     let models = manifest_models();
-    for name in ["llama-tiny-q4_k_m", "qwen3-tiny-q8_0", "llama-tiny-f16", "gemma2-tiny-q4_k_m"] {
+    for name in ["llama-tiny-q4_k_m", "qwen3-tiny-q8_0", "llama-tiny-f16", "gemma2-tiny-q4_k_m", "llama-q5k-q5_k_m"] {
         let m = models.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("fixture {name} not in manifest.txt"));
         let r = read_keys(&dir().join(&m.reference));
         let (prompt, greedy) = (u32s(&r["prompt_tokens"]), u32s(&r["greedy_tokens"]));
@@ -1236,17 +1236,19 @@ fn native_twins_run_the_decode_step() {
             println!("{name}: Native dispatches per decode step: {native:?}");
             assert!(wgsl_gemvs.is_empty(), "{name}: GEMVs without an MSL kernel: {wgsl_gemvs:?}");
             assert!(native.iter().all(|&c| c > 0), "{name}: a decode step recorded no Native dispatch: {native:?}");
-            // The Q4_K_M file's matrices are Q4_K and Q6_K.
+            // The Q4_K_M file's matrices are Q4_K and Q6_K, the Q5_K_M file's Q5_K and Q6_K.
             let formats: &[&str] = if name.contains("q4_k_m") {
                 &["q4_k", "q6_k"]
+            } else if name.contains("q5_k_m") {
+                &["q5_k", "q6_k"]
             } else if name.contains("q8_0") {
                 &["q8_0"]
             } else {
                 &["f16"]
             };
-            // F16 has no integer dot: its GEMVs take f32 activations either way.
-            let op = if int8_activations && !name.contains("f16") { "gemv_q8" } else { "gemv" };
             for f in formats {
+                // Formats without an integer dot (F16, Q5_K) take f32 activations either way.
+                let op = if int8_activations && ["q4_k", "q6_k", "q8_0", "q4_0"].contains(f) { "gemv_q8" } else { "gemv" };
                 assert!(msl.iter().any(|e| e.starts_with(&format!("mm_{op}_{f}_"))), "{name}: no {op} of {f} built as MSL");
             }
             let mut worst: f64 = 0.0;

@@ -103,6 +103,8 @@ int main(int argc, char ** argv) {
             qp.ftype = LLAMA_FTYPE_MOSTLY_Q8_0;
         } else if (type == "q4_k_m") {
             qp.ftype = LLAMA_FTYPE_MOSTLY_Q4_K_M;
+        } else if (type == "q5_k_m") {
+            qp.ftype = LLAMA_FTYPE_MOSTLY_Q5_K_M;
         } else {
             fprintf(stderr, "unknown type %s\n", type.c_str());
             return 2;

@@ -7,6 +7,7 @@ What it makes (the MODELS list below; tests/data/models/manifest.txt lists what 
     (GQA), head_dim 64, llama3 rope scaling (so the converter writes `rope_freqs.weight`), untied
     output; a SentencePiece BPE tokenizer (byte fallback, digits split) trained on the repository's
     README.md and BENCHMARKS.md -> GGUF `tokenizer.ggml.model = llama`. F16, Q8_0, Q4_K_M.
+  * llama-q5k: the same configuration without RoPE scaling, another seed, Q5_K_M.
   * qwen2-tiny: Qwen2ForCausalLM, same dims, q/k/v biases, tied embeddings; a byte-level BPE
     (gpt2-style) tokenizer with Qwen2's pre-tokenizer regex trained on the same text ->
     `tokenizer.ggml.model = gpt2`, `tokenizer.ggml.pre = qwen2`. Q8_0, Q4_K_M.
@@ -269,6 +270,11 @@ MODELS = [
                    rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                  "original_max_position_embeddings": 256}, tie_word_embeddings=False),
               LLAMA_VOCAB, ("F16", "Q8_0", "Q4_K_M"), SEED, tokens={"bos_token_id": "<s>", "eos_token_id": "</s>"}),
+    # llama-q5k: llama-tiny's configuration, another seed, in Q5_K_M only (Q5_K with Q6_K where
+    # llama.cpp's mix puts it): the K-quant most downloads use after Q4_K_M.
+    ModelSpec("llama-q5k", "LlamaForCausalLM", "LlamaConfig",
+              dict(dims(), max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False),
+              LLAMA_VOCAB, ("Q5_K_M",), SEED + 9, tokens={"bos_token_id": "<s>", "eos_token_id": "</s>"}),
     # qwen2: no F16 (keeps the fixtures small)
     ModelSpec("qwen2-tiny", "Qwen2ForCausalLM", "Qwen2Config",
               dict(dims(head_dim=None), max_position_embeddings=2048, rms_norm_eps=1e-6, rope_theta=1000000.0,
