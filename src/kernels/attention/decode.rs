@@ -1,9 +1,9 @@
 //! Decode: the plan (how the KV length is split over workgroups, which kernel and variant) and
 //! the recording of its dispatches (append the new token's rotated K/V, the split-K partial
-//! pass, the log-sum-exp merge, which can also quantise its output to int8 activations). The family's shared types, pipelines and constants are in
-//! `mod.rs`; the kernels are wgsl/attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup),
-//! attn_decode_matrix.wgsl ([`super::decode_matrix`]), attn_merge.wgsl (+ attn_merge_q8.wgsl)
-//! and msl/attn_decode.metal.
+//! pass, the log-sum-exp merge, which can also quantise its output to int8 activations). The
+//! family's shared types, pipelines and constants are in `mod.rs`; the kernels are
+//! wgsl/attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup), attn_decode_matrix.wgsl
+//! ([`super::decode_matrix`]), attn_merge.wgsl (+ attn_merge_q8.wgsl) and msl/attn_decode.metal.
 
 use super::*;
 use crate::kernels::q8::{self, Q8Activations};
@@ -395,7 +395,7 @@ pub fn decode_quantized<KV: Elem>(b: &mut Batch, a: &Decode<KV>, xq: &Q8Activati
     if a.shape.head_dim % q8::QB == 0 {
         return record_step(b, a, Some(xq));
     }
-    // Both recorded or neither: the arguments are checked, and the quantiser needs nothing more.
+    // The quantiser's arguments are checked above: once the step is recorded, so is it.
     record_step(b, a, None)?;
     q8::record_quantize(b, a.out, xq, 1)
 }
@@ -438,4 +438,50 @@ fn record_step<KV: Elem>(b: &mut Batch, a: &Decode<KV>, q8: Option<&Q8Activation
     ctx.variant_for(&DECODE)?;
     check_attention(&attend)?;
     ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid)), q8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::ContextOptions;
+    use crate::kernels::rope::{RopeConfig, RopeScaling};
+
+    /// [`decode_quantized`]'s int8 activations of another width or of several rows are typed
+    /// errors that record nothing; the matching ones record the fused merge (head_dim 64: three
+    /// dispatches, as [`decode`]) or the merge and the quantiser (head_dim 48: four).
+    #[test]
+    fn decode_quantized_checks_its_activations() {
+        let ctx = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
+        for (d, dispatches) in [(64, 3), (48, 4)] {
+            let (shape, capacity) = (AttnShape::new(4, 2, d), 8);
+            let table = RopeTable::build(&ctx, RopeConfig::new(d, 10000.0, RopeScaling::Default), capacity).unwrap();
+            let (q, k, v) = (ctx.upload(&vec![0.1f32; 4 * d]).unwrap(), ctx.upload(&vec![0.1f32; 2 * d]).unwrap(), ctx.upload(&vec![0.2f32; 2 * d]).unwrap());
+            let (k_cache, v_cache) = (ctx.alloc::<f32>(capacity * 2 * d).unwrap(), ctx.alloc::<f32>(capacity * 2 * d).unwrap());
+            let (scratch, out) = (DecodeScratch::new(&ctx, shape).unwrap(), ctx.alloc::<f32>(4 * d).unwrap());
+            let a = Decode {
+                shape,
+                pos: 3,
+                layout: PairLayout::HalfSplit,
+                scale: None,
+                window: None,
+                softcap: None,
+                q: &q,
+                k_new: &k,
+                v_new: &v,
+                k_cache: &k_cache,
+                v_cache: &v_cache,
+                capacity,
+                table: &table,
+                scratch: &scratch,
+                out: &out,
+            };
+            let mut b = ctx.batch();
+            for bad in [Q8Activations::alloc(&ctx, 4 * d + 32).unwrap(), Q8Activations::alloc_rows(&ctx, 4 * d, 2).unwrap()] {
+                assert!(matches!(decode_quantized(&mut b, &a, &bad), Err(Error::Shape(_))), "d {d}");
+            }
+            assert!(b.is_empty(), "a rejected call recorded a dispatch");
+            decode_quantized(&mut b, &a, &Q8Activations::alloc(&ctx, 4 * d).unwrap()).unwrap();
+            assert_eq!(b.len(), dispatches, "d {d}");
+        }
+    }
 }
