@@ -3,15 +3,13 @@
 // M = max m_c, L = sum l_c 2^(m_c - M), out = sum o_c 2^(m_c - M) / L.
 // One workgroup per head. The chunk weights 2^(m_c - M) go to workgroup memory; then R = WG / d
 // rows of d invocations each sum every R-th chunk (U loads in flight per invocation) and the
-// rows are added in workgroup memory. main writes the merged output; main_q8
-// (attn_merge_q8.wgsl) also quantises it.
+// rows are added in workgroup memory.
 
 struct Params {
     heads: u32,
     nchunks: u32,
     d: u32,
-    // main_q8: the Q4_K order's plane stride (heads * d / 64), 0 without that order.
-    quads: u32,
+    _p: u32,
 }
 
 const WG: u32 = 256u;
@@ -51,12 +49,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (h >= p.heads) {
         return;
     }
-    merge_head(h, li);
-}
-
-// Merge head h (h < heads; called in uniform control flow) into out; returns invocation li's
-// output value (column li of the head; 0 for li >= d).
-fn merge_head(h: u32, li: u32) -> f32 {
     let n = p.nchunks;
     let s0 = h * n;
     var mx = -3.0e38;
@@ -99,14 +91,11 @@ fn merge_head(h: u32, li: u32) -> f32 {
     }
     red[li] = o;
     workgroupBarrier();
-    var v = 0.0;
     if (li < p.d) {
         var sum = 0.0;
         for (var k = 0u; k < rows; k++) {
             sum += red[k * p.d + li];
         }
-        v = sum * inv_l;
-        out[h * p.d + li] = v;
+        out[h * p.d + li] = sum * inv_l;
     }
-    return v;
 }

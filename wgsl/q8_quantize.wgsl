@@ -2,8 +2,22 @@
 // takes 256 columns (8 blocks; one Q4_K super-block), one vec4 per invocation; block maxima and
 // codes go through workgroup memory, then 32 invocations write the INT4-order records and 32 the
 // Q4_K-order records, one vec4 each.
-// Outputs: x4, the INT4 order, and xk, the Q4_K order (when has_q4k: k % 256 == 0); the block
-// arithmetic and both record layouts are q8_records.wgsl's.
+// d = absmax * fl(1/127); q = clamp(round-half-away(x / d), -127, 127), computed exactly: an
+// estimate m = floor(|x| * (1/d)) (any precision: an error below 1/2 is corrected next) and one
+// exact threshold test 2|x| >= (2m + 1) d through the split d = hi + lo (hi keeps 16 significant
+// bits, lo the other 8), so (2m+1)*hi and (2m+1)*lo are exact f32 products (2m+1 has at most 8
+// bits) and 2|x| - (2m+1)*hi is exact wherever the comparison is close (Sterbenz). Only correctly
+// rounded f32 operations feed the outputs, so GPU and CPU agree bit-for-bit (finite, normal
+// inputs; a GPU that flushes subnormal scales may differ there). A block holding a NaN or an
+// infinity (found from the bits: max() may drop a NaN) gets codes 0 and the scale NaN, so every
+// product it enters is NaN, as in the f32 path.
+// Outputs:
+//   x4: per 8-column word w, vec4<u32>(i8x4 of cols 0,2,4,6, i8x4 of cols 1,3,5,7, bits(d),
+//       bits(fl(d * sum of the 8 codes))): the order of INT4 nibbles under masks 0x0f0f0f0f.
+//   xk (when HAS_Q4K != 0, k % 256 == 0): struct of arrays over quads qd = 4 * blk + u: vec4 t at
+//       t * quads + qd: t = 0..3 the i8x4 words of (sub-block 2t, positions 4u..4u+3),
+//       (2t, 4u+16..4u+19), (2t+1, 4u..), (2t+1, 4u+16..); t = 4, 5: d of sub-blocks 0..3, 4..7;
+//       t = 6, 7: fl(d_j * sum of the quad's 8 codes of sub-block j): the order of Q4_K nibbles.
 // Entry points: main quantises x; main_norm quantises the RMSNorm of x (spec:
 // q8::reference_rmsnorm), xn = x * inverseSqrt(mean(x^2) + eps) * w as elementwise_rmsnorm
 // computes it, and also writes xn. Every workgroup of main_norm reduces the sum of squares of the
@@ -21,6 +35,8 @@ struct Params {
     eps: f32,      // main_norm only
 }
 
+const INV127: f32 = 0.0078740157480314960629921259842519685; // rounds to fl(1/127)
+
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> x4: array<vec4<u32>>;
@@ -37,8 +53,47 @@ struct Params {
 override QUANT: bool = true;
 
 var<workgroup> wmax: array<f32, 64>;  // sums of squares (sum64)
-// Per invocation: the largest magnitude of its 4 values as bits (sign cleared).
+// Per invocation: the largest magnitude of its 4 values as bits (sign cleared): for non-negative
+// floats the bits order as the values do, and an infinity or a NaN sorts above every finite
+// value, so one integer max finds a block's maximum and whether it is finite.
 var<workgroup> wmag: array<u32, 64>;
+var<workgroup> wq: array<i32, 256>;
+var<workgroup> wd: array<f32, 8>;
+var<workgroup> wdbad: array<u32, 8>;  // per block: some value is NaN or infinite
+
+fn code(v: f32, inv: f32, hi: f32, lo: f32) -> i32 {
+    let ax = abs(v);
+    let m = min(floor(ax * inv), 127.0);
+    let kf = 2.0 * m + 1.0;
+    let up = select(0.0, 1.0, 2.0 * ax - kf * hi >= kf * lo);
+    let r = i32(min(m + up, 127.0));
+    return select(r, -r, v < 0.0);
+}
+
+const NAN_BITS: u32 = 0x7fc00000u;
+
+// The bits of a scale (or scaled sum), NaN when its block is non-finite.
+fn nan_if(bits: u32, nan: bool) -> u32 {
+    return select(bits, NAN_BITS, nan);
+}
+
+// nan_if for the scales of blocks j..j+3.
+fn nan_if4(r: vec4<u32>, j: u32) -> vec4<u32> {
+    return select(r, vec4<u32>(NAN_BITS), vec4<u32>(wdbad[j], wdbad[j + 1u], wdbad[j + 2u], wdbad[j + 3u]) != vec4<u32>(0u));
+}
+
+fn pack(a: i32, b: i32, c: i32, e: i32) -> u32 {
+    return (u32(a) & 0xffu) | ((u32(b) & 0xffu) << 8u) | ((u32(c) & 0xffu) << 16u) | ((u32(e) & 0xffu) << 24u);
+}
+
+// Codes i, i+1, i+2, i+3 of the workgroup's 256 as one word.
+fn word4(i: u32) -> u32 {
+    return pack(wq[i], wq[i + 1u], wq[i + 2u], wq[i + 3u]);
+}
+
+fn sum4(i: u32) -> i32 {
+    return wq[i] + wq[i + 1u] + wq[i + 2u] + wq[i + 3u];
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -131,13 +186,20 @@ fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
     for (var i = 0u; i < 8u; i++) {
         mb = max(mb, wmag[8u * lb + i]);
     }
-    let s = q8_scale(mb);
-    wq[4u * t] = q8_code(v.x, s);
-    wq[4u * t + 1u] = q8_code(v.y, s);
-    wq[4u * t + 2u] = q8_code(v.z, s);
-    wq[4u * t + 3u] = q8_code(v.w, s);
+    let bad = select(0u, 1u, mb >= 0x7f800000u);
+    let d = bitcast<f32>(mb) * INV127;
+    let inv = select(0.0, 1.0 / d, d > 0.0);
+    let hi = bitcast<f32>(bitcast<u32>(d) & 0xffffff00u);
+    let lo = d - hi;
+    // A zero block: codes 0 (the threshold test 0 >= 0 would round up); a non-finite one too.
+    let z = d == 0.0 || bad != 0u;
+    wq[4u * t] = select(code(v.x, inv, hi, lo), 0, z);
+    wq[4u * t + 1u] = select(code(v.y, inv, hi, lo), 0, z);
+    wq[4u * t + 2u] = select(code(v.z, inv, hi, lo), 0, z);
+    wq[4u * t + 3u] = select(code(v.w, inv, hi, lo), 0, z);
     if (t % 8u == 0u) {
-        q8_set_block(lb, s);
+        wd[lb] = d;
+        wdbad[lb] = bad;
     }
     workgroupBarrier();
     if (!live) {
@@ -145,18 +207,37 @@ fn quantize_chunk(sb: u32, t: u32, v: vec4<f32>) {
     }
     if (t < 32u) {
         // INT4 order: word t of the chunk (columns 8t..8t+7).
+        let c = 8u * t;
         if (sb * 8u + t / 4u < p.blocks) {
-            x4[sb * 32u + t] = q8_int4_record(8u * t);
+            let s = sum4(c) + sum4(c + 4u);
+            let dw = wd[t / 4u];
+            let nan = wdbad[t / 4u] != 0u;
+            x4[sb * 32u + t] = vec4<u32>(pack(wq[c], wq[c + 2u], wq[c + 4u], wq[c + 6u]), pack(wq[c + 1u], wq[c + 3u], wq[c + 5u], wq[c + 7u]),
+                                         nan_if(bitcast<u32>(dw), nan), nan_if(bitcast<u32>(dw * f32(s)), nan));
         }
     } else if (p.has_q4k != 0u) {
         // Q4_K order: quad u of this super-block, vec4 tt of its record.
         let i = t - 32u;
         let u = i / 8u;
         let tt = i % 8u;
+        let a = 4u * u;
         var r: vec4<u32>;
-        for (var c = 0u; c < 4u; c++) {
-            let sk = q8_q4k_source(tt, c);
-            r[c] = q8_q4k_word(sk.x, u, sk.y);
+        if (tt < 4u) {
+            let j0 = 32u * (2u * tt);
+            let j1 = j0 + 32u;
+            r = vec4<u32>(word4(j0 + a), word4(j0 + a + 16u), word4(j1 + a), word4(j1 + a + 16u));
+        } else if (tt < 6u) {
+            let j = 4u * (tt - 4u);
+            r = bitcast<vec4<u32>>(vec4<f32>(wd[j], wd[j + 1u], wd[j + 2u], wd[j + 3u]));
+            r = nan_if4(r, j);
+        } else {
+            let j = 4u * (tt - 6u);
+            var f: vec4<f32>;
+            for (var e = 0u; e < 4u; e++) {
+                let o = 32u * (j + e) + a;
+                f[e] = wd[j + e] * f32(sum4(o) + sum4(o + 16u));
+            }
+            r = nan_if4(bitcast<vec4<u32>>(f), j);
         }
         xk[tt * p.quads + 4u * sb + u] = r;
     }

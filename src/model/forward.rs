@@ -13,9 +13,7 @@
 //!   ([`super::ops::kv_store`]), then the prefill kernel attends from the chunk's queries (rotated
 //!   on load at `pos0 + t`) over cache positions `0..pos0 + m`, causally;
 //! * decode step (m = 1): [`attention::decode`] rotates q and k, appends k and v to the cache and
-//!   runs the split-K decode over positions `0..=pos` (with int8 activations,
-//!   [`attention::decode_quantized`]: its merge pass also quantises the output for the output
-//!   projection);
+//!   runs the split-K decode over positions `0..=pos`;
 //!
 //! then the output projection and residual add, RMSNorm, gate and up projections, SiLU gate,
 //! down projection and residual add (with post-norms, gemma2 / gemma3: each projection's output
@@ -149,12 +147,10 @@ pub struct SessionOptions {
     /// in the activations gives NaN logits on both paths.
     pub int8_activations: bool,
     /// With `int8_activations`, a decode step computes each RMSNorm and the int8 quantisation of
-    /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two, and over the f16
-    /// cache the attention's merge pass quantises its output for the output projection
-    /// ([`attention::decode_quantized`]; one dispatch fewer where head_dim is a multiple of 32);
-    /// and in a model with post-norms (Gemma) each post-norm's residual add and the RMSNorm after
-    /// it (with its quantisation where wanted) are one dispatch ([`q8::post_norm`], hidden size a
-    /// multiple of 32) instead of two (default on; off is for comparisons).
+    /// its output in one dispatch ([`q8::rmsnorm_quantize`]) instead of two; and in a model with
+    /// post-norms (Gemma) each post-norm's residual add and the RMSNorm after it (with its
+    /// quantisation where wanted) are one dispatch ([`q8::post_norm`], hidden size a multiple
+    /// of 32) instead of two (default on; off is for comparisons).
     pub fused_norm: bool,
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.

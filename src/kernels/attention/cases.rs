@@ -3,7 +3,7 @@
 use super::*;
 use crate::suite::{describe_all, Case, Kernel};
 
-pub use super::check::{DecodeCase, DecodeQ8Case};
+pub use super::check::DecodeCase;
 pub use super::prefill_case::{PrefillCase, MATRIX_TOL};
 
 /// The kernels of this family, for [`crate::kernels::registry`].
@@ -116,14 +116,7 @@ impl Kernel for DecodeKernel {
             .chain(gemma)
             .enumerate()
             .map(|(i, (pos, h, kvh, d, layout, kv_f16, window, softcap))| {
-                // Int8 output: fused into the merge at d 128, 256, 96 (a head across two Q4_K
-                // super-blocks) and 64 (no Q4_K order); its fallback at d 80 (with and without).
-                let case = DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, window, softcap, attend_only: i % 4 == 3 };
-                if matches!(i % 4, 1 | 2) && (h * d) % 32 == 0 {
-                    Box::new(DecodeQ8Case(case)) as Box<dyn Case>
-                } else {
-                    Box::new(case)
-                }
+                Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, window, softcap, attend_only: i % 4 == 3 }) as Box<dyn Case>
             })
             .collect()
     }

@@ -1,6 +1,5 @@
 //! The attention decode case (the whole step: RoPE of q and k, the cache append, split-K
-//! attention and merge, optionally with the int8 quantisation of the output; or the attention
-//! passes alone) with its f64 reference. The Native
+//! attention and merge; or the attention passes alone) with its f64 reference. The Native
 //! self-check runs two of them ([`crate::native`]), so it is built in every build; the test and
 //! bench grids (`cases`, `testkit` feature) use it at every shape.
 
@@ -66,8 +65,6 @@ struct DecodePrepared<KV: Elem> {
     table: RopeTable,
     scratch: DecodeScratch,
     out: GpuBuffer<f32>,
-    /// The int8 activations of `out` (poisoned, guarded), in a [`DecodeQ8Case`].
-    out_q8: Option<crate::kernels::q8::Q8Activations>,
     /// Inputs of the CPU reference: rotated q, the caches as they were before the step.
     q_rot: Vec<f64>,
     k_all: Vec<f32>,
@@ -98,27 +95,26 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
                 },
             );
         }
-        let step = Decode {
-            shape: c.shape,
-            pos: c.pos,
-            layout: c.layout,
-            scale: None,
-            window: c.window,
-            softcap: c.softcap,
-            q: &st.q,
-            k_new: &st.k_new,
-            v_new: &st.v_new,
-            k_cache: &st.k_cache,
-            v_cache: &st.v_cache,
-            capacity: c.pos + 1,
-            table: &self.table,
-            scratch: &self.scratch,
-            out: &self.out,
-        };
-        match &self.out_q8 {
-            Some(xq) => decode_quantized(b, &step, xq),
-            None => decode(b, &step),
-        }
+        decode(
+            b,
+            &Decode {
+                shape: c.shape,
+                pos: c.pos,
+                layout: c.layout,
+                scale: None,
+                window: c.window,
+                softcap: c.softcap,
+                q: &st.q,
+                k_new: &st.k_new,
+                v_new: &st.v_new,
+                k_cache: &st.k_cache,
+                v_cache: &st.v_cache,
+                capacity: c.pos + 1,
+                table: &self.table,
+                scratch: &self.scratch,
+                out: &self.out,
+            },
+        )
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
         let s = self.case.shape;
@@ -150,16 +146,7 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
             v_all[at + i] = v[at + i].to_f32() as f64;
         }
         let (want, mag) = reference::attention::attention(&self.dims, &self.q_rot, &k_all, &v_all);
-        let got = ctx.read(&self.out)?;
-        let mut out = compare(&got, &want, &mag, TOL);
-        if let Some(xq) = &self.out_q8 {
-            // The records are exactly the quantisation of the f32 output written (checked above).
-            let (note, guard) = crate::kernels::q8::q8_diff(ctx, &got, xq)?;
-            out.guard_damage += guard;
-            if !note.is_empty() {
-                out.note = if out.note.is_empty() { note } else { format!("{}; {note}", out.note) };
-            }
-        }
+        let out = compare(&ctx.read(&self.out)?, &want, &mag, TOL);
         Ok(out.and(kc).and(vc))
     }
 }
@@ -170,8 +157,7 @@ impl DecodeCase {
         c[self.mode % c.len()].clone()
     }
 
-    /// `q8`: the step also writes the int8 activations of its output ([`DecodeQ8Case`]).
-    fn prepare<KV: Elem>(&self, ctx: &Context, rng: &mut Rng, copies: usize, q8: bool) -> Result<Box<dyn Prepared>> {
+    fn prepare<KV: Elem>(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
         let s = self.shape;
         let d = s.head_dim;
         let cfg = self.cfg();
@@ -220,7 +206,6 @@ impl DecodeCase {
             table,
             scratch: DecodeScratch::new(ctx, s)?,
             out: guarded_f32(ctx, s.heads * d)?,
-            out_q8: if q8 { Some(crate::kernels::q8::guarded_q8(ctx, s.heads * d)?) } else { None },
             q_rot: refs.0,
             k_all: refs.1,
             v_all: refs.2,
@@ -256,44 +241,10 @@ impl Case for DecodeCase {
         (2 * (self.pos + 1) * s.kv_heads * s.head_dim * kv_elem + 2 * s.heads * s.head_dim * 4) as u64
     }
     fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-        self.setup_with(ctx, rng, copies, false)
-    }
-}
-
-impl DecodeCase {
-    fn setup_with(&self, ctx: &Context, rng: &mut Rng, copies: usize, q8: bool) -> Result<Box<dyn Prepared>> {
         if self.kv_f16 {
-            self.prepare::<half::f16>(ctx, rng, copies, q8)
+            self.prepare::<half::f16>(ctx, rng, copies)
         } else {
-            self.prepare::<f32>(ctx, rng, copies, q8)
+            self.prepare::<f32>(ctx, rng, copies)
         }
-    }
-}
-
-/// A whole decode step ([`DecodeCase`], not attend-only, `heads * head_dim` a multiple of 32)
-/// that also writes the int8 activations of its output ([`decode_quantized`]: in the merge pass
-/// where head_dim % 32 == 0, else by the quantiser after it): the output as the step's, and the
-/// records bit for bit against the CPU quantiser of the f32 output written, in poisoned and
-/// guarded buffers.
-#[cfg(feature = "testkit")]
-#[derive(Clone, Copy, Debug)]
-pub struct DecodeQ8Case(pub DecodeCase);
-
-#[cfg(feature = "testkit")]
-impl Case for DecodeQ8Case {
-    fn name(&self) -> String {
-        format!("{} q8", self.0.name())
-    }
-    #[cfg(feature = "testkit")]
-    /// The step's bytes and the records written: 4 bytes per column, 2 without the Q4_K order.
-    fn bytes(&self) -> u64 {
-        let width = (self.0.shape.heads * self.0.shape.head_dim) as u64;
-        self.0.bytes() + if width % 256 == 0 { 4 * width } else { 2 * width }
-    }
-    fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
-        let c = &self.0;
-        let width = c.shape.heads * c.shape.head_dim;
-        ensure(!c.attend_only && width % crate::kernels::q8::QB == 0, || Error::Argument(format!("{}: int8 output needs a whole step of width a multiple of 32", c.name())))?;
-        c.setup_with(ctx, rng, copies, true)
     }
 }

@@ -1,12 +1,10 @@
 //! Decode: the plan (how the KV length is split over workgroups, which kernel and variant) and
 //! the recording of its dispatches (append the new token's rotated K/V, the split-K partial
-//! pass, the log-sum-exp merge, which can also quantise its output to int8 activations). The
-//! family's shared types, pipelines and constants are in `mod.rs`; the kernels are
-//! wgsl/attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup), attn_decode_matrix.wgsl
-//! ([`super::decode_matrix`]), attn_merge.wgsl (+ attn_merge_q8.wgsl) and msl/attn_decode.metal.
+//! pass, the log-sum-exp merge). The family's shared types, pipelines and constants are in
+//! `mod.rs`; the kernels are wgsl/attn_append.wgsl, attn_decode.wgsl (+ _portable / _subgroup),
+//! attn_decode_matrix.wgsl ([`super::decode_matrix`]), attn_merge.wgsl and msl/attn_decode.metal.
 
 use super::*;
-use crate::kernels::q8::{self, Q8Activations};
 use crate::tuning::accepted;
 
 /// Work buffers of a decode: the rotated query and the per-chunk partial results.
@@ -268,7 +266,7 @@ pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Res
     let ctx = b.context();
     ctx.variant_for(&DECODE)?;
     check_attention(a)?;
-    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, a, variant, None, None))
+    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, a, variant, None))
 }
 
 fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
@@ -291,12 +289,10 @@ fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
 /// A dispatch recorded ahead of the attention passes (the append pass of [`decode`]).
 type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [crate::buffer::BufRef<'b>], [u32; 3]);
 
-/// Record `first` (if any), the split pass for `variant` and the merge pass; with `q8` (checked
-/// by the caller: one row of `heads * head_dim`, head_dim % 32 == 0), the merge that also
-/// quantises its output into it. Every pipeline is built before anything is recorded, so a
-/// Native pipeline that fails to build leaves no stray dispatch behind when
-/// [`Context::with_native_fallback`] retries with the fallback variant.
-fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Variant, first: Option<First>, q8: Option<&Q8Activations>) -> Result<()> {
+/// Record `first` (if any), the split pass for `variant` and the merge pass. Every pipeline is
+/// built before anything is recorded, so a Native pipeline that fails to build leaves no stray
+/// dispatch behind when [`Context::with_native_fallback`] retries with the fallback variant.
+fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Variant, first: Option<First>) -> Result<()> {
     let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, window, softcap, scratch, out } = *a;
     let ctx = b.context();
     let d = shape.head_dim;
@@ -332,24 +328,14 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
     }
     ctx.pipeline(&key)?;
     // Merge loads in flight: 8 (`Tuning::decode_merge_unroll` 1..8 overrides; 4 was the old loop).
-    let unroll = accepted(ctx.caps().tuning.decode_merge_unroll, |v| (1..=8).contains(&v)).unwrap_or(8) as u32;
-    let merge = if q8.is_some() { AttnPipeline::MergeQ8 { unroll } } else { AttnPipeline::Merge { unroll } };
+    let merge = AttnPipeline::Merge { unroll: accepted(ctx.caps().tuning.decode_merge_unroll, |v| (1..=8).contains(&v)).unwrap_or(8) as u32 };
     ctx.pipeline(&merge)?;
     if let Some((k, p, bufs, grid)) = first {
         b.dispatch(k, p, bufs, grid)?;
     }
     b.dispatch(&key, &params, &bufs, grid)?;
-    let quads = q8.and_then(|xq| xq.q4k_words().map(|_| xq.quads())).unwrap_or(0) as u32;
-    let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, quads };
-    let grid = ctx.grid(shape.heads as u64)?;
-    let merged = [scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()];
-    match q8 {
-        Some(xq) => {
-            let xk = xq.q4k_words().map_or_else(|| ctx.dummy(), |w| w.raw());
-            b.dispatch(&merge, &mp, &[merged[0], merged[1], merged[2], xq.int4_words().raw(), xk], grid)
-        }
-        None => b.dispatch(&merge, &mp, &merged, grid),
-    }
+    let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
+    b.dispatch(&merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
 }
 
 /// One decode step (see [`decode`]).
@@ -379,29 +365,6 @@ pub struct Decode<'a, KV: Elem> {
 /// Record one decode step: rotate q and k at `pos`, append k and v to the caches, attend over
 /// positions `0..=pos` (the last `window` of them, if set; split-K + merge).
 pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
-    record_step(b, a, None)
-}
-
-/// [`decode`], and the int8 quantisation of its output `out` into `xq` (one row of
-/// `heads * head_dim`): bit for bit what [`q8::quantize_activations`] writes for `out`, for an
-/// output projection on int8 activations. Where `head_dim % 32 == 0` (every block of 32 lies in
-/// one head) the merge pass's dispatch writes them, one workgroup per head; otherwise the
-/// quantiser runs as its own dispatch after the merge.
-pub fn decode_quantized<KV: Elem>(b: &mut Batch, a: &Decode<KV>, xq: &Q8Activations) -> Result<()> {
-    a.shape.validate()?;
-    xq.require_one_row("decode_quantized")?;
-    let width = a.shape.q_elems(1)?;
-    ensure(xq.k() == width, || Error::Shape(format!("decode output of {width} values into q8 activations of k = {}", xq.k())))?;
-    if a.shape.head_dim % q8::QB == 0 {
-        return record_step(b, a, Some(xq));
-    }
-    // The quantiser's arguments are checked above: once the step is recorded, so is it.
-    record_step(b, a, None)?;
-    q8::record_quantize(b, a.out, xq, 1)
-}
-
-/// [`decode`] with the merge quantising its output into `q8` where given.
-fn record_step<KV: Elem>(b: &mut Batch, a: &Decode<KV>, q8: Option<&Q8Activations>) -> Result<()> {
     let ctx = b.context();
     let s = a.shape;
     s.validate()?;
@@ -437,51 +400,5 @@ fn record_step<KV: Elem>(b: &mut Batch, a: &Decode<KV>, q8: Option<&Q8Activation
     };
     ctx.variant_for(&DECODE)?;
     check_attention(&attend)?;
-    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid)), q8))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::context::ContextOptions;
-    use crate::kernels::rope::{RopeConfig, RopeScaling};
-
-    /// [`decode_quantized`]'s int8 activations of another width or of several rows are typed
-    /// errors that record nothing; the matching ones record the fused merge (head_dim 64: three
-    /// dispatches, as [`decode`]) or the merge and the quantiser (head_dim 48: four).
-    #[test]
-    fn decode_quantized_checks_its_activations() {
-        let ctx = Context::new_blocking(ContextOptions::default()).expect("a GPU adapter (lavapipe on CI)");
-        for (d, dispatches) in [(64, 3), (48, 4)] {
-            let (shape, capacity) = (AttnShape::new(4, 2, d), 8);
-            let table = RopeTable::build(&ctx, RopeConfig::new(d, 10000.0, RopeScaling::Default), capacity).unwrap();
-            let (q, k, v) = (ctx.upload(&vec![0.1f32; 4 * d]).unwrap(), ctx.upload(&vec![0.1f32; 2 * d]).unwrap(), ctx.upload(&vec![0.2f32; 2 * d]).unwrap());
-            let (k_cache, v_cache) = (ctx.alloc::<f32>(capacity * 2 * d).unwrap(), ctx.alloc::<f32>(capacity * 2 * d).unwrap());
-            let (scratch, out) = (DecodeScratch::new(&ctx, shape).unwrap(), ctx.alloc::<f32>(4 * d).unwrap());
-            let a = Decode {
-                shape,
-                pos: 3,
-                layout: PairLayout::HalfSplit,
-                scale: None,
-                window: None,
-                softcap: None,
-                q: &q,
-                k_new: &k,
-                v_new: &v,
-                k_cache: &k_cache,
-                v_cache: &v_cache,
-                capacity,
-                table: &table,
-                scratch: &scratch,
-                out: &out,
-            };
-            let mut b = ctx.batch();
-            for bad in [Q8Activations::alloc(&ctx, 4 * d + 32).unwrap(), Q8Activations::alloc_rows(&ctx, 4 * d, 2).unwrap()] {
-                assert!(matches!(decode_quantized(&mut b, &a, &bad), Err(Error::Shape(_))), "d {d}");
-            }
-            assert!(b.is_empty(), "a rejected call recorded a dispatch");
-            decode_quantized(&mut b, &a, &Q8Activations::alloc(&ctx, 4 * d).unwrap()).unwrap();
-            assert_eq!(b.len(), dispatches, "d {d}");
-        }
-    }
+    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid))))
 }

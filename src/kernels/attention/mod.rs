@@ -41,8 +41,7 @@
 //! attn_prefill_matrix.wgsl (+ attn_prefill_params.wgsl) with its staging pass
 //! attn_prefill_stage.wgsl, attn_append.wgsl, attn_decode.wgsl + attn_decode_portable.wgsl
 //! (Portable), attn_decode_subgroup.wgsl (Subgroup), attn_decode_matrix.wgsl (Matrix),
-//! attn_merge.wgsl (+ attn_merge_q8.wgsl with q8_records.wgsl: the merge that also quantises its
-//! output); msl/attn_decode.metal (Native decode), msl/attn_prefill.metal (Native prefill).
+//! attn_merge.wgsl; msl/attn_decode.metal (Native decode), msl/attn_prefill.metal (Native prefill).
 //!
 //! ```
 //! use wgkernels::kernels::attention::{self, AttnShape, Decode, DecodeScratch, Prefill};
@@ -191,7 +190,6 @@ const DECODE_WGSL: &str = include_str!("../../../wgsl/attn_decode.wgsl");
 const DECODE_PORTABLE: &str = include_str!("../../../wgsl/attn_decode_portable.wgsl");
 const DECODE_SUBGROUP: &str = include_str!("../../../wgsl/attn_decode_subgroup.wgsl");
 const MERGE_WGSL: &str = include_str!("../../../wgsl/attn_merge.wgsl");
-const MERGE_Q8_WGSL: &str = include_str!("../../../wgsl/attn_merge_q8.wgsl");
 const APPEND_WGSL: &str = include_str!("../../../wgsl/attn_append.wgsl");
 const DECODE_MSL: &str = include_str!("../../../msl/attn_decode.metal");
 
@@ -352,8 +350,7 @@ params_struct! {
         heads: u32,
         nchunks: u32,
         d: u32,
-        /// The fused merge's Q4_K-order plane stride (`heads * d / 64`; 0: no Q4_K order).
-        quads: u32,
+        _p: u32,
     }
 }
 
@@ -394,13 +391,6 @@ const DECODE_BINDINGS_F16: &[StorageBinding] = &[
     StorageBinding::write("part_ml", "vec2<f32>"),
 ];
 const MERGE_BINDINGS: &[StorageBinding] = &[StorageBinding::read("part_o", "f32"), StorageBinding::read("part_ml", "vec2<f32>"), StorageBinding::write("out", "f32")];
-const MERGE_Q8_BINDINGS: &[StorageBinding] = &[
-    StorageBinding::read("part_o", "f32"),
-    StorageBinding::read("part_ml", "vec2<f32>"),
-    StorageBinding::write("out", "f32"),
-    StorageBinding::write("x4", "vec4<u32>"),
-    StorageBinding::write("xk", "u32"),
-];
 const APPEND_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("q", "f32"),
     StorageBinding::read("k_new", "f32"),
@@ -485,11 +475,6 @@ pub enum AttnPipeline {
     Merge {
         unroll: u32,
     },
-    /// The merge that also writes the int8 activations of its output (attn_merge_q8.wgsl;
-    /// head_dim % 32 == 0).
-    MergeQ8 {
-        unroll: u32,
-    },
     Append {
         kv_f16: bool,
         neox: bool,
@@ -572,14 +557,6 @@ impl PipelineKey for AttnPipeline {
                 workgroup_size: [MERGE_WG, 1, 1],
                 params_size: std::mem::size_of::<MergeParams>() as u64,
                 bindings: MERGE_BINDINGS,
-            },
-            AttnPipeline::MergeQ8 { unroll } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![MERGE_WGSL, MERGE_Q8_WGSL, crate::kernels::q8::RECORDS_WGSL]),
-                entry: "main_q8",
-                constants: vec![("U", unroll as f64)],
-                workgroup_size: [MERGE_WG, 1, 1],
-                params_size: std::mem::size_of::<MergeParams>() as u64,
-                bindings: MERGE_Q8_BINDINGS,
             },
             AttnPipeline::Append { kv_f16, neox } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![APPEND_WGSL]),
@@ -765,7 +742,7 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
 /// Every pipeline the family can pick for a sample of head dims (for the shader checks).
 #[cfg(feature = "testkit")]
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
-    let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }, AttnPipeline::MergeQ8 { unroll: 8 }];
+    let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
     v.extend(prefill_matrix::sample_matrix_pipelines());
     v.extend(prefill_native::sample_native_pipelines());
     v.extend(decode_matrix::sample_matrix_pipelines());
@@ -817,7 +794,7 @@ pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
         crate::kernels::params_twin!(PrefillParams, of(&["Prefill", "PrefillMatrix", "PrefillNative"])),
         prefill_matrix::stage_params_twin(of(&["PrefillStage"])),
         crate::kernels::params_twin!(DecodeParams, of(&["Decode", "DecodeTeams", "DecodeMatrix"])),
-        crate::kernels::params_twin!(MergeParams, of(&["Merge", "MergeQ8"])),
+        crate::kernels::params_twin!(MergeParams, of(&["Merge"])),
         crate::kernels::params_twin!(AppendParams, of(&["Append"])),
     ]
 }

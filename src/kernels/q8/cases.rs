@@ -2,7 +2,6 @@
 //! quantiser bit for bit against the CPU one. (The GEMVs on int8 activations are the
 //! weight-matrix family's, `mm_gemv_q8_<format>` / `mm_gemm_q8_<format>`.)
 
-use super::check::{guarded_q8, q8_diff, word_diff};
 use super::*;
 use crate::reference::q8 as r8;
 use crate::suite::{compare, describe_all, guard_damage, guarded_f32, guarded_u32, Case, Check, Kernel, Prepared, Rng, POISON_F32, POISON_U32};
@@ -79,6 +78,16 @@ struct QuantPrepared {
     m: usize,
     out: Q8Activations,
     expect: r8::HostQ8,
+}
+
+fn word_diff(got: &[u32], expect: &[u32], what: &str) -> (String, usize) {
+    let n = expect.len();
+    let differ = got.iter().zip(expect).filter(|(a, b)| a != b).count();
+    let note = match got.iter().zip(expect).position(|(a, b)| a != b) {
+        Some(i) => format!("{what}: {differ} words differ from the CPU quantiser, first at {i}: {:#010x} vs {:#010x}", got[i], expect[i]),
+        None => String::new(),
+    };
+    (note, guard_damage(got, n, POISON_U32))
 }
 
 impl Prepared for QuantPrepared {
@@ -169,6 +178,26 @@ struct NormQuantPrepared {
     out: Q8Activations,
     /// f64 normalised values and their magnitudes.
     reference: (Vec<f64>, Vec<f64>),
+}
+
+/// Both int8 layouts of `out` against the CPU quantiser's of `xn[..k]`, bit for bit: the notes
+/// of the words that differ and the guard words overwritten.
+fn q8_diff(ctx: &Context, xn: &[f32], out: &Q8Activations) -> Result<(String, usize)> {
+    let expect = r8::quantize(&xn[..out.k]);
+    let (mut note, mut guard) = word_diff(&ctx.read(&out.x4)?, &r8::pack_int4(&expect), "int4 order");
+    if let Some(xk) = &out.xk {
+        let (n2, g2) = word_diff(&ctx.read(xk)?, &r8::pack_q4k(&expect), "q4k order");
+        guard += g2;
+        if !n2.is_empty() {
+            note = if note.is_empty() { n2 } else { format!("{note}; {n2}") };
+        }
+    }
+    Ok((note, guard))
+}
+
+/// One row of int8 activations of `k` in poisoned, guarded buffers.
+fn guarded_q8(ctx: &Context, k: usize) -> Result<Q8Activations> {
+    Ok(Q8Activations { k, rows: 1, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? })
 }
 
 impl Prepared for NormQuantPrepared {

@@ -22,9 +22,7 @@
 //! `x4`, per 8-column word, `[i8x4 cols 0,2,4,6 | i8x4 cols 1,3,5,7 | d | fl(d * sum q)]`, and,
 //! when `k % 256 == 0`, `xk`, the quad order (per 64-column quad: 4 vec4 of codes, the 8
 //! sub-block scales and 8 partial sums; see `MmQx` in wgsl/mm_common.wgsl).
-//! Source: wgsl/q8_quantize.wgsl with wgsl/q8_records.wgsl (the records, shared with the decode
-//! attention's merge, which quantises its output for the output projection:
-//! [`crate::kernels::attention::decode_quantized`]).
+//! Source: wgsl/q8_quantize.wgsl.
 //!
 //! ```
 //! use wgkernels::kernels::{matmul::{self, WeightMatrix}, q8};
@@ -58,9 +56,6 @@ pub const NORM_QUANTIZE: KernelInfo = KernelInfo::new("q8_rmsnorm_quantize", &[V
 pub const POST_NORM: KernelInfo = KernelInfo::new("q8_post_norm", &[Variant::Portable], None);
 
 const QUANT_WGSL: &str = include_str!("../../../wgsl/q8_quantize.wgsl");
-/// The block arithmetic and the record layouts, shared by every kernel that writes Q8
-/// activations (the quantisers here and the decode attention's fused merge).
-pub(crate) const RECORDS_WGSL: &str = include_str!("../../../wgsl/q8_records.wgsl");
 
 /// u32 words of the Q4_K-order buffer per 64-column quad (8 vec4).
 const XK_WORDS_PER_QUAD: usize = 32;
@@ -164,7 +159,7 @@ impl PipelineKey for Q8Pipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             Q8Pipeline::Quantize => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL, RECORDS_WGSL]),
+                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
                 entry: "main",
                 constants: vec![],
                 workgroup_size: [64, 1, 1],
@@ -172,7 +167,7 @@ impl PipelineKey for Q8Pipeline {
                 bindings: QUANT_BINDINGS,
             },
             Q8Pipeline::NormQuantize => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL, RECORDS_WGSL]),
+                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
                 entry: "main_norm",
                 constants: vec![],
                 workgroup_size: [64, 1, 1],
@@ -180,7 +175,7 @@ impl PipelineKey for Q8Pipeline {
                 bindings: NORM_QUANT_BINDINGS,
             },
             Q8Pipeline::PostNorm { quantize } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL, RECORDS_WGSL]),
+                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
                 entry: "main_post",
                 constants: vec![("QUANT", quantize as u32 as f64)],
                 workgroup_size: [64, 1, 1],
@@ -307,10 +302,8 @@ pub fn post_norm(b: &mut Batch, p: &PostNorm, xq: Option<&Q8Activations>) -> Res
 
 #[cfg(feature = "testkit")]
 mod cases;
-mod check;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
-pub(crate) use check::{guarded_q8, q8_diff};
 
 /// The quantisers' params and their WGSL pipelines (the params reflection test).
 #[cfg(all(test, feature = "testkit"))]

@@ -1,8 +1,7 @@
 //! Recording one layer of the forward pass (and the final norm and LM head) into a batch: the
 //! norms (fused with the int8 quantisation in a decode step), the q/k/v projections (views or a
 //! split), attention over the f16 or TurboQuant cache, the output projection and the FFN; in a
-//! decode step of a model with post-norms, each post-norm folded into the RMSNorm after it, and
-//! over the f16 cache the attention output's quantisation folded into the attention's merge.
+//! decode step of a model with post-norms, each post-norm folded into the RMSNorm after it.
 
 use super::*;
 use crate::kernels::rope::Elem;
@@ -61,7 +60,7 @@ impl Session {
             elementwise::rmsnorm(b, &s.x, &w.output_norm, &s.xn, m, c.hidden, c.rms_eps)?;
             mm::matmul(b, &w.lm_head, &s.xn, &s.logits, m)?;
         } else if folded {
-            Self::gemv(b, &w.lm_head, &s.xn, self.fused_q8(0, 1, int_dot([&w.lm_head])), &s.logits, Epilogue::Store)?;
+            Self::gemv(b, &w.lm_head, &s.xn, self.fused_q8(1, int_dot([&w.lm_head])), &s.logits, Epilogue::Store)?;
         } else {
             let src = if m > 1 {
                 ops::copy_row(b, &s.x, m - 1, c.hidden, &s.last)?;
@@ -110,11 +109,11 @@ impl Session {
         Ok(mm::gemv_with(b, w, input, y, epi)?)
     }
 
-    /// The int8 activations of slot `slot` that a decode step's producer (`m == 1`: an RMSNorm,
-    /// or the attention's merge) quantises its output into in its own dispatch: where `wanted`
-    /// (a matrix reading the output has an integer dot) and `fused_norm` is on.
-    fn fused_q8(&self, slot: usize, m: usize, wanted: bool) -> Option<&Q8Activations> {
-        self.s.q8[slot].as_ref().filter(|xq| self.opts.fused_norm && wanted && m == 1 && xq.has_q4k())
+    /// The int8 activations a decode step's RMSNorm (`m == 1`) quantises its output into in its
+    /// own dispatch: where `wanted` (a matrix reading the output has an integer dot) and
+    /// `fused_norm` is on.
+    fn fused_q8(&self, m: usize, wanted: bool) -> Option<&Q8Activations> {
+        self.s.q8[0].as_ref().filter(|xq| self.opts.fused_norm && wanted && m == 1 && xq.has_q4k())
     }
 
     /// `xn = rmsnorm(src) * weight` (`m` rows of `hidden`), and with int8 activations when
@@ -123,7 +122,7 @@ impl Session {
     /// prefill chunk of up to 16 tokens the norm, then the quantisation of its rows.
     fn norm(&self, b: &mut Batch, src: &GpuBuffer<f32>, weight: &GpuBuffer<f32>, m: usize, c: &Config, wanted: bool) -> Result<Option<&Q8Activations>> {
         let s = &self.s;
-        match self.fused_q8(0, m, wanted) {
+        match self.fused_q8(m, wanted) {
             Some(xq) => {
                 q8::rmsnorm_quantize(b, src, weight, c.rms_eps, &s.xn, xq)?;
                 Ok(Some(xq))
@@ -138,27 +137,12 @@ impl Session {
     /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
     /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp`); with a
     /// [`Fold`] as well (a decode step), `fold.x_out = fold.x + rmsnorm(a W^T) * post` and the
-    /// next RMSNorm into `xn` (and its int8 activations) in the same dispatch. `ready`: the int8
-    /// activations of `a`, written by its producer (else quantised here into slot `slot` where
-    /// wanted).
+    /// next RMSNorm into `xn` (and its int8 activations) in the same dispatch.
     #[allow(clippy::too_many_arguments)]
-    fn project_add(
-        &self,
-        b: &mut Batch,
-        a: &GpuBuffer<f32>,
-        slot: usize,
-        ready: Option<&Q8Activations>,
-        m: usize,
-        w: &mm::WeightMatrix,
-        post: Option<(&GpuBuffer<f32>, f32)>,
-        fold: Option<Fold>,
-    ) -> Result<()> {
+    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix, post: Option<(&GpuBuffer<f32>, f32)>, fold: Option<Fold>) -> Result<()> {
         let s = &self.s;
-        let xq = match ready {
-            Some(xq) => Some(xq),
-            None => self.quantised(b, a, slot, m, has_integer_dot(w.format()))?,
-        };
         if let Some((weight, eps)) = post {
+            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             if m == 1 {
                 Self::gemv(b, w, a, xq, &s.tmp, Epilogue::Store)?;
             } else {
@@ -167,14 +151,16 @@ impl Session {
             return match fold {
                 Some(f) => {
                     let p = q8::PostNorm { x: f.x, a: &s.tmp, post: weight, x_out: f.x_out, norm: f.norm, xn: &s.xn, k: w.n(), eps };
-                    Ok(q8::post_norm(b, &p, self.fused_q8(0, m, f.wanted))?)
+                    Ok(q8::post_norm(b, &p, self.fused_q8(m, f.wanted))?)
                 }
                 None => Ok(elementwise::rmsnorm_add(b, &s.tmp, weight, &s.x, m, w.n(), eps)?),
             };
         }
         if m == 1 {
+            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
         } else {
+            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             Self::matmul_rows(b, w, a, xq, &s.tmp, m)?;
             Ok(elementwise::add_inplace(b, &s.x, &s.tmp, m * w.n())?)
         }
@@ -289,7 +275,7 @@ impl Session {
             _ => None,
         };
         let xq = match fold {
-            Some(_) if l > 0 => self.fused_q8(0, m, int_dot(&w.qkv)),
+            Some(_) if l > 0 => self.fused_q8(m, int_dot(&w.qkv)),
             _ => self.norm(b, &s.x, &w.attn_norm, m, c, int_dot(&w.qkv))?,
         };
         let (qn, kn, vn) = self.project_qkv(b, w, m, qd, kvd, xq)?;
@@ -305,11 +291,10 @@ impl Session {
         };
         let cap = self.kv.capacity();
         let (window, table) = (c.window.and_then(|w| w.of_layer(l)), self.table_of(c, l));
-        // The output projection's int8 activations, when the decode attention's merge writes them.
-        let mut attn_q8 = None;
         match &self.kv.layers[l] {
-            LayerKv::F16 { k, v } if decode => {
-                let a = Decode {
+            LayerKv::F16 { k, v } if decode => attention::decode(
+                b,
+                &Decode {
                     shape,
                     pos: pos0,
                     layout: c.layout,
@@ -325,13 +310,8 @@ impl Session {
                     table,
                     scratch: &s.decode,
                     out: &s.attn,
-                };
-                attn_q8 = self.fused_q8(1, m, int_dot([&w.wo]));
-                match attn_q8 {
-                    Some(xq) => attention::decode_quantized(b, &a, xq)?,
-                    None => attention::decode(b, &a)?,
-                }
-            }
+                },
+            )?,
             LayerKv::F16 { k, v } => {
                 let store = ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table, k_cache: k, v_cache: v, capacity: cap };
                 ops::kv_store(b, &store)?;
@@ -357,9 +337,9 @@ impl Session {
         let post = |i: usize| w.post_norms.as_ref().map(|p| (&p[i], c.rms_eps));
         let ffn_wanted = int_dot(w.ffn_in.matrices());
         let fold_attn = fold.map(|x2| Fold { x: &s.x, x_out: x2, norm: &w.ffn_norm, wanted: ffn_wanted });
-        self.project_add(b, &s.attn, 1, attn_q8, m, &w.wo, post(0), fold_attn)?;
+        self.project_add(b, &s.attn, 1, m, &w.wo, post(0), fold_attn)?;
         let xq = match fold {
-            Some(_) => self.fused_q8(0, m, ffn_wanted),
+            Some(_) => self.fused_q8(m, ffn_wanted),
             None => self.norm(b, &s.x, &w.ffn_norm, m, c, ffn_wanted)?,
         };
         let act = match c.glu {
@@ -374,7 +354,7 @@ impl Session {
             None => (&weights.output_norm, int_dot([&weights.lm_head])),
         };
         let fold_ffn = fold.map(|x2| Fold { x: x2, x_out: &s.x, norm: next.0, wanted: next.1 });
-        self.project_add(b, &s.gate, 2, None, m, &w.w_down, post(1), fold_ffn)?;
+        self.project_add(b, &s.gate, 2, m, &w.w_down, post(1), fold_ffn)?;
         Ok(())
     }
 }
