@@ -228,6 +228,29 @@ pub trait Kernel: Sync {
     /// Every pipeline this kernel can build (all variants and override combinations), for the
     /// offline shader checks. Use [`describe_all`].
     fn pipelines(&self) -> Vec<(String, PipelineDesc)>;
+    /// Small cases, each with the launch-plan overrides under which it dispatches plans of
+    /// [`Kernel::pipelines`] that the test grid (default tuning) does not reach: with the grid,
+    /// every listed plan that a Mac runs through naga is reached by a case (tests/naga_msl
+    /// executes them all). A family derives its list and these from one table of plans.
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        Vec::new()
+    }
+}
+
+/// A case and the tuning under which it dispatches one listed plan (see [`Kernel::plan_cases`]).
+#[cfg(feature = "testkit")]
+pub struct PlanCase {
+    /// The variant whose plan it reaches (`None`: every variant's, the same overrides).
+    pub variant: Option<crate::caps::Variant>,
+    pub tuning: crate::tuning::Tuning,
+    pub case: Box<dyn Case>,
+}
+
+#[cfg(feature = "testkit")]
+impl PlanCase {
+    pub fn new(variant: Option<crate::caps::Variant>, tuning: crate::tuning::Tuning, case: Box<dyn Case>) -> PlanCase {
+        PlanCase { variant, tuning, case }
+    }
 }
 
 /// Label and description of each key, on [`Caps::nominal`].

@@ -38,8 +38,8 @@ use std::time::Instant;
 use wgkernels::native::NativeExecutor;
 use wgkernels::pipeline::PipelineDesc;
 use wgkernels::shaders::metal_msl;
-use wgkernels::suite::{run_case, Rng};
-use wgkernels::{kernels, ContextOptions, Variant, VariantPolicy};
+use wgkernels::suite::{run_case, Case, Kernel, Rng};
+use wgkernels::{kernels, Context, ContextOptions, Tuning, Variant, VariantPolicy};
 
 /// The oldest and newest MSL versions wgpu 30's Metal backend picks on an Apple7+/Mac2 GPU (by OS
 /// version: 2.2 on macOS 10.15, the first with `MTLGPUFamily::Mac2`, to 4.0 on macOS 26); naga's
@@ -448,9 +448,27 @@ impl NativeExecutor for NagaExecutor {
 /// was folded into the codes). Asserted both ways: empty, a new occurrence fails.
 const KNOWN_REDECLARATIONS: &[&str] = &[];
 
+/// Whether a case is small enough to run here.
+fn fits(case: &dyn Case) -> bool {
+    case.bytes() <= CASE_BYTES && case.flop_count().is_none_or(|f| f <= CASE_FLOPS)
+}
+
 /// The small cases of a kernel x variant that run here.
-fn chosen_cases(kernel: &dyn wgkernels::suite::Kernel) -> Vec<Box<dyn wgkernels::suite::Case>> {
-    kernel.test_cases().into_iter().filter(|c| c.bytes() <= CASE_BYTES && c.flop_count().is_none_or(|f| f <= CASE_FLOPS)).take(MAX_CASES).collect()
+fn chosen_cases(kernel: &dyn Kernel) -> Vec<Box<dyn Case>> {
+    kernel.test_cases().into_iter().filter(|c| fits(c.as_ref())).take(MAX_CASES).collect()
+}
+
+/// Cases of one kernel x variant on one context: the grid's chosen cases (default tuning) or the
+/// plan cases of one tuning.
+struct Run {
+    kernel: &'static dyn Kernel,
+    variant: Variant,
+    /// Plan cases (a tuning of their own).
+    tuned: bool,
+    ctx: Context,
+    cases: Vec<Box<dyn Case>>,
+    /// Per case: whether it runs (set by the discovery).
+    keep: Vec<bool>,
 }
 
 #[test]
@@ -506,7 +524,7 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
     let seed = Rng::fresh_seed();
     println!("seed {seed} (set WGKERNELS_SEED={seed} to reproduce)");
     let t = Instant::now();
-    let mut runs = Vec::new();
+    let mut runs: Vec<Run> = Vec::new();
     for kernel in kernels::registry() {
         let info = kernel.info();
         for v in [Variant::Portable, Variant::Subgroup] {
@@ -517,19 +535,43 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
                 failures.push(format!("{} {}: not supported on this adapter: {reason}", info.name, v.name()));
                 continue;
             }
-            let ctx = apple.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)).with_dispatch_executor(exec.clone()));
-            let mut rng = Rng::new(seed);
-            for case in chosen_cases(kernel) {
-                let _ = run_case(&ctx, case.as_ref(), &mut rng);
+            let options = |tuning: Tuning| ContextOptions::default().with_policy(VariantPolicy::Require(v)).with_dispatch_executor(exec.clone()).with_tuning(tuning);
+            runs.push(Run { kernel, variant: v, tuned: false, ctx: apple.with_options(options(Tuning::default())), cases: chosen_cases(kernel), keep: Vec::new() });
+            // The listed plans the grid does not reach: one context per distinct tuning.
+            let first = runs.len();
+            for pc in kernel.plan_cases().into_iter().filter(|pc| pc.variant.is_none_or(|pv| pv == v) && fits(pc.case.as_ref())) {
+                match runs[first..].iter_mut().find(|r| r.ctx.options().tuning == pc.tuning) {
+                    Some(r) => r.cases.push(pc.case),
+                    None => runs.push(Run { kernel, variant: v, tuned: true, ctx: apple.with_options(options(pc.tuning)), cases: vec![pc.case], keep: Vec::new() }),
+                }
             }
-            runs.push((kernel, v, ctx));
         }
     }
-    let needed: Vec<usize> = exec.take().into_iter().collect();
-    for (_, _, ctx) in &runs {
-        exec.cat.lock().expect("lock").name_outside(ctx.built_pipelines());
+    // Discovery runs every case; the grid's chosen cases all run below, a plan case only where it
+    // dispatches a module no case before it does (the fewest runs that reach every module).
+    let mut needed = BTreeSet::new();
+    for run in &mut runs {
+        let mut rng = Rng::new(seed);
+        for case in &run.cases {
+            exec.take();
+            let _ = run_case(&run.ctx, case.as_ref(), &mut rng);
+            let ran = exec.take();
+            run.keep.push(!run.tuned || !ran.is_subset(&needed));
+            needed.extend(ran);
+        }
     }
-    println!("discovery: the chosen cases dispatch {} modules ({:.1} s)", needed.len(), t.elapsed().as_secs_f64());
+    let needed: Vec<usize> = needed.into_iter().collect();
+    for run in &runs {
+        exec.cat.lock().expect("lock").name_outside(run.ctx.built_pipelines());
+    }
+    let plan_cases: usize = runs.iter().filter(|r| r.tuned).map(|r| r.cases.len()).sum();
+    let kept: usize = runs.iter().filter(|r| r.tuned).map(|r| r.keep.iter().filter(|k| **k).count()).sum();
+    println!(
+        "discovery: the chosen cases and {plan_cases} plan cases ({} tunings) dispatch {} modules; {kept} plan cases reach a module no case before them does and run ({:.1} s)",
+        runs.iter().filter(|r| r.tuned).count(),
+        needed.len(),
+        t.elapsed().as_secs_f64()
+    );
     {
         let cat = exec.cat.lock().expect("lock");
         for (i, label) in &cat.outside {
@@ -582,11 +624,11 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
     let mut table: BTreeMap<(&str, &str), [Vec<String>; 2]> = BTreeMap::new();
     for mode in [Mode::Strict, Mode::Fast] {
         *exec.phase.lock().expect("lock") = Phase::Run(mode);
-        for (kernel, v, ctx) in &runs {
-            let info = kernel.info();
+        for run in &runs {
+            let (info, v, ctx) = (run.kernel.info(), run.variant, &run.ctx);
             let slot = &mut table.entry((info.name, v.name())).or_default()[mode as usize];
             let mut rng = Rng::new(seed);
-            for case in chosen_cases(*kernel) {
+            for (case, _) in run.cases.iter().zip(&run.keep).filter(|(_, keep)| **keep) {
                 exec.take();
                 let t = Instant::now();
                 let result = run_case(ctx, case.as_ref(), &mut rng);
@@ -597,20 +639,21 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
                     Ok(c) => (c.passed(), c.summary()),
                     Err(e) => (false, e.to_string()),
                 };
+                let name = if run.tuned { format!("{} (plan case)", case.name()) } else { case.name() };
                 println!(
                     "{:<9} {:<22} {:<8} {:<40} {} {summary} ({} modules, {:.2} s)",
                     mode.name(),
                     info.name,
                     v.name(),
-                    case.name(),
+                    name,
                     if ok { "PASS" } else { "FAIL" },
                     ran.len(),
                     t.elapsed().as_secs_f64()
                 );
                 if ok {
-                    slot.push(case.name());
+                    slot.push(name);
                 } else {
-                    failures.push(format!("{} {} {} {}: {summary}", mode.name(), info.name, v.name(), case.name()));
+                    failures.push(format!("{} {} {} {name}: {summary}", mode.name(), info.name, v.name()));
                 }
             }
             if slot.is_empty() {
@@ -631,6 +674,11 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
         cat.eligible.len(),
         started.elapsed().as_secs_f64()
     );
+    for (label, i) in &cat.eligible {
+        if !executed.contains(i) {
+            println!("NOT EXECUTED: {label}");
+        }
+    }
     for f in &failures {
         println!("FAILED: {f}");
     }
