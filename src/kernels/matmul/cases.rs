@@ -405,13 +405,10 @@ impl Kernel for MmKernel {
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         let format = Fmt(self.format);
         match self.op {
-            Op::Gemv | Op::GemvQ8 | Op::GemmQ8 => {
-                let act = self.act();
-                describe_all(self.team_plans().into_iter().map(|p| match self.op {
-                    Op::GemmQ8 => MmPipeline::GemmQ8 { format, variant: p.variant, plan: p.plan, slots: p.slots },
-                    _ => MmPipeline::Gemv { format, variant: p.variant, plan: p.plan, act, epi: p.epi },
-                }))
-            }
+            Op::Gemv | Op::GemvQ8 | Op::GemmQ8 => describe_all(self.team_plans().into_iter().map(|p| match self.op {
+                Op::GemmQ8 => MmPipeline::GemmQ8 { format, variant: p.variant, plan: p.plan, slots: p.slots },
+                _ => MmPipeline::Gemv { format, variant: p.variant, plan: p.plan, act: p.act, epi: p.epi },
+            })),
             Op::Gemm => {
                 let mut keys = vec![MmPipeline::Gemm { format }];
                 keys.extend(matrix::sample_pipelines(format));
@@ -432,9 +429,10 @@ impl Kernel for MmKernel {
     }
 
     /// Each listed team plan (but the Native ones) under the tuning that picks it, on a small
-    /// case: the plain store on the grid's case of 33 rows, a fused epilogue on its self-check
-    /// case of 33 or 34 rows, the int8 GEMM with `m` = its slots. Dequantise: the row lookup
-    /// (a 3-chunk matrix), which the grid does not run.
+    /// case: the plain store on the grid's case of 33 rows (int8 activations: of whole 256-column
+    /// groups where the plan takes the integer dot, else of one block), a fused epilogue on its
+    /// self-check case of 33 or 34 rows, the int8 GEMM with `m` = its slots. Dequantise: the row
+    /// lookup (a 3-chunk matrix), which the grid does not run.
     fn plan_cases(&self) -> Vec<PlanCase> {
         if matches!(self.op, Op::Dequant) {
             let q = k_quantum(self.format, false);
@@ -442,9 +440,13 @@ impl Kernel for MmKernel {
             let case = Box::new(MatCase { format: self.format, op: Op::Gather, m: 1, n: 67, k, chunks: 3 });
             return vec![PlanCase::new(None, Tuning::default(), case)];
         }
-        // A k of whole 256-column groups for int8 activations (the integer dot's quad order).
         let ks = test_ks(self.format, self.op != Op::Gemv);
-        let k = if self.op == Op::Gemv { ks[1] } else { ks.iter().copied().find(|k| k % 256 == 0).unwrap_or(256) };
+        let k_for = |act: Activations| match act {
+            Activations::F32 => ks[1],
+            Activations::Q8 => ks[0],
+            // The integer dot's quad order: whole 256-column groups.
+            Activations::Q8Int => ks.iter().copied().find(|k| k % 256 == 0).unwrap_or(256),
+        };
         self.team_plans()
             .into_iter()
             .filter(|p| p.variant != Variant::Native)
@@ -456,6 +458,7 @@ impl Kernel for MmKernel {
                     team: (p.variant != Variant::Portable).then_some(p.plan.team),
                     planes: (p.variant == Variant::Portable).then_some(p.plan.team),
                 };
+                let k = k_for(p.act);
                 let (tuning, case): (Tuning, Box<dyn Case>) = match self.op {
                     Op::GemmQ8 => (Tuning { gemm_q8: overrides, ..Tuning::default() }, self.case(p.slots as usize, 33, 256, 1)),
                     _ if p.epi == Epilogue::Store => (Tuning { gemv: overrides, ..Tuning::default() }, self.case(1, 33, k, 1)),
@@ -479,9 +482,12 @@ const GEMM_Q8_PLANS: [(u32, u32, u32); 7] = [(1, 1, 1), (2, 4, 2), (8, 1, 4), (8
 
 /// One listed team plan: the pipelines of a GEMV or int8 GEMM kernel, and what its plan case
 /// runs.
+#[derive(PartialEq)]
 struct TeamPlan {
     variant: Variant,
     plan: GemvPlan,
+    /// The GEMV's activations.
+    act: Activations,
     /// The GEMV's epilogue (`Store` for the int8 GEMM).
     epi: Epilogue,
     /// The int8 GEMM's accumulator slots (0 for a GEMV).
@@ -500,27 +506,36 @@ impl MmKernel {
 
     /// The one table of this team kernel's plans: [`Kernel::pipelines`] lists them,
     /// [`Kernel::plan_cases`] runs each (but the Native ones). GEMVs: [`GEMV_PLANS`] per variant
-    /// and, for each entry point of the format's Native GEMV, its plan as Subgroup (the Native
-    /// twin) and as Native; the int8 GEMM: [`GEMM_Q8_PLANS`] per variant.
+    /// (int8 activations: of the integer dot where the format has one, and the default plan of
+    /// the dequantising path that the grid's ks off whole 256-column groups take) and, for each entry point of the format's
+    /// Native GEMV, its plan as Subgroup (the Native twin) and as Native; the int8 GEMM:
+    /// [`GEMM_Q8_PLANS`] and the default plans of the grid's slots (4, 8, 16) per variant.
     fn team_plans(&self) -> Vec<TeamPlan> {
         let mut v = Vec::new();
+        let act = self.act();
+        let store = |variant, plan, act, slots| TeamPlan { variant, plan, act, epi: Epilogue::Store, slots };
         for variant in [Variant::Portable, Variant::Subgroup] {
             if self.op == Op::GemmQ8 {
-                v.extend(GEMM_Q8_PLANS.iter().map(|&(slots, rows, unroll)| TeamPlan {
-                    variant,
-                    plan: GemvPlan { rows, unroll, ..default_plan(variant) },
-                    epi: Epilogue::Store,
-                    slots,
-                }));
+                v.extend(GEMM_Q8_PLANS.iter().map(|&(slots, rows, unroll)| store(variant, GemvPlan { rows, unroll, ..default_plan(variant) }, act, slots)));
+                let caps = Caps::nominal();
+                for slots in [4, 8, 16] {
+                    let p = store(variant, gemm_q8_plan(&caps, variant, slots as usize), act, slots);
+                    if !v.contains(&p) {
+                        v.push(p);
+                    }
+                }
             } else {
-                v.extend(GEMV_PLANS.iter().map(|&(rows, unroll)| TeamPlan { variant, plan: GemvPlan { rows, unroll, ..default_plan(variant) }, epi: Epilogue::Store, slots: 0 }));
+                v.extend(GEMV_PLANS.iter().map(|&(rows, unroll)| store(variant, GemvPlan { rows, unroll, ..default_plan(variant) }, act, 0)));
+                if act == Activations::Q8Int && k_quantum(self.format, true) % 256 != 0 {
+                    v.push(store(variant, default_plan(variant), Activations::Q8, 0));
+                }
             }
         }
         if self.op != Op::GemmQ8 {
-            for &(rows, e, _) in native_gemv(self.format, self.act()).map_or(&[][..], |n| n.entries) {
+            for &(rows, e, _) in native_gemv(self.format, act).map_or(&[][..], |n| n.entries) {
                 let Some(epi) = Epilogue::of(e) else { continue };
                 for variant in [Variant::Subgroup, Variant::Native] {
-                    v.push(TeamPlan { variant, plan: native_plan(rows), epi, slots: 0 });
+                    v.push(TeamPlan { variant, plan: native_plan(rows), act, epi, slots: 0 });
                 }
             }
         }
