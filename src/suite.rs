@@ -228,6 +228,56 @@ pub trait Kernel: Sync {
     /// Every pipeline this kernel can build (all variants and override combinations), for the
     /// offline shader checks. Use [`describe_all`].
     fn pipelines(&self) -> Vec<(String, PipelineDesc)>;
+    /// Small cases, each with the launch-plan overrides under which it dispatches plans of
+    /// [`Kernel::pipelines`] that the test grid (default tuning) does not reach: with the grid,
+    /// every listed plan that a Mac runs through naga is reached by a case (tests/naga_msl
+    /// executes them all). A family derives its list and these from one table of plans.
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        Vec::new()
+    }
+}
+
+/// A case and the tuning under which it dispatches one listed plan (see [`Kernel::plan_cases`]).
+#[cfg(feature = "testkit")]
+pub struct PlanCase {
+    /// The variant whose plan it reaches (`None`: every variant's, the same overrides).
+    pub variant: Option<crate::caps::Variant>,
+    pub tuning: crate::tuning::Tuning,
+    /// The adapter the plan is made for, where that matters.
+    pub adapter: PlanAdapter,
+    pub case: Box<dyn Case>,
+}
+
+#[cfg(feature = "testkit")]
+impl PlanCase {
+    pub fn new(variant: Option<crate::caps::Variant>, tuning: crate::tuning::Tuning, case: Box<dyn Case>) -> PlanCase {
+        PlanCase { variant, tuning, adapter: PlanAdapter::default(), case }
+    }
+}
+
+/// Adapter capabilities a plan depends on (`None`: the running adapter's), for
+/// [`Context::with_caps`]: a plan case runs on a context that plans for them. The subgroup size
+/// may only be raised where the dispatches run on subgroups at least that wide (e.g. the CPU
+/// Metal runtime's 32 lanes, the simdgroup width of every Apple GPU, where wgpu reports 4..64).
+#[cfg(feature = "testkit")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanAdapter {
+    pub subgroup_min_size: Option<u32>,
+    pub workgroup_memory: Option<u32>,
+}
+
+#[cfg(feature = "testkit")]
+impl PlanAdapter {
+    /// `caps` with these capabilities.
+    pub fn apply(&self, caps: &mut Caps) {
+        if let Some(s) = self.subgroup_min_size {
+            caps.subgroup_min_size = s;
+            caps.subgroup_max_size = caps.subgroup_max_size.max(s);
+        }
+        if let Some(m) = self.workgroup_memory {
+            caps.limits.max_compute_workgroup_storage_size = m;
+        }
+    }
 }
 
 /// Label and description of each key, on [`Caps::nominal`].

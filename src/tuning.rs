@@ -94,6 +94,11 @@ pub struct Tuning {
     pub gemv: GemvTuning,
     /// GEMM of a few rows on int8 activations, `matmul::gemm_q8` (`WGKERNELS_Q8GEMM_*`).
     pub gemm_q8: GemvTuning,
+    /// Testing aid (`testkit` feature): the Portable / Subgroup prefill's tiles `[rows, keys]`
+    /// at every shape, where they fit the adapter's workgroup memory, e.g. a Native prefill's
+    /// twin tiles, which its own plan never picks.
+    #[cfg(feature = "testkit")]
+    pub prefill_tiles: Option<[u32; 2]>,
 }
 
 impl Default for Tuning {
@@ -117,6 +122,8 @@ impl Default for Tuning {
             gemm_workgroups: None,
             gemv: GemvTuning::default(),
             gemm_q8: GemvTuning::default(),
+            #[cfg(feature = "testkit")]
+            prefill_tiles: None,
         }
     }
 }
@@ -196,6 +203,8 @@ impl Tuning {
             gemm_workgroups: env_usize(var, "WGKERNELS_GEMM_WGS", |v| (1..=1 << 16).contains(&v))?,
             gemv: GemvTuning::from_vars(var, "WGKERNELS_GEMV")?,
             gemm_q8: GemvTuning::from_vars(var, "WGKERNELS_Q8GEMM")?,
+            #[cfg(feature = "testkit")]
+            prefill_tiles: None,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! Test and bench cases of the attention family (see [`crate::suite`]).
 
 use super::*;
-use crate::suite::{describe_all, Case, Kernel};
+use crate::suite::{describe_all, Case, Kernel, PlanCase};
 
 pub use super::check::DecodeCase;
 pub use super::prefill_case::{PrefillCase, MATRIX_TOL};
@@ -75,6 +75,10 @@ impl Kernel for PrefillKernel {
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         describe_all(sample_pipelines().into_iter().filter(is_prefill))
     }
+    /// The sampled prefill plans ([`plan_samples`]).
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        sample_cases(true)
+    }
 }
 
 struct DecodeKernel;
@@ -142,6 +146,29 @@ impl Kernel for DecodeKernel {
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         describe_all(sample_pipelines().into_iter().filter(|k| !is_prefill(k)))
     }
+    /// The sampled decode plans ([`plan_samples`]), and the merge pass of one partial row per
+    /// step (the grid runs eight).
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        let mut v = sample_cases(false);
+        let case = DecodeCase { pos: 299, shape: AttnShape::new(4, 2, 64), layout: PairLayout::HalfSplit, kv_f16: false, mode: 0, window: None, softcap: None, attend_only: true };
+        v.push(PlanCase::new(None, crate::Tuning { decode_merge_unroll: Some(1), ..crate::Tuning::default() }, Box::new(case)));
+        v
+    }
+}
+
+/// The plan cases of the prefill's (`prefill`) or the decode's samples.
+fn sample_cases(prefill: bool) -> Vec<PlanCase> {
+    plan_samples()
+        .into_iter()
+        .filter(|s| is_prefill(&s.key) == prefill)
+        .map(|s| {
+            let case: Box<dyn Case> = match s.case {
+                PlanSampleCase::Decode(c) => Box::new(c),
+                PlanSampleCase::Prefill(c) => Box::new(c),
+            };
+            PlanCase { variant: Some(s.variant), tuning: s.tuning, adapter: s.adapter, case }
+        })
+        .collect()
 }
 
 /// The prefill's own pipelines (its staging pass is listed with the decode's, as before).

@@ -673,7 +673,15 @@ pub fn prefill_pipeline_for(ctx: &Context, mut variant: Variant, d: usize, kv_f1
             }
         }
     }
-    let (bq, bk) = prefill_tiles(d, rows, ctx.caps().limits.max_compute_workgroup_storage_size as usize)?;
+    let mem = ctx.caps().limits.max_compute_workgroup_storage_size as usize;
+    #[cfg(feature = "testkit")]
+    let tuned = ctx.caps().tuning.prefill_tiles.map(|[q, k]| (q as usize, k as usize)).filter(|&(q, k)| prefill_tile_bytes(d, q, k).is_some_and(|b| b <= mem));
+    #[cfg(not(feature = "testkit"))]
+    let tuned = None;
+    let (bq, bk) = match tuned {
+        Some(t) => t,
+        None => prefill_tiles(d, rows, mem)?,
+    };
     let variant = if variant == Variant::Subgroup { Variant::Subgroup } else { Variant::Portable };
     Ok((variant, AttnPipeline::Prefill { variant, d: d as u32, bq: bq as u32, bk: bk as u32, kv_f16, neox }))
 }
@@ -739,7 +747,9 @@ pub fn prefill<KV: Elem>(b: &mut Batch, a: &Prefill<KV>) -> Result<()> {
     })
 }
 
-/// Every pipeline the family can pick for a sample of head dims (for the shader checks).
+/// Every pipeline the family can pick for a sample of head dims (for the shader checks): the
+/// merge passes, the cache appends, the Matrix and Native pipelines, and the keys of
+/// [`plan_samples`].
 #[cfg(feature = "testkit")]
 pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
     let mut v = vec![AttnPipeline::Merge { unroll: 8 }, AttnPipeline::Merge { unroll: 1 }];
@@ -750,37 +760,164 @@ pub(crate) fn sample_pipelines() -> Vec<AttnPipeline> {
         for neox in [false, true] {
             v.push(AttnPipeline::Append { kv_f16, neox });
         }
-        for d in [6u32, 64, 80, 128, 256] {
-            let (bq, bk) = prefill_tiles(d as usize, 1 << 20, 16 << 10).unwrap_or((1, 4));
-            for variant in [Variant::Portable, Variant::Subgroup] {
-                v.push(AttnPipeline::Prefill { variant, d, bq: bq as u32, bk: bk as u32, kv_f16, neox: d % 4 == 0 });
+    }
+    for s in plan_samples() {
+        if !v.contains(&s.key) {
+            v.push(s.key);
+        }
+    }
+    // Native: the Metal plan for every entry point (GQA groups 1 and 8); its Subgroup twin is
+    // one of the samples.
+    for (d, kv_f16, heads, kv_heads) in native_decode_samples() {
+        let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
+        let plan = native_decode_plan(&metal, &AttnShape::new(heads, kv_heads, d), kv_f16, 4096).ok().flatten().expect("Native plan for an entry point");
+        v.push(plan.key(d, kv_f16, true));
+    }
+    v
+}
+
+/// (head_dim, kv_f16, heads, kv_heads) of the Native decode's sample plans: every entry point,
+/// GQA groups 1 and 8.
+#[cfg(feature = "testkit")]
+fn native_decode_samples() -> Vec<(usize, bool, usize, usize)> {
+    let mut v = Vec::new();
+    for kv_f16 in [false, true] {
+        for (d, _, _) in NATIVE_ENTRIES {
+            for (heads, kv_heads) in [(8, 8), (32, 4)] {
+                v.push((d, kv_f16, heads, kv_heads));
             }
-            for gb in [1u32, 8] {
-                let wg = (d / 2).next_power_of_two().clamp(32, 128);
-                v.push(AttnPipeline::Decode { d, gb, tile: 128, wg, kv_f16 });
-                for lanes in [8u32, 32] {
-                    let words = if kv_f16 { d / 2 } else { d } as usize;
-                    let ppl = (if words % 4 == 0 { words / 4 } else { words }).div_ceil(lanes as usize) as u32;
-                    let gb = gb.min(16 / ppl).max(1);
-                    if ppl <= 8 {
-                        for prefetch in [false, true] {
-                            v.push(AttnPipeline::DecodeTeams { variant: Variant::Subgroup, d, gb, wg: 128, lanes, keys: 4.min(32 / ppl), kv_f16, prefetch, softcap: !prefetch });
-                        }
+        }
+    }
+    v
+}
+
+/// One sampled decode or prefill plan: the key the family's plan function picks for a small case
+/// as `variant`, under `tuning`, on an adapter with `adapter`'s subgroup size and workgroup memory.
+/// The list of pipelines names these keys and the test kit's plan cases run these cases, so the
+/// list names no plan a case cannot reach.
+#[cfg(feature = "testkit")]
+pub(crate) struct PlanSample {
+    pub(crate) key: AttnPipeline,
+    pub(crate) variant: Variant,
+    pub(crate) tuning: crate::tuning::Tuning,
+    pub(crate) adapter: crate::suite::PlanAdapter,
+    pub(crate) case: PlanSampleCase,
+}
+
+/// The case of a [`PlanSample`].
+#[cfg(feature = "testkit")]
+pub(crate) enum PlanSampleCase {
+    Decode(check::DecodeCase),
+    Prefill(PrefillCase),
+}
+
+/// Apple's threadgroup memory (32 KiB) and WebGPU's default (16 KiB): the prefill tiles sampled.
+#[cfg(feature = "testkit")]
+const SAMPLE_MEMORY: [u32; 2] = [32 << 10, 16 << 10];
+
+/// The sampled plans, for head dims 6, 64, 80, 128 and 256 and f32 / f16 caches:
+/// * decode, teams kernel (Subgroup): GQA blocks of 1 and 8 heads, 4 (the smallest subgroup
+///   wgpu's Metal backend reports), 8 and 32 lanes per key, with and without prefetch (soft-capped
+///   without), 4 keys per step, and the Subgroup twin of every Native entry point's plan;
+/// * decode, Portable kernel: groups of 1 and 8 heads (Apple's 32 KiB);
+/// * prefill, Portable and Subgroup: the largest tiles for 32 KiB (Apple) and 16 KiB (WebGPU's
+///   default) of workgroup memory.
+#[cfg(feature = "testkit")]
+pub(crate) fn plan_samples() -> Vec<PlanSample> {
+    use crate::suite::PlanAdapter;
+    use crate::tuning::Tuning;
+    fn push(v: &mut Vec<PlanSample>, s: PlanSample) {
+        if !v.iter().any(|o| o.key == s.key) {
+            v.push(s);
+        }
+    }
+    let mut v: Vec<PlanSample> = Vec::new();
+    let caps_for = |tuning: &Tuning, adapter: PlanAdapter| {
+        let mut caps = Caps { tuning: tuning.clone(), ..Caps::nominal() };
+        adapter.apply(&mut caps);
+        caps
+    };
+    // A GQA group of 8 over tokens enough for `bq` rows (tokens x group).
+    let prefill_case = |d: usize, bq: usize, kv_f16: bool, neox: bool| {
+        let tokens = bq.div_ceil(8);
+        let layout = if neox { PairLayout::HalfSplit } else { PairLayout::Interleaved };
+        let shape = AttnShape::new(8, 1, d);
+        PrefillCase { tokens, offset: 3, kv_len: tokens + 3, shape, layout, kv_f16, causal: true, k_rotated: false, mode: 0, window: None, softcap: None }
+    };
+    let decode_case = |shape: AttnShape, kv_f16: bool, prefetch: bool, softcap: bool| check::DecodeCase {
+        pos: 39,
+        shape,
+        layout: if prefetch { PairLayout::HalfSplit } else { PairLayout::Interleaved },
+        kv_f16,
+        mode: 0,
+        attend_only: false,
+        window: None,
+        softcap: softcap.then_some(2.0),
+    };
+    let teams = |v: &mut Vec<PlanSample>, shape: AttnShape, kv_f16: bool, tuning: Tuning, lanes: usize, softcap: bool| {
+        let adapter = PlanAdapter { subgroup_min_size: Some(lanes as u32), workgroup_memory: Some(SAMPLE_MEMORY[0]) };
+        let Ok(plan) = decode_plan(&caps_for(&tuning, adapter), Variant::Subgroup, &shape, kv_f16, 40) else { return };
+        if plan.teams {
+            let prefetch = plan.prefetch;
+            let key = plan.key(shape.head_dim, kv_f16, softcap);
+            push(v, PlanSample { key, variant: Variant::Subgroup, tuning, adapter, case: PlanSampleCase::Decode(decode_case(shape, kv_f16, prefetch, softcap)) });
+        }
+    };
+    for kv_f16 in [false, true] {
+        for d in [6usize, 64, 80, 128, 256] {
+            for gb in [1usize, 8] {
+                for lanes in [4usize, 8, 32] {
+                    for prefetch in [false, true] {
+                        let tuning = Tuning {
+                            decode_wg: Some(128),
+                            decode_lanes: Some(lanes),
+                            decode_keys: Some(4),
+                            decode_prefetch: Some(prefetch),
+                            decode_gb: Some(gb),
+                            ..Tuning::default()
+                        };
+                        teams(&mut v, AttnShape::new(8, 1, d), kv_f16, tuning, lanes, !prefetch);
                     }
                 }
             }
-        }
-        // Native: the Metal plan for every entry point (GQA groups 1 and 8), with its Subgroup twin.
-        let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
-        for (d, _, _) in NATIVE_ENTRIES {
-            for (heads, kv_heads) in [(8, 8), (32, 4)] {
-                let plan = native_decode_plan(&metal, &AttnShape::new(heads, kv_heads, d), kv_f16, 4096).ok().flatten().expect("Native plan for an entry point");
-                for variant in [Variant::Subgroup, Variant::Native] {
-                    let (d, gb, wg, lanes, keys) = (d as u32, plan.gb as u32, plan.wg as u32, plan.lanes as u32, plan.keys as u32);
-                    v.push(AttnPipeline::DecodeTeams { variant, d, gb, wg, lanes, keys, kv_f16, prefetch: false, softcap: true });
+            for heads in [1usize, 8] {
+                let adapter = PlanAdapter { subgroup_min_size: None, workgroup_memory: Some(SAMPLE_MEMORY[0]) };
+                let shape = AttnShape::new(heads, 1, d);
+                let Ok(plan) = decode_plan(&caps_for(&Tuning::default(), adapter), Variant::Portable, &shape, kv_f16, 40) else { continue };
+                let case = PlanSampleCase::Decode(decode_case(shape, kv_f16, heads == 1, false));
+                push(&mut v, PlanSample { key: plan.key(d, kv_f16, false), variant: Variant::Portable, tuning: Tuning::default(), adapter, case });
+            }
+            for mem in SAMPLE_MEMORY {
+                let Ok((bq, bk)) = prefill_tiles(d, 1 << 20, mem as usize) else { continue };
+                let neox = d % 4 == 0;
+                let case = prefill_case(d, bq, kv_f16, neox);
+                for variant in [Variant::Portable, Variant::Subgroup] {
+                    let key = AttnPipeline::Prefill { variant, d: d as u32, bq: bq as u32, bk: bk as u32, kv_f16, neox };
+                    let adapter = PlanAdapter { subgroup_min_size: None, workgroup_memory: Some(mem) };
+                    push(&mut v, PlanSample { key, variant, tuning: Tuning::default(), adapter, case: PlanSampleCase::Prefill(case) });
                 }
             }
         }
+    }
+    // The Native prefill's Subgroup twins: its tiles, where they fit Apple's 32 KiB (the others
+    // only stand for the Native kernel on adapters with more).
+    for key in prefill_native::sample_native_pipelines() {
+        let AttnPipeline::Prefill { variant, d, bq, bk, kv_f16, neox } = key else { continue };
+        if prefill_tile_bytes(d as usize, bq as usize, bk as usize).is_none_or(|b| b > SAMPLE_MEMORY[0] as usize) {
+            continue;
+        }
+        let case = prefill_case(d as usize, bq as usize, kv_f16, neox);
+        let tuning = Tuning { prefill_tiles: Some([bq, bk]), ..Tuning::default() };
+        push(&mut v, PlanSample { key, variant, tuning, adapter: PlanAdapter::default(), case: PlanSampleCase::Prefill(case) });
+    }
+    // The Native decode's Subgroup twins: the Native plan's lanes, keys and heads per workgroup.
+    let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
+    for (d, kv_f16, heads, kv_heads) in native_decode_samples() {
+        let shape = AttnShape::new(heads, kv_heads, d);
+        let Ok(Some(p)) = native_decode_plan(&metal, &shape, kv_f16, 4096) else { continue };
+        let tuning =
+            Tuning { decode_wg: Some(p.wg), decode_lanes: Some(p.lanes), decode_keys: Some(p.keys), decode_prefetch: Some(false), decode_gb: Some(p.gb), ..Tuning::default() };
+        teams(&mut v, shape, kv_f16, tuning, p.lanes, true);
     }
     v
 }

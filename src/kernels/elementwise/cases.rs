@@ -3,7 +3,10 @@
 
 use super::*;
 use crate::context::Context;
-use crate::suite::{compare, describe_all, guarded_f32, Case, Check, Kernel, Prepared, Rng};
+use crate::suite::{compare, describe_all, guarded_f32, Case, Check, Kernel, PlanCase, Prepared, Rng};
+
+/// Lengths that run each mode: scalar (odd) and whole vec4s.
+const MODE_LENS: [usize; 2] = [255, 256];
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
@@ -223,7 +226,17 @@ impl Kernel for BinKernel {
         [(decode, true), (1 << 24, false), (1 << 24, true)].into_iter().map(|(len, inplace)| Box::new(BinCase { op: self.0, len, inplace }) as Box<dyn Case>).collect()
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all([(false, false), (true, false), (false, true), (true, true)].map(|(inplace, vec)| ElementwisePipeline::Binary { op: self.0, inplace, vec }))
+        describe_all(self.mode_cases().map(|c| ElementwisePipeline::Binary { op: self.0, inplace: c.inplace, vec: c.len % 4 == 0 }))
+    }
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        self.mode_cases().map(|c| PlanCase::new(None, crate::Tuning::default(), Box::new(c))).collect()
+    }
+}
+
+impl BinKernel {
+    /// One case per pipeline (separate output or in place, scalar or vec4).
+    fn mode_cases(&self) -> impl Iterator<Item = BinCase> + '_ {
+        [false, true].into_iter().flat_map(move |inplace| MODE_LENS.map(|len| BinCase { op: self.0, len, inplace }))
     }
 }
 
@@ -323,7 +336,11 @@ impl Kernel for UnaryKernel {
         vec![Box::new(UnaryCase { op: self.0, len: 256_000, cap: 30.0 })]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all([false, true].map(|vec| ElementwisePipeline::Unary { op: self.0, vec }))
+        describe_all(MODE_LENS.map(|len| ElementwisePipeline::Unary { op: self.0, vec: len % 4 == 0 }))
+    }
+    /// One case per pipeline (scalar, vec4).
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        MODE_LENS.iter().map(|&len| PlanCase::new(None, crate::Tuning::default(), Box::new(UnaryCase { op: self.0, len, cap: 30.0 }))).collect()
     }
 }
 

@@ -9,7 +9,8 @@
 use super::check::{f16_gemm_reference, random_matrix, MATRIX_TOL};
 use super::*;
 use crate::reference::{self, q8 as r8};
-use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, Prepared, Rng, POISON_F32};
+use crate::suite::{compare, describe_all, guard_damage, guarded_f32, Case, Check, Kernel, MatmulPrepared, PlanCase, Prepared, Rng, POISON_F32};
+use crate::tuning::{GemvTuning, Tuning};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Op {
@@ -18,6 +19,8 @@ enum Op {
     Gemm,
     GemmQ8,
     Dequant,
+    /// A row lookup ([`gather_row`]): a case of the dequantise kernel.
+    Gather,
 }
 
 struct MmKernel {
@@ -131,16 +134,21 @@ impl Prepared for GemmQ8Prepared {
     }
 }
 
-/// Dequantise: bit equality with the CPU dequantiser.
+/// Dequantise (or, with `idx`, gather one row): bit equality with the CPU dequantiser.
 struct DequantPrepared {
     weights: Vec<WeightMatrix>,
+    idx: Option<GpuBuffer<u32>>,
     out: GpuBuffer<f32>,
     expect: Vec<f32>,
 }
 
 impl Prepared for DequantPrepared {
     fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-        dequantize(b, &self.weights[copy % self.weights.len()], &self.out)
+        let w = &self.weights[copy % self.weights.len()];
+        match &self.idx {
+            Some(idx) => gather_row(b, w, idx, &self.out),
+            None => dequantize(b, w, &self.out),
+        }
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
         let got = ctx.read(&self.out)?;
@@ -228,6 +236,7 @@ impl Case for MatCase {
         let w = (self.n * (self.format.gpu_row_words)(self.k) * 4) as u64;
         match self.op {
             Op::Dequant => w + 4 * (self.n * self.k) as u64,
+            Op::Gather => w / self.n as u64 + 4 * self.k as u64,
             Op::GemvQ8 => w + 2 * self.k as u64 + 4 * self.n as u64,
             // x read and its codes written and read once, y written.
             Op::GemmQ8 => w + 8 * (self.m * self.k) as u64 + 4 * (self.m * self.n) as u64,
@@ -246,7 +255,12 @@ impl Case for MatCase {
         }
         let (wv, mv) = (|r: usize, c: usize| w[r * k + c] as f64, |r: usize, c: usize| mag[r * k + c]);
         match self.op {
-            Op::Dequant => Ok(Box::new(DequantPrepared { weights, out: guarded_f32(ctx, n * k)?, expect: w })),
+            Op::Dequant => Ok(Box::new(DequantPrepared { weights, idx: None, out: guarded_f32(ctx, n * k)?, expect: w })),
+            Op::Gather => {
+                let r = rng.u32(n as u32) as usize;
+                let idx = ctx.upload(&[r as u32])?;
+                Ok(Box::new(DequantPrepared { weights, idx: Some(idx), out: guarded_f32(ctx, k)?, expect: w[r * k..(r + 1) * k].to_vec() }))
+            }
             Op::GemvQ8 => {
                 let x = rng.normal_vec(k);
                 let xq = r8::quantize(&x);
@@ -295,7 +309,7 @@ impl Kernel for MmKernel {
             Op::GemvQ8 => &i.gemv_q8,
             Op::Gemm => &i.gemm,
             Op::GemmQ8 => &i.gemm_q8,
-            Op::Dequant => &i.dequant,
+            Op::Dequant | Op::Gather => &i.dequant,
         }
     }
 
@@ -353,7 +367,7 @@ impl Kernel for MmKernel {
                 }
                 v.push(self.case(3, 67, ks[1], 3));
             }
-            Op::Dequant => {
+            Op::Dequant | Op::Gather => {
                 for (i, n) in [1, 3, 33, 31].into_iter().enumerate() {
                     v.push(self.case(1, n, ks[i % ks.len()], 1));
                 }
@@ -384,31 +398,17 @@ impl Kernel for MmKernel {
             }
             // The int8 GEMM of a few rows at the shapes of the GEMVs.
             Op::GemmQ8 => [4, 8, 16].iter().flat_map(|&m| LLM_SHAPES.iter().map(move |&(n, k)| self.case(m, n, k, 1))).collect(),
-            Op::Dequant => vec![self.case(1, 4096, 4096, 1)],
+            Op::Dequant | Op::Gather => vec![self.case(1, 4096, 4096, 1)],
         }
     }
 
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         let format = Fmt(self.format);
         match self.op {
-            Op::Gemv | Op::GemvQ8 => {
-                let mut keys = Vec::new();
-                for variant in [Variant::Portable, Variant::Subgroup] {
-                    for (rows, unroll) in [(1, 2), (2, 2), (4, 2), (2, 1), (2, 4)] {
-                        let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
-                        let act = if self.op == Op::Gemv { Activations::F32 } else { Activations::q8_for(self.format, true) };
-                        keys.push(MmPipeline::Gemv { format, variant, plan, act, epi: Epilogue::Store });
-                    }
-                }
-                let act = if self.op == Op::Gemv { Activations::F32 } else { Activations::q8_for(self.format, true) };
-                for &(rows, e, _) in native_gemv(self.format, act).map_or(&[][..], |n| n.entries) {
-                    let Some(epi) = Epilogue::of(e) else { continue };
-                    // The Native twin (a workgroup team) is one of the Subgroup pipelines.
-                    keys.push(MmPipeline::Gemv { format, variant: Variant::Subgroup, plan: native_plan(rows), act, epi });
-                    keys.push(MmPipeline::Gemv { format, variant: Variant::Native, plan: native_plan(rows), act, epi });
-                }
-                describe_all(keys)
-            }
+            Op::Gemv | Op::GemvQ8 | Op::GemmQ8 => describe_all(self.team_plans().into_iter().map(|p| match self.op {
+                Op::GemmQ8 => MmPipeline::GemmQ8 { format, variant: p.variant, plan: p.plan, slots: p.slots },
+                _ => MmPipeline::Gemv { format, variant: p.variant, plan: p.plan, act: p.act, epi: p.epi },
+            })),
             Op::Gemm => {
                 let mut keys = vec![MmPipeline::Gemm { format }];
                 keys.extend(matrix::sample_pipelines(format));
@@ -424,17 +424,121 @@ impl Kernel for MmKernel {
                 })));
                 v
             }
-            Op::GemmQ8 => {
-                let mut keys = Vec::new();
-                for variant in [Variant::Portable, Variant::Subgroup] {
-                    for (slots, rows, unroll) in [(1, 1, 1), (2, 4, 2), (8, 3, 4), (8, 4, 2), (16, 2, 1), (16, 2, 2), (16, 4, 2)] {
-                        let plan = GemvPlan { rows, unroll, ..default_plan(variant) };
-                        keys.push(MmPipeline::GemmQ8 { format, variant, plan, slots });
+            Op::Dequant | Op::Gather => describe_all([MmPipeline::Dequant { format }, MmPipeline::Gather { format }]),
+        }
+    }
+
+    /// Each listed team plan (but the Native ones) under the tuning that picks it, on a small
+    /// case: the plain store on the grid's case of 33 rows (int8 activations: of whole 256-column
+    /// groups where the plan takes the integer dot, else of one block), a fused epilogue on its
+    /// self-check case of 33 or 34 rows, the int8 GEMM with `m` = its slots. Dequantise: the row
+    /// lookup (a 3-chunk matrix), which the grid does not run.
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        if matches!(self.op, Op::Dequant) {
+            let q = k_quantum(self.format, false);
+            let k = 3 * (q / gcd(q, 4) * 4);
+            let case = Box::new(MatCase { format: self.format, op: Op::Gather, m: 1, n: 67, k, chunks: 3 });
+            return vec![PlanCase::new(None, Tuning::default(), case)];
+        }
+        let ks = test_ks(self.format, self.op != Op::Gemv);
+        let k_for = |act: Activations| match act {
+            Activations::F32 => ks[1],
+            Activations::Q8 => ks[0],
+            // The integer dot's quad order: whole 256-column groups.
+            Activations::Q8Int => ks.iter().copied().find(|k| k % 256 == 0).unwrap_or(256),
+        };
+        self.team_plans()
+            .into_iter()
+            .filter(|p| p.variant != Variant::Native)
+            .map(|p| {
+                let overrides = GemvTuning {
+                    wg: Some(p.plan.wg),
+                    rows: Some(p.plan.rows),
+                    unroll: Some(p.plan.unroll),
+                    team: (p.variant != Variant::Portable).then_some(p.plan.team),
+                    planes: (p.variant == Variant::Portable).then_some(p.plan.team),
+                };
+                let k = k_for(p.act);
+                let (tuning, case): (Tuning, Box<dyn Case>) = match self.op {
+                    Op::GemmQ8 => (Tuning { gemm_q8: overrides, ..Tuning::default() }, self.case(p.slots as usize, 33, 256, 1)),
+                    _ if p.epi == Epilogue::Store => (Tuning { gemv: overrides, ..Tuning::default() }, self.case(1, 33, k, 1)),
+                    _ => {
+                        let n = 33 + usize::from(p.epi.pairs());
+                        (Tuning { gemv: overrides, ..Tuning::default() }, Box::new(super::check::GemvCheck { format: self.format, n, k, q8: self.op == Op::GemvQ8, epi: p.epi }))
+                    }
+                };
+                PlanCase::new(Some(p.variant), tuning, case)
+            })
+            .collect()
+    }
+}
+
+/// (rows, unroll) of the GEMV plans listed for the Portable and Subgroup variants (with the
+/// default plan's invocations and teams; the Native twins' plans come from the format's entries).
+const GEMV_PLANS: [(u32, u32); 5] = [(1, 2), (2, 2), (4, 2), (2, 1), (2, 4)];
+/// (slots, rows, unroll) of the int8 GEMM plans listed for the Portable and Subgroup variants
+/// (with the default GEMV plan's invocations and teams).
+const GEMM_Q8_PLANS: [(u32, u32, u32); 7] = [(1, 1, 1), (2, 4, 2), (8, 1, 4), (8, 4, 2), (16, 2, 1), (16, 2, 2), (16, 4, 2)];
+
+/// One listed team plan: the pipelines of a GEMV or int8 GEMM kernel, and what its plan case
+/// runs.
+#[derive(PartialEq)]
+struct TeamPlan {
+    variant: Variant,
+    plan: GemvPlan,
+    /// The GEMV's activations.
+    act: Activations,
+    /// The GEMV's epilogue (`Store` for the int8 GEMM).
+    epi: Epilogue,
+    /// The int8 GEMM's accumulator slots (0 for a GEMV).
+    slots: u32,
+}
+
+impl MmKernel {
+    /// The GEMV's activations (f32, or int8 in the quad order where the format has an integer dot).
+    fn act(&self) -> Activations {
+        if self.op == Op::Gemv {
+            Activations::F32
+        } else {
+            Activations::q8_for(self.format, true)
+        }
+    }
+
+    /// The one table of this team kernel's plans: [`Kernel::pipelines`] lists them,
+    /// [`Kernel::plan_cases`] runs each (but the Native ones). GEMVs: [`GEMV_PLANS`] per variant
+    /// (int8 activations: of the integer dot where the format has one, and the default plan of
+    /// the dequantising path that the grid's ks off whole 256-column groups take) and, for each entry point of the format's
+    /// Native GEMV, its plan as Subgroup (the Native twin) and as Native; the int8 GEMM:
+    /// [`GEMM_Q8_PLANS`] and the default plans of the grid's slots (4, 8, 16) per variant.
+    fn team_plans(&self) -> Vec<TeamPlan> {
+        let mut v = Vec::new();
+        let act = self.act();
+        let store = |variant, plan, act, slots| TeamPlan { variant, plan, act, epi: Epilogue::Store, slots };
+        for variant in [Variant::Portable, Variant::Subgroup] {
+            if self.op == Op::GemmQ8 {
+                v.extend(GEMM_Q8_PLANS.iter().map(|&(slots, rows, unroll)| store(variant, GemvPlan { rows, unroll, ..default_plan(variant) }, act, slots)));
+                let caps = Caps::nominal();
+                for slots in [4, 8, 16] {
+                    let p = store(variant, gemm_q8_plan(&caps, variant, slots as usize), act, slots);
+                    if !v.contains(&p) {
+                        v.push(p);
                     }
                 }
-                describe_all(keys)
+            } else {
+                v.extend(GEMV_PLANS.iter().map(|&(rows, unroll)| store(variant, GemvPlan { rows, unroll, ..default_plan(variant) }, act, 0)));
+                if act == Activations::Q8Int && k_quantum(self.format, true) % 256 != 0 {
+                    v.push(store(variant, default_plan(variant), Activations::Q8, 0));
+                }
             }
-            Op::Dequant => describe_all([MmPipeline::Dequant { format }, MmPipeline::Gather { format }]),
         }
+        if self.op != Op::GemmQ8 {
+            for &(rows, e, _) in native_gemv(self.format, act).map_or(&[][..], |n| n.entries) {
+                let Some(epi) = Epilogue::of(e) else { continue };
+                for variant in [Variant::Subgroup, Variant::Native] {
+                    v.push(TeamPlan { variant, plan: native_plan(rows), act, epi, slots: 0 });
+                }
+            }
+        }
+        v
     }
 }

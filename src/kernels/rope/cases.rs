@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::reference;
-use crate::suite::{check_elems, compare, describe_all, upload_guarded, Case, Check, Kernel, Prepared, Rng, GUARD, POISON_F32};
+use crate::suite::{check_elems, compare, describe_all, upload_guarded, Case, Check, Kernel, PlanCase, Prepared, Rng, GUARD, POISON_F32};
+use crate::tuning::Tuning;
 
 pub use super::samples::{longrope_sample, sample_configs};
 
@@ -117,9 +118,35 @@ impl Kernel for ApplyKernel {
         ]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        describe_all(all_apply_keys())
+        describe_all(APPLY_PLANS.iter().map(|&(f16, layout, d, vec)| RopePipeline::Apply { f16, layout, mode: ApplyMode::choose(f16, layout, d, vec) }))
+    }
+    /// Each plan of [`APPLY_PLANS`] on 3 tokens of 2 heads, under its vector-mode switch.
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        APPLY_PLANS
+            .iter()
+            .map(|&(f16, layout, d, vec)| {
+                let case = ApplyCase { cfg: RopeConfig::new(d, 10000.0, RopeScaling::Default), tokens: 3, heads: 2, layout, f16, start: Some(5) };
+                PlanCase::new(None, Tuning { rope_vec: vec, ..Tuning::default() }, Box::new(case))
+            })
+            .collect()
     }
 }
+
+/// The apply kernel's plans, one per pipeline: (f16, layout, head_dim, vector mode allowed
+/// ([`crate::Tuning::rope_vec`])), each picking its [`ApplyMode`]: per layout and element type
+/// the vector and the scalar mode (f16 half-split: two pairs per invocation; it never runs one
+/// pair), and one head per invocation (f16 half-split, odd d/2).
+const APPLY_PLANS: [(bool, PairLayout, usize, bool); 9] = [
+    (false, PairLayout::Interleaved, 64, true),
+    (false, PairLayout::Interleaved, 64, false),
+    (true, PairLayout::Interleaved, 64, true),
+    (true, PairLayout::Interleaved, 64, false),
+    (false, PairLayout::HalfSplit, 64, true),
+    (false, PairLayout::HalfSplit, 64, false),
+    (true, PairLayout::HalfSplit, 64, true),
+    (true, PairLayout::HalfSplit, 64, false),
+    (true, PairLayout::HalfSplit, 6, false),
+];
 
 struct ApplyPrepared<T: Elem> {
     x: GpuBuffer<T>,

@@ -275,21 +275,6 @@ impl PipelineKey for RopePipeline {
     }
 }
 
-/// Every pipeline of the family (for the shader checks).
-#[cfg(feature = "testkit")]
-pub(crate) fn all_apply_keys() -> Vec<RopePipeline> {
-    let mut v = Vec::new();
-    for layout in [PairLayout::Interleaved, PairLayout::HalfSplit] {
-        for f16 in [false, true] {
-            v.push(RopePipeline::Apply { f16, layout, mode: ApplyMode::Pair });
-            v.push(RopePipeline::Apply { f16, layout, mode: ApplyMode::Vector });
-        }
-    }
-    v.push(RopePipeline::Apply { f16: true, layout: PairLayout::HalfSplit, mode: ApplyMode::TwoPairs });
-    v.push(RopePipeline::Apply { f16: true, layout: PairLayout::HalfSplit, mode: ApplyMode::Row });
-    v
-}
-
 /// Record the table build.
 pub fn build_table(b: &mut Batch, t: &RopeTable) -> Result<()> {
     let ctx = b.context();
