@@ -31,12 +31,15 @@ fn tanh_accurate(x: T) -> T {
     return select(tanh(clamp(x, T(-15.0), T(15.0))), series, abs(x) < T(0.0625));
 }
 
+// The exponent is capped at 80 (exp(80) ~ 5.5e34, so the quotient is below 2e-35 |g| there, as
+// the exact one): an infinite denominator would be exact in IEEE division but fast-math division
+// (Metal's default) may turn g / inf into NaN.
 fn op(a: T, b: T) -> T {
     if (OP == 1u) {
-        return a / (1.0 + exp(-a)) * b;
+        return a / (1.0 + exp(min(-a, T(80.0)))) * b;
     }
     if (OP == 2u) {
-        return a / (1.0 + exp(-1.5957691216057308 * (a + 0.044715 * a * a * a))) * b;
+        return a / (1.0 + exp(min(-1.5957691216057308 * (a + 0.044715 * a * a * a), T(80.0)))) * b;
     }
     return a + b;
 }

@@ -37,11 +37,14 @@ fn mm_put(o: u32, v: f32) {
 }
 
 // The gated unit of a (gate, up) pair.
+// The exponent is capped at 80 (exp(80) ~ 5.5e34, so the quotient is below 2e-35 |g| there, as
+// the exact one): an infinite denominator would be exact in IEEE division but fast-math division
+// (Metal's default) may turn g / inf into NaN.
 fn mm_glu(g: f32, u: f32) -> f32 {
     if (EPI == 3u) {
-        return g / (1.0 + exp(-1.5957691216057308 * (g + 0.044715 * g * g * g))) * u;
+        return g / (1.0 + exp(min(-1.5957691216057308 * (g + 0.044715 * g * g * g), 80.0))) * u;
     }
-    return g / (1.0 + exp(-g)) * u;
+    return g / (1.0 + exp(min(-g, 80.0))) * u;
 }
 
 fn mm_store(r0: u32, tot: vec4<f32>) {
