@@ -40,10 +40,10 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q8_q4_k_*: twin fnv1a64 c0b99b788d02a9a9
-//   mm_gemv_q8_q6_k_*: twin fnv1a64 1721261f488e78e1
-//   mm_gemv_q8_q8_0_*: twin fnv1a64 c3c599a7d9b8ca49
-//   mm_gemv_q8_q4_0_*: twin fnv1a64 a627f347091c5f81
+//   mm_gemv_q8_q4_k_*: twin fnv1a64 51c4e3e689850508
+//   mm_gemv_q8_q6_k_*: twin fnv1a64 636ca3b51ebcfcd0
+//   mm_gemv_q8_q8_0_*: twin fnv1a64 55190052c00e8268
+//   mm_gemv_q8_q4_0_*: twin fnv1a64 79307c28a1033cb0
 
 #include <metal_stdlib>
 using namespace metal;
@@ -355,13 +355,13 @@ static inline float dot_row(Q4_0Row w, thread const Qx& x) {
 // The gated unit of a (gate, up) pair (the twin's mm_glu): EPI 2 SwiGLU, silu(g) * u with
 // silu(g) = g / (1 + exp(-g)); EPI 3 GeGLU, gelu_tanh(g) * u with gelu_tanh(g) = g / 2 * (1 +
 // tanh(v)) computed as the equal g / (1 + exp(-2v)), v = sqrt(2 / pi) * (g + 0.044715 g^3).
-// The exponent is capped at 80, as the twin's: fast-math division may turn g / inf into NaN.
+// g / (1 + exp(e)) without an infinity on the way, as the twin's: with t = exp(-|e|), g / (1 + t)
+// for e <= 0 and g t / (1 + t) for e > 0 (fast-math division may turn g / inf into NaN).
 template <uint EPI>
 static inline float glu(float g, float u) {
-    if (EPI == 3u) {
-        return g / (1.0f + exp(min(-1.5957691216057308f * (g + 0.044715f * g * g * g), 80.0f))) * u;
-    }
-    return g / (1.0f + exp(min(-g, 80.0f))) * u;
+    const float e = EPI == 3u ? -1.5957691216057308f * (g + 0.044715f * g * g * g) : -g;
+    const float t = exp(-fabs(e));
+    return (e > 0.0f ? g * t : g) / (1.0f + t) * u;
 }
 
 // The epilogue of rows r0 .. r0 + ROWS - 1 (the twin's mm_store).

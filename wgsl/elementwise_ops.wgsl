@@ -31,15 +31,20 @@ fn tanh_accurate(x: T) -> T {
     return select(tanh(clamp(x, T(-15.0), T(15.0))), series, abs(x) < T(0.0625));
 }
 
-// The exponent is capped at 80 (exp(80) ~ 5.5e34, so the quotient is below 2e-35 |g| there, as
-// the exact one): an infinite denominator would be exact in IEEE division but fast-math division
-// (Metal's default) may turn g / inf into NaN.
+// a / (1 + exp(e)) without an infinity on the way: with t = exp(-|e|) in (0, 1], it is a / (1 + t)
+// for e <= 0 and a t / (1 + t) for e > 0 (where exp(e) would overflow; fast-math division, Metal's
+// default, may turn a / inf into NaN).
+fn gated(a: T, e: T) -> T {
+    let t = exp(-abs(e));
+    return select(a, a * t, e > T(0.0)) / (1.0 + t);
+}
+
 fn op(a: T, b: T) -> T {
     if (OP == 1u) {
-        return a / (1.0 + exp(min(-a, T(80.0)))) * b;
+        return gated(a, -a) * b;
     }
     if (OP == 2u) {
-        return a / (1.0 + exp(min(-1.5957691216057308 * (a + 0.044715 * a * a * a), T(80.0)))) * b;
+        return gated(a, -1.5957691216057308 * (a + 0.044715 * a * a * a)) * b;
     }
     return a + b;
 }

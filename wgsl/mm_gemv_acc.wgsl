@@ -37,14 +37,13 @@ fn mm_put(o: u32, v: f32) {
 }
 
 // The gated unit of a (gate, up) pair.
-// The exponent is capped at 80 (exp(80) ~ 5.5e34, so the quotient is below 2e-35 |g| there, as
-// the exact one): an infinite denominator would be exact in IEEE division but fast-math division
-// (Metal's default) may turn g / inf into NaN.
+// g / (1 + exp(e)) without an infinity on the way: with t = exp(-|e|) in (0, 1], g / (1 + t) for
+// e <= 0 and g t / (1 + t) for e > 0 (where exp(e) would overflow; fast-math division, Metal's
+// default, may turn g / inf into NaN).
 fn mm_glu(g: f32, u: f32) -> f32 {
-    if (EPI == 3u) {
-        return g / (1.0 + exp(min(-1.5957691216057308 * (g + 0.044715 * g * g * g), 80.0))) * u;
-    }
-    return g / (1.0 + exp(min(-g, 80.0))) * u;
+    let e = select(-g, -1.5957691216057308 * (g + 0.044715 * g * g * g), EPI == 3u);
+    let t = exp(-abs(e));
+    return select(g, g * t, e > 0.0) / (1.0 + t) * u;
 }
 
 fn mm_store(r0: u32, tot: vec4<f32>) {

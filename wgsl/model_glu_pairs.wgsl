@@ -22,7 +22,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i < p.a) {
         let v = gu[i];
         let e = select(-v.x, -1.5957691216057308 * (v.x + 0.044715 * v.x * v.x * v.x), GELU);
-        // The exponent capped at 80: see mm_glu (wgsl/mm_gemv_acc.wgsl).
-        out[i] = v.x / (1.0 + exp(min(e, 80.0))) * v.y;
+        // v.x / (1 + exp(e)) without an infinity on the way: see mm_glu (wgsl/mm_gemv_acc.wgsl).
+        let t = exp(-abs(e));
+        out[i] = select(v.x, v.x * t, e > 0.0) / (1.0 + t) * v.y;
     }
 }

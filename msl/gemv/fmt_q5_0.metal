@@ -7,7 +7,7 @@
 // k is a multiple of 32: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q5_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 4087266b1c62a9c9
+//   mm_gemv_q5_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 62a98da764c2ede8
 
 struct FmtRow {
     uint4 q;

@@ -163,13 +163,13 @@ inline float4 x4(constant MmParams& p, device const float4* x, uint c4) {
 // The gated unit of a (gate, up) pair (the twin's mm_glu): EPI 2 SwiGLU, silu(g) * u with
 // silu(g) = g / (1 + exp(-g)); EPI 3 GeGLU, gelu_tanh(g) * u with gelu_tanh(g) = g / 2 * (1 +
 // tanh(v)) computed as the equal g / (1 + exp(-2v)), v = sqrt(2 / pi) * (g + 0.044715 g^3).
-// The exponent is capped at 80, as the twin's: fast-math division may turn g / inf into NaN.
+// g / (1 + exp(e)) without an infinity on the way, as the twin's: with t = exp(-|e|), g / (1 + t)
+// for e <= 0 and g t / (1 + t) for e > 0 (fast-math division may turn g / inf into NaN).
 template <uint EPI>
 static inline float glu(float g, float u) {
-    if (EPI == 3u) {
-        return g / (1.0f + exp(min(-1.5957691216057308f * (g + 0.044715f * g * g * g), 80.0f))) * u;
-    }
-    return g / (1.0f + exp(min(-g, 80.0f))) * u;
+    const float e = EPI == 3u ? -1.5957691216057308f * (g + 0.044715f * g * g * g) : -g;
+    const float t = exp(-fabs(e));
+    return (e > 0.0f ? g * t : g) / (1.0f + t) * u;
 }
 
 // The epilogue of rows r0 .. r0 + ROWS - 1 (the twin's mm_store, wgsl/mm_gemv_acc.wgsl): EPI 0
