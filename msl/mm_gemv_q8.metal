@@ -360,7 +360,7 @@ static inline float dot_row(Q4_0Row w, thread const Qx& x) {
 template <uint EPI>
 static inline float glu(float g, float u) {
     const float e = EPI == 3u ? -1.5957691216057308f * (g + 0.044715f * g * g * g) : -g;
-    const float t = exp(-fabs(e));
+    const float t = exp(-abs(e));
     return (e > 0.0f ? g * t : g) / (1.0f + t) * u;
 }
 

@@ -168,7 +168,7 @@ inline float4 x4(constant MmParams& p, device const float4* x, uint c4) {
 template <uint EPI>
 static inline float glu(float g, float u) {
     const float e = EPI == 3u ? -1.5957691216057308f * (g + 0.044715f * g * g * g) : -g;
-    const float t = exp(-fabs(e));
+    const float t = exp(-abs(e));
     return (e > 0.0f ? g * t : g) / (1.0f + t) * u;
 }
 
