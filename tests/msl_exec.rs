@@ -665,7 +665,7 @@ fn a_wrong_msl_q8_gemv_fails_the_check() {
         ("mm_gemv_q8.metal", "mm_gemv_q8_q8_0", "r.b[j] = wq[v + 2u * j + 1u][u];", "r.b[j] = wq[v + 2u * j][u];"),
         ("mm_gemv_q8.metal", "mm_gemv_q8_q4_0", "bytes4(w.w[4u + j], 4u, 15u, 8.0f)", "bytes4(w.w[4u + j], 4u, 15u, 7.0f)"),
         ("mm_gemv_q8.metal", "mm_gemv_q8_q4_k", "y[o + r] += tot[r];", "y[o + r] = tot[r];"),
-        ("mm_gemv_q8.metal", "mm_gemv_q8_q6_k", "g / (1.0f + exp(-g)) * u", "g / (1.0f + exp(g)) * u"),
+        ("mm_gemv_q8.metal", "mm_gemv_q8_q6_k", "0.044715f * g * g * g) : -g;", "0.044715f * g * g * g) : g;"),
         ("mm_gemv_f16.metal", "mm_gemv_f16", "dot(fmt_halves(w.w.z, w.w.w), x.b)", "dot(fmt_halves(w.w.w, w.w.z), x.b)"),
     ];
     mutants_fail("mutant_q8_gemv", &mutations, |c| c.starts_with("n=33 ") || c.contains(" acc") || c.contains(" swiglu"));
