@@ -284,7 +284,8 @@ fn float_formats_take_any_row_length() {
 }
 
 /// The Matrix GEMM, forced, over every format's GEMM test grid (odd m such as 17, 33, 100, 130;
-/// n tails; a row-chunked matrix; guard regions; f64 reference with the f16 error bound). On an
+/// n tails; a row-chunked matrix; guard regions; f64 reference with the f16 error bound), with
+/// its own tile choice and with each tile it can pick forced. On an
 /// adapter without cooperative matrices every case must be refused as `Unsupported`: none runs,
 /// none counts as passed. (`cargo test --release --test matmul -- --nocapture matrix` on a GPU.)
 #[test]
@@ -294,14 +295,19 @@ fn matrix_gemm_every_format_or_unsupported() {
     println!("seed {seed} (WGKERNELS_SEED={seed} reproduces)");
     let mut rng = Rng::new(seed);
     let (mut passed, mut refused, mut odd_k) = (0, 0, 0);
-    for bounds_checks in [false, true] {
-        let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Matrix)).with_bounds_checks(bounds_checks));
+    // The default tiles with and without bounds checks, then every tile the GEMM can pick forced
+    // at every m (`Tuning::gemm_tile`).
+    let forced = matmul::matrix::TILES.map(|t| (false, Some([t.sgm, t.sgn, t.mi, t.nj, t.tk])));
+    for (bounds_checks, tile) in [(false, None), (true, None)].into_iter().chain(forced) {
+        let tuning = wgkernels::Tuning { gemm_tile: tile, ..Default::default() };
+        let options = ContextOptions::default().with_policy(VariantPolicy::Require(Variant::Matrix)).with_bounds_checks(bounds_checks).with_tuning(tuning);
+        let ctx = base.with_options(options);
         // The weight-matrix GEMMs with a Matrix variant (not the int8 multi-row GEMMs, mm_gemm_q8_*).
         for kernel in kernels::registry().into_iter().filter(|k| k.info().name.starts_with("mm_gemm_") && k.info().variants.contains(&Variant::Matrix)) {
             let name = kernel.info().name;
             let support = kernel.info().support(base.caps(), Variant::Matrix);
             for case in kernel.test_cases() {
-                let what = format!("{name} matrix {} (bounds checks {bounds_checks})", case.name());
+                let what = format!("{name} matrix {} (bounds checks {bounds_checks}, tile {tile:?})", case.name());
                 match (&support, run_case(&ctx, case.as_ref(), &mut rng)) {
                     (Err(_), Err(Error::Unsupported { variant: Variant::Matrix, .. })) => refused += 1,
                     // Row lengths that are not whole vec4s (float formats) stay Portable.
@@ -472,9 +478,7 @@ fn matrix_staging_matches_the_inputs() {
         let xs = srng.uniform_vec(m * k, -2.0, 2.0);
         let x = ctx.upload(&xs).unwrap();
         let h = |v: f32| f16::from_f32(v).to_f32();
-        for (sg, tile) in
-            [(32, MatrixTile::NARROW), (32, MatrixTile::WIDE), (32, MatrixTile::NARROW.short()), (32, MatrixTile::WIDE.short()), (64, MatrixTile::NARROW), (64, MatrixTile::WIDE)]
-        {
+        for (sg, tile) in matmul::matrix::TILES.iter().map(|&t| (32, t)).chain([(64, MatrixTile::NARROW), (64, MatrixTile::WIDE)]) {
             if sg * tile.subgroups() > max_wg {
                 continue;
             }

@@ -126,6 +126,9 @@ impl MatrixTile {
     }
 }
 
+/// Every tile [`matrix_key`] can pick (the test kit's list of pipelines holds each).
+pub const TILES: [MatrixTile; 4] = [MatrixTile::NARROW, MatrixTile::WIDE, MatrixTile::NARROW.short(), MatrixTile::WIDE.short()];
+
 /// The tile shape for `m` input rows. Provisional, until measured on the GPU.
 pub fn tile_for(m: usize) -> MatrixTile {
     if m <= 64 {
@@ -248,8 +251,7 @@ pub(super) fn matrix_desc(format: Fmt, sg: u32, tile: MatrixTile) -> PipelineDes
 /// subgroup sizes 32 and 64.
 #[cfg(feature = "testkit")]
 pub(super) fn sample_pipelines(format: Fmt) -> Vec<MmPipeline> {
-    let tiles = [MatrixTile::NARROW, MatrixTile::WIDE, MatrixTile::NARROW.short(), MatrixTile::WIDE.short()];
-    [32, 64].iter().flat_map(|&sg| tiles.iter().map(move |&tile| MmPipeline::GemmMatrix { format, sg, tile })).collect()
+    [32, 64].iter().flat_map(|&sg| TILES.iter().map(move |&tile| MmPipeline::GemmMatrix { format, sg, tile })).collect()
 }
 
 /// The check pipeline of the weight runs (wgsl/mm_run_check.wgsl): every run of a matrix through
@@ -363,9 +365,8 @@ mod tests {
     #[test]
     fn tiles_fit_the_nominal_adapter_and_split_evenly() {
         let caps = Caps::nominal();
-        let all = [MatrixTile::NARROW, MatrixTile::WIDE, MatrixTile::NARROW.short(), MatrixTile::WIDE.short()];
-        assert_eq!(all.map(|t| t.bytes()), [27136, 45056, 16896, 28672]);
-        for tile in all {
+        assert_eq!(TILES.map(|t| t.bytes()), [27136, 45056, 16896, 28672]);
+        for tile in TILES {
             assert!(tile.bytes() <= 48 << 10 && tile.bytes() % 16 == 0);
             assert!(tile.tk() % RUN == 0 && tile.tk() % 16 == 0);
             for sg in [32, 64] {
