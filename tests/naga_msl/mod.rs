@@ -7,7 +7,10 @@
 //!   wgpu-hal 30's Metal backend (docs/METAL_CPU_EXECUTION.md lists them and their sources). Native
 //!   pipelines run the hand-written MSL on a Mac (the test above executes it); the Matrix variant's
 //!   16x16 cooperative matrices become `simdgroup_half16x16`, which Metal lacks (its simdgroup
-//!   matrices are 8x8): not Metal-eligible. The MSL language version wgpu picks depends on the OS
+//!   matrices are 8x8): not Metal-eligible; nor is a pipeline whose workgroup memory
+//!   ([`wgkernels::shaders::workgroup_bytes`]) exceeds Apple's
+//!   ([`wgkernels::shaders::APPLE_THREADGROUP_MEMORY`]): a Mac never plans it (printed with its
+//!   size). The MSL language version wgpu picks depends on the OS
 //!   (2.2 on macOS 10.15 to 4.0 on macOS 26 for an Apple7+/Mac2 GPU); every eligible pipeline's MSL
 //!   is checked to be the same at both ends (but its first comment line), and 4.0's is executed.
 //! * **Building.** Identical modules are built once; each module goes into its own C++ namespace,
@@ -25,10 +28,17 @@
 //!   context whose dispatch executor ([`ContextOptions::with_dispatch_executor`]) takes every
 //!   dispatch, writes the MSL of its pipeline as wgpu would, finds its module and executes it; the
 //!   case's own check (f64 CPU reference, error bound, guard regions) decides. The context plans
-//!   for the subgroup sizes wgpu's Metal backend reports (4..64; the runtime's simdgroups have 32
-//!   lanes). Cases over `CASE_BYTES` or `CASE_FLOPS` are left to the GPU harness, at most
-//!   `MAX_CASES` per kernel x variant run; every kernel x variant must run at least one case in
-//!   both modes, and a dispatch whose MSL is not among the built modules fails.
+//!   as a Mac: the subgroup sizes wgpu's Metal backend reports (4..64; the runtime's simdgroups
+//!   have 32 lanes) and Apple's threadgroup memory. Cases over `CASE_BYTES` or `CASE_FLOPS` are
+//!   left to the GPU harness, at most `MAX_CASES` per kernel x variant run, plus the families'
+//!   plan cases ([`Kernel::plan_cases`]); every kernel x variant must run at least one case in
+//!   both modes, and a case that dispatches a pipeline outside the test kit's list fails (the
+//!   list and the plan cases come from one table per family).
+//! * **Bounds-checked.** The grid's chosen cases run once more, strict only, on contexts with
+//!   `ContextOptions::bounds_checks`: each dispatch executes its pipeline's checked module
+//!   (`Restrict` indexing, loop bounding, division checks), built from the pipelines the
+//!   discovery saw those cases dispatch; every such module must run and every case pass. The
+//!   checked MSL of the whole list is compiled (syntax) as well.
 
 use super::{build_dir, build_rt, builtin_expr, cleanup, execute, rt_dir, run_clang, Mode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
