@@ -161,14 +161,47 @@ pub fn metal_msl(desc: &PipelineDesc, checked: bool, lang: (u8, u8)) -> Result<M
         .filter(|(_, v)| matches!(v.space, naga::AddressSpace::Storage { .. } | naga::AddressSpace::Uniform) && module.types[v.ty].inner.needs_host_buffer_byte_size(&module.types))
         .filter_map(|(_, v)| v.binding.map(|b| b.binding))
         .collect();
-    Ok(MetalMsl { text, sized_bindings })
+    let workgroup_bytes = workgroup_bytes_of(&module, &info, desc.entry)?;
+    Ok(MetalMsl { text, sized_bindings, workgroup_bytes })
 }
 
-/// [`metal_msl`]'s output: the MSL, and the bindings whose byte sizes wgpu's Metal backend puts in
-/// the sizes buffer (`_mslBufferSizes`), in order (one `uint` each).
+/// [`metal_msl`]'s output: the MSL, the bindings whose byte sizes wgpu's Metal backend puts in
+/// the sizes buffer (`_mslBufferSizes`), in order (one `uint` each), and the workgroup memory the
+/// entry point uses ([`workgroup_bytes`]).
 pub struct MetalMsl {
     pub text: String,
     pub sized_bindings: Vec<u32>,
+    pub workgroup_bytes: u64,
+}
+
+/// Threadgroup memory of an Apple GPU as wgpu 30's Metal backend reports it
+/// (`max_compute_workgroup_storage_size`: `maxTotalThreadgroupMemoryAllocation`, 32 KiB on every
+/// Apple GPU family wgpu 30 knows; docs/METAL.md has the limit table and its source).
+pub const APPLE_THREADGROUP_MEMORY: u32 = 32 << 10;
+
+/// The subgroup sizes wgpu 30's Metal backend reports (`subgroup_min_size`, `subgroup_max_size`);
+/// Apple GPUs' simdgroups have 32 lanes.
+pub const APPLE_SUBGROUP_SIZES: (u32, u32) = (4, 64);
+
+/// Bytes of workgroup memory `desc`'s WGSL (a Native pipeline's twin) declares for its entry
+/// point after overrides: naga's layout of each `var<workgroup>` the entry point uses, rounded up
+/// to 16 bytes as Metal allocates threadgroup memory.
+pub fn workgroup_bytes(desc: &PipelineDesc) -> Result<u64, String> {
+    let (module, info) = specialise(wgsl_of(desc)?, desc.entry)?;
+    workgroup_bytes_of(&module, &info, desc.entry)
+}
+
+fn workgroup_bytes_of(module: &naga::Module, info: &ModuleInfo, entry: &str) -> Result<u64, String> {
+    let ep = module.entry_points.iter().position(|e| e.name == entry).ok_or_else(|| format!("no entry point {entry}"))?;
+    let uses = info.get_entry_point(ep);
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).map_err(|e| format!("layout: {e}"))?;
+    Ok(module
+        .global_variables
+        .iter()
+        .filter(|(h, v)| v.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
+        .map(|(_, v)| u64::from(layouter[v.ty].size).div_ceil(16) * 16)
+        .sum())
 }
 
 /// Parse, validate, specialise and translate one pipeline (a Native one through its twin).

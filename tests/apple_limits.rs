@@ -3,7 +3,7 @@
 //! wgpu-hal 30's `src/metal/adapter.rs`, written out in docs/METAL.md). Every kernel must either
 //! pick a plan inside them and pass its own check, or report UNSUPPORTED with a reason; any other
 //! error (a limit error, a pipeline wgpu refuses) fails. Every pipeline the run built is then
-//! checked statically: its workgroup size and its workgroup memory (naga's layout of the WGSL's
+//! checked statically: its workgroup size and its workgroup memory (`shaders::workgroup_bytes`: naga's layout of the WGSL's
 //! `var<workgroup>`s after overrides, each rounded up to 16 bytes as Metal allocates them; a Native
 //! pipeline's through its WGSL twin; the MSL's own threadgroup arrays are checked against the same
 //! 32 KiB by tests/msl_clang.rs) within Apple's. (The device enforces the binding counts, sizes,
@@ -18,8 +18,6 @@
 //! adapter (the int8 GEMM: one pipeline per m), the first case of its reduced set.
 //! `WGKERNELS_KERNEL=substr` runs only the matching kernels.
 
-use naga::valid::{Capabilities, ValidationFlags, Validator};
-use wgkernels::pipeline::PipelineDesc;
 use wgkernels::suite::{run_case, Rng};
 use wgkernels::{kernels, Context, ContextOptions, Error, Variant, VariantPolicy};
 
@@ -27,7 +25,7 @@ use wgkernels::{kernels, Context, ContextOptions, Error, Variant, VariantPolicy}
 const SLICE_BYTES: u64 = 4 << 20;
 
 /// Threadgroup memory (`maxTotalThreadgroupMemoryAllocation` on every Apple GPU wgpu 30 knows).
-const THREADGROUP_MEMORY: u32 = 32 << 10;
+const THREADGROUP_MEMORY: u32 = wgkernels::shaders::APPLE_THREADGROUP_MEMORY;
 /// Threads per threadgroup.
 const THREADS: u32 = 1024;
 
@@ -126,32 +124,6 @@ fn apple_context() -> (Context, wgpu::Limits) {
     (ctx, limits)
 }
 
-/// Bytes of workgroup memory `desc`'s WGSL (a Native pipeline's twin) declares for its entry
-/// point after overrides, each variable rounded up to 16 bytes.
-fn workgroup_bytes(desc: &PipelineDesc) -> Result<u64, String> {
-    let d = desc.twin().unwrap_or(desc);
-    let text = d.source.text();
-    let module = naga::front::wgsl::parse_str(&text).map_err(|e| e.emit_to_string(&text))?;
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).map_err(|e| e.emit_to_string(&text))?;
-    let mut constants = naga::back::PipelineConstants::default();
-    for (name, v) in &d.constants {
-        constants.insert(name.to_string(), *v);
-    }
-    let (module, info) =
-        naga::back::pipeline_constants::process_overrides(&module, &info, Some((naga::ShaderStage::Compute, d.entry)), &constants).map_err(|e| format!("overrides: {e}"))?;
-    let ep = module.entry_points.iter().position(|e| e.name == d.entry).ok_or_else(|| format!("no entry point {}", d.entry))?;
-    let uses = info.get_entry_point(ep);
-    let mut layouter = naga::proc::Layouter::default();
-    layouter.update(module.to_ctx()).map_err(|e| format!("layout: {e}"))?;
-    let mut total = 0u64;
-    for (h, var) in module.global_variables.iter() {
-        if var.space == naga::AddressSpace::WorkGroup && !uses[h].is_empty() {
-            total += (layouter[var.ty].size as u64).div_ceil(16) * 16;
-        }
-    }
-    Ok(total)
-}
-
 #[test]
 fn every_kernel_plans_inside_apples_limits() {
     let (base, limits) = apple_context();
@@ -215,7 +187,7 @@ fn every_kernel_plans_inside_apples_limits() {
                 if x * y * z > THREADS {
                     failures.push(format!("{label}: workgroup {x}x{y}x{z} > {THREADS} threads"));
                 }
-                match workgroup_bytes(&desc) {
+                match wgkernels::shaders::workgroup_bytes(&desc) {
                     Ok(b) if b > THREADGROUP_MEMORY as u64 => failures.push(format!("{label}: {b} bytes of workgroup memory > {THREADGROUP_MEMORY}")),
                     Ok(_) => {}
                     Err(e) => failures.push(format!("{label}: workgroup memory not measured: {e}")),

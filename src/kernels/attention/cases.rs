@@ -18,37 +18,7 @@ impl Kernel for PrefillKernel {
         &PREFILL
     }
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
-        use PairLayout::*;
-        // (tokens, offset, kv_len, heads, kv_heads, d, layout, f16, causal, k_rotated)
-        let grid = [
-            (1, 0, 1, 4, 4, 64, HalfSplit, false, true, false),
-            (7, 26, 33, 8, 2, 128, Interleaved, true, true, false),
-            (64, 0, 64, 4, 1, 80, HalfSplit, false, true, false),
-            (7, 0, 33, 8, 1, 64, Interleaved, false, false, false),
-            (257, 743, 1000, 2, 2, 64, HalfSplit, true, true, false),
-            (1, 4095, 4096, 8, 1, 128, Interleaved, true, true, false),
-            (64, 33, 97, 4, 4, 256, HalfSplit, true, true, false),
-            (33, 0, 33, 6, 3, 6, Interleaved, false, true, false),
-            (7, 1000, 1007, 4, 2, 128, HalfSplit, false, true, true),
-            (64, 0, 257, 8, 8, 96, Interleaved, false, false, true),
-        ];
-        // Sliding windows (narrower than a key tile, so rows of one block start in different
-        // tiles; wider than the keys; non-causal) and score soft-caps near the scores' size.
-        // (tokens, offset, kv_len, heads, kv_heads, d, layout, f16, causal, k_rotated, window, softcap)
-        let gemma = [
-            (33, 20, 53, 4, 2, 64, HalfSplit, true, true, false, Some(7), Some(2.0)),
-            (40, 0, 40, 8, 4, 128, Interleaved, false, true, false, Some(16), None),
-            (9, 3, 30, 4, 4, 80, HalfSplit, false, false, false, Some(5), Some(0.5)),
-            (20, 100, 120, 2, 1, 256, HalfSplit, true, true, true, Some(500), Some(1.0)),
-        ];
-        let plain = grid.iter().map(|&(t, o, kv, h, kvh, d, l, f, c, r)| (t, o, kv, h, kvh, d, l, f, c, r, None, None));
-        plain
-            .chain(gemma)
-            .enumerate()
-            .map(|(i, (tokens, offset, kv_len, h, kvh, d, layout, kv_f16, causal, k_rotated, window, softcap))| {
-                Box::new(PrefillCase { tokens, offset, kv_len, shape: AttnShape::new(h, kvh, d), layout, kv_f16, causal, k_rotated, mode: i, window, softcap }) as Box<dyn Case>
-            })
-            .collect()
+        prefill_grid().into_iter().map(|c| Box::new(c) as Box<dyn Case>).collect()
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
         [512, 2048]
@@ -88,41 +58,7 @@ impl Kernel for DecodeKernel {
         &DECODE
     }
     fn test_cases(&self) -> Vec<Box<dyn Case>> {
-        use PairLayout::*;
-        let grid = [
-            (0, 4, 4, 64, HalfSplit, false),
-            (32, 8, 2, 128, Interleaved, true),
-            (999, 8, 1, 80, HalfSplit, false),
-            (4095, 4, 1, 128, HalfSplit, true),
-            (4095, 16, 2, 64, Interleaved, false),
-            (100, 12, 1, 256, HalfSplit, true),
-            (50, 2, 2, 6, Interleaved, true),
-            (1000, 3, 3, 10, HalfSplit, false),
-            // Several steps per workgroup and a partial last chunk (kv 12345 = 64 x 192 + 57 at the
-            // default split), f16 and f32.
-            (12344, 8, 8, 128, HalfSplit, true),
-            (8190, 8, 2, 96, Interleaved, false),
-            // Matrix decode: 8 heads per KV head (all 16 rows of its products), head_dim 80.
-            (299, 16, 2, 80, Interleaved, true),
-        ];
-        // Sliding windows (the last key alone; wider than the cache; 17 keys, under one Matrix
-        // tile's worth of chunks) and score soft-caps near the scores' size.
-        // (pos, heads, kv_heads, d, layout, f16, window, softcap)
-        let gemma = [
-            (999, 8, 2, 128, HalfSplit, true, Some(100), Some(2.0)),
-            (50, 4, 4, 64, Interleaved, false, Some(64), Some(1.0)),
-            (700, 16, 2, 80, Interleaved, true, Some(300), None),
-            (20, 2, 1, 64, HalfSplit, false, Some(1), None),
-            (257, 6, 2, 96, HalfSplit, false, Some(17), Some(0.5)),
-        ];
-        let plain = grid.iter().map(|&(pos, h, kvh, d, l, f)| (pos, h, kvh, d, l, f, None, None));
-        plain
-            .chain(gemma)
-            .enumerate()
-            .map(|(i, (pos, h, kvh, d, layout, kv_f16, window, softcap))| {
-                Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: i, window, softcap, attend_only: i % 4 == 3 }) as Box<dyn Case>
-            })
-            .collect()
+        decode_grid().into_iter().map(|c| Box::new(c) as Box<dyn Case>).collect()
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
         [4096, 16384, 32768]
@@ -154,6 +90,97 @@ impl Kernel for DecodeKernel {
         v.push(PlanCase::new(None, crate::Tuning { decode_merge_unroll: Some(1), ..crate::Tuning::default() }, Box::new(case)));
         v
     }
+}
+
+/// The prefill's test grid.
+pub(crate) fn prefill_grid() -> Vec<PrefillCase> {
+    use PairLayout::*;
+    // (tokens, offset, kv_len, heads, kv_heads, d, layout, f16, causal, k_rotated)
+    let grid = [
+        (1, 0, 1, 4, 4, 64, HalfSplit, false, true, false),
+        (7, 26, 33, 8, 2, 128, Interleaved, true, true, false),
+        (64, 0, 64, 4, 1, 80, HalfSplit, false, true, false),
+        (7, 0, 33, 8, 1, 64, Interleaved, false, false, false),
+        (257, 743, 1000, 2, 2, 64, HalfSplit, true, true, false),
+        (1, 4095, 4096, 8, 1, 128, Interleaved, true, true, false),
+        (64, 33, 97, 4, 4, 256, HalfSplit, true, true, false),
+        (33, 0, 33, 6, 3, 6, Interleaved, false, true, false),
+        (7, 1000, 1007, 4, 2, 128, HalfSplit, false, true, true),
+        (64, 0, 257, 8, 8, 96, Interleaved, false, false, true),
+    ];
+    // Sliding windows (narrower than a key tile, so rows of one block start in different
+    // tiles; wider than the keys; non-causal) and score soft-caps near the scores' size.
+    // (tokens, offset, kv_len, heads, kv_heads, d, layout, f16, causal, k_rotated, window, softcap)
+    let gemma = [
+        (33, 20, 53, 4, 2, 64, HalfSplit, true, true, false, Some(7), Some(2.0)),
+        (40, 0, 40, 8, 4, 128, Interleaved, false, true, false, Some(16), None),
+        (9, 3, 30, 4, 4, 80, HalfSplit, false, false, false, Some(5), Some(0.5)),
+        (20, 100, 120, 2, 1, 256, HalfSplit, true, true, true, Some(500), Some(1.0)),
+    ];
+    let plain = grid.iter().map(|&(t, o, kv, h, kvh, d, l, f, c, r)| (t, o, kv, h, kvh, d, l, f, c, r, None, None));
+    plain
+        .chain(gemma)
+        .enumerate()
+        .map(|(i, (tokens, offset, kv_len, h, kvh, d, layout, kv_f16, causal, k_rotated, window, softcap))| PrefillCase {
+            tokens,
+            offset,
+            kv_len,
+            shape: AttnShape::new(h, kvh, d),
+            layout,
+            kv_f16,
+            causal,
+            k_rotated,
+            mode: i,
+            window,
+            softcap,
+        })
+        .collect()
+}
+
+/// The decode's test grid.
+pub(crate) fn decode_grid() -> Vec<DecodeCase> {
+    use PairLayout::*;
+    let grid = [
+        (0, 4, 4, 64, HalfSplit, false),
+        (32, 8, 2, 128, Interleaved, true),
+        (999, 8, 1, 80, HalfSplit, false),
+        (4095, 4, 1, 128, HalfSplit, true),
+        (4095, 16, 2, 64, Interleaved, false),
+        (100, 12, 1, 256, HalfSplit, true),
+        (50, 2, 2, 6, Interleaved, true),
+        (1000, 3, 3, 10, HalfSplit, false),
+        // Several steps per workgroup and a partial last chunk (kv 12345 = 64 x 192 + 57 at the
+        // default split), f16 and f32.
+        (12344, 8, 8, 128, HalfSplit, true),
+        (8190, 8, 2, 96, Interleaved, false),
+        // Matrix decode: 8 heads per KV head (all 16 rows of its products), head_dim 80.
+        (299, 16, 2, 80, Interleaved, true),
+    ];
+    // Sliding windows (the last key alone; wider than the cache; 17 keys, under one Matrix
+    // tile's worth of chunks) and score soft-caps near the scores' size.
+    // (pos, heads, kv_heads, d, layout, f16, window, softcap)
+    let gemma = [
+        (999, 8, 2, 128, HalfSplit, true, Some(100), Some(2.0)),
+        (50, 4, 4, 64, Interleaved, false, Some(64), Some(1.0)),
+        (700, 16, 2, 80, Interleaved, true, Some(300), None),
+        (20, 2, 1, 64, HalfSplit, false, Some(1), None),
+        (257, 6, 2, 96, HalfSplit, false, Some(17), Some(0.5)),
+    ];
+    let plain = grid.iter().map(|&(pos, h, kvh, d, l, f)| (pos, h, kvh, d, l, f, None, None));
+    plain
+        .chain(gemma)
+        .enumerate()
+        .map(|(i, (pos, h, kvh, d, layout, kv_f16, window, softcap))| DecodeCase {
+            pos,
+            shape: AttnShape::new(h, kvh, d),
+            layout,
+            kv_f16,
+            mode: i,
+            window,
+            softcap,
+            attend_only: i % 4 == 3,
+        })
+        .collect()
 }
 
 /// The plan cases of the prefill's (`prefill`) or the decode's samples.

@@ -813,7 +813,7 @@ pub(crate) enum PlanSampleCase {
 
 /// Apple's threadgroup memory (32 KiB) and WebGPU's default (16 KiB): the prefill tiles sampled.
 #[cfg(feature = "testkit")]
-const SAMPLE_MEMORY: [u32; 2] = [32 << 10, 16 << 10];
+const SAMPLE_MEMORY: [u32; 2] = [crate::shaders::APPLE_THREADGROUP_MEMORY, 16 << 10];
 
 /// The sampled plans, for head dims 6, 64, 80, 128 and 256 and f32 / f16 caches:
 /// * decode, teams kernel (Subgroup): GQA blocks of 1 and 8 heads, 4 (the smallest subgroup
@@ -821,7 +821,11 @@ const SAMPLE_MEMORY: [u32; 2] = [32 << 10, 16 << 10];
 ///   without), 4 keys per step, and the Subgroup twin of every Native entry point's plan;
 /// * decode, Portable kernel: groups of 1 and 8 heads (Apple's 32 KiB);
 /// * prefill, Portable and Subgroup: the largest tiles for 32 KiB (Apple) and 16 KiB (WebGPU's
-///   default) of workgroup memory.
+///   default) of workgroup memory;
+/// * the plan every case of the test grid picks on a Mac (default tuning, Apple's smallest
+///   subgroup and its threadgroup memory), as Portable and Subgroup, reached by a small case of
+///   that grid case's shape: so the grid's cases, run on an adapter that plans as a Mac, dispatch
+///   no plan the list lacks.
 #[cfg(feature = "testkit")]
 pub(crate) fn plan_samples() -> Vec<PlanSample> {
     use crate::suite::PlanAdapter;
@@ -909,6 +913,45 @@ pub(crate) fn plan_samples() -> Vec<PlanSample> {
         let case = prefill_case(d as usize, bq as usize, kv_f16, neox);
         let tuning = Tuning { prefill_tiles: Some([bq, bk]), ..Tuning::default() };
         push(&mut v, PlanSample { key, variant, tuning, adapter: PlanAdapter::default(), case: PlanSampleCase::Prefill(case) });
+    }
+    // The grid's plans on a Mac, each reached by a small case that picks the same plan: the
+    // decode's plan does not depend on the cache length, the prefill's only on its rows (tokens x
+    // group) up to the tile's; a grid case whose shrunk form would pick another plan is its own
+    // plan case.
+    let (min_subgroup, _) = crate::shaders::APPLE_SUBGROUP_SIZES;
+    let apple = PlanAdapter { subgroup_min_size: Some(min_subgroup), workgroup_memory: Some(crate::shaders::APPLE_THREADGROUP_MEMORY) };
+    let caps = caps_for(&Tuning::default(), apple);
+    let mem = crate::shaders::APPLE_THREADGROUP_MEMORY as usize;
+    for variant in [Variant::Portable, Variant::Subgroup] {
+        for c in cases::decode_grid() {
+            let key = |c: &check::DecodeCase| decode_plan(&caps, variant, &c.shape, c.kv_f16, c.pos + 1).map(|p| p.key(c.shape.head_dim, c.kv_f16, c.softcap.is_some()));
+            let Ok(grid_key) = key(&c) else { continue };
+            let small = check::DecodeCase { pos: c.pos.min(39), ..c };
+            let case = if key(&small).is_ok_and(|k| k == grid_key) { small } else { c };
+            push(&mut v, PlanSample { key: grid_key, variant, tuning: Tuning::default(), adapter: apple, case: PlanSampleCase::Decode(case) });
+        }
+        for c in cases::prefill_grid() {
+            let d = c.shape.head_dim;
+            let neox = c.layout == PairLayout::HalfSplit;
+            let key = |c: &PrefillCase| {
+                prefill_tiles(d, c.tokens * c.shape.group(), mem).map(|(bq, bk)| AttnPipeline::Prefill {
+                    variant,
+                    d: d as u32,
+                    bq: bq as u32,
+                    bk: bk as u32,
+                    kv_f16: c.kv_f16,
+                    neox,
+                })
+            };
+            let Ok(grid_key) = key(&c) else { continue };
+            let AttnPipeline::Prefill { bq, .. } = grid_key else { continue };
+            let tokens = c.tokens.min((bq as usize).div_ceil(c.shape.group()));
+            let offset = c.offset.min(3);
+            let after = c.kv_len.saturating_sub(c.offset + c.tokens).min(3);
+            let small = PrefillCase { tokens, offset, kv_len: offset + tokens + after, ..c };
+            let case = if key(&small).is_ok_and(|k| k == grid_key) { small } else { c };
+            push(&mut v, PlanSample { key: grid_key, variant, tuning: Tuning::default(), adapter: apple, case: PlanSampleCase::Prefill(case) });
+        }
     }
     // The Native decode's Subgroup twins: the Native plan's lanes, keys and heads per workgroup.
     let metal = Caps { backend: wgpu::Backend::Metal, ..Caps::nominal() };
