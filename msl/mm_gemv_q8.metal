@@ -40,10 +40,10 @@
 //
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change is
 // ported here and the fingerprint updated):
-//   mm_gemv_q8_q4_k_*: twin fnv1a64 51c4e3e689850508
-//   mm_gemv_q8_q6_k_*: twin fnv1a64 636ca3b51ebcfcd0
-//   mm_gemv_q8_q8_0_*: twin fnv1a64 55190052c00e8268
-//   mm_gemv_q8_q4_0_*: twin fnv1a64 79307c28a1033cb0
+//   mm_gemv_q8_q4_k_*: twin fnv1a64 c156c5dfb0f00ece
+//   mm_gemv_q8_q6_k_*: twin fnv1a64 c683754a39ee56c6
+//   mm_gemv_q8_q8_0_*: twin fnv1a64 1bf1aff9e544042e
+//   mm_gemv_q8_q4_0_*: twin fnv1a64 3018b13b88c8d026
 
 #include <metal_stdlib>
 using namespace metal;

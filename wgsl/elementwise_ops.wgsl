@@ -1,9 +1,7 @@
 // Elementwise operations shared by elementwise_binary.wgsl (y = op(a, b)), elementwise_inplace.wgsl
 // (a = op(a, b)) and elementwise_unary.wgsl (a = unary(a)).
-// OP 0: a + b (residual add); OP 1: silu(a) * b (SwiGLU gate, silu(a) = a / (1 + exp(-a)));
-// OP 2: gelu_tanh(a) * b (GeGLU gate with the tanh approximation,
-// gelu_tanh(a) = a / 2 * (1 + tanh(u)), u = sqrt(2 / pi) * (a + 0.044715 a^3), computed as the
-// equal a / (1 + exp(-2 u)), which does not cancel where tanh(u) is near -1);
+// OP 0: a + b (residual add); OP 1: silu(a) * b (SwiGLU gate); OP 2: gelu_tanh(a) * b (GeGLU
+// gate with the tanh approximation): glu.wgsl's glu_act, composed after this file;
 // unary, OP 0: the logit soft-cap c * tanh(a / c), c = p.scalar > 0; OP 1: a * p.scalar.
 // The element type T (f32, or vec4<f32> when the length is a multiple of 4; then `len` counts
 // vectors) comes from an `alias T = ...;` line the host puts first. One T per invocation, 2-D grid
@@ -31,20 +29,12 @@ fn tanh_accurate(x: T) -> T {
     return select(tanh(clamp(x, T(-15.0), T(15.0))), series, abs(x) < T(0.0625));
 }
 
-// a / (1 + exp(e)) without an infinity on the way: with t = exp(-|e|) in (0, 1], it is a / (1 + t)
-// for e <= 0 and a t / (1 + t) for e > 0 (where exp(e) would overflow; fast-math division, Metal's
-// default, may turn a / inf into NaN).
-fn gated(a: T, e: T) -> T {
-    let t = exp(-abs(e));
-    return select(a, a * t, e > T(0.0)) / (1.0 + t);
-}
-
 fn op(a: T, b: T) -> T {
     if (OP == 1u) {
-        return gated(a, -a) * b;
+        return glu_act(a, false) * b;
     }
     if (OP == 2u) {
-        return gated(a, -1.5957691216057308 * (a + 0.044715 * a * a * a)) * b;
+        return glu_act(a, true) * b;
     }
     return a + b;
 }

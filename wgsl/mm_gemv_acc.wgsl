@@ -23,9 +23,8 @@ fn mm_finish(acc: vec4<f32>, r0: u32, write: bool) {
 
 // The epilogue: EPI 0 stores y[y_off + r] = dot; EPI 1 accumulates y[y_off + r] += dot (a
 // residual add); EPI 2 reads rows in (gate, up) pairs (row 2i = gate i, row 2i + 1 = up i; ROWS
-// even, y_off even) and stores y[(y_off + 2i) / 2] = silu(gate) * up with silu(g) = g / (1 + exp(-g));
-// EPI 3 as EPI 2 with gelu_tanh(gate) * up, gelu_tanh(g) = g / 2 * (1 + tanh(u)) computed as the
-// equal g / (1 + exp(-2u)), u = sqrt(2 / pi) * (g + 0.044715 g^3) (no cancellation near tanh = -1).
+// even, y_off even) and stores y[(y_off + 2i) / 2] = silu(gate) * up; EPI 3 as EPI 2 with
+// gelu_tanh(gate) * up (glu.wgsl).
 override EPI: u32 = 0u;
 
 fn mm_put(o: u32, v: f32) {
@@ -36,14 +35,9 @@ fn mm_put(o: u32, v: f32) {
     }
 }
 
-// The gated unit of a (gate, up) pair.
-// g / (1 + exp(e)) without an infinity on the way: with t = exp(-|e|) in (0, 1], g / (1 + t) for
-// e <= 0 and g t / (1 + t) for e > 0 (where exp(e) would overflow; fast-math division, Metal's
-// default, may turn g / inf into NaN).
+// The gated unit of a (gate, up) pair (glu.wgsl, composed after this file, with T = f32).
 fn mm_glu(g: f32, u: f32) -> f32 {
-    let e = select(-g, -1.5957691216057308 * (g + 0.044715 * g * g * g), EPI == 3u);
-    let t = exp(-abs(e));
-    return select(g, g * t, e > 0.0) / (1.0 + t) * u;
+    return glu_act(g, EPI == 3u) * u;
 }
 
 fn mm_store(r0: u32, tot: vec4<f32>) {

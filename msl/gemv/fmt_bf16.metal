@@ -6,7 +6,7 @@
 // zeroed at columns >= k, as the twin's mm_x4.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_bf16_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 17cc0687ffa9bd5a
+//   mm_gemv_bf16_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 ae411b1f8df554a8
 
 struct FmtRow {
     uint4 w;

@@ -7,7 +7,7 @@
 // at columns >= k, as the twin's mm_x4 (the row's padding is zero, x past k may hold anything).
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_f16_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 7710c16f36386d90
+//   mm_gemv_f16_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 115ef266f7692606
 
 struct FmtRow {
     uint4 w;

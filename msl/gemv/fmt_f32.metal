@@ -4,7 +4,7 @@
 // consecutive for consecutive items. Any k >= 1: x is zeroed at columns >= k, as the twin's mm_x4.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_f32_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 65ebc17dd5515c7e
+//   mm_gemv_f32_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 710e2c2c758eee8c
 
 struct FmtRow {
     float4 w;

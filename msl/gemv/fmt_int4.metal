@@ -8,7 +8,7 @@
 // x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_int4_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 39b4a3e62118c11a
+//   mm_gemv_int4_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 091698a2337b69e8
 
 struct FmtRow {
     uint4 q;

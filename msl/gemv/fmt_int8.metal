@@ -6,7 +6,7 @@
 // loads shared by the ROWS rows. k is a multiple of 32: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_int8_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 cdd63522cceed179
+//   mm_gemv_int8_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 bd5536fadbb6e277
 
 struct FmtRow {
     uint4 q;

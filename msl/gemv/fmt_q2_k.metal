@@ -9,7 +9,7 @@
 // scales out: d sum sc s - dmin sum m sx. k is a multiple of 256: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q2_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 ed5478f60c208912
+//   mm_gemv_q2_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 8c0de503781c3810
 
 struct FmtRow {
     uint2 qs;  // qs words u, 8 + u

@@ -9,7 +9,7 @@
 // 8h + 2s + u / 4. k is a multiple of 256: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q3_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 6864fbf90e8de75f
+//   mm_gemv_q3_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 94b59ebbf8c55175
 
 struct FmtRow {
     uint4 hd;  // scale words 0..2, d

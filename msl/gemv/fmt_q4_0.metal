@@ -6,7 +6,7 @@
 // consecutive items, and the scale word. k is a multiple of 32: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q4_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 78f79c4d55c49020
+//   mm_gemv_q4_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 a0de69a2066bbb16
 
 struct FmtRow {
     uint4 q;

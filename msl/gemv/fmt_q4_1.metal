@@ -6,7 +6,7 @@
 // the head word. The dot is d sum q x + m sum x. k is a multiple of 32: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q4_1_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 17a22d7a6d5369f8
+//   mm_gemv_q4_1_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 4b950d61003ad9be
 
 struct FmtRow {
     uint4 q;

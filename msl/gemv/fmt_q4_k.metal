@@ -11,7 +11,7 @@
 // the x sums shared by the ROWS rows. k is a multiple of 256: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q4_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 ec1c3b3ae0be5aac
+//   mm_gemv_q4_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 399df8007b326b92
 
 struct FmtRow {
     uint4 hd;

@@ -7,7 +7,7 @@
 // k is a multiple of 32: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q5_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 62a98da764c2ede8
+//   mm_gemv_q5_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 f4d8bd67be429fae
 
 struct FmtRow {
     uint4 q;

@@ -7,7 +7,7 @@
 // d sum q x + m sum x. k is a multiple of 32: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q5_1_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 11d9261d9dbe8bd0
+//   mm_gemv_q5_1_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 7eceba74bd6745c6
 
 struct FmtRow {
     uint4 q;

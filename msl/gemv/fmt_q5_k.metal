@@ -9,7 +9,7 @@
 // consecutive items. The dot factors the scales out: d sum sc_j s_j - dmin sum m_j sx_j.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q5_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 9690b48144dd57f9
+//   mm_gemv_q5_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 199f0346645678f7
 
 struct FmtRow {
     uint4 hd;

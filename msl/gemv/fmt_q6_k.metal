@@ -10,7 +10,7 @@
 // k is a multiple of 256: every x load is in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q6_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 16c442dc603b13c6
+//   mm_gemv_q6_k_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 74bcd589b9062904
 
 struct FmtRow {
     uint4 ql;

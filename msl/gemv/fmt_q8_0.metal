@@ -7,7 +7,7 @@
 // in range.
 // Twin fingerprints (tests/msl_bindings.rs fails when a twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   mm_gemv_q8_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 2e186f09b64f5194
+//   mm_gemv_q8_0_r{2,4}[_acc|_swiglu|_geglu]: twin fnv1a64 e507816f73e92baa
 
 struct FmtRow {
     uint4 q;

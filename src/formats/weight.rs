@@ -60,7 +60,7 @@ pub struct WeightFormat {
 ///
 /// Its **twin** is implied: the family's Subgroup GEMV of the same format and activations
 /// (team_subgroup.wgsl + mm_common.wgsl + mm_gemv.wgsl, the format part, mm_items.wgsl,
-/// mm_gemv_acc.wgsl and mm_rows.wgsl; on int8 activations mm_gemv_qk.wgsl in place of
+/// mm_gemv_acc.wgsl, glu.wgsl and mm_rows.wgsl; on int8 activations mm_gemv_qk.wgsl in place of
 /// mm_gemv.wgsl and mm_items.wgsl) with the plan `WG = 128, ROWS = rows, UNROLL = 1, TEAM_SG = 0`
 /// (a team is the threadgroup), as [`crate::kernels::matmul::native_plan`] builds it, and the
 /// entry's epilogue as `EPI`. Each entry point takes the family's `Params` at `buffer(0)`,

@@ -19,7 +19,8 @@
 //! test kit) are f64.
 //! Sources: wgsl/elementwise_rmsnorm.wgsl (and elementwise_rmsnorm_qk.wgsl) +
 //! elementwise_reduce_{portable,subgroup}.wgsl,
-//! elementwise_ops.wgsl + elementwise_{binary,inplace,unary}.wgsl.
+//! elementwise_ops.wgsl + glu.wgsl (the gate of a gated linear unit, shared with the GEMV epilogue and
+//! the prefill's gate/up pairs) + elementwise_{binary,inplace,unary}.wgsl.
 //!
 //! ```
 //! use wgkernels::kernels::elementwise;
@@ -59,6 +60,9 @@ const RMSNORM_QK_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm_qk.wg
 const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");
 const REDUCE_SUBGROUP: &str = include_str!("../../wgsl/elementwise_reduce_subgroup.wgsl");
 const OPS_WGSL: &str = include_str!("../../wgsl/elementwise_ops.wgsl");
+/// The gate of a gated linear unit (`glu_act`), over the element type `T` of an [`ELEM_F32`] /
+/// [`ELEM_VEC4`] line put first.
+pub(crate) const GLU_WGSL: &str = include_str!("../../wgsl/glu.wgsl");
 const BINARY_WGSL: &str = include_str!("../../wgsl/elementwise_binary.wgsl");
 const INPLACE_WGSL: &str = include_str!("../../wgsl/elementwise_inplace.wgsl");
 const UNARY_WGSL: &str = include_str!("../../wgsl/elementwise_unary.wgsl");
@@ -116,7 +120,7 @@ const BINARY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::read("a", "vec4
 const INPLACE_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "vec4<f32>"), StorageBinding::read("b", "vec4<f32>")];
 const UNARY_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "f32")];
 const UNARY_VEC_BINDINGS: &[StorageBinding] = &[StorageBinding::write("a", "vec4<f32>")];
-const ELEM_F32: &str = "alias T = f32;\n";
+pub(crate) const ELEM_F32: &str = "alias T = f32;\n";
 const ELEM_VEC4: &str = "alias T = vec4<f32>;\n";
 
 /// The binary operation (the WGSL `OP` override).
@@ -197,7 +201,7 @@ impl PipelineKey for ElementwisePipeline {
                 bindings: QK_NORM_BINDINGS,
             },
             ElementwisePipeline::Binary { op, inplace, vec } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, if inplace { INPLACE_WGSL } else { BINARY_WGSL }]),
+                source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, GLU_WGSL, if inplace { INPLACE_WGSL } else { BINARY_WGSL }]),
                 entry: "main",
                 constants: vec![("OP", op as u32 as f64)],
                 workgroup_size: [BINARY_WG as u32, 1, 1],
@@ -210,7 +214,7 @@ impl PipelineKey for ElementwisePipeline {
                 },
             },
             ElementwisePipeline::Unary { op, vec } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, UNARY_WGSL]),
+                source: ShaderSource::Wgsl(vec![if vec { ELEM_VEC4 } else { ELEM_F32 }, OPS_WGSL, GLU_WGSL, UNARY_WGSL]),
                 entry: "main",
                 constants: vec![("OP", op as u32 as f64)],
                 workgroup_size: [BINARY_WG as u32, 1, 1],

@@ -9,7 +9,7 @@
 //! Matrices larger than the device's storage binding limit are split into row chunks on upload
 //! (rows are independent in every format's GPU layout); each kernel dispatches once per chunk.
 //! Sources: wgsl/mm_common.wgsl; the GEMVs: mm_gemv.wgsl / mm_gemv_q8.wgsl / mm_gemv_qk.wgsl +
-//! mm_gemv_acc.wgsl + mm_rows.wgsl (the row driver, shared with the int8 GEMM's mm_gemm_q8.wgsl;
+//! mm_gemv_acc.wgsl (+ glu.wgsl) + mm_rows.wgsl (the row driver, shared with the int8 GEMM's mm_gemm_q8.wgsl;
 //! plans: [`GemvPlan`], [`gemv_plan`], [`gemm_q8_plan`]) + team_*.wgsl; mm_gemm.wgsl (+
 //! splitk_tile.wgsl), mm_gemm_matrix.wgsl (the Matrix GEMM: [`matrix`]),
 //! mm_dequant.wgsl, and the format's `wgsl/fmt_<name>.wgsl`.
@@ -515,6 +515,8 @@ impl PipelineKey for MmPipeline {
                     format.0.wgsl,
                     if act == Activations::Q8Int { "" } else { ITEMS_WGSL },
                     GEMV_ACC_WGSL,
+                    crate::kernels::elementwise::ELEM_F32,
+                    crate::kernels::elementwise::GLU_WGSL,
                     ROWS_WGSL,
                 ]),
                 entry: "main",
