@@ -1,7 +1,7 @@
 // RMSNorm per row: y[r, i] = x[r, i] / sqrt(mean_i(x[r, i]^2) + eps) * w[i], f32, any row
-// length; with ADD the normalised row is added to y instead (y += ..., a post-norm's residual add). One workgroup per row (grid-stride over rows); the sum of squares is reduced with
-// wg_sum from elementwise_reduce_portable.wgsl or elementwise_reduce_subgroup.wgsl, which
-// also define the entry point and call row_main in workgroup-uniform control flow.
+// length; with ADD the normalised row is added to y instead (y += ..., a post-norm's residual
+// add). One workgroup per row (grid-stride over rows): the row loop of
+// elementwise_rmsnorm_row.wgsl over these bindings.
 
 struct Params {
     rows: u32,
@@ -17,21 +17,19 @@ struct Params {
 
 override ADD: bool = false;
 
-fn row_main(row: u32, lane: u32) {
-    let base = row * p.n;
-    var ss = 0.0;
-    for (var i = lane; i < p.n; i += WG) {
-        let v = x[base + i];
-        ss = fma(v, v, ss);
-    }
-    let total = wg_sum(ss);
-    let inv = inverseSqrt(total / f32(p.n) + p.eps);
-    for (var i = lane; i < p.n; i += WG) {
-        let v = x[base + i] * inv * w[i];
-        if (ADD) {
-            y[base + i] += v;
-        } else {
-            y[base + i] = v;
-        }
+fn norm_x(row: u32, i: u32) -> f32 {
+    return x[row * p.n + i];
+}
+
+fn norm_w(row: u32, i: u32) -> f32 {
+    return w[i];
+}
+
+fn norm_put(row: u32, i: u32, v: f32) {
+    let o = row * p.n + i;
+    if (ADD) {
+        y[o] += v;
+    } else {
+        y[o] = v;
     }
 }

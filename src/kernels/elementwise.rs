@@ -18,7 +18,7 @@
 //! The CPU references (`reference_rmsnorm`, `reference_gate`, `reference_add`, `reference_softcap`;
 //! test kit) are f64.
 //! Sources: wgsl/elementwise_rmsnorm.wgsl (and elementwise_rmsnorm_qk.wgsl) +
-//! elementwise_reduce_{portable,subgroup}.wgsl,
+//! elementwise_rmsnorm_row.wgsl (the row loop) + elementwise_reduce_{portable,subgroup}.wgsl,
 //! elementwise_ops.wgsl + glu.wgsl (the gate of a gated linear unit, shared with the GEMV epilogue and
 //! the prefill's gate/up pairs) + elementwise_{binary,inplace,unary}.wgsl.
 //!
@@ -57,6 +57,7 @@ pub const SCALE: KernelInfo = KernelInfo::new("elementwise_scale", &[Variant::Po
 
 const RMSNORM_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm.wgsl");
 const RMSNORM_QK_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm_qk.wgsl");
+const RMSNORM_ROW_WGSL: &str = include_str!("../../wgsl/elementwise_rmsnorm_row.wgsl");
 const REDUCE_PORTABLE: &str = include_str!("../../wgsl/elementwise_reduce_portable.wgsl");
 const REDUCE_SUBGROUP: &str = include_str!("../../wgsl/elementwise_reduce_subgroup.wgsl");
 const OPS_WGSL: &str = include_str!("../../wgsl/elementwise_ops.wgsl");
@@ -185,7 +186,7 @@ impl PipelineKey for ElementwisePipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
         match *self {
             ElementwisePipeline::RmsNorm { variant, add } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, reduce_source(variant)]),
+                source: ShaderSource::Wgsl(vec![RMSNORM_WGSL, RMSNORM_ROW_WGSL, reduce_source(variant)]),
                 entry: "main",
                 constants: vec![("WG", RMSNORM_WG as f64), ("ADD", add as u32 as f64)],
                 workgroup_size: [RMSNORM_WG, 1, 1],
@@ -193,7 +194,7 @@ impl PipelineKey for ElementwisePipeline {
                 bindings: NORM_BINDINGS,
             },
             ElementwisePipeline::RmsNormQk { variant } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![RMSNORM_QK_WGSL, reduce_source(variant)]),
+                source: ShaderSource::Wgsl(vec![RMSNORM_QK_WGSL, RMSNORM_ROW_WGSL, reduce_source(variant)]),
                 entry: "main",
                 constants: vec![("WG", RMSNORM_QK_WG as f64)],
                 workgroup_size: [RMSNORM_QK_WG, 1, 1],
