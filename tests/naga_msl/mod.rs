@@ -480,7 +480,7 @@ fn fits(case: &dyn Case) -> bool {
 /// Eligible pipelines of the list that no case here executes (they are translated and compiled
 /// like the others), by the start of their label, with the reason; printed, and asserted both
 /// ways (an entry that matches nothing fails).
-const NOT_EXECUTED: [(&str, &str); 12] = [
+const NOT_EXECUTED: [(&str, &str); 2] = [
     (
         "Prefill { variant: Subgroup, d: 128, bq: 32,",
         "the Native prefill's twin, whose tiles are sized for 48 KiB of workgroup memory: above Apple's 32 KiB (and this device's), so a Mac never builds it (its Native MSL runs)",
@@ -489,16 +489,6 @@ const NOT_EXECUTED: [(&str, &str); 12] = [
         "Prefill { variant: Subgroup, d: 256, bq: 32,",
         "the Native prefill's twin, whose tiles are sized for 48 KiB of workgroup memory: above Apple's 32 KiB (and this device's), so a Mac never builds it (its Native MSL runs)",
     ),
-    ("CopyPipeline", "a bench kernel (src/timing.rs: the copy-bandwidth reference); no result depends on what it writes"),
-    ("ReadPipeline", "a bench kernel (src/timing.rs: the read ceiling); no result depends on what it writes"),
-    ("BusyPipeline", "a bench kernel (src/timing.rs: the clock warm-up); no result depends on what it writes"),
-    ("KvStore", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("GluPairs", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("TopK", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("SplitQkv", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("CopyRow", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("BiasAdd", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("Argmax", "a model glue kernel: no model runs on the naga executor here yet"),
 ];
 
 /// The small cases of a kernel x variant that run here.
