@@ -572,11 +572,10 @@ impl Case for TopKCase {
         let mut s = Sampler::new(cfg)?;
         let draws = (0..DRAWS).map(|_| s.sample(&row).ok()).collect();
         let scratch_len = top_k_scratch_len(self.n, self.k)?;
-        let scratch = [0, 1].map(|_| ctx.upload(&vec![POISON_U32; scratch_len + GUARD]));
-        let [s0, s1] = scratch;
+        let poisoned = vec![POISON_U32; scratch_len + GUARD];
         Ok(Box::new(TopKPrepared {
             src: uploads(ctx, &placed(&row, self.off), copies)?,
-            scratch: [s0?, s1?],
+            scratch: [ctx.upload(&poisoned)?, ctx.upload(&poisoned)?],
             scratch_len,
             out: guarded_u32(ctx, 2 * self.k)?,
             case: (self.n, self.off, self.k),
