@@ -64,7 +64,7 @@ static KERNELS: [KernelParts; 7] = [
     KernelParts {
         info: &BIAS_ADD,
         pipelines: || describe_all([ModelPipeline::BiasAdd]),
-        // A row of one, odd rows x odd n, one element, a vocabulary-free hidden size.
+        // (rows, n): odd rows of odd lengths, one element, partial last workgroups (of 64).
         test: || boxed([(3, 7), (5, 131), (1, 1), (7, 1000), (2, 4099)].map(|(rows, n)| BiasCase { rows, n })),
         bench: || boxed([(1, 4096), (512, 4096)].map(|(rows, n)| BiasCase { rows, n })),
     },
@@ -134,11 +134,12 @@ static KERNELS: [KernelParts; 7] = [
     KernelParts {
         info: &TOP_K,
         pipelines: || describe_all([ModelPipeline::TopK]),
-        // First three: three levels (with an offset), one level with k = 1, k above n. Then one
-        // full workgroup (k at the maximum), two levels, six levels; the special rows over two
-        // levels and one; a plain logits row.
+        // First three: three levels (with an offset), one level with k = 1, k above n. Then a
+        // row of one, one full workgroup (k at the maximum), two levels, three levels with k at
+        // the maximum and of a 300001-entry row; the special rows over two levels and one; a
+        // plain logits row.
         test: || {
-            let mut v: Vec<TopKCase> = [(40_003, 3, 40), (1000, 5, 1), (7, 3, 40), (1024, 0, TOP_K_MAX), (1025, 1, 3), (5000, 2, TOP_K_MAX), (300_001, 7, 40)]
+            let mut v: Vec<TopKCase> = [(40_003, 3, 40), (1000, 5, 1), (7, 3, 40), (1, 0, 3), (1024, 0, TOP_K_MAX), (1025, 1, 3), (5000, 2, TOP_K_MAX), (300_001, 7, 40)]
                 .into_iter()
                 .map(|(n, off, k)| TopKCase { n, off, k, row: Row::Tied })
                 .collect();
