@@ -1,13 +1,21 @@
 //! Measurement helpers shared by the bench and the examples: the copy kernel (the in-process
 //! bandwidth reference) and GPU timing of recorded work (timestamp queries, wall clock where the
 //! adapter has none).
+//!
+//! Its three kernels (copy, the read ceiling's read, the warm-up's busy loop) are test kit kernels
+//! too ([`kernels`], in [`crate::kernels::registry`] as `bench_copy`, `bench_read`, `bench_busy`):
+//! small cases check each one's output bit for bit, so every shader check and executor that walks
+//! the registry runs them.
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
 use crate::caps::Caps;
+use crate::caps::{KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::Result;
+use crate::model::ops::{bits_check, boxed, KernelParts};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use crate::suite::{describe_all, Case, Check, Kernel, Prepared, Rng, GUARD, POISON_F32};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -182,7 +190,7 @@ crate::kernels::params_struct! {
 /// The copy kernels' params and their pipelines (the params reflection test).
 #[cfg(all(test, feature = "testkit"))]
 pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
-    crate::kernels::params_twin!(CopyParams, pipeline_descs(&Caps::nominal()))
+    crate::kernels::params_twin!(CopyParams, kernels().iter().flat_map(|k| k.pipelines()).collect())
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -218,11 +226,6 @@ impl PipelineKey for BusyPipeline {
     fn describe(&self, caps: &Caps) -> PipelineDesc {
         PipelineDesc { entry: "busy", ..CopyPipeline.describe(caps) }
     }
-}
-
-/// The pipeline descriptions of this module's kernels (copy, busy, read), for the shader checks.
-pub fn pipeline_descs(caps: &Caps) -> Vec<(String, PipelineDesc)> {
-    vec![("CopyPipeline".into(), CopyPipeline.describe(caps)), ("BusyPipeline".into(), BusyPipeline.describe(caps)), ("ReadPipeline".into(), ReadPipeline.describe(caps))]
 }
 
 /// Measure the copy kernel over `bytes` (rounded to 16) of source: returns GB/s of
@@ -283,4 +286,167 @@ pub fn read_ceiling(ctx: &Context, bytes: u64, copies: usize, reps: usize) -> Re
         return Err(crate::Error::Readback(format!("read kernel digest {got:#x}, expected {want:#x}")));
     }
     measure(ctx, reps, &encode)
+}
+
+pub const BENCH_COPY: KernelInfo = KernelInfo::new("bench_copy", &[Variant::Portable], None);
+pub const BENCH_READ: KernelInfo = KernelInfo::new("bench_read", &[Variant::Portable], None);
+pub const BENCH_BUSY: KernelInfo = KernelInfo::new("bench_busy", &[Variant::Portable], None);
+
+static KERNELS: [KernelParts; 3] = [
+    KernelParts {
+        info: &BENCH_COPY,
+        pipelines: || describe_all([CopyPipeline]),
+        // (vec4s, workgroups): fewer workgroups than the grid-stride loop's rounds (one of 256
+        // invocations for 1000 vec4s: 4 rounds, the last partial), one element, every workgroup.
+        test: || boxed([(1000, 1), (4099, 3), (1, 1), (70_001, 274), (65_537, 2)].map(|(len, groups)| CopyCase { len, groups })),
+        bench: || boxed([CopyCase { len: 4 << 20, groups: (4 << 20) / 256 }]),
+    },
+    KernelParts {
+        info: &BENCH_READ,
+        pipelines: || describe_all([ReadPipeline]),
+        // vec4s: a partial last workgroup (of 1024 vec4s each), one element, one vec4 past a
+        // workgroup, whole workgroups.
+        test: || boxed([3001, 1, 1025, 1024, 65_539].map(|len| ReadCase { len })),
+        bench: || boxed([ReadCase { len: 4 << 20 }]),
+    },
+    KernelParts {
+        info: &BENCH_BUSY,
+        pipelines: || describe_all([BusyPipeline]),
+        test: || boxed([(1000, 2), (1, 1), (5000, 3)].map(|(iters, groups)| BusyCase { iters, groups })),
+        // Its time is set by the iteration count, not by bytes: nothing to bench.
+        bench: Vec::new,
+    },
+];
+
+/// This module's kernels, for [`crate::kernels::registry`].
+pub fn kernels() -> Vec<&'static dyn Kernel> {
+    KERNELS.iter().map(|k| k as &dyn Kernel).collect()
+}
+
+/// Which of this module's kernels a case dispatches.
+#[derive(Clone, Copy)]
+enum Op {
+    Copy,
+    Read,
+    Busy,
+}
+
+/// One dispatch of a bench kernel on `groups` workgroups, and what its output must hold (f32 bits;
+/// the [`GUARD`] vec4s after it still poison).
+struct BenchPrepared {
+    op: Op,
+    src: GpuBuffer<[u32; 4]>,
+    dst: GpuBuffer<[f32; 4]>,
+    params: CopyParams,
+    groups: [u32; 3],
+    want: Vec<f32>,
+}
+
+impl BenchPrepared {
+    /// `src` uploaded, `dst` of `dst_len` poisoned vec4s plus the guard.
+    fn prepare(ctx: &Context, op: Op, src: &[[u32; 4]], dst_len: usize, len: usize, groups: usize, want: Vec<f32>) -> Result<Box<dyn Prepared>> {
+        let dst = ctx.upload(&vec![[f32::from_bits(POISON_F32); 4]; dst_len + GUARD])?;
+        let params = CopyParams { len: u32::try_from(len).map_err(|_| crate::Error::Shape(format!("{len} vec4s")))?, _p0: 0, _p1: 0, _p2: 0 };
+        Ok(Box::new(BenchPrepared { op, src: ctx.upload(src)?, dst, params, groups: ctx.grid(groups as u64)?, want }))
+    }
+}
+
+impl Prepared for BenchPrepared {
+    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
+        let bufs = [self.src.raw(), self.dst.raw()];
+        match self.op {
+            Op::Copy => b.dispatch(&CopyPipeline, &self.params, &bufs, self.groups),
+            Op::Read => b.dispatch(&ReadPipeline, &self.params, &bufs, self.groups),
+            Op::Busy => b.dispatch(&BusyPipeline, &self.params, &bufs, self.groups),
+        }
+    }
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let got = ctx.read(&self.dst)?;
+        Ok(bits_check(bytemuck::cast_slice(&got), &self.want))
+    }
+}
+
+/// `len` random vec4s of u32 words that are no NaN's bits as f32 (the copy moves f32 vec4s,
+/// which a backend may quiet), every other bit pattern possible.
+fn random_words(rng: &mut Rng, len: usize) -> Vec<[u32; 4]> {
+    let bytes = rng.bytes(16 * len);
+    let word = |b: &[u8]| {
+        let w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if (w >> 23) & 0xff == 0xff {
+            w ^ 1 << 23
+        } else {
+            w
+        }
+    };
+    bytes.chunks_exact(16).map(|v| [0, 4, 8, 12].map(|i| word(&v[i..i + 4]))).collect()
+}
+
+/// The copy kernel over `len` vec4s on `groups` workgroups (a grid-stride loop).
+struct CopyCase {
+    len: usize,
+    groups: usize,
+}
+
+impl Case for CopyCase {
+    fn name(&self) -> String {
+        format!("n={} vec4 groups={}", self.len, self.groups)
+    }
+    fn bytes(&self) -> u64 {
+        32 * self.len as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        let src = random_words(rng, self.len);
+        let want = bytemuck::cast_slice(&src).to_vec();
+        BenchPrepared::prepare(ctx, Op::Copy, &src, self.len, self.len, self.groups, want)
+    }
+}
+
+/// The read kernel over `len` vec4s: per workgroup of 1024 vec4s, the XOR of its words as two
+/// 16-bit halves.
+struct ReadCase {
+    len: usize,
+}
+
+impl Case for ReadCase {
+    fn name(&self) -> String {
+        format!("n={} vec4", self.len)
+    }
+    fn bytes(&self) -> u64 {
+        16 * self.len as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        let src = random_words(rng, self.len);
+        let want = src
+            .chunks(1024)
+            .flat_map(|block| {
+                let h = block.iter().flatten().fold(0u32, |h, w| h ^ w);
+                [(h & 0xffff) as f32, (h >> 16) as f32, 0.0, 0.0]
+            })
+            .collect();
+        let groups = self.len.div_ceil(1024);
+        BenchPrepared::prepare(ctx, Op::Read, &src, groups, self.len, groups, want)
+    }
+}
+
+/// The busy kernel: `iters` rounds of its loop on `groups` workgroups. Its sink is written only
+/// for a loop value below -1, which finite inputs never reach: the sink must keep its poison (a
+/// comparison, branch or loop translated wrong writes it).
+struct BusyCase {
+    iters: usize,
+    groups: usize,
+}
+
+impl Case for BusyCase {
+    fn name(&self) -> String {
+        format!("iters={} groups={}", self.iters, self.groups)
+    }
+    fn bytes(&self) -> u64 {
+        0
+    }
+    fn flop_count(&self) -> Option<f64> {
+        Some(2.0 * (self.iters * self.groups * 256) as f64)
+    }
+    fn setup(&self, ctx: &Context, _rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        BenchPrepared::prepare(ctx, Op::Busy, &[[0; 4]], 1, self.iters, self.groups, vec![f32::from_bits(POISON_F32); 4])
+    }
 }

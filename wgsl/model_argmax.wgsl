@@ -37,8 +37,10 @@ fn main(@builtin(local_invocation_index) li: u32) {
     var idx = NONE;
     for (var i = li; i < p.b; i += 256u) {
         let x = src[p.a + i];
-        // x == x is false for NaN only.
-        if (x == x && (idx == NONE || x > v)) {
+        // NaN: every exponent bit set and a mantissa. An integer test, not `x == x`, which fast
+        // math (Metal compiles with it by default) may fold to true.
+        let nan = (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+        if (!nan && (idx == NONE || x > v)) {
             v = x;
             idx = i;
         }

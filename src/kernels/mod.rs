@@ -97,17 +97,17 @@ pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
     v.extend(rope::kernels());
     v.extend(attention::kernels());
     v.extend(elementwise::kernels());
+    v.extend(crate::model::ops::kernels());
+    v.extend(crate::timing::kernels());
     v
 }
 
-/// Every pipeline of every kernel, plus the GEMMs' split-K reduce, the bench's copy, busy and
-/// read kernels and the model runner's glue kernels (for the offline shader checks).
+/// Every pipeline of every kernel (the model runner's glue kernels and the bench's copy, read and
+/// busy kernels among them), plus the GEMMs' split-K reduce (for the offline shader checks).
 #[cfg(feature = "testkit")]
 pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
     v.extend(crate::suite::describe_all([splitk::SplitReduce]));
-    v.extend(crate::timing::pipeline_descs(&crate::caps::Caps::nominal()));
-    v.extend(crate::model::ops::pipelines());
     v
 }
 
@@ -193,8 +193,7 @@ mod tests {
         println!("{checked} pipelines' params structs match their Rust twins");
     }
 
-    /// Every WGSL pipeline of the registry and of the model's glue kernels is bound by a params
-    /// struct the test above checks (Native MSL pipelines are checked by tests/msl_bindings.rs).
+    /// Every WGSL pipeline of the registry is bound by a params struct the test above checks (Native MSL pipelines are checked by tests/msl_bindings.rs).
     #[cfg(feature = "testkit")]
     #[test]
     fn every_wgsl_pipeline_has_a_params_twin() {
@@ -208,8 +207,7 @@ mod tests {
         };
         let twins = super::params_twins();
         let covered: HashSet<u64> = twins.iter().flat_map(|t| &t.pipelines).map(|(label, desc)| id(label, desc)).collect();
-        let mut pipelines: Vec<_> = super::registry().iter().flat_map(|k| k.pipelines()).collect();
-        pipelines.extend(crate::model::ops::pipelines());
+        let pipelines: Vec<_> = super::registry().iter().flat_map(|k| k.pipelines()).collect();
         let wgsl: Vec<_> = pipelines.iter().filter(|(_, desc)| matches!(desc.source, ShaderSource::Wgsl(_))).collect();
         let uncovered: Vec<&str> = wgsl.iter().filter(|(label, desc)| !covered.contains(&id(label, desc))).map(|(label, _)| label.as_str()).collect();
         assert!(uncovered.is_empty(), "{} of {} WGSL pipelines bind a params struct no Rust twin covers: {uncovered:?}", uncovered.len(), wgsl.len());
@@ -233,11 +231,13 @@ mod tests {
     }
 
     #[cfg(feature = "testkit")]
-    /// The probe's list and the test kit's registry name the same kernels, so a family added to
-    /// one and not the other fails here.
+    /// The probe's list (the families) and the test kit's registry name the same kernels besides
+    /// the model's glue kernels and the bench's, so a family added to one and not the other fails
+    /// here.
     #[test]
     fn infos_match_the_registry() {
-        let mut infos: Vec<&str> = super::infos().iter().map(|i| i.name).collect();
+        let glue = crate::model::ops::kernels().into_iter().chain(crate::timing::kernels()).map(|k| k.info().name);
+        let mut infos: Vec<&str> = super::infos().iter().map(|i| i.name).chain(glue).collect();
         let mut registered: Vec<&str> = super::registry().iter().map(|k| k.info().name).collect();
         infos.sort_unstable();
         registered.sort_unstable();

@@ -521,18 +521,7 @@ fn fits(case: &dyn Case) -> bool {
 /// Eligible pipelines of the list that no case here executes (they are translated and compiled
 /// like the others), by their label's key name, with the reason; printed, and asserted both
 /// ways (an entry that matches nothing fails).
-const NOT_EXECUTED: &[(&str, &str)] = &[
-    ("CopyPipeline", "a bench kernel (src/timing.rs: the copy-bandwidth reference); no result depends on what it writes"),
-    ("ReadPipeline", "a bench kernel (src/timing.rs: the read ceiling); no result depends on what it writes"),
-    ("BusyPipeline", "a bench kernel (src/timing.rs: the clock warm-up); no result depends on what it writes"),
-    ("KvStore", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("GluPairs", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("TopK", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("SplitQkv", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("CopyRow", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("BiasAdd", "a model glue kernel: no model runs on the naga executor here yet"),
-    ("Argmax", "a model glue kernel: no model runs on the naga executor here yet"),
-];
+const NOT_EXECUTED: &[(&str, &str)] = &[];
 
 /// A context that plans as a Mac does: the subgroup sizes wgpu's Metal backend reports (the
 /// runtime's simdgroups have 32 lanes, as Apple GPUs' do) and Apple's threadgroup memory (or the

@@ -6,8 +6,14 @@
 //! row (sampling's candidates). Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
 //! model_copy_row.wgsl, model_glu_pairs.wgsl, model_split_qkv.wgsl, model_argmax.wgsl,
 //! model_top_k.wgsl.
-//! CPU references (test kit): `reference_kv_store` (f64), `reference_split_qkv`; the others are exact
-//! (argmax and top-k choose what [`crate::model::sample`] chooses).
+//!
+//! With the `testkit` feature each glue kernel is also a test kit kernel (`kernels()`, in the
+//! `cases` module, listed by `kernels::registry`): a correctness grid with fresh random
+//! inputs and poisoned guard regions after every output, LLM-sized bench cases and every pipeline
+//! it can build. CPU references: `reference_kv_store` (f64, the f16 cache's rounding bound),
+//! `reference_split_qkv` (exact); bias add, row copy and argmax are checked bit for bit, the GLU
+//! against the elementwise family's f64 activation, top-k against a full sort and the choice of
+//! [`crate::model::sample::Sampler`].
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -27,13 +33,13 @@ pub const SPLIT_QKV: KernelInfo = KernelInfo::new("model_split_qkv", &[Variant::
 pub const ARGMAX: KernelInfo = KernelInfo::new("model_argmax", &[Variant::Portable], None);
 pub const TOP_K: KernelInfo = KernelInfo::new("model_top_k", &[Variant::Portable], None);
 
-const BIAS_WGSL: &str = include_str!("../../wgsl/model_bias_add.wgsl");
-const KV_WGSL: &str = include_str!("../../wgsl/model_kv_store.wgsl");
-const COPY_WGSL: &str = include_str!("../../wgsl/model_copy_row.wgsl");
-const GLU_WGSL: &str = include_str!("../../wgsl/model_glu_pairs.wgsl");
-const SPLIT_WGSL: &str = include_str!("../../wgsl/model_split_qkv.wgsl");
-const ARGMAX_WGSL: &str = include_str!("../../wgsl/model_argmax.wgsl");
-const TOP_K_WGSL: &str = include_str!("../../wgsl/model_top_k.wgsl");
+const BIAS_WGSL: &str = include_str!("../../../wgsl/model_bias_add.wgsl");
+const KV_WGSL: &str = include_str!("../../../wgsl/model_kv_store.wgsl");
+const COPY_WGSL: &str = include_str!("../../../wgsl/model_copy_row.wgsl");
+const GLU_WGSL: &str = include_str!("../../../wgsl/model_glu_pairs.wgsl");
+const SPLIT_WGSL: &str = include_str!("../../../wgsl/model_split_qkv.wgsl");
+const ARGMAX_WGSL: &str = include_str!("../../../wgsl/model_argmax.wgsl");
+const TOP_K_WGSL: &str = include_str!("../../../wgsl/model_top_k.wgsl");
 
 const BIAS_BINDINGS: &[StorageBinding] = &[StorageBinding::write("y", "f32"), StorageBinding::read("bias", "f32")];
 const KV_BINDINGS: &[StorageBinding] = &[
@@ -127,10 +133,17 @@ impl PipelineKey for ModelPipeline {
     }
 }
 
+#[cfg(feature = "testkit")]
+mod cases;
+#[cfg(feature = "testkit")]
+pub use cases::kernels;
+#[cfg(feature = "testkit")]
+pub(crate) use cases::{bits_check, boxed, KernelParts};
+
 /// The glue kernels' params structs and the pipelines that bind each (the params reflection test).
 #[cfg(all(test, feature = "testkit"))]
 pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
-    let all = pipelines();
+    let all: Vec<_> = kernels().iter().flat_map(|k| k.pipelines()).collect();
     let of = |variants: &[&str]| crate::kernels::pipelines_of(&all, variants);
     vec![
         crate::kernels::params_twin!(Params4, of(&["BiasAdd", "CopyRow", "GluPairs", "Argmax"])),
@@ -138,26 +151,6 @@ pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
         crate::kernels::params_twin!(SplitParams, of(&["SplitQkv"])),
         crate::kernels::params_twin!(TopKParams, of(&["TopK"])),
     ]
-}
-
-/// Every pipeline of the glue kernels, labelled (for the offline shader checks).
-#[cfg(feature = "testkit")]
-pub fn pipelines() -> Vec<(String, PipelineDesc)> {
-    let caps = Caps::nominal();
-    [
-        ModelPipeline::BiasAdd,
-        ModelPipeline::KvStore { neox: false },
-        ModelPipeline::KvStore { neox: true },
-        ModelPipeline::CopyRow,
-        ModelPipeline::GluPairs { gelu: false },
-        ModelPipeline::GluPairs { gelu: true },
-        ModelPipeline::SplitQkv,
-        ModelPipeline::Argmax,
-        ModelPipeline::TopK,
-    ]
-    .into_iter()
-    .map(|k| (format!("{k:?}"), k.describe(&caps)))
-    .collect()
 }
 
 fn u32_of(v: usize, what: &str) -> Result<u32> {
