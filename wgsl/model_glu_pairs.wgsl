@@ -1,7 +1,6 @@
 // glu_pairs: out[i] = act(gu[2i]) * gu[2i + 1] for i < p.a (a GEMM over an interleaved (gate, up)
-// matrix leaves each token's pairs side by side). GELU false: act = silu, silu(g) = g / (1 + exp(-g))
-// (SwiGLU); true: GELU's tanh approximation g / 2 * (1 + tanh(u)), u = sqrt(2 / pi) * (g + 0.044715 g^3),
-// computed as the equal g / (1 + exp(-2u)) (GeGLU; no cancellation where tanh(u) is near -1).
+// matrix leaves each token's pairs side by side). GELU false: act = silu (SwiGLU); true: GELU's
+// tanh approximation (GeGLU): glu.wgsl's glu_act, composed after this file with T = f32.
 
 struct Params {
     a: u32,
@@ -21,9 +20,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i = (wid.x + wid.y * nwg.x) * 64u + li;
     if (i < p.a) {
         let v = gu[i];
-        let e = select(-v.x, -1.5957691216057308 * (v.x + 0.044715 * v.x * v.x * v.x), GELU);
-        // v.x / (1 + exp(e)) without an infinity on the way: see mm_glu (wgsl/mm_gemv_acc.wgsl).
-        let t = exp(-abs(e));
-        out[i] = select(v.x, v.x * t, e > 0.0) / (1.0 + t) * v.y;
+        out[i] = glu_act(v.x, GELU) * v.y;
     }
 }

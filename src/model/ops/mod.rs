@@ -4,7 +4,7 @@
 //! row copy, the SwiGLU / GeGLU of interleaved pairs and the split of a fused q/k/v projection's rows
 //! (plus bias) into q, k and v, the greedy token of a logits row and the exact top-k of a logits
 //! row (sampling's candidates). Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
-//! model_copy_row.wgsl, model_glu_pairs.wgsl, model_split_qkv.wgsl, model_argmax.wgsl,
+//! model_copy_row.wgsl, model_glu_pairs.wgsl (+ glu.wgsl), model_split_qkv.wgsl, model_argmax.wgsl,
 //! model_top_k.wgsl.
 //!
 //! With the `testkit` feature each glue kernel is also a test kit kernel (`kernels()`, in the
@@ -129,7 +129,12 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::TopK => (TOP_K_WGSL, vec![], std::mem::size_of::<TopKParams>(), TOP_K_BINDINGS),
         };
         let wg = if matches!(self, ModelPipeline::Argmax | ModelPipeline::TopK) { 256 } else { 64 };
-        PipelineDesc { source: ShaderSource::Wgsl(vec![text]), entry: "main", constants, workgroup_size: [wg, 1, 1], params_size: params_size as u64, bindings }
+        // The GLU pairs compose the gate of glu.wgsl (over f32).
+        let source = match self {
+            ModelPipeline::GluPairs { .. } => vec![text, crate::kernels::elementwise::ELEM_F32, crate::kernels::elementwise::GLU_WGSL],
+            _ => vec![text],
+        };
+        PipelineDesc { source: ShaderSource::Wgsl(source), entry: "main", constants, workgroup_size: [wg, 1, 1], params_size: params_size as u64, bindings }
     }
 }
 
