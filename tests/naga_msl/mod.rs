@@ -930,7 +930,7 @@ fn a_wrong_naga_msl_or_simd_emulation_fails_the_check() {
     // (kernel, variant, text, replacement, where): the text is in the MSL, in the bounds-checked
     // MSL (run on a context with `ContextOptions::bounds_checks`), or in metal_stdlib.
     let mutations: [(&str, Variant, &str, &str, Mutated); 5] = [
-        ("elementwise_rmsnorm", Variant::Subgroup, "metal::simd_sum(v)", "(v)", Mutated::Msl),
+        ("elementwise_rmsnorm", Variant::Subgroup, "metal::simd_sum(v_1)", "(v_1)", Mutated::Msl),
         ("mm_gemv_q4_k", Variant::Subgroup, "((h.y >> 2u) & 808464432u)", "((h.y >> 3u) & 808464432u)", Mutated::Msl),
         ("elementwise_rmsnorm", Variant::Subgroup, "ew_scratch.inner[metal::min(unsigned(_e6), 255u)]", "ew_scratch.inner[metal::min(unsigned(_e6), 0u)]", Mutated::CheckedMsl),
         ("elementwise_rmsnorm", Variant::Subgroup, "if (s.arrived[l]) acc = any", "if (s.arrived[l] && l != ::mrt::SIMD_WIDTH - 1) acc = any", Mutated::Runtime),
