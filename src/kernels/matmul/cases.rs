@@ -475,7 +475,7 @@ impl Kernel for MmKernel {
 
 /// (rows, unroll) of the GEMV plans listed for the Portable and Subgroup variants (with the
 /// default plan's invocations and teams; the Native twins' plans come from the format's entries).
-const GEMV_PLANS: [(u32, u32); 5] = [(1, 2), (2, 2), (4, 2), (2, 1), (2, 4)];
+const GEMV_PLANS: [(u32, u32); 5] = [(1, 1), (2, 2), (4, 2), (2, 1), (2, 4)];
 /// (slots, rows, unroll) of the int8 GEMM plans listed for the Portable and Subgroup variants
 /// (with the default GEMV plan's invocations and teams).
 const GEMM_Q8_PLANS: [(u32, u32, u32); 7] = [(1, 1, 1), (2, 4, 2), (8, 1, 4), (8, 4, 2), (16, 2, 1), (16, 2, 2), (16, 4, 2)];

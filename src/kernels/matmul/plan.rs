@@ -68,15 +68,18 @@ impl GemvPlan {
 }
 
 /// The default GEMV plan of every format: 256 invocations, teams of 32 lanes (Portable) or one
-/// subgroup, 2 items per lane per iteration; one row per subgroup team, two per Portable team.
-/// (The GLU epilogues read (gate, up) row pairs and take two rows whatever the plan.) Two rows
-/// were fastest for a lone Q4_K GEMV on an H200; inside a decode step, where every GEMV waits for
-/// the one before, one row per subgroup (twice the workgroups) measured faster on an H200
-/// (2026-11-28, GPU time per token, Llama-3-8B shape 3.327 -> 3.130 ms, Llama-3.2-1B shape
-/// 1.195 -> 1.104 ms). The Portable plan keeps two rows (not measured).
+/// subgroup. Subgroup teams: one row, one item per lane per iteration; Portable teams: two rows,
+/// two items. (The GLU epilogues read (gate, up) row pairs and take two rows whatever the plan.)
+/// Two rows and two items were fastest for a lone Q4_K GEMV on an H200; inside a decode step,
+/// where every GEMV waits for the one before, more and shorter teams measured faster on an H200
+/// (2026-11-28, GPU time per token; Llama-3-8B shape: 3.327 ms with two rows and two items, 3.130
+/// with one row, 2.981 with one row and one item; Llama-3.2-1B shape: 1.195, 1.104, 1.046). The
+/// Portable plan is unchanged (not measured).
 pub fn default_plan(variant: Variant) -> GemvPlan {
-    let portable = variant == Variant::Portable;
-    GemvPlan { wg: 256, rows: if portable { 2 } else { 1 }, unroll: 2, team: if portable { 32 } else { 1 } }
+    match variant {
+        Variant::Portable => GemvPlan { wg: 256, rows: 2, unroll: 2, team: 32 },
+        _ => GemvPlan { wg: 256, rows: 1, unroll: 1, team: 1 },
+    }
 }
 
 /// The GEMV plan on `caps`: [`default_plan`] with [`crate::Tuning::gemv`] applied.
