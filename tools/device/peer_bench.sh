@@ -11,6 +11,8 @@
 # shape (order base ours ours base); then llama-bench and model_bench run back to back on each
 # file: pp512 / tg128 from an empty cache, and both again at -d 4096 on the DEPTH shapes.
 # PROFILE_ARGS: model_bench's tests for the profiles (default "-p 0 -n 128 -r 3").
+# LONG: the shapes also measured decoding after 32768 tokens (default none): tg64 with an f16
+# cache (llama.cpp with flash attention) and with TurboQuant against llama.cpp's q4_0 K/V.
 set -u
 OURS="$1"; OUT="$2"; BASE="${3:-}"; mkdir -p "$OUT"
 . tools/device/models.sh
@@ -42,5 +44,16 @@ for m in ${DEPTH-l8b}; do
   log "llama $m d4096 rc=$? $(grep -E 'pp512|tg128' "$OUT/llama_${m}_d4096.txt" | tr -s ' ' | tr '\n' ' ')"
   "$OURS/model_bench" /tmp/$m.gguf -p 512 -n 128 -d 4096 -r 2 --gpu-time > "$OUT/ours_${m}_d4096.txt" 2>&1
   log "ours $m d4096 rc=$? $(grep -E '^\| (pp|tg)' "$OUT/ours_${m}_d4096.txt" | tr -s ' ' | tr '\n' ' ')"
+done
+for m in ${LONG-}; do
+  [ -s /tmp/$m.gguf ] || write_models "$OUT" $m
+  for kv in f16 q4; do
+    la="-fa 1"; oa=""
+    [ $kv = q4 ] && la="-fa 1 -ctk q4_0 -ctv q4_0" && oa="--kv turboquant"
+    $lb -m /tmp/$m.gguf -p 0 -n 64 -d 32768 -r 2 $la -o md > "$OUT/llama_${m}_d32k_$kv.txt" 2>&1
+    log "llama $m d32768 $kv rc=$? $(grep -E 'tg64' "$OUT/llama_${m}_d32k_$kv.txt" | tr -s ' ' | tr '\n' ' ')"
+    "$OURS/model_bench" /tmp/$m.gguf -p 0 -n 64 -d 32768 -r 2 --gpu-time $oa > "$OUT/ours_${m}_d32k_$kv.txt" 2>&1
+    log "ours $m d32768 $kv rc=$? $(grep -E '^\| tg' "$OUT/ours_${m}_d32k_$kv.txt" | tr -s ' ' | tr '\n' ' ')"
+  done
 done
 log end
