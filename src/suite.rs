@@ -280,6 +280,50 @@ impl PlanAdapter {
     }
 }
 
+/// A kernel given by its parts: its info, its pipelines and its two case lists.
+#[cfg(feature = "testkit")]
+pub(crate) struct KernelParts {
+    pub(crate) info: &'static KernelInfo,
+    pub(crate) pipelines: fn() -> Vec<(String, PipelineDesc)>,
+    pub(crate) test: fn() -> Vec<Box<dyn Case>>,
+    pub(crate) bench: fn() -> Vec<Box<dyn Case>>,
+}
+
+#[cfg(feature = "testkit")]
+impl Kernel for KernelParts {
+    fn info(&self) -> &'static KernelInfo {
+        self.info
+    }
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        (self.test)()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        (self.bench)()
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        (self.pipelines)()
+    }
+}
+
+/// The cases as trait objects.
+#[cfg(feature = "testkit")]
+pub(crate) fn boxed<C: Case + 'static>(cases: impl IntoIterator<Item = C>) -> Vec<Box<dyn Case>> {
+    cases.into_iter().map(|c| Box::new(c) as Box<dyn Case>).collect()
+}
+
+/// Every output element bit for bit against `want` (poison included where nothing may be
+/// written), and the [`GUARD`] elements after it still poison.
+#[cfg(feature = "testkit")]
+pub(crate) fn bits_check(got: &[f32], want: &[f32]) -> Check {
+    let n = want.len();
+    let bad: Vec<usize> = (0..n).filter(|&i| got.get(i).map(|g| g.to_bits()) != Some(want[i].to_bits())).collect();
+    let note = match bad.first() {
+        None => String::new(),
+        Some(&i) => format!("{} of {n} elements differ (first [{i}]: {:?}, want {:?})", bad.len(), got.get(i), want[i]),
+    };
+    Check { err: 0.0, tol: 0.0, nonfinite: 0, guard_damage: guard_damage(got, n, POISON_F32), note }
+}
+
 /// Label and description of each key, on [`Caps::nominal`].
 #[cfg(feature = "testkit")]
 pub fn describe_all<K: PipelineKey>(keys: impl IntoIterator<Item = K>) -> Vec<(String, PipelineDesc)> {

@@ -13,9 +13,8 @@ use crate::caps::Caps;
 use crate::caps::{KernelInfo, Variant};
 use crate::context::Context;
 use crate::error::Result;
-use crate::model::ops::{bits_check, boxed, KernelParts};
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
-use crate::suite::{describe_all, Case, Check, Kernel, Prepared, Rng, GUARD, POISON_F32};
+use crate::suite::{bits_check, boxed, describe_all, Case, Check, Kernel, KernelParts, Prepared, Rng, GUARD, POISON_F32};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 

@@ -1199,15 +1199,7 @@ fn native_twins_run_the_decode_step() {
     }
 }
 
-/// The top-k of `row` by a full sort: finite logits, larger first, the lower id first among
-/// equal ones (-0 equals +0), the first `k`.
-fn top_k_reference(row: &[f32], k: usize) -> Vec<(f32, u32)> {
-    let mut all: Vec<(f32, u32)> = row.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32)).collect();
-    all.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
-    all.truncate(k);
-    all
-}
-
+/// Candidates as (logit bits, id), to compare bit for bit.
 fn bits(v: &[(f32, u32)]) -> Vec<(u32, u32)> {
     v.iter().map(|&(x, i)| (x.to_bits(), i)).collect()
 }
@@ -1286,7 +1278,7 @@ fn sampling_from_gpu_candidates_matches_the_logits_path() {
         let mut got = vec![first_b];
         let mut step = 0;
         b.decode_stream_top_k(&ctx, &model, first_b, 40, |c| {
-            assert_eq!(bits(c), bits(&top_k_reference(&rows[step], 40)), "seed {seed} step {step}: candidates");
+            assert_eq!(bits(c), bits(&wgkernels::model::ops::reference_top_k(&rows[step], 40)), "seed {seed} step {step}: candidates");
             step += 1;
             got.push(sb.sample_top_k(c)?);
             Ok((got.len() <= steps).then(|| *got.last().unwrap()))
@@ -1312,7 +1304,7 @@ fn sampling_from_gpu_candidates_matches_the_logits_path() {
         })
         .unwrap();
     assert_eq!(ran, 1);
-    assert_eq!(seen, vec![bits(&top_k_reference(&row, 100))]);
+    assert_eq!(seen, vec![bits(&wgkernels::model::ops::reference_top_k(&row, 100))]);
     assert_eq!(seen[0].len(), spec.vocab);
     for k in [0, TOP_K_MAX + 1] {
         assert!(matches!(s.decode_stream_top_k(&ctx, &model, 1, k, |_| Ok(None)), Err(ModelError::Argument(_))), "k = {k}");

@@ -7,47 +7,9 @@ use crate::context::Context;
 use crate::kernels::elementwise::reference_gate;
 use crate::kernels::rope::{RopeConfig, RopeScaling};
 use crate::model::sample::{self, Sampler, SamplerConfig};
-use crate::suite::{compare, describe_all, guard_damage, guarded_f32, guarded_u32, Case, Check, Kernel, Prepared, Rng, GUARD, POISON_F16, POISON_F32, POISON_U32};
-
-/// A kernel given by its parts: its info, its pipelines and its two case lists.
-pub(crate) struct KernelParts {
-    pub(crate) info: &'static KernelInfo,
-    pub(crate) pipelines: fn() -> Vec<(String, PipelineDesc)>,
-    pub(crate) test: fn() -> Vec<Box<dyn Case>>,
-    pub(crate) bench: fn() -> Vec<Box<dyn Case>>,
-}
-
-impl Kernel for KernelParts {
-    fn info(&self) -> &'static KernelInfo {
-        self.info
-    }
-    fn test_cases(&self) -> Vec<Box<dyn Case>> {
-        (self.test)()
-    }
-    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-        (self.bench)()
-    }
-    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        (self.pipelines)()
-    }
-}
-
-/// The cases as trait objects.
-pub(crate) fn boxed<C: Case + 'static>(cases: impl IntoIterator<Item = C>) -> Vec<Box<dyn Case>> {
-    cases.into_iter().map(|c| Box::new(c) as Box<dyn Case>).collect()
-}
-
-/// Every output element bit for bit against `want` (poison included where nothing may be
-/// written), and the [`GUARD`] elements after it still poison.
-pub(crate) fn bits_check(got: &[f32], want: &[f32]) -> Check {
-    let n = want.len();
-    let bad: Vec<usize> = (0..n).filter(|&i| got.get(i).map(|g| g.to_bits()) != Some(want[i].to_bits())).collect();
-    let note = match bad.first() {
-        None => String::new(),
-        Some(&i) => format!("{} of {n} elements differ (first [{i}]: {:?}, want {:?})", bad.len(), got.get(i), want[i]),
-    };
-    Check { err: 0.0, tol: 0.0, nonfinite: 0, guard_damage: guard_damage(got, n, POISON_F32), note }
-}
+use crate::suite::{
+    bits_check, boxed, compare, describe_all, guard_damage, guarded_f32, guarded_u32, Case, Check, Kernel, KernelParts, Prepared, Rng, GUARD, POISON_F16, POISON_F32, POISON_U32,
+};
 
 /// `copies` buffers holding `data` (the bench rotates them; copy 0 is the one checked).
 fn uploads<T: bytemuck::Pod>(ctx: &Context, data: &[T], copies: usize) -> Result<Vec<GpuBuffer<T>>> {
@@ -564,11 +526,7 @@ impl Case for TopKCase {
     }
     fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {
         let row = self.row.values(rng, self.n);
-        // The reference: a full sort of the finite logits, larger first, the lower id first
-        // among equal ones (-0 equals +0).
-        let mut all: Vec<(f32, u32)> = row.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32)).collect();
-        all.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1)));
-        let want = all.iter().take(self.k).map(|&(v, i)| (v.to_bits(), i)).collect();
+        let want = reference_top_k(&row, self.k).iter().map(|&(v, i)| (v.to_bits(), i)).collect();
         let cfg = SamplerConfig { temperature: 0.8, top_k: self.k, top_p: 0.95, seed: rng.u32(u32::MAX) as u64 };
         let mut s = Sampler::new(cfg)?;
         let draws = (0..DRAWS).map(|_| s.sample(&row).ok()).collect();

@@ -12,8 +12,8 @@
 //! inputs and poisoned guard regions after every output, LLM-sized bench cases and every pipeline
 //! it can build. CPU references: `reference_kv_store` (f64, the f16 cache's rounding bound),
 //! `reference_split_qkv` (exact); bias add, row copy and argmax are checked bit for bit, the GLU
-//! against the elementwise family's f64 activation, top-k against a full sort and the choice of
-//! [`crate::model::sample::Sampler`].
+//! against the elementwise family's f64 activation, top-k against a full sort
+//! (`reference_top_k`) and the choice of [`crate::model::sample::Sampler`].
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -142,8 +142,6 @@ impl PipelineKey for ModelPipeline {
 mod cases;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
-#[cfg(feature = "testkit")]
-pub(crate) use cases::{bits_check, boxed, KernelParts};
 
 /// The glue kernels' params structs and the pipelines that bind each (the params reflection test).
 #[cfg(all(test, feature = "testkit"))]
@@ -323,6 +321,16 @@ pub fn split_qkv(b: &mut Batch, src: &GpuBuffer<f32>, m: usize, r0: usize, w: us
     let params = SplitParams { total: total as u32, w: w as u32, r0: r0 as u32, qd: qd as u32, kvd: kvd as u32, has_bias: bias.is_some() as u32, _p0: 0, _p1: 0 };
     let bias = bias.map_or_else(|| ctx.dummy(), |x| x.raw());
     b.dispatch(&ModelPipeline::SplitQkv, &params, &[src.raw(), bias, out.q.raw(), out.k.raw(), out.v.raw()], ctx.grid((total as u64).div_ceil(64))?)
+}
+
+/// Reference of [`top_k`]: a full sort of the row's finite logits, larger first and the lower id
+/// first among equal ones (-0 equals +0), its first `k` as `(logit, id)`.
+#[cfg(feature = "testkit")]
+pub fn reference_top_k(row: &[f32], k: usize) -> Vec<(f32, u32)> {
+    let mut all: Vec<(f32, u32)> = row.iter().enumerate().filter(|(_, v)| v.is_finite()).map(|(i, &v)| (v, i as u32)).collect();
+    all.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal).then(a.1.cmp(&b.1)));
+    all.truncate(k);
+    all
 }
 
 /// Reference of [`split_qkv`] (exact: a copy plus one f32 add): updates `q`, `k`, `v`.
