@@ -518,11 +518,6 @@ fn fits(case: &dyn Case) -> bool {
     case.bytes() <= CASE_BYTES && case.flop_count().is_none_or(|f| f <= CASE_FLOPS)
 }
 
-/// Eligible pipelines of the list that no case here executes (they are translated and compiled
-/// like the others), by their label's key name, with the reason; printed, and asserted both
-/// ways (an entry that matches nothing fails).
-const NOT_EXECUTED: &[(&str, &str)] = &[];
-
 /// A context that plans as a Mac does: the subgroup sizes wgpu's Metal backend reports (the
 /// runtime's simdgroups have 32 lanes, as Apple GPUs' do) and Apple's threadgroup memory (or the
 /// device's, where smaller).
@@ -543,6 +538,12 @@ fn outcome(result: &wgkernels::Result<Check>, ran: &BTreeSet<usize>) -> (bool, S
         Ok(c) => (c.passed(), c.summary()),
         Err(e) => (false, e.to_string()),
     }
+}
+
+/// One case's result line: the run (strict, fast-math or checked), kernel, variant, case, its
+/// outcome and summary, the modules it ran and its time.
+fn print_case(run: &str, kernel: &str, v: Variant, case: &str, (ok, summary): (bool, &str), modules: usize, secs: f64) {
+    println!("{run:<9} {kernel:<22} {:<8} {case:<40} {} {summary} ({modules} modules, {secs:.2} s)", v.name(), if ok { "PASS" } else { "FAIL" });
 }
 
 /// The small cases of a kernel x variant that run here.
@@ -737,16 +738,7 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
                 executed[mode as usize].extend(ran.iter().copied());
                 let (ok, summary) = outcome(&result, &ran);
                 let name = if *plan { format!("{} (plan case)", case.name()) } else { case.name() };
-                println!(
-                    "{:<9} {:<22} {:<8} {:<40} {} {summary} ({} modules, {:.2} s)",
-                    mode.name(),
-                    info.name,
-                    v.name(),
-                    name,
-                    if ok { "PASS" } else { "FAIL" },
-                    ran.len(),
-                    t.elapsed().as_secs_f64()
-                );
+                print_case(mode.name(), info.name, v, &name, (ok, &summary), ran.len(), t.elapsed().as_secs_f64());
                 if ok && *plan {
                     slot.1 += 1;
                 } else if ok {
@@ -797,16 +789,7 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
                 let ran = cexec.take();
                 ran_checked.extend(ran.iter().copied());
                 let (ok, summary) = outcome(&result, &ran);
-                println!(
-                    "{:<9} {:<22} {:<8} {:<40} {} {summary} ({} modules, {:.2} s)",
-                    "checked",
-                    info.name,
-                    v.name(),
-                    case.name(),
-                    if ok { "PASS" } else { "FAIL" },
-                    ran.len(),
-                    tc.elapsed().as_secs_f64()
-                );
+                print_case("checked", info.name, v, &case.name(), (ok, &summary), ran.len(), tc.elapsed().as_secs_f64());
                 if ok {
                     passed.push(case.name());
                 } else {
@@ -836,20 +819,11 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
         println!("{k:<22} {v:<8} {} + {} plan cases | {} + {} plan cases | {c}", s.0.join("; "), s.1, f.0.join("; "), f.1);
     }
     let cat = exec.cat.lock().expect("lock");
-    // Every eligible pipeline of the list executed in both modes, but the listed exclusions.
-    let mut excluded: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    // Every eligible pipeline of the list executed in both modes.
     for mode in [Mode::Strict, Mode::Fast] {
         for (label, i) in cat.eligible.iter().filter(|(_, i)| !executed[mode as usize].contains(i)) {
-            let key = label.split(|c: char| !c.is_alphanumeric()).next().unwrap_or_default();
-            match NOT_EXECUTED.iter().find(|(k, _)| *k == key) {
-                Some((_, why)) if mode == Mode::Strict => excluded.entry(*why).or_default().push(label),
-                Some(_) => {}
-                None => failures.push(format!("{label} (module {i}): not executed in {} mode; no case reaches it", mode.name())),
-            }
+            failures.push(format!("{label} (module {i}): not executed in {} mode; no case reaches it", mode.name()));
         }
-    }
-    for (key, _) in NOT_EXECUTED.iter().filter(|(k, _)| !cat.eligible.iter().any(|(l, _)| l.split(|c: char| !c.is_alphanumeric()).next() == Some(*k))) {
-        failures.push(format!("NOT_EXECUTED entry `{key}` matches no eligible pipeline: remove it"));
     }
     let reached = cat.eligible.iter().filter(|(_, i)| executed.iter().all(|e| e.contains(i))).count();
     println!(
@@ -859,9 +833,6 @@ fn every_naga_msl_pipeline_executes_against_the_reference() {
         cat.eligible.len(),
         started.elapsed().as_secs_f64()
     );
-    for (why, labels) in &excluded {
-        println!("NOT EXECUTED (compiled only): {} pipelines: {why}:\n  {}", labels.len(), labels.join("\n  "));
-    }
     for f in &failures {
         println!("FAILED: {f}");
     }
