@@ -431,6 +431,7 @@ fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize
             fused_norm: !a.unfused_norm,
             gpu_timing: a.gpu_time,
             greedy_steps: 1,
+            wide_gemm: true,
         },
     )?;
     eprintln!(

@@ -45,13 +45,14 @@ struct Args {
     chunk: usize,
     greedy_steps: usize,
     f32_activations: bool,
+    wide_gemm: bool,
     gpu_time: bool,
     profile: bool,
     seed: u64,
 }
 
 const HELP: &str = "\
-usage: model_bench MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5] [--kv f16|turboquant] [--chunk N] [--greedy-steps N] [--f32-activations] [--gpu-time] [--profile] [--seed S] [--pipeline-cache FILE | --no-pipeline-cache]
+usage: model_bench MODEL.gguf [-p 512] [-n 128] [-d 0] [-r 5] [--kv f16|turboquant] [--chunk N] [--greedy-steps N] [--f32-activations] [--one-pass-gemm] [--gpu-time] [--profile] [--seed S] [--pipeline-cache FILE | --no-pipeline-cache]
 
 Prompt (pp) and generation (tg) tokens/s of a GGUF model, measured as llama.cpp's llama-bench
 does; prints a Markdown table.
@@ -65,6 +66,7 @@ does; prints a Markdown table.
   --chunk N              most prompt tokens per prefill batch (default 512)
   --greedy-steps N       tg: decode steps per queue submission, 1..=8 (default 1)
   --f32-activations      multiply weights by f32 activations (default: int8-rounded in decode steps)
+  --one-pass-gemm        prompt chunks through the one-pass Matrix GEMM (default: two-pass where it applies)
   --gpu-time             also report GPU time per token and the CPU time the GPU did not hide
   --profile              GPU time of every kernel of a prompt chunk and of a decode step
   --seed S               seed of the random prompt tokens (default 1)";
@@ -81,6 +83,7 @@ fn parse_args() -> Result<Args, String> {
         chunk: 512,
         greedy_steps: 1,
         f32_activations: false,
+        wide_gemm: true,
         gpu_time: false,
         profile: false,
         seed: 1,
@@ -95,6 +98,7 @@ fn parse_args() -> Result<Args, String> {
             "--chunk" => a.chunk = v.value(f)?,
             "--greedy-steps" => a.greedy_steps = v.value(f)?,
             "--f32-activations" => a.f32_activations = true,
+            "--one-pass-gemm" => a.wide_gemm = false,
             "--gpu-time" => a.gpu_time = true,
             "--profile" => a.profile = true,
             "--seed" => a.seed = v.value(f)?,
@@ -234,6 +238,7 @@ fn run(a: Args) -> Res<()> {
             fused_norm: true,
             gpu_timing: a.gpu_time,
             greedy_steps: a.greedy_steps,
+            wide_gemm: a.wide_gemm,
         },
     )?;
     let warm_s = cli::warm_up(&ctx, &model, &s, a.pp.max(1), a.tg > 0)?;

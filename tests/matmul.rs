@@ -437,6 +437,82 @@ fn matrix_weight_runs_match_the_dequantiser() {
     }
 }
 
+/// A row length for the staging tests: whole vec4s (and runs) whose last 64-column step is
+/// partial for 32-weight blocks (81 runs), nine 256-weight blocks, 324 for the float formats (a
+/// cut run).
+fn staging_k(f: &WeightFormat) -> usize {
+    let q = f.block_weights.max(4) / 4 * 4;
+    q * if q >= 256 { 9 } else { 81 }
+}
+
+/// Random `n x k` blocks of `f` whose weights are within f16's range (blocks redrawn until they
+/// are), as the Matrix GEMMs take them, and their CPU dequantisation.
+fn f16_range_matrix(f: &'static WeightFormat, r: &mut fastrand::Rng, n: usize, k: usize) -> (Vec<u8>, Vec<f32>) {
+    let mut bytes = (f.random_blocks)(r, n * k / f.block_weights);
+    let mut blk = vec![0f32; f.block_weights];
+    for b in bytes.chunks_exact_mut(f.block_bytes) {
+        for _ in 0..1000 {
+            formats::dequantize_format(f, b, &mut blk).unwrap();
+            if blk.iter().all(|v| v.abs() <= 65504.0) {
+                break;
+            }
+            b.copy_from_slice(&(f.random_blocks)(r, 1));
+        }
+    }
+    let mut wv = vec![0f32; n * k];
+    formats::dequantize_format(f, &bytes, &mut wv).unwrap();
+    (bytes, wv)
+}
+
+/// The two-pass Matrix GEMM's first pass, run anywhere with f16 (its second pass needs
+/// cooperative matrices): for every format, x (40 rows, padded to 128) and the weights (130
+/// rows, padded to 192) in the scratch equal x and the CPU-dequantised weights rounded to f16,
+/// with zeros in the padding (rows past m and n, columns past k up to the 64-column step), and
+/// the scratch past the padded rows untouched (poisoned before).
+#[test]
+fn wide_first_pass_matches_the_inputs() {
+    use half::f16;
+    let ctx = common::context();
+    if !ctx.caps().shader_f16 {
+        println!("UNSUPPORTED: the adapter lacks SHADER_F16");
+        return;
+    }
+    let mut r = rng();
+    let mut srng = Rng::new(r.u64(..));
+    let (m, rows, n, n_pad) = (40, 128, 130, 192);
+    let poison = f16::from_bits(0x7e01);
+    for f in FORMATS {
+        let k = staging_k(f);
+        let (bytes, wv) = f16_range_matrix(f, &mut r, n, k);
+        let w = WeightMatrix::upload_format(&ctx, f, n, k, &bytes).unwrap();
+        let xs = srng.uniform_vec(m * k, -2.0, 2.0);
+        let x = ctx.upload(&xs).unwrap();
+        let scratch = matmul::GemmScratch::new(&ctx, rows, &[(n_pad, k)]).unwrap();
+        let (sx, sw) = matmul::wide::scratch_buffers(&scratch);
+        ctx.write(sx, &vec![poison; sx.len()]).unwrap();
+        ctx.write(sw, &vec![poison; sw.len()]).unwrap();
+        let mut b = ctx.batch();
+        let got = matmul::wide::widen(&mut b, &w, &x, m, matmul::wide::WideTile::HALF, &scratch).unwrap();
+        b.run().unwrap();
+        let kp = k.next_multiple_of(64);
+        assert_eq!(got, (kp, rows, n_pad));
+        for (name, buf, used, live, src) in [("x", sx, rows, m, &xs), ("w", sw, n_pad, n, &wv)] {
+            let got = ctx.read(buf).unwrap();
+            for (i, g) in got.iter().enumerate() {
+                let (row, col) = (i / kp, i % kp);
+                let want = if row >= used {
+                    poison
+                } else if row < live && col < k {
+                    f16::from_f32(src[row * k + col])
+                } else {
+                    f16::ZERO
+                };
+                assert!(g.to_bits() == want.to_bits(), "{} {name}: row {row} col {col}: {g} vs {want}", f.name);
+            }
+        }
+    }
+}
+
 /// The Matrix GEMM's staging, run anywhere with f16 (its cooperative-matrix products cannot run
 /// here): for every format and every tile the GEMM can pick (K steps of 64 and 32 columns,
 /// subgroup sizes 32 and 64), the x and weight slices it stages for every step of every tile
@@ -458,22 +534,8 @@ fn matrix_staging_matches_the_inputs() {
     let (m, n) = (40, 130);
     let mut checked = 0;
     for f in FORMATS {
-        let q = f.block_weights.max(4) / 4 * 4;
-        let k = q * if q >= 256 { 9 } else { 81 };
-        // Weights within f16's range (blocks redrawn until they are), as the Matrix GEMM takes them.
-        let mut bytes = (f.random_blocks)(&mut r, n * k / f.block_weights);
-        let mut blk = vec![0f32; f.block_weights];
-        for b in bytes.chunks_exact_mut(f.block_bytes) {
-            for _ in 0..1000 {
-                formats::dequantize_format(f, b, &mut blk).unwrap();
-                if blk.iter().all(|v| v.abs() <= 65504.0) {
-                    break;
-                }
-                b.copy_from_slice(&(f.random_blocks)(&mut r, 1));
-            }
-        }
-        let mut wv = vec![0f32; n * k];
-        formats::dequantize_format(f, &bytes, &mut wv).unwrap();
+        let k = staging_k(f);
+        let (bytes, wv) = f16_range_matrix(f, &mut r, n, k);
         let w = WeightMatrix::upload_format(&ctx, f, n, k, &bytes).unwrap();
         let xs = srng.uniform_vec(m * k, -2.0, 2.0);
         let x = ctx.upload(&xs).unwrap();

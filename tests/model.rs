@@ -902,6 +902,37 @@ fn greedy_on_gpu_matches_cpu_greedy() {
 /// by a few percent of their spread on these tiny random-weight models, as in a decode step;
 /// the tolerance is the fixture's tolerance against llama.cpp (which rounds its activations to 8
 /// bits too), [`fixture_tolerance`]. The two paths must differ (else the int8 path did not run).
+/// A prompt of 300 tokens in one chunk: where the adapter runs the GEMM as Matrix, the layers'
+/// GEMMs take the two-pass path ([`SessionOptions::wide_gemm`], its work buffers counted in the
+/// session's scratch) and every position's logits match the f64 reference, as with the path off;
+/// elsewhere both sessions run the same GEMM (reported).
+#[test]
+fn long_prompt_two_pass_gemm_matches_reference() {
+    let ctx = common::context();
+    let spec = Spec::llama();
+    let (w, reference) = build(&spec, 42);
+    let model = load(&ctx, &w).unwrap();
+    let tokens = prompt(300, spec.vocab, 5);
+    let want = reference.forward(&tokens);
+    let mut bytes = Vec::new();
+    for wide_gemm in [true, false] {
+        let opts = SessionOptions { context: 300, chunk: 512, all_logits: true, wide_gemm, ..Default::default() };
+        let mut s = Session::new(&ctx, &model, opts).unwrap();
+        bytes.push(s.scratch_bytes());
+        let got = s.prefill(&ctx, &model, &tokens).unwrap();
+        let worst = got.chunks(spec.vocab).zip(&want).map(|(g, w)| row_error(g, w)).fold(0.0, f64::max);
+        println!("wide_gemm {wide_gemm}: worst logit error {worst:.2e} of the spread, scratch {} bytes", bytes.last().unwrap());
+        assert!(worst < 2e-3, "wide_gemm {wide_gemm}: {worst:.2e}");
+    }
+    let matrix = ctx.caps().cooperative_matrix && ctx.caps().shader_f16;
+    if matrix {
+        assert!(bytes[0] > bytes[1], "the two-pass GEMM's work buffers were not allocated on a cooperative-matrix adapter");
+    } else {
+        assert_eq!(bytes[0], bytes[1]);
+        println!("UNSUPPORTED here: the two-pass Matrix GEMM (no cooperative matrices); both sessions ran the one-pass GEMM");
+    }
+}
+
 #[test]
 fn int8_prefill_matches_f32_prefill() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};

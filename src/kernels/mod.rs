@@ -108,6 +108,7 @@ pub fn registry() -> Vec<&'static dyn crate::suite::Kernel> {
 pub fn all_pipelines() -> Vec<(String, crate::pipeline::PipelineDesc)> {
     let mut v: Vec<_> = registry().iter().flat_map(|k| k.pipelines()).collect();
     v.extend(crate::suite::describe_all([splitk::SplitReduce]));
+    v.extend(crate::suite::describe_all(matmul::wide::shared_pipelines()));
     v
 }
 

@@ -159,11 +159,28 @@ pub struct SessionOptions {
     /// more amortise the fixed cost of a queue submission over several tokens, and hand the
     /// tokens to `emit` in groups of that size.
     pub greedy_steps: usize,
+    /// Prefill chunks of at least [`crate::kernels::matmul::wide::WIDE_MIN_M`] tokens multiply
+    /// through the two-pass Matrix GEMM ([`crate::kernels::matmul::gemm_staged`]) where the
+    /// adapter runs the GEMM as Matrix: faster, same numerics, and work buffers of f16 copies of
+    /// the largest weight matrix and of a chunk's longest input rows (~250 MiB for a
+    /// Llama-3-8B-shaped model; [`Session::scratch_bytes`] counts them). Default on; off is for
+    /// comparisons and tight memory.
+    pub wide_gemm: bool,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { context: 2048, kv: KvKind::F16, chunk: 512, all_logits: false, int8_activations: true, fused_norm: true, gpu_timing: false, greedy_steps: 1 }
+        SessionOptions {
+            context: 2048,
+            kv: KvKind::F16,
+            chunk: 512,
+            all_logits: false,
+            int8_activations: true,
+            fused_norm: true,
+            gpu_timing: false,
+            greedy_steps: 1,
+            wide_gemm: true,
+        }
     }
 }
 
@@ -200,6 +217,8 @@ struct Scratch {
     q8: [Option<Q8Activations>; 3],
     /// The same for the GEMM inputs of prefill chunks of 2..=16 tokens (`min(chunk, 16)` rows).
     q8_rows: [Option<Q8Activations>; 3],
+    /// The two-pass Matrix GEMM's work buffers (`wide_gemm`, where it can apply).
+    gemm: Option<mm::GemmScratch>,
     bytes: u64,
 }
 
@@ -233,6 +252,31 @@ pub struct Session {
     top: top_k::TopK,
     /// GPU nanoseconds of the prefill chunks and decode steps run so far (`gpu_timing`).
     gpu_ns: [f64; 2],
+}
+
+/// The two-pass GEMM's work buffers for prefill chunks of `opts.chunk` tokens, sized for the
+/// layer matrices that the context multiplies as Matrix at that m (`None` if none does, or
+/// `wide_gemm` is off, or chunks are too short for the two-pass path).
+fn gemm_scratch(ctx: &Context, model: &Model, opts: SessionOptions) -> Result<Option<mm::GemmScratch>> {
+    if !opts.wide_gemm || opts.chunk < mm::wide::WIDE_MIN_M {
+        return Ok(None);
+    }
+    let mut shapes = Vec::new();
+    for l in &model.weights.layers {
+        let ffn: Vec<&mm::WeightMatrix> = match &l.ffn_in {
+            FfnIn::GateUp(w) => vec![w],
+            FfnIn::Separate { gate, up } => vec![gate, up],
+        };
+        for w in l.qkv.iter().chain([&l.wo, &l.w_down]).chain(ffn) {
+            if matches!(mm::gemm_pipeline(ctx, w.format(), opts.chunk, w.k())?, Some(mm::MmPipeline::GemmMatrix { .. })) && !shapes.contains(&(w.n(), w.k())) {
+                shapes.push((w.n(), w.k()));
+            }
+        }
+    }
+    if shapes.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(mm::GemmScratch::new(ctx, opts.chunk, &shapes)?))
 }
 
 /// int8 activation storage for a GEMV input of width `k`, when the session uses them and `k`
@@ -324,8 +368,10 @@ impl Session {
             decode,
             q8: [q8_slot(ctx, opts, c.hidden)?, q8_slot(ctx, opts, c.q_dim())?, q8_slot(ctx, opts, c.ffn)?],
             q8_rows: [q8_rows_slot(ctx, opts, c.hidden)?, q8_rows_slot(ctx, opts, c.q_dim())?, q8_rows_slot(ctx, opts, c.ffn)?],
+            gemm: gemm_scratch(ctx, model, opts)?,
             bytes,
         };
+        s.bytes += s.gemm.as_ref().map_or(0, |g| g.bytes());
         // int8 activations: 2 bytes per column in each of the two orders.
         s.bytes += s.q8.iter().chain(&s.q8_rows).flatten().map(|q| 4 * (q.rows() * q.k()) as u64).sum::<u64>();
         let readback = ctx.host_readback(c.vocab)?;

@@ -96,12 +96,15 @@ pub struct Catalogue {
 /// Pipelines only the Matrix variant dispatches (their labels' key names), which is not
 /// Metal-eligible: the test kit's check pipelines of the Matrix GEMM's staging and weight runs,
 /// which run the staging functions and run wrapper only the Matrix GEMM composes
-/// (src/kernels/matmul/matrix.rs), and the Matrix prefill's staging pass
-/// (src/kernels/attention/prefill_matrix.rs).
-const MATRIX_ONLY: [(&str, &str); 3] = [
+/// (src/kernels/matmul/matrix.rs), the Matrix prefill's staging pass
+/// (src/kernels/attention/prefill_matrix.rs) and the two-pass Matrix GEMM's first passes
+/// (src/kernels/matmul/wide.rs).
+const MATRIX_ONLY: [(&str, &str); 5] = [
     ("StageCheck", "Matrix GEMM check: tests the staging code only the Matrix GEMM composes, and Matrix does not run on Metal"),
     ("RunCheck", "Matrix GEMM check: tests the weight-run wrapper only the Matrix GEMM composes, and Matrix does not run on Metal"),
     ("PrefillStage", "Matrix prefill's staging pass: only the Matrix prefill dispatches it, and Matrix does not run on Metal"),
+    ("Widen", "two-pass Matrix GEMM's first pass over the weights: only that GEMM dispatches it, and Matrix does not run on Metal"),
+    ("WidenX", "two-pass Matrix GEMM's first pass over x: only that GEMM dispatches it, and Matrix does not run on Metal"),
 ];
 
 /// naga's MSL of one WGSL pipeline (labelled `label`) for each version of `langs` (`checked`: as

@@ -83,6 +83,8 @@ struct MatCase {
     k: usize,
     /// Chunks to split the matrix into (1: as uploaded normally).
     chunks: usize,
+    /// GEMM through [`gemm_staged`] (the two-pass Matrix GEMM where it applies).
+    staged: bool,
 }
 
 fn upload_case(ctx: &Context, f: &'static WeightFormat, n: usize, k: usize, bytes: &[u8], chunks: usize) -> Result<WeightMatrix> {
@@ -178,6 +180,9 @@ const SAMPLED_ROWS: usize = 8;
 /// against their f64 reference; every output must be finite and the guard region intact.
 struct GemmPrepared {
     weights: Vec<WeightMatrix>,
+    /// [`gemm_staged`]'s work buffers, and whether its two-pass path must apply (the context
+    /// runs the GEMM as Matrix at an m it takes): a case that should run it and does not fails.
+    staged: Option<(GemmScratch, bool)>,
     x: GpuBuffer<f32>,
     y: GpuBuffer<f32>,
     m: usize,
@@ -189,9 +194,18 @@ struct GemmPrepared {
 
 impl Prepared for GemmPrepared {
     fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
-        gemm(b, &self.weights[copy % self.weights.len()], &self.x, &self.y, self.m)
+        let w = &self.weights[copy % self.weights.len()];
+        match &self.staged {
+            Some((scratch, _)) => gemm_staged(b, w, &self.x, &self.y, self.m, scratch),
+            None => gemm(b, w, &self.x, &self.y, self.m),
+        }
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
+        if let Some((scratch, true)) = &self.staged {
+            if wide::staged_pipeline(ctx, &self.weights[0], self.m, scratch)?.is_none() {
+                return Ok(Check { err: 0.0, tol: self.tol, nonfinite: 0, guard_damage: 0, note: "the two-pass Matrix GEMM did not apply".into() });
+            }
+        }
         let out = ctx.read(&self.y)?;
         let (m, n) = (self.m, self.n);
         if out.len() < m * n {
@@ -228,6 +242,9 @@ impl Case for MatCase {
         let mut s = if self.m > 1 { format!("m={} n={} k={}", self.m, self.n, self.k) } else { format!("n={} k={}", self.n, self.k) };
         if self.chunks > 1 {
             s += &format!(" chunks={}", self.chunks);
+        }
+        if self.staged {
+            s += " staged";
         }
         s
     }
@@ -289,7 +306,14 @@ impl Case for MatCase {
                 let rows = checked_rows(rng, m, n, k);
                 let xr: Vec<f32> = rows.iter().flat_map(|&i| x[i * k..(i + 1) * k].iter().copied()).collect();
                 let (reference, tol) = if matrix { (f16_gemm_reference(n, k, &w, &mag, &xr), MATRIX_TOL) } else { (reference::gemm(rows.len(), n, k, wv, mv, &xr), TOL) };
-                Ok(Box::new(GemmPrepared { weights, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, n, rows, reference, tol }))
+                let staged = if self.staged {
+                    let scratch = GemmScratch::new(ctx, m, &[(n, k)])?;
+                    let applies = matches!(gemm_pipeline(ctx, f, m, k)?, Some(MmPipeline::GemmMatrix { .. })) && m >= wide::WIDE_MIN_M && k % 4 == 0;
+                    Some((scratch, applies))
+                } else {
+                    None
+                };
+                Ok(Box::new(GemmPrepared { weights, staged, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, n, rows, reference, tol }))
             }
         }
     }
@@ -297,7 +321,10 @@ impl Case for MatCase {
 
 impl MmKernel {
     fn case(&self, m: usize, n: usize, k: usize, chunks: usize) -> Box<dyn Case> {
-        Box::new(MatCase { format: self.format, op: self.op, m, n, k, chunks })
+        Box::new(MatCase { format: self.format, op: self.op, m, n, k, chunks, staged: false })
+    }
+    fn staged_case(&self, m: usize, n: usize, k: usize, chunks: usize) -> Box<dyn Case> {
+        Box::new(MatCase { format: self.format, op: self.op, m, n, k, chunks, staged: true })
     }
 }
 
@@ -351,6 +378,10 @@ impl Kernel for MmKernel {
                 let q4 = q / gcd(q, 4) * 4;
                 v.push(self.case(1, 20, ks[ks.len() - 1], 1));
                 v.push(self.case(40, 70, q4 * if q4 >= 256 { 9 } else { 81 }, 1));
+                // The two-pass GEMM (from m = 256): edge tiles along m and n (both tile widths),
+                // a row length off whole 64-column steps, a 3-chunk matrix.
+                v.push(self.staged_case(300, 130, q4 * if q4 >= 256 { 3 } else { 9 }, 1));
+                v.push(self.staged_case(257, 67, q4 * if q4 >= 256 { 1 } else { 3 }, 3));
             }
             Op::GemmQ8 => {
                 // m = 3, 8 and 16 (an odd m that leaves a slot of its 4-slot pipeline idle;
@@ -394,7 +425,11 @@ impl Kernel for MmKernel {
             Op::Gemm => {
                 let common = matches!(self.format.ggml_type, Some(GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::F16));
                 let ms: &[usize] = if common { &[4, 8, 16, 128, 512, 2048] } else { &[16, 512] };
-                ms.iter().map(|&m| self.case(m, 4096, 4096, 1)).collect()
+                let mut v: Vec<_> = ms.iter().map(|&m| self.case(m, 4096, 4096, 1)).collect();
+                if common {
+                    v.extend([512, 2048].iter().map(|&m| self.staged_case(m, 4096, 4096, 1)));
+                }
+                v
             }
             // The int8 GEMM of a few rows at the shapes of the GEMVs.
             Op::GemmQ8 => [4, 8, 16].iter().flat_map(|&m| LLM_SHAPES.iter().map(move |&(n, k)| self.case(m, n, k, 1))).collect(),
@@ -410,7 +445,7 @@ impl Kernel for MmKernel {
                 _ => MmPipeline::Gemv { format, variant: p.variant, plan: p.plan, act: p.act, epi: p.epi },
             })),
             Op::Gemm => {
-                let mut keys = vec![MmPipeline::Gemm { format }];
+                let mut keys = vec![MmPipeline::Gemm { format }, MmPipeline::Widen { format }];
                 keys.extend(matrix::sample_pipelines(format));
                 if self.format.native_gemm.is_some() {
                     // Its twin is the Portable GEMM above.
@@ -437,7 +472,7 @@ impl Kernel for MmKernel {
         if matches!(self.op, Op::Dequant) {
             let q = k_quantum(self.format, false);
             let k = 3 * (q / gcd(q, 4) * 4);
-            let case = Box::new(MatCase { format: self.format, op: Op::Gather, m: 1, n: 67, k, chunks: 3 });
+            let case = Box::new(MatCase { format: self.format, op: Op::Gather, m: 1, n: 67, k, chunks: 3, staged: false });
             return vec![PlanCase::new(None, Tuning::default(), case)];
         }
         let ks = test_ks(self.format, self.op != Op::Gemv);

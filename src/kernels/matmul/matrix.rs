@@ -224,7 +224,7 @@ pub(super) fn split_plan(caps: &Caps, tiles: usize, k: usize, tk: usize, target:
 }
 
 /// The run wrapper of `format`'s part: its run hook, or runs of `fmt_w4` calls.
-fn run_wgsl(format: Fmt) -> &'static str {
+pub(super) fn run_wgsl(format: Fmt) -> &'static str {
     if super::kernel_infos(format.0).runs {
         RUN_FMT_WGSL
     } else {

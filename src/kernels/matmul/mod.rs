@@ -38,11 +38,13 @@ pub(crate) mod check;
 mod gemm_q8;
 pub mod matrix;
 mod plan;
+pub mod wide;
 #[cfg(feature = "testkit")]
 pub use cases::kernels;
 pub use gemm_q8::{gemm_q8, gemm_q8_slots, GEMM_Q8_MAX_M};
 pub use plan::{default_plan, gemm_q8_plan, gemv_plan, native_plan, GemvPlan};
 pub(crate) use plan::{plan_grid, team_source};
+pub use wide::{gemm_staged, GemmScratch};
 
 const COMMON_WGSL: &str = include_str!("../../../wgsl/mm_common.wgsl");
 const GEMV_WGSL: &str = include_str!("../../../wgsl/mm_gemv.wgsl");
@@ -481,6 +483,18 @@ pub enum MmPipeline {
         sg: u32,
         tile: matrix::MatrixTile,
     },
+    /// The two-pass Matrix GEMM's second pass ([`wide`]) built for subgroup size `sg`: f16
+    /// operands, any format.
+    GemmWide {
+        sg: u32,
+        tile: wide::WideTile,
+    },
+    /// The two-pass Matrix GEMM's first pass over a weight chunk of `format`.
+    Widen {
+        format: Fmt,
+    },
+    /// The two-pass Matrix GEMM's first pass over the activations.
+    WidenX,
     Dequant {
         format: Fmt,
     },
@@ -546,6 +560,9 @@ impl PipelineKey for MmPipeline {
                 }
             }
             MmPipeline::GemmMatrix { format, sg, tile } => matrix::matrix_desc(format, sg, tile),
+            MmPipeline::GemmWide { sg, tile } => wide::wide_desc(sg, tile),
+            MmPipeline::Widen { format } => wide::widen_desc(format),
+            MmPipeline::WidenX => wide::widen_x_desc(),
             MmPipeline::GemmQ8 { format, variant, plan, slots } => gemm_q8::desc(format, variant, plan, slots, params_size),
             MmPipeline::Dequant { format } | MmPipeline::Gather { format } => {
                 let (text, bindings) = if matches!(self, MmPipeline::Dequant { .. }) { (DEQUANT_WGSL, DEQUANT_BINDINGS) } else { (GATHER_WGSL, GATHER_BINDINGS) };
@@ -753,5 +770,7 @@ pub fn gather_row(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, out: &G
 #[cfg(all(test, feature = "testkit"))]
 pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
     let pipelines = kernels().iter().flat_map(|k| k.pipelines()).collect();
-    vec![crate::kernels::ParamsTwin { rust: "matmul::Params", size: std::mem::size_of::<Params>(), fields: Params::FIELDS, pipelines }]
+    let mut v = wide::params_twins(&crate::suite::describe_all(wide::shared_pipelines()));
+    v.push(crate::kernels::ParamsTwin { rust: "matmul::Params", size: std::mem::size_of::<Params>(), fields: Params::FIELDS, pipelines });
+    v
 }

@@ -92,9 +92,10 @@ impl Session {
 
     /// `y = x W^T` for the `m > 1` rows of a prefill chunk: the int8 GEMM of a few rows where
     /// `xq` holds them and `w` has an integer dot, else the f32 GEMM.
-    fn matmul_rows(b: &mut Batch, w: &mm::WeightMatrix, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
-        match xq {
-            Some(xq) if has_integer_dot(w.format()) && m <= xq.rows() => Ok(mm::gemm_q8(b, w, xq, y, m)?),
+    fn matmul_rows(&self, b: &mut Batch, w: &mm::WeightMatrix, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
+        match (xq, &self.s.gemm) {
+            (Some(xq), _) if has_integer_dot(w.format()) && m <= xq.rows() => Ok(mm::gemm_q8(b, w, xq, y, m)?),
+            (_, Some(scratch)) if m > 1 => Ok(mm::gemm_staged(b, w, x, y, m, scratch)?),
             _ => Ok(mm::matmul(b, w, x, y, m)?),
         }
     }
@@ -146,7 +147,7 @@ impl Session {
             if m == 1 {
                 Self::gemv(b, w, a, xq, &s.tmp, Epilogue::Store)?;
             } else {
-                Self::matmul_rows(b, w, a, xq, &s.tmp, m)?;
+                self.matmul_rows(b, w, a, xq, &s.tmp, m)?;
             }
             return match fold {
                 Some(f) => {
@@ -161,7 +162,7 @@ impl Session {
             Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
         } else {
             let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
-            Self::matmul_rows(b, w, a, xq, &s.tmp, m)?;
+            self.matmul_rows(b, w, a, xq, &s.tmp, m)?;
             Ok(elementwise::add_inplace(b, &s.x, &s.tmp, m * w.n())?)
         }
     }
@@ -178,7 +179,7 @@ impl Session {
                 Self::gemv(b, w, &s.xn, xq, &s.gate, epi)
             }
             FfnIn::GateUp(w) => {
-                Self::matmul_rows(b, w, &s.xn, xq, &s.up, m)?;
+                self.matmul_rows(b, w, &s.xn, xq, &s.up, m)?;
                 Ok(ops::glu_pairs(b, act, &s.up, m * ffn, &s.gate)?)
             }
             FfnIn::Separate { gate, up } => {
@@ -186,7 +187,7 @@ impl Session {
                     if m == 1 {
                         Self::gemv(b, w, &s.xn, xq, y, Epilogue::Store)?;
                     } else {
-                        Self::matmul_rows(b, w, &s.xn, xq, y, m)?;
+                        self.matmul_rows(b, w, &s.xn, xq, y, m)?;
                     }
                 }
                 Ok(elementwise::gate_inplace(b, act, &s.gate, &s.up, m * ffn)?)
@@ -227,7 +228,7 @@ impl Session {
                     if m == 1 {
                         Self::gemv(b, mat, &s.xn, xq, &s.qkv, Epilogue::Store)?;
                     } else {
-                        Self::matmul_rows(b, mat, &s.xn, xq, &s.qkv, m)?;
+                        self.matmul_rows(b, mat, &s.xn, xq, &s.qkv, m)?;
                     }
                     ops::split_qkv(b, &s.qkv, m, r0, mat.n(), w.qkv_bias.as_ref(), &out)?;
                     r0 += mat.n();
