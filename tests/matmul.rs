@@ -588,9 +588,10 @@ fn matrix_staging_matches_the_inputs() {
     assert!(checked >= FORMATS.len() * 4);
 }
 
-/// `gather_row`: the row an index on the GPU names, bit-exact with the CPU dequantiser, for
-/// every format (odd row count, indices at both ends); an index past the matrix writes nothing
-/// (the poisoned output stays), and rows that are not whole vec4s are refused.
+/// `gather_row` / `gather_rows`: the rows indices on the GPU name, bit-exact with the CPU
+/// dequantiser, for every format (odd row count, indices at both ends, several rows at once); an
+/// index past the matrix writes nothing (the poisoned output stays), and rows that are not whole
+/// vec4s are refused.
 #[test]
 fn gather_row_matches_dequantiser() {
     let ctx = common::context();
@@ -619,6 +620,22 @@ fn gather_row_matches_dequantiser() {
                 assert!(same, "{} index {row} past the matrix wrote into the output", f.name);
             }
         }
+        // Several rows at once (a prompt's embeddings): row i from idx[i]; an index past the
+        // matrix leaves its row as it was.
+        let rows = [6u32, 0, 7, 3, 6];
+        let idx = ctx.upload(&rows).unwrap();
+        let out = wgkernels::suite::guarded_f32(&ctx, rows.len() * k).unwrap();
+        let before = ctx.read(&out).unwrap();
+        let mut b = ctx.batch();
+        matmul::gather_rows(&mut b, &w, &idx, rows.len(), &out).unwrap();
+        b.run().unwrap();
+        let got = ctx.read(&out).unwrap();
+        for (i, &row) in rows.iter().enumerate() {
+            let g = &got[i * k..(i + 1) * k];
+            let want = if (row as usize) < n { &want[row as usize * k..][..k] } else { &before[i * k..(i + 1) * k] };
+            assert!(g.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())), "{} rows: row {i} (index {row})", f.name);
+        }
+        assert_eq!(wgkernels::suite::guard_damage(&got, rows.len() * k, wgkernels::suite::POISON_F32), 0, "{} rows: guard damaged", f.name);
     }
     // Rows of a float format whose length is not a whole number of vec4s are refused.
     let f32f = FORMATS.iter().copied().find(|f| f.name == "f32").unwrap();

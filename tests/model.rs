@@ -933,6 +933,44 @@ fn long_prompt_two_pass_gemm_matches_reference() {
     }
 }
 
+/// With the embedding table on the GPU ([`Model::gpu_embeddings`]), a prompt's rows are looked
+/// up there: the same logits, bit for bit, as the CPU lookup before the upload (llama, untied;
+/// chunks of 4 and one of 9 rows); a tied model (qwen2) looks them up on the GPU from the start,
+/// within the reference's tolerance.
+#[test]
+fn prefill_gpu_embedding_lookup_matches_cpu() {
+    let ctx = common::context();
+    for spec in [Spec::llama(), Spec::qwen2()] {
+        let (w, reference) = build(&spec, 17);
+        let model = load(&ctx, &w).unwrap();
+        let tokens = prompt(9, spec.vocab, 4);
+        let run = |chunk: usize| {
+            let opts = SessionOptions { context: 16, chunk, all_logits: true, ..Default::default() };
+            Session::new(&ctx, &model, opts).unwrap().prefill(&ctx, &model, &tokens).unwrap()
+        };
+        let tied = model.config.tied_embeddings;
+        let host = if tied { None } else { Some([run(4), run(9)]) };
+        assert_eq!(model.gpu_embeddings_loaded().is_some(), tied, "{}: table on the GPU before the upload", spec.arch);
+        model.gpu_embeddings(&ctx).unwrap();
+        assert!(model.gpu_embeddings_loaded().is_some());
+        let gpu = [run(4), run(9)];
+        match host {
+            Some(host) => {
+                for (h, g) in host.iter().zip(&gpu) {
+                    assert!(h.iter().zip(g).all(|(a, b)| a.to_bits() == b.to_bits()), "{}: logits differ between the CPU and GPU lookups", spec.arch);
+                }
+            }
+            // Tied: the GPU lookup ran from the start; check it against the reference instead.
+            None => {
+                let want = reference.forward(&tokens);
+                for (t, row) in gpu[0].chunks(spec.vocab).enumerate() {
+                    assert!(row_error(row, &want[t]) < 2e-3, "{} position {t}", spec.arch);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn int8_prefill_matches_f32_prefill() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};

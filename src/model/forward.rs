@@ -23,7 +23,9 @@
 //!
 //! All buffers are allocated once per session (sized by `chunk` and the context) and reused by
 //! every step. The embedding rows of a step's tokens are dequantised on the CPU from the mapped
-//! file and written into `x` before the batch runs. A decode step is one submit and one wait: its
+//! file and written into `x` before the batch runs; a prefill chunk's rows are looked up on the
+//! GPU instead ([`mm::gather_rows`], the token ids written before the batch runs) where the
+//! table is on the GPU ([`Model::gpu_embeddings_loaded`]). A decode step is one submit and one wait: its
 //! batch starts with the copy of the embedding row from a host-writable buffer
 //! ([`Batch::copy_from_host`]) and ends with the copy of the logits into a host-readable one
 //! ([`Batch::copy_to_host`]); both are mapped again by the wait on the step.
@@ -90,6 +92,17 @@ impl Model {
         let w = mm::WeightMatrix::from_gguf(ctx, &self.file, "token_embd.weight")?;
         ctx.finish_uploads()?;
         Ok(self.embd.get_or_init(|| w))
+    }
+
+    /// The embedding table on the GPU if it is there already (tied embeddings, or after
+    /// [`Model::gpu_embeddings`]): [`Session::prefill`] then looks a prompt's rows up on the GPU
+    /// instead of dequantising them on the CPU.
+    pub fn gpu_embeddings_loaded(&self) -> Option<&mm::WeightMatrix> {
+        if self.config.tied_embeddings {
+            Some(&self.weights.lm_head)
+        } else {
+            self.embd.get()
+        }
     }
 
     /// Read `path` into memory ([`GgufFile::open`]) and [`Model::load`] it. A file that is no
@@ -219,6 +232,8 @@ struct Scratch {
     q8_rows: [Option<Q8Activations>; 3],
     /// The two-pass Matrix GEMM's work buffers (`wide_gemm`, where it can apply).
     gemm: Option<mm::GemmScratch>,
+    /// A prefill chunk's token ids, for the embedding lookup on the GPU.
+    toks: GpuBuffer<u32>,
     bytes: u64,
 }
 
@@ -369,6 +384,7 @@ impl Session {
             q8: [q8_slot(ctx, opts, c.hidden)?, q8_slot(ctx, opts, c.q_dim())?, q8_slot(ctx, opts, c.ffn)?],
             q8_rows: [q8_rows_slot(ctx, opts, c.hidden)?, q8_rows_slot(ctx, opts, c.q_dim())?, q8_rows_slot(ctx, opts, c.ffn)?],
             gemm: gemm_scratch(ctx, model, opts)?,
+            toks: ctx.alloc(chunk)?,
             bytes,
         };
         s.bytes += s.gemm.as_ref().map_or(0, |g| g.bytes());
@@ -499,8 +515,18 @@ impl Session {
             let pos0 = self.kv.pos();
             // Without all_logits only the last chunk needs the final norm, LM head and readback.
             let head = self.opts.all_logits || i + 1 == parts;
-            self.embed(ctx, model, part)?;
+            let gpu_embd = model.gpu_embeddings_loaded().filter(|_| c.hidden % 4 == 0);
+            match gpu_embd {
+                Some(_) => ctx.write(&self.s.toks, part)?,
+                None => self.embed(ctx, model, part)?,
+            }
             let mut b = self.new_batch(ctx);
+            if let Some(embd) = gpu_embd {
+                mm::gather_rows(&mut b, embd, &self.s.toks, part.len(), &self.s.x)?;
+                if let Some(s) = c.embed_scale {
+                    elementwise::scale_inplace(&mut b, &self.s.x, part.len() * c.hidden, s)?;
+                }
+            }
             if head {
                 self.record_chunk(&mut b, model, part.len(), pos0, self.opts.all_logits)?;
             } else {

@@ -180,9 +180,9 @@ const SAMPLED_ROWS: usize = 8;
 /// against their f64 reference; every output must be finite and the guard region intact.
 struct GemmPrepared {
     weights: Vec<WeightMatrix>,
-    /// [`gemm_staged`]'s work buffers, and whether its two-pass path must apply (the context
-    /// runs the GEMM as Matrix at an m it takes): a case that should run it and does not fails.
-    staged: Option<(GemmScratch, bool)>,
+    /// [`gemm_staged`]'s work buffers (its two-pass path must apply: a case where it does not
+    /// fails).
+    staged: Option<GemmScratch>,
     x: GpuBuffer<f32>,
     y: GpuBuffer<f32>,
     m: usize,
@@ -196,12 +196,12 @@ impl Prepared for GemmPrepared {
     fn encode(&self, b: &mut Batch, copy: usize) -> Result<()> {
         let w = &self.weights[copy % self.weights.len()];
         match &self.staged {
-            Some((scratch, _)) => gemm_staged(b, w, &self.x, &self.y, self.m, scratch),
+            Some(scratch) => gemm_staged(b, w, &self.x, &self.y, self.m, scratch),
             None => gemm(b, w, &self.x, &self.y, self.m),
         }
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
-        if let Some((scratch, true)) = &self.staged {
+        if let Some(scratch) = &self.staged {
             if wide::staged_pipeline(ctx, &self.weights[0], self.m, scratch)?.is_none() {
                 return Ok(Check { err: 0.0, tol: self.tol, nonfinite: 0, guard_damage: 0, note: "the two-pass Matrix GEMM did not apply".into() });
             }
@@ -307,9 +307,16 @@ impl Case for MatCase {
                 let xr: Vec<f32> = rows.iter().flat_map(|&i| x[i * k..(i + 1) * k].iter().copied()).collect();
                 let (reference, tol) = if matrix { (f16_gemm_reference(n, k, &w, &mag, &xr), MATRIX_TOL) } else { (reference::gemm(rows.len(), n, k, wv, mv, &xr), TOL) };
                 let staged = if self.staged {
-                    let scratch = GemmScratch::new(ctx, m, &[(n, k)])?;
+                    // Where the two-pass path cannot apply, the case would run the GEMM's other
+                    // cases' path again: unsupported, not passed.
                     let applies = matches!(gemm_pipeline(ctx, f, m, k)?, Some(MmPipeline::GemmMatrix { .. })) && m >= wide::WIDE_MIN_M && k % 4 == 0;
-                    Some((scratch, applies))
+                    let info = &kernel_infos(f).gemm;
+                    ensure(applies, || Error::Unsupported {
+                        kernel: info.name,
+                        variant: ctx.variant_for(info).unwrap_or(Variant::Portable),
+                        reason: "the two-pass Matrix GEMM runs where the GEMM runs as Matrix (cooperative matrices), from m = 256".into(),
+                    })?;
+                    Some(GemmScratch::new(ctx, m, &[(n, k)])?)
                 } else {
                     None
                 };

@@ -44,7 +44,8 @@
 //! **Selection.** Under `Auto` the GEMM runs as Matrix from [`MATRIX_MIN_M`] input rows on, where
 //! the adapter supports it and the tile fits its limits; below that, or where it can't, it runs
 //! Portable. `Prefer(Matrix)` runs Matrix at every m it can; `Require(Matrix)` runs it at every m
-//! or returns [`crate::Error::Unsupported`].
+//! or returns [`crate::Error::Unsupported`]. For prompts, [`super::gemm_staged`] runs the same
+//! numerics in two passes (f16 copies first, then the products: [`super::wide`]).
 
 use super::{Fmt, MmPipeline, COMMON_WGSL};
 use crate::caps::{Caps, Variant, VariantPolicy};

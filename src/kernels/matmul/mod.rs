@@ -11,7 +11,8 @@
 //! Sources: wgsl/mm_common.wgsl; the GEMVs: mm_gemv.wgsl / mm_gemv_q8.wgsl / mm_gemv_qk.wgsl +
 //! mm_gemv_acc.wgsl (+ glu.wgsl) + mm_rows.wgsl (the row driver, shared with the int8 GEMM's mm_gemm_q8.wgsl;
 //! plans: [`GemvPlan`], [`gemv_plan`], [`gemm_q8_plan`]) + team_*.wgsl; mm_gemm.wgsl (+
-//! splitk_tile.wgsl), mm_gemm_matrix.wgsl (the Matrix GEMM: [`matrix`]),
+//! splitk_tile.wgsl), mm_gemm_matrix.wgsl (the Matrix GEMM: [`matrix`]), mm_widen_x.wgsl,
+//! mm_widen.wgsl and mm_gemm_wide.wgsl (its two-pass form for prompts: [`wide`]),
 //! mm_dequant.wgsl, and the format's `wgsl/fmt_<name>.wgsl`.
 //!
 //! GEMM variants: Portable (f32 throughout), Matrix (cooperative matrices, f16 inputs, f32
@@ -753,15 +754,23 @@ pub fn dequantize(b: &mut Batch, w: &WeightMatrix, out: &GpuBuffer<f32>) -> Resu
 /// whose index the GPU wrote (the embedding of a token chosen on the GPU). An index `>= n`
 /// writes nothing. Needs `k % 4 == 0`.
 pub fn gather_row(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, out: &GpuBuffer<f32>) -> Result<()> {
+    gather_rows(b, w, idx, 1, out)
+}
+
+/// `out[i k..(i + 1) k]` = row `idx[i]` of `w` for `i < m`, as [`gather_row`] (a prompt's
+/// embedding rows, looked up on the GPU).
+pub fn gather_rows(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, m: usize, out: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
     ensure(w.k % 4 == 0, || Error::Shape(format!("gather_row needs k % 4 == 0, k = {}", w.k)))?;
-    idx.require("idx", 1)?;
-    out.require("out", w.k)?;
+    let total = m.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize).ok_or_else(|| Error::Shape(format!("{m} rows of {} values exceed u32 indices", w.k)))?;
+    idx.require("idx", m)?;
+    out.require("out", total)?;
     ctx.variant_for(&kernel_infos(w.format).dequant)?;
     let key = MmPipeline::Gather { format: Fmt(w.format) };
-    let grid = ctx.grid(((w.k / 4) as u64).div_ceil(64))?;
+    let grid = ctx.grid(((total / 4) as u64).div_ceil(64))?;
     for c in &w.chunks {
-        b.dispatch(&key, &w.params(c), &[c.data.raw(), idx.raw(), out.raw()], grid)?;
+        let p = Params { m: m as u32, ..w.params(c) };
+        b.dispatch(&key, &p, &[c.data.raw(), idx.raw(), out.raw()], grid)?;
     }
     Ok(())
 }
