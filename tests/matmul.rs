@@ -437,6 +437,17 @@ fn matrix_weight_runs_match_the_dequantiser() {
     }
 }
 
+/// The test context where it has SHADER_F16 (the staging tests' f16 slices), else `None`
+/// (printed as unsupported).
+fn f16_context() -> Option<wgkernels::Context> {
+    let ctx = common::context();
+    if !ctx.caps().shader_f16 {
+        println!("UNSUPPORTED: the adapter lacks SHADER_F16");
+        return None;
+    }
+    Some(ctx)
+}
+
 /// A row length for the staging tests: whole vec4s (and runs) whose last 64-column step is
 /// partial for 32-weight blocks (81 runs), nine 256-weight blocks, 324 for the float formats (a
 /// cut run).
@@ -472,11 +483,7 @@ fn f16_range_matrix(f: &'static WeightFormat, r: &mut fastrand::Rng, n: usize, k
 #[test]
 fn wide_first_pass_matches_the_inputs() {
     use half::f16;
-    let ctx = common::context();
-    if !ctx.caps().shader_f16 {
-        println!("UNSUPPORTED: the adapter lacks SHADER_F16");
-        return;
-    }
+    let Some(ctx) = f16_context() else { return };
     let mut r = rng();
     let mut srng = Rng::new(r.u64(..));
     let (m, rows, n, n_pad) = (40, 128, 130, 192);
@@ -492,7 +499,7 @@ fn wide_first_pass_matches_the_inputs() {
         ctx.write(sx, &vec![poison; sx.len()]).unwrap();
         ctx.write(sw, &vec![poison; sw.len()]).unwrap();
         let mut b = ctx.batch();
-        let got = matmul::wide::widen(&mut b, &w, &x, m, matmul::wide::WideTile::HALF, &scratch).unwrap();
+        let got = matmul::wide::widen(&mut b, &w, &x, m, matmul::wide::WIDE_TILES[1], &scratch).unwrap();
         b.run().unwrap();
         let kp = k.next_multiple_of(64);
         assert_eq!(got, (kp, rows, n_pad));
@@ -523,11 +530,7 @@ fn wide_first_pass_matches_the_inputs() {
 fn matrix_staging_matches_the_inputs() {
     use half::f16;
     use matmul::matrix::MatrixTile;
-    let ctx = common::context();
-    if !ctx.caps().shader_f16 {
-        println!("UNSUPPORTED: the adapter lacks SHADER_F16");
-        return;
-    }
+    let Some(ctx) = f16_context() else { return };
     let mut r = rng();
     let mut srng = Rng::new(r.u64(..));
     let max_wg = ctx.caps().limits.max_compute_invocations_per_workgroup;

@@ -488,7 +488,7 @@ pub enum MmPipeline {
     /// operands, any format.
     GemmWide {
         sg: u32,
-        tile: wide::WideTile,
+        tile: matrix::MatrixTile,
     },
     /// The two-pass Matrix GEMM's first pass over a weight chunk of `format`.
     Widen {

@@ -17,11 +17,12 @@
 //!
 //! **When.** [`gemm_staged`] takes this path where the context runs the GEMM as Matrix, `m >=`
 //! [`WIDE_MIN_M`], the tile fits the adapter's workgroup memory and `scratch` holds the padded
-//! operands; otherwise it runs [`super::gemm`]. Tiles ([`WideTile`]): 128 x 128 with 8
+//! operands; otherwise it runs [`super::gemm`]. Tiles ([`WIDE_TILES`]): 128 x 128 with 8
 //! subgroups where that gives at least [`WIDE_MIN_TILES`] tiles, else 128 x 64 with 4; K steps
 //! of 64 columns, two barriers per step.
 
-use super::{gemm, kernel_infos, matrix, Fmt, MmPipeline, WeightMatrix, COMMON_WGSL};
+use super::matrix::{self, MatrixTile};
+use super::{gemm, kernel_infos, Fmt, MmPipeline, WeightMatrix, COMMON_WGSL};
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
 use crate::caps::Variant;
@@ -42,47 +43,20 @@ pub const WIDE_MIN_M: usize = 256;
 /// measured on an H200: n = 2048 at m = 512, 64 tiles, ran 1.4x faster as 128 x 64 tiles, n =
 /// 4096 at k = 14336, 128 tiles, 1.3x slower).
 pub const WIDE_MIN_TILES: usize = 128;
-/// Columns per K step; row lengths are padded to a multiple.
+/// Columns per K step of every tile; row lengths are padded to a multiple.
 const TK: usize = 64;
 /// Rows of the work buffers are padded to a multiple of this (every tile's rows).
 const ROWS: usize = 128;
 
-/// The tile shape of the second pass: `sgm x sgn` subgroups of `mi x nj` 16x16 accumulators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct WideTile {
-    pub sgm: u32,
-    pub sgn: u32,
-    pub mi: u32,
-    pub nj: u32,
+/// The second pass's tiles ([`MatrixTile`] shapes, K steps of 64 columns; workgroup memory
+/// [`MatrixTile::bytes`]: the two f16 slices and a 16x16 f32 block per subgroup): 128 x 128 with
+/// 8 subgroups of 4 x 2 accumulators (the one-pass GEMM's wide tile), and 128 x 64 with 4.
+pub const WIDE_TILES: [MatrixTile; 2] = [MatrixTile::WIDE, MatrixTile { sgn: 2, ..MatrixTile::WIDE }];
+
+/// Vec4s of x and of the weights each of `wg` invocations copies per step of `tile`.
+fn chunks(tile: &MatrixTile, wg: usize) -> (usize, usize) {
+    ((tile.tm() * tile.tk() / 4).div_ceil(wg), (tile.tn() * tile.tk() / 4).div_ceil(wg))
 }
-
-impl WideTile {
-    /// 128 x 128, 8 subgroups of 4 x 2 accumulators.
-    pub const WIDE: WideTile = WideTile { sgm: 2, sgn: 4, mi: 4, nj: 2 };
-    /// 128 x 64, 4 subgroups of 4 x 2 accumulators.
-    pub const HALF: WideTile = WideTile { sgm: 2, sgn: 2, mi: 4, nj: 2 };
-
-    pub fn subgroups(&self) -> u32 {
-        self.sgm * self.sgn
-    }
-    pub fn tm(&self) -> usize {
-        16 * (self.mi * self.sgm) as usize
-    }
-    pub fn tn(&self) -> usize {
-        16 * (self.nj * self.sgn) as usize
-    }
-    /// Workgroup memory: the two f16 slices (rows of 64 + 8 halves) and a 16x16 f32 block per
-    /// subgroup (45056 bytes wide, 31744 half).
-    pub fn bytes(&self) -> usize {
-        2 * (self.tm() + self.tn()) * (TK + 8) + 1024 * self.subgroups() as usize
-    }
-    fn chunks(&self, wg: usize) -> (usize, usize) {
-        ((self.tm() * TK / 4).div_ceil(wg), (self.tn() * TK / 4).div_ceil(wg))
-    }
-}
-
-/// Every tile the plan can pick.
-pub const WIDE_TILES: [WideTile; 2] = [WideTile::WIDE, WideTile::HALF];
 
 params_struct! {
     /// wgsl/mm_gemm_wide.wgsl's `Wide`.
@@ -113,14 +87,14 @@ const WIDEN_BINDINGS: &[StorageBinding] = &[StorageBinding::read("wq", "vec4<u32
 const WIDEN_X_BINDINGS: &[StorageBinding] = &[StorageBinding::read("x", "vec4<f32>"), StorageBinding::write("out", "vec4<f16>")];
 
 /// [`MmPipeline::GemmWide`]'s description.
-pub(super) fn wide_desc(sg: u32, tile: WideTile) -> PipelineDesc {
+pub(super) fn wide_desc(sg: u32, tile: MatrixTile) -> PipelineDesc {
     let wg = tile.subgroups() * sg;
-    let (cx, cw) = tile.chunks(wg as usize);
+    let (cx, cw) = chunks(&tile, wg as usize);
     let templates = [("NJ", "{j}", tile.nj as usize), ("MI", "{i}", tile.mi as usize), ("CX", "{x}", cx), ("CW", "{w}", cw)];
     PipelineDesc {
         source: ShaderSource::Wgsl(vec![unrolled(WIDE_WGSL, &templates)]),
         entry: "main",
-        constants: vec![("SG", sg as f64), ("SGM", tile.sgm as f64), ("SGN", tile.sgn as f64), ("MI", tile.mi as f64), ("NJ", tile.nj as f64), ("TK", TK as f64)],
+        constants: vec![("SG", sg as f64), ("SGM", tile.sgm as f64), ("SGN", tile.sgn as f64), ("MI", tile.mi as f64), ("NJ", tile.nj as f64), ("TK", tile.tk as f64)],
         workgroup_size: [wg, 1, 1],
         params_size: std::mem::size_of::<Wide>() as u64,
         bindings: WIDE_BINDINGS,
@@ -203,9 +177,9 @@ pub fn staged_pipeline(ctx: &Context, w: &WeightMatrix, m: usize, scratch: &Gemm
         return Ok(None);
     }
     let caps = ctx.caps();
-    let wide_tiles = m.div_ceil(WideTile::WIDE.tm()) * rows.div_ceil(WideTile::WIDE.tn());
-    let first = if wide_tiles >= WIDE_MIN_TILES { WideTile::WIDE } else { WideTile::HALF };
-    for tile in [first, WideTile::HALF] {
+    let [wide, half] = WIDE_TILES;
+    let first = if m.div_ceil(wide.tm()) * rows.div_ceil(wide.tn()) >= WIDE_MIN_TILES { wide } else { half };
+    for tile in [first, half] {
         if tile.bytes() > caps.limits.max_compute_workgroup_storage_size as usize {
             continue;
         }
@@ -274,7 +248,7 @@ fn widen_chunk(b: &mut Batch, w: &WeightMatrix, c: &super::Chunk, tn: usize, scr
 /// Test kit: the first pass alone, as [`gemm_staged`] records it for `tile`, over x (`m` rows)
 /// and the first chunk of `w`. Returns (padded row length, padded x rows, padded weight rows).
 #[cfg(feature = "testkit")]
-pub fn widen(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, m: usize, tile: WideTile, scratch: &GemmScratch) -> Result<(usize, usize, usize)> {
+pub fn widen(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, m: usize, tile: MatrixTile, scratch: &GemmScratch) -> Result<(usize, usize, usize)> {
     ensure(w.k % 4 == 0 && m > 0, || Error::Argument("widen: k % 4 != 0 or m = 0".into()))?;
     let (kp, rows) = (round_up(w.k, TK)?, round_up(m, tile.tm())?);
     let c = &w.chunks[0];
