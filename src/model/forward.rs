@@ -175,7 +175,7 @@ pub struct SessionOptions {
     /// Prefill chunks of at least [`crate::kernels::matmul::wide::WIDE_MIN_M`] tokens multiply
     /// through the two-pass Matrix GEMM ([`crate::kernels::matmul::gemm_staged`]) where the
     /// adapter runs the GEMM as Matrix: faster, same numerics, and work buffers of f16 copies of
-    /// the largest weight matrix and of a chunk's longest input rows (~250 MiB for a
+    /// the largest weight matrix and of a chunk's longest input rows (~240 MiB for a
     /// Llama-3-8B-shaped model; [`Session::scratch_bytes`] counts them). Default on; off is for
     /// comparisons and tight memory.
     pub wide_gemm: bool,
