@@ -527,21 +527,33 @@ impl Session {
                     elementwise::scale_inplace(&mut b, &self.s.x, part.len() * c.hidden, s)?;
                 }
             }
+            // The last position's logits go out through the session's readback, copied in this
+            // batch (no extra submit); every position's through a read of the buffer.
+            let last_only = head && !self.opts.all_logits;
             if head {
                 self.record_chunk(&mut b, model, part.len(), pos0, self.opts.all_logits)?;
             } else {
                 self.record_layers(&mut b, model, part.len(), pos0)?;
             }
-            Self::finish_timed(&mut self.gpu_ns, 0, self.opts.gpu_timing, b.submit()?)?;
+            if last_only {
+                b.copy_to_host(&self.s.logits, c.vocab, &self.readback)?;
+            }
+            let running = b.submit()?;
+            if last_only {
+                self.readback.request_map()?;
+            }
+            // Wait, and read (so unmap) the readback even when the wait failed.
+            let waited = Self::finish_timed(&mut self.gpu_ns, 0, self.opts.gpu_timing, running);
+            if last_only {
+                out.resize(c.vocab, 0.0);
+                self.readback.read_into(ctx, &mut out)?;
+            }
+            waited?;
             self.kv.advance(part.len())?;
             if head {
                 self.logits_row = Some(if self.opts.all_logits { (part.len() - 1) * c.vocab } else { 0 });
-                let mut logits = ctx.read(&self.s.logits)?;
                 if self.opts.all_logits {
-                    out.extend_from_slice(&logits[..part.len() * c.vocab]);
-                } else {
-                    logits.truncate(c.vocab);
-                    out = logits;
+                    out.extend_from_slice(&ctx.read(&self.s.logits)?[..part.len() * c.vocab]);
                 }
             }
         }
