@@ -273,7 +273,7 @@ pub struct Session {
 /// layer matrices that the context multiplies as Matrix at that m (`None` if none does, or
 /// `wide_gemm` is off, or chunks are too short for the two-pass path).
 fn gemm_scratch(ctx: &Context, model: &Model, opts: SessionOptions) -> Result<Option<mm::GemmScratch>> {
-    if !opts.wide_gemm || opts.chunk < mm::wide::WIDE_MIN_M {
+    if !opts.wide_gemm {
         return Ok(None);
     }
     let mut shapes = Vec::new();
@@ -283,7 +283,7 @@ fn gemm_scratch(ctx: &Context, model: &Model, opts: SessionOptions) -> Result<Op
             FfnIn::Separate { gate, up } => vec![gate, up],
         };
         for w in l.qkv.iter().chain([&l.wo, &l.w_down]).chain(ffn) {
-            if matches!(mm::gemm_pipeline(ctx, w.format(), opts.chunk, w.k())?, Some(mm::MmPipeline::GemmMatrix { .. })) && !shapes.contains(&(w.n(), w.k())) {
+            if !shapes.contains(&(w.n(), w.k())) && mm::wide::applies(ctx, w.format(), opts.chunk, w.k())? {
                 shapes.push((w.n(), w.k()));
             }
         }
@@ -511,11 +511,11 @@ impl Session {
         }
         let mut out = Vec::new();
         let parts = tokens.len().div_ceil(self.opts.chunk);
+        let gpu_embd = model.gpu_embeddings_loaded().filter(|_| c.hidden % 4 == 0);
         for (i, part) in tokens.chunks(self.opts.chunk).enumerate() {
             let pos0 = self.kv.pos();
             // Without all_logits only the last chunk needs the final norm, LM head and readback.
             let head = self.opts.all_logits || i + 1 == parts;
-            let gpu_embd = model.gpu_embeddings_loaded().filter(|_| c.hidden % 4 == 0);
             match gpu_embd {
                 Some(_) => ctx.write(&self.s.toks, part)?,
                 None => self.embed(ctx, model, part)?,

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::formats::gguf::GgufFile;
 
 pub use crate::formats::dequantize;
-pub use crate::kernels::matmul::{gather_row, gather_rows, gemm_pipeline, gemm_q8, gemm_staged, gemv_with, matmul, wide, GemmScratch, MmPipeline, WeightMatrix};
+pub use crate::kernels::matmul::{gather_row, gather_rows, gemm_q8, gemm_staged, gemv_with, matmul, wide, GemmScratch, WeightMatrix};
 
 /// Upload tensor `name` (`[n, k]`) straight from its bytes in the (mapped) file.
 pub fn load(ctx: &Context, file: &GgufFile, name: &str) -> Result<WeightMatrix> {

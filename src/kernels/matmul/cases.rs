@@ -308,12 +308,7 @@ impl Case for MatCase {
                 let (reference, tol) = if matrix { (f16_gemm_reference(n, k, &w, &mag, &xr), MATRIX_TOL) } else { (reference::gemm(rows.len(), n, k, wv, mv, &xr), TOL) };
                 // Where the two-pass path cannot apply, gemm_staged runs the GEMM's other path
                 // (its contract); where it can, it must (the check fails otherwise).
-                let staged = if self.staged {
-                    let applies = matches!(gemm_pipeline(ctx, f, m, k)?, Some(MmPipeline::GemmMatrix { .. })) && m >= wide::WIDE_MIN_M && k % 4 == 0;
-                    Some((GemmScratch::new(ctx, m, &[(n, k)])?, applies))
-                } else {
-                    None
-                };
+                let staged = if self.staged { Some((GemmScratch::new(ctx, m, &[(n, k)])?, wide::applies(ctx, f, m, k)?)) } else { None };
                 Ok(Box::new(GemmPrepared { weights, staged, x: ctx.upload(&x)?, y: guarded_f32(ctx, m * n)?, m, n, rows, reference, tol }))
             }
         }

@@ -676,12 +676,7 @@ pub fn gemv_q8(b: &mut Batch, w: &WeightMatrix, xq: &Q8Activations, y: &GpuBuffe
 /// its self-check fails.
 pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
     let ctx = b.context();
-    ensure(m > 0, || Error::Shape("m = 0".into()))?;
-    let mk = m.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize);
-    let mn = m.checked_mul(w.n).filter(|&v| v <= u32::MAX as usize);
-    let (mk, mn) = mk.zip(mn).ok_or_else(|| Error::Shape(format!("m = {m} too large for n = {}, k = {}", w.n, w.k)))?;
-    x.require("x", mk)?;
-    y.require("y", mn)?;
+    let mn = check_gemm(w, x, y, m)?;
     ctx.with_native_fallback(&kernel_infos(w.format).gemm, |variant| {
         // Native and Portable share the plan (32 x 64 tiles, 32-column steps, the Portable
         // split-K target).
@@ -705,6 +700,18 @@ pub fn gemm(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f
         }
         Ok(())
     })
+}
+
+/// The size checks of a GEMM of `m` rows of `x` by `w` into `y` (u32 indices, buffer lengths):
+/// returns the outputs `m n`.
+fn check_gemm(w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuBuffer<f32>, m: usize) -> Result<usize> {
+    ensure(m > 0, || Error::Shape("m = 0".into()))?;
+    let mk = m.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize);
+    let mn = m.checked_mul(w.n).filter(|&v| v <= u32::MAX as usize);
+    let (mk, mn) = mk.zip(mn).ok_or_else(|| Error::Shape(format!("m = {m} too large for n = {}, k = {}", w.n, w.k)))?;
+    x.require("x", mk)?;
+    y.require("y", mn)?;
+    Ok(mn)
 }
 
 /// The GEMM pipeline `gemm` records for `m` rows of `format` with row length `k` in `ctx` under

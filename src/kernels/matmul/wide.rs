@@ -22,12 +22,12 @@
 //! of 64 columns, two barriers per step.
 
 use super::matrix::{self, MatrixTile};
-use super::{gemm, kernel_infos, Fmt, MmPipeline, WeightMatrix, COMMON_WGSL};
+use super::{gemm, Fmt, MmPipeline, WeightMatrix, COMMON_WGSL};
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
-use crate::caps::Variant;
 use crate::context::Context;
 use crate::error::{ensure, Error, Result};
+use crate::formats::WeightFormat;
 use crate::kernels::attention::{prefill_matrix::matrix_support_with, unrolled};
 use crate::pipeline::{PipelineDesc, ShaderSource, StorageBinding};
 use half::f16;
@@ -162,14 +162,17 @@ impl GemmScratch {
     }
 }
 
+/// Whether the two-pass path can take `m` rows of a `format` matrix with rows of `k` in `ctx`:
+/// the context runs that GEMM as Matrix, `m >=` [`WIDE_MIN_M`] and `k % 4 == 0` (it then
+/// applies where the scratch holds the operands and a tile fits: [`staged_pipeline`]).
+pub fn applies(ctx: &Context, format: &'static WeightFormat, m: usize, k: usize) -> Result<bool> {
+    Ok(m >= WIDE_MIN_M && k % 4 == 0 && matches!(super::gemm_pipeline(ctx, format, m, k)?, Some(MmPipeline::GemmMatrix { .. })))
+}
+
 /// The second pass's pipeline for `m` rows of `w` in `ctx` (see the module docs), or `None`
 /// where [`gemm_staged`] runs the one-pass GEMM.
 pub fn staged_pipeline(ctx: &Context, w: &WeightMatrix, m: usize, scratch: &GemmScratch) -> Result<Option<MmPipeline>> {
-    if m < WIDE_MIN_M || w.k % 4 != 0 {
-        return Ok(None);
-    }
-    let info = &kernel_infos(w.format).gemm;
-    if !matches!(super::gemm_pipeline(ctx, w.format, m, w.k)?, Some(MmPipeline::GemmMatrix { .. })) || ctx.variant_for(info)? != Variant::Matrix {
+    if !applies(ctx, w.format, m, w.k)? {
         return Ok(None);
     }
     let rows = w.chunks.iter().map(|c| c.rows).max().unwrap_or(0);
@@ -198,11 +201,7 @@ pub fn gemm_staged(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuB
     let Some(key @ MmPipeline::GemmWide { tile, .. }) = staged_pipeline(ctx, w, m, scratch)? else {
         return gemm(b, w, x, y, m);
     };
-    let mk = m.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize);
-    let mn = m.checked_mul(w.n).filter(|&v| v <= u32::MAX as usize);
-    let (mk, mn) = mk.zip(mn).ok_or_else(|| Error::Shape(format!("m = {m} too large for n = {}, k = {}", w.n, w.k)))?;
-    x.require("x", mk)?;
-    y.require("y", mn)?;
+    super::check_gemm(w, x, y, m)?;
     let kp = round_up(w.k, TK)?;
     let (tm, tn) = (tile.tm(), tile.tn());
     // x rows padded to whole tiles (the scratch holds them: `staged_pipeline`).

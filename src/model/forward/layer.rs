@@ -91,7 +91,8 @@ impl Session {
     }
 
     /// `y = x W^T` for the `m > 1` rows of a prefill chunk: the int8 GEMM of a few rows where
-    /// `xq` holds them and `w` has an integer dot, else the f32 GEMM.
+    /// `xq` holds them and `w` has an integer dot, else the f32 GEMM (in two passes where the
+    /// session has their work buffers and the two-pass path applies).
     fn matmul_rows(&self, b: &mut Batch, w: &mm::WeightMatrix, x: &GpuBuffer<f32>, xq: Option<&Q8Activations>, y: &GpuBuffer<f32>, m: usize) -> Result<()> {
         match (xq, &self.s.gemm) {
             (Some(xq), _) if has_integer_dot(w.format()) && m <= xq.rows() => Ok(mm::gemm_q8(b, w, xq, y, m)?),
