@@ -895,13 +895,6 @@ fn greedy_on_gpu_matches_cpu_greedy() {
     }
 }
 
-/// Prefill chunks of at most 16 tokens multiply the quantised weights by int8-rounded
-/// activations (`matmul::gemm_q8`) when `int8_activations` is on: their logits against the f32
-/// path's, on the quantised fixtures (every layer's matrices have an integer dot), chunks of 16
-/// and of 5 (the prompt's 44-47 tokens end in a shorter chunk). The int8 rounding moves logits
-/// by a few percent of their spread on these tiny random-weight models, as in a decode step;
-/// the tolerance is the fixture's tolerance against llama.cpp (which rounds its activations to 8
-/// bits too), [`fixture_tolerance`]. The two paths must differ (else the int8 path did not run).
 /// A prompt of 300 tokens in one chunk: where the adapter runs the GEMM as Matrix, the layers'
 /// GEMMs take the two-pass path ([`SessionOptions::wide_gemm`], its work buffers counted in the
 /// session's scratch) and every position's logits match the f64 reference, as with the path off;
@@ -971,6 +964,13 @@ fn prefill_gpu_embedding_lookup_matches_cpu() {
     }
 }
 
+/// Prefill chunks of at most 16 tokens multiply the quantised weights by int8-rounded
+/// activations (`matmul::gemm_q8`) when `int8_activations` is on: their logits against the f32
+/// path's, on the quantised fixtures (every layer's matrices have an integer dot), chunks of 16
+/// and of 5 (the prompt's 44-47 tokens end in a shorter chunk). The int8 rounding moves logits
+/// by a few percent of their spread on these tiny random-weight models, as in a decode step;
+/// the tolerance is the fixture's tolerance against llama.cpp (which rounds its activations to 8
+/// bits too), [`fixture_tolerance`]. The two paths must differ (else the int8 path did not run).
 #[test]
 fn int8_prefill_matches_f32_prefill() {
     use model_ref::fixtures::{dir, manifest_models, read_keys, u32s};
