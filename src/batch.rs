@@ -1,4 +1,5 @@
-//! Record many kernel dispatches into one compute pass and one submit.
+//! Record many kernel dispatches into one compute pass and one submit (or, for long batches, a
+//! few submits that let the GPU start while the rest is recorded: [`Batch::submit_every`]).
 //!
 //! A decode step is a few hundred dispatches; per dispatch we create one bind group and copy the
 //! kernel's small parameter struct into a shared uniform arena (uploaded once, at submit).
@@ -20,6 +21,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 const CHUNK: u64 = 64 * 1024;
+/// Compute passes a timer times (one per part of a batch split with [`Batch::submit_every`]).
+const TIMED_PASSES: u32 = 64;
 
 /// A recording of dispatches. Create with [`Context::batch`], finish with [`Batch::submit`] or
 /// [`Batch::run`].
@@ -37,6 +40,12 @@ pub struct Batch<'c> {
     profile: Option<Profile>,
     /// A probing batch of [`Context::prepare`]: dispatches note their pipelines, record nothing.
     probe: bool,
+    /// Submit the work recorded so far after every this many dispatches ([`Batch::submit_every`]).
+    split: Option<usize>,
+    /// Compute passes begun (outside profiling): the timer's pass `i` writes queries `2i, 2i + 1`.
+    passes: u32,
+    /// Parameter buffers of parts already submitted.
+    spent: Vec<wgpu::Buffer>,
 }
 
 /// The per-dispatch timestamps of a profiled batch ([`Context::profiled_batch`]): two queries
@@ -68,7 +77,7 @@ pub struct Recorded<'c> {
     /// The batch's parameter buffers: back to the context's pool once submitted (or dropped),
     /// so no other batch writes them before this one is on the queue.
     params: Vec<wgpu::Buffer>,
-    timer: Option<wgpu::Buffer>,
+    timer: Option<(wgpu::Buffer, u32)>,
     profile: Option<(wgpu::Buffer, Vec<String>)>,
 }
 
@@ -93,7 +102,8 @@ impl Drop for Recorded<'_> {
 pub struct Submitted<'c> {
     ctx: &'c Context,
     pub index: wgpu::SubmissionIndex,
-    timer: Option<wgpu::Buffer>,
+    /// The timer's read buffer and how many passes it timed.
+    timer: Option<(wgpu::Buffer, u32)>,
     profile: Option<(wgpu::Buffer, Vec<String>)>,
 }
 
@@ -112,8 +122,9 @@ impl Context {
     /// A reusable timer for [`Context::timed_batch_with`]; `None` without timestamp queries.
     pub fn gpu_timer(&self) -> Option<GpuTimer> {
         self.caps().timestamps.then(|| {
-            let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgkernels timer"), ty: wgpu::QueryType::Timestamp, count: 2 });
-            let buffer = |label, usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: 16, usage, mapped_at_creation: false });
+            let count = 2 * TIMED_PASSES;
+            let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("wgkernels timer"), ty: wgpu::QueryType::Timestamp, count });
+            let buffer = |label, usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size: 8 * count as u64, usage, mapped_at_creation: false });
             let resolve = buffer("wgkernels timer resolve", wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
             let read = buffer("wgkernels timer read", wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
             GpuTimer { queries, resolve, read }
@@ -162,7 +173,22 @@ impl<'c> Batch<'c> {
         let encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
         let timer = if timed { ctx.gpu_timer() } else { None };
         let align = ctx.caps().limits.min_uniform_buffer_offset_alignment.max(16) as u64;
-        Batch { ctx, encoder, pass: None, chunks: Vec::new(), align, dispatches: 0, timer, copies: Vec::new(), cache: None, profile: None, probe: false }
+        Batch {
+            ctx,
+            encoder,
+            pass: None,
+            chunks: Vec::new(),
+            align,
+            dispatches: 0,
+            timer,
+            copies: Vec::new(),
+            cache: None,
+            profile: None,
+            probe: false,
+            split: None,
+            passes: 0,
+            spent: Vec::new(),
+        }
     }
 
     /// The probing batch of [`Context::prepare`] (never submitted).
@@ -214,6 +240,19 @@ impl<'c> Batch<'c> {
     /// shared cache could hand one context's bind group to the other).
     pub fn with_cache(mut self, cache: &'c BindCache) -> Self {
         self.cache = Some(CacheUse::new(cache));
+        self
+    }
+
+    /// Submit the work recorded so far after every `dispatches` dispatches, and go on recording:
+    /// the GPU starts on a long batch (a prompt chunk: hundreds of dispatches) while the rest
+    /// is recorded, instead of waiting for all of it. The queue runs the parts in order, so the
+    /// results are those of one submission; [`Batch::submit`] submits the last part, and
+    /// waiting for it waits for all. Copies to the host stay at the end of the last part. A
+    /// dispatch that fails to record leaves the parts before it submitted. Timed batches time
+    /// each part's pass and add them up (excluding any GPU idle time between parts), and split
+    /// at most 64 times; profiled batches never split. `dispatches` of 0 means never.
+    pub fn submit_every(mut self, dispatches: usize) -> Self {
+        self.split = (dispatches > 0).then_some(dispatches);
         self
     }
 
@@ -318,17 +357,47 @@ impl<'c> Batch<'c> {
             self.pass = Some(pass.forget_lifetime());
             p.labels.push(pipe.label.clone());
         } else if self.pass.is_none() {
-            let tw =
-                self.timer.as_ref().map(|t| wgpu::ComputePassTimestampWrites { query_set: &t.queries, beginning_of_pass_write_index: Some(0), end_of_pass_write_index: Some(1) });
+            // A testing executor's flush may begin the pass again: its timer pair is then reused.
+            let i = self.passes.min(TIMED_PASSES - 1);
+            let tw = self.timer.as_ref().map(|t| wgpu::ComputePassTimestampWrites {
+                query_set: &t.queries,
+                beginning_of_pass_write_index: Some(2 * i),
+                end_of_pass_write_index: Some(2 * i + 1),
+            });
             let pass = self.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("wgkernels"), timestamp_writes: tw });
             self.pass = Some(pass.forget_lifetime());
+            self.passes = i + 1;
         }
         let pass = self.pass.as_mut().expect("pass was just created");
         pass.set_pipeline(&pipe.pipeline);
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
         self.dispatches += 1;
+        if self.split.is_some_and(|n| self.dispatches % n == 0) && self.profile.is_none() && self.passes < TIMED_PASSES {
+            self.submit_part();
+        }
         Ok(())
+    }
+
+    /// Close the pass, queue the parameter uploads, submit what is recorded and go on in a
+    /// fresh encoder ([`Batch::submit_every`]).
+    fn submit_part(&mut self) {
+        drop(self.pass.take());
+        self.upload_params();
+        self.spent.extend(self.chunks.drain(..).map(|(b, _)| b));
+        let fresh = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
+        self.ctx.queue.submit(Some(std::mem::replace(&mut self.encoder, fresh).finish()));
+    }
+
+    /// Queue the uploads of this batch's parameter blocks and of the bind cache's new ones
+    /// (ordered by the queue before the next submission).
+    fn upload_params(&self) {
+        for (buf, data) in &self.chunks {
+            self.ctx.queue.write_buffer(buf, 0, data);
+        }
+        if let Some(c) = &self.cache {
+            c.0.flush(self.ctx);
+        }
     }
 
     /// A bind group for one dispatch, its parameters in this batch's arena.
@@ -351,12 +420,7 @@ impl<'c> Batch<'c> {
     pub(crate) fn flush(&mut self) -> Result<()> {
         crate::context::blocking::wait("a testing executor's flush");
         drop(self.pass.take());
-        for (buf, data) in &self.chunks {
-            self.ctx.queue.write_buffer(buf, 0, data);
-        }
-        if let Some(c) = &self.cache {
-            c.0.flush(self.ctx);
-        }
+        self.upload_params();
         let fresh = self.ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("wgkernels batch") });
         let index = self.ctx.queue.submit(Some(std::mem::replace(&mut self.encoder, fresh).finish()));
         self.ctx.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
@@ -375,10 +439,11 @@ impl<'c> Batch<'c> {
         drop(self.pass.take());
         let mut timer = None;
         if let Some(t) = &self.timer {
-            if self.dispatches > 0 {
-                self.encoder.resolve_query_set(&t.queries, 0..2, &t.resolve, 0);
-                self.encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.read, 0, 16);
-                timer = Some(t.read.clone());
+            if self.passes > 0 {
+                let n = 2 * self.passes;
+                self.encoder.resolve_query_set(&t.queries, 0..n, &t.resolve, 0);
+                self.encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.read, 0, 8 * n as u64);
+                timer = Some((t.read.clone(), self.passes));
             }
         }
         let mut profile = None;
@@ -393,14 +458,10 @@ impl<'c> Batch<'c> {
         for (src, offset, dst, bytes) in &self.copies {
             self.encoder.copy_buffer_to_buffer(src, *offset, dst, 0, *bytes);
         }
-        for (buf, data) in &self.chunks {
-            self.ctx.queue.write_buffer(buf, 0, data);
-        }
-        if let Some(c) = &self.cache {
-            c.0.flush(self.ctx);
-        }
+        self.upload_params();
         let commands = self.encoder.finish();
-        let params = self.chunks.drain(..).map(|(b, _)| b).collect();
+        let mut params = std::mem::take(&mut self.spent);
+        params.extend(self.chunks.drain(..).map(|(b, _)| b));
         Ok(Recorded { ctx: self.ctx, commands: Some(commands), params, timer, profile })
     }
 
@@ -439,16 +500,18 @@ impl Submitted<'_> {
         self.ctx.device.poll(wgpu::PollType::Wait { submission_index: Some(self.index.clone()), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 
-    /// GPU time of the timed pass in nanoseconds (waits for the batch: one wait, which also
+    /// GPU time of the timed pass (the sum of its parts' passes, [`Batch::submit_every`]) in
+    /// nanoseconds (waits for the batch: one wait, which also
     /// completes the maps asked for before it, e.g. [`HostReadback::request_map`]). `None` if
     /// the batch was not timed, was empty, or the adapter has no timestamp queries.
     pub fn gpu_ns(self) -> Result<Option<f64>> {
-        let Some(read) = &self.timer else {
+        let Some((read, passes)) = &self.timer else {
             self.wait()?;
             return Ok(None);
         };
-        let t = self.read_ticks(read, 2)?;
-        let ticks = t[1].saturating_sub(t[0]) as f64;
+        let t = self.read_ticks(read, 2 * *passes as usize)?;
+        let ticks: u64 = t.chunks_exact(2).map(|p| p[1].saturating_sub(p[0])).sum();
+        let ticks = ticks as f64;
         Ok(Some(ticks * self.ctx.queue.get_timestamp_period() as f64))
     }
 

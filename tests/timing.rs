@@ -54,3 +54,41 @@ fn profiled_batch_times_every_dispatch() {
         assert!(matches!(ctx.profiled_batch(bad), Err(wgkernels::Error::Argument(_))), "{bad}");
     }
 }
+
+/// A batch split into submissions ([`wgkernels::batch::Batch::submit_every`]) computes what one
+/// submission computes: a chain of dependent dispatches whose parameters differ (order and every
+/// part's parameter upload matter), fresh and through a bind cache, split every few dispatches and
+/// every dispatch (past the 64 timed passes, where splitting stops); a timed split batch adds up
+/// its parts' GPU times.
+#[test]
+fn split_batch_runs_in_order_and_times_its_parts() {
+    use wgkernels::batch::BindCache;
+    use wgkernels::kernels::elementwise::{add_inplace, scale_inplace};
+    let ctx = common::context();
+    let n = 300 + fastrand::usize(..100);
+    let a: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
+    let c: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
+    let gc = ctx.upload(&c).unwrap();
+    let cache = BindCache::default();
+    for (every, steps, cached, timed) in [(3, 40, false, true), (1, 90, true, true), (7, 50, true, false), (0, 20, false, true)] {
+        let scales: Vec<f32> = (0..steps).map(|_| 0.5 + fastrand::f32()).collect();
+        let gy = ctx.upload(&a).unwrap();
+        let b = if timed { ctx.timed_batch() } else { ctx.batch() };
+        let mut b = if cached { b.with_cache(&cache) } else { b }.submit_every(every);
+        let mut want = a.clone();
+        for &s in &scales {
+            add_inplace(&mut b, &gy, &gc, n).unwrap();
+            scale_inplace(&mut b, &gy, n, s).unwrap();
+            for (w, &ci) in want.iter_mut().zip(&c) {
+                *w = (*w + ci) * s;
+            }
+        }
+        let ns = b.submit().unwrap().gpu_ns().unwrap();
+        assert_eq!(ns.is_some(), timed && ctx.caps().timestamps, "every {every}");
+        assert!(ns.is_none_or(|t| t.is_finite() && t > 0.0), "every {every}: {ns:?}");
+        let y = ctx.read(&gy).unwrap();
+        for i in 0..n {
+            assert!((y[i] - want[i]).abs() <= 1e-5 * want[i].abs().max(1.0), "every {every}, {i}: {} vs {}", y[i], want[i]);
+        }
+    }
+}

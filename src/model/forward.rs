@@ -52,6 +52,10 @@ mod greedy;
 mod layer;
 mod top_k;
 
+/// Dispatches per submission of a prefill chunk: the GPU runs the first part while the CPU
+/// records the next (a 512-token chunk of an 8B model is about 740 dispatches).
+const PREFILL_PART: usize = 32;
+
 /// A model file and its weights on the GPU.
 pub struct Model {
     pub file: GgufFile,
@@ -520,7 +524,7 @@ impl Session {
                 Some(_) => ctx.write(&self.s.toks, part)?,
                 None => self.embed(ctx, model, part)?,
             }
-            let mut b = self.new_batch(ctx);
+            let mut b = self.new_batch(ctx).submit_every(PREFILL_PART);
             if let Some(embd) = gpu_embd {
                 mm::gather_rows(&mut b, embd, &self.s.toks, part.len(), &self.s.x)?;
                 if let Some(s) = c.embed_scale {
