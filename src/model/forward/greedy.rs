@@ -3,9 +3,9 @@
 //! (`matmul::gather_row` on [`Model::gpu_embeddings`]), runs the layers and the LM head, and
 //! copies the token into a host readback. Nothing a step needs comes from the CPU, so the next
 //! step is submitted before this one's token is read: two submissions in flight (each of
-//! [`SessionOptions::greedy_steps`] steps), the tokens read behind them, and the CPU's work
-//! between two submissions (read the tokens, hand them on, record and submit the next) overlaps
-//! the GPU.
+//! [`SessionOptions::greedy_steps`] steps), the next one recorded while they run and submitted as
+//! soon as the oldest is done, the tokens read behind them. The CPU's work (record a submission,
+//! read the tokens, hand them on) overlaps the GPU and has the time of two submissions to do it.
 
 use super::*;
 use std::collections::VecDeque;
@@ -47,6 +47,14 @@ impl Ring {
         }
         Ok(r)
     }
+}
+
+/// Where the recording of [`Session::decode_greedy`]'s submissions stands: steps and
+/// submissions recorded, the logits row the next step reads.
+struct Cursor {
+    recorded: usize,
+    batches: usize,
+    offset: usize,
 }
 
 /// A submission in flight: its slot and steps.
@@ -104,7 +112,7 @@ impl Session {
         model: &Model,
         embd: &mm::WeightMatrix,
         cache: &'c BindCache,
-        mut offset: usize,
+        offset: usize,
         max: usize,
         flight: &mut Flight<'c>,
         emitted: &mut usize,
@@ -112,35 +120,25 @@ impl Session {
     ) -> Result<()> {
         let vocab = model.config.vocab;
         let steps = self.greedy.steps;
-        let (mut submitted, mut batches) = (0, 0);
+        let mut at = Cursor { recorded: 0, batches: 0, offset };
+        // The next submission, recorded while the GPU runs those in flight (its slot is neither
+        // of theirs), submitted as soon as the oldest is done.
+        let mut next = None;
         loop {
-            while flight.len() < IN_FLIGHT && submitted < max && self.kv.remaining() > 0 {
-                let slot = batches % SLOTS;
-                let count = steps.min(max - submitted).min(self.kv.remaining());
-                let mut b = match &self.greedy.timers[slot] {
-                    Some(t) => ctx.timed_batch_with(t),
-                    None => ctx.batch(),
-                }
-                .with_cache(cache);
-                for j in 0..count {
-                    let tok = &self.greedy.toks[slot * steps + j];
-                    ops::argmax(&mut b, &self.s.logits, offset, vocab, tok)?;
-                    mm::gather_row(&mut b, embd, tok, &self.s.x)?;
-                    if let Some(s) = model.config.embed_scale {
-                        elementwise::scale_inplace(&mut b, &self.s.x, model.config.hidden, s)?;
-                    }
-                    self.record_decode(&mut b, model, self.kv.pos())?;
-                    b.copy_to_host(tok, 1, &self.greedy.back[slot * steps + j])?;
-                    self.kv.advance(1)?;
-                    offset = 0;
-                }
-                let sub = b.submit()?;
-                flight.push_back((sub, slot, count));
+            while flight.len() < IN_FLIGHT {
+                let Some((rec, slot, count)) = (match next.take() {
+                    Some(n) => Some(n),
+                    None => self.record_greedy(ctx, model, embd, cache, max, &mut at)?,
+                }) else {
+                    break;
+                };
+                flight.push_back((rec.submit()?, slot, count));
                 for j in 0..count {
                     self.greedy.back[slot * steps + j].request_map()?;
                 }
-                submitted += count;
-                batches += 1;
+            }
+            if next.is_none() {
+                next = self.record_greedy(ctx, model, embd, cache, max, &mut at)?;
             }
             let Some((sub, slot, count)) = flight.pop_front() else { return Ok(()) };
             Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, sub)?;
@@ -159,5 +157,46 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Record the next submission of [`Session::decode_greedy`] at `at` (`None` when `max`
+    /// steps are recorded or the cache is full): up to `steps` steps, each picking its token
+    /// from the previous logits (row `at.offset` of them for the first step of all).
+    #[allow(clippy::type_complexity)]
+    fn record_greedy<'c>(
+        &mut self,
+        ctx: &'c Context,
+        model: &Model,
+        embd: &mm::WeightMatrix,
+        cache: &'c BindCache,
+        max: usize,
+        at: &mut Cursor,
+    ) -> Result<Option<(crate::batch::Recorded<'c>, usize, usize)>> {
+        let count = self.greedy.steps.min(max - at.recorded).min(self.kv.remaining());
+        if count == 0 {
+            return Ok(None);
+        }
+        let slot = at.batches % SLOTS;
+        let steps = self.greedy.steps;
+        let mut b = match &self.greedy.timers[slot] {
+            Some(t) => ctx.timed_batch_with(t),
+            None => ctx.batch(),
+        }
+        .with_cache(cache);
+        for j in 0..count {
+            let tok = &self.greedy.toks[slot * steps + j];
+            ops::argmax(&mut b, &self.s.logits, at.offset, model.config.vocab, tok)?;
+            at.offset = 0;
+            mm::gather_row(&mut b, embd, tok, &self.s.x)?;
+            if let Some(s) = model.config.embed_scale {
+                elementwise::scale_inplace(&mut b, &self.s.x, model.config.hidden, s)?;
+            }
+            self.record_decode(&mut b, model, self.kv.pos())?;
+            b.copy_to_host(tok, 1, &self.greedy.back[slot * steps + j])?;
+            self.kv.advance(1)?;
+        }
+        at.recorded += count;
+        at.batches += 1;
+        Ok(Some((b.finish()?, slot, count)))
     }
 }
