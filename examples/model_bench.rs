@@ -24,7 +24,8 @@
 //! reports. With `--gpu-time`, the GPU time of the timed repetitions (timestamp queries around
 //! each batch) and, for `tg`, the CPU time per token the GPU did not hide. `--profile` times
 //! every dispatch of a prompt chunk (once before the first run, once after the repetitions) and
-//! of a decode step ([`Context::profiled_batch`]) and prints the GPU time per kernel.
+//! of a decode step, after the depth's context ([`Context::profiled_batch`]), and prints the GPU
+//! time per kernel.
 
 #[path = "common/cli.rs"]
 mod cli;
@@ -183,14 +184,15 @@ fn report(name: &str, tokens: usize, first: &Rep, reps: &[Rep], gpu_time: bool) 
 }
 
 /// Time every dispatch of one prompt chunk of `m` tokens (or, with `m == 0`, of one decode
-/// step) from an empty cache, and print the GPU time per kernel, largest first.
-fn profile(ctx: &Context, model: &Model, s: &mut Session, m: usize, title: &str) -> Res<()> {
-    s.reset();
+/// step) after `context` (the depth's tokens, prefilled first), and print the GPU time per
+/// kernel, largest first.
+fn profile(ctx: &Context, model: &Model, s: &mut Session, m: usize, context: &[u32], title: &str) -> Res<()> {
+    start(ctx, model, s, context)?;
     let mut b = ctx.profiled_batch(2048)?;
     if m == 0 {
-        s.record_decode(&mut b, model, 0)?;
+        s.record_decode(&mut b, model, context.len())?;
     } else {
-        s.record_chunk(&mut b, model, m, 0, false)?;
+        s.record_chunk(&mut b, model, m, context.len(), false)?;
     }
     let times = b.submit()?.profile()?.unwrap_or_default();
     let total: f64 = times.iter().map(|t| t.1).sum();
@@ -263,7 +265,7 @@ fn run(a: Args) -> Res<()> {
     let chunk = a.pp.min(a.chunk);
     if a.profile && chunk > 0 {
         // Before anything has run: what a first prompt pays.
-        profile(&ctx, &model, &mut s, chunk, &format!("profile: the first {chunk}-token chunk after loading"))?;
+        profile(&ctx, &model, &mut s, chunk, &[], &format!("profile: the first {chunk}-token chunk after loading"))?;
         println!();
     }
     let mut first_token = None;
@@ -300,10 +302,12 @@ fn run(a: Args) -> Res<()> {
         );
     }
     if a.profile {
+        // The depth's context without the token `tg` added to it.
+        let depth = &depth[..a.depth];
         if a.pp > 0 {
-            profile(&ctx, &model, &mut s, chunk, &format!("profile: a {chunk}-token chunk after the runs above"))?;
+            profile(&ctx, &model, &mut s, chunk, depth, &format!("profile: a {chunk}-token chunk{at} after the runs above"))?;
         }
-        profile(&ctx, &model, &mut s, 0, "profile: one decode step")?;
+        profile(&ctx, &model, &mut s, 0, depth, &format!("profile: one decode step{at}"))?;
     }
     Ok(())
 }
