@@ -1,5 +1,5 @@
 //! Record many kernel dispatches into one compute pass and one submit (or, for long batches, a
-//! few submits that let the GPU start while the rest is recorded: [`Batch::submit_every`]).
+//! few submits that let the GPU start while the rest is recorded: [`Batch::submit_early`]).
 //!
 //! A decode step is a few hundred dispatches; per dispatch we create one bind group and copy the
 //! kernel's small parameter struct into a shared uniform arena (uploaded once, at submit).
@@ -21,7 +21,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 const CHUNK: u64 = 64 * 1024;
-/// Compute passes a timer times (one per part of a batch split with [`Batch::submit_every`]).
+/// Compute passes a timer times (one per part of a batch split with [`Batch::submit_early`]).
 const TIMED_PASSES: u32 = 64;
 
 /// A recording of dispatches. Create with [`Context::batch`], finish with [`Batch::submit`] or
@@ -40,8 +40,9 @@ pub struct Batch<'c> {
     profile: Option<Profile>,
     /// A probing batch of [`Context::prepare`]: dispatches note their pipelines, record nothing.
     probe: bool,
-    /// Submit the work recorded so far after every this many dispatches ([`Batch::submit_every`]).
-    split: Option<usize>,
+    /// [`Batch::submit_early`]: the dispatch count at which the current part is submitted, and
+    /// its length.
+    split: Option<(usize, usize)>,
     /// Compute passes begun (outside profiling): the timer's pass `i` writes queries `2i, 2i + 1`.
     passes: u32,
     /// Parameter buffers of parts already submitted.
@@ -243,16 +244,17 @@ impl<'c> Batch<'c> {
         self
     }
 
-    /// Submit the work recorded so far after every `dispatches` dispatches, and go on recording:
-    /// the GPU starts on a long batch (a prompt chunk: hundreds of dispatches) while the rest
-    /// is recorded, instead of waiting for all of it. The queue runs the parts in order, so the
-    /// results are those of one submission; [`Batch::submit`] submits the last part, and
-    /// waiting for it waits for all. Copies to the host stay at the end of the last part. A
-    /// dispatch that fails to record leaves the parts before it submitted. Timed batches time
-    /// each part's pass and add them up (excluding any GPU idle time between parts), and split
-    /// at most 64 times; profiled batches never split. `dispatches` of 0 means never.
-    pub fn submit_every(mut self, dispatches: usize) -> Self {
-        self.split = (dispatches > 0).then_some(dispatches);
+    /// Submit the first `first` dispatches as soon as they are recorded, then parts twice as
+    /// long as the one before (`first`, `2 first`, `4 first`, ..., the rest at
+    /// [`Batch::submit`]): the GPU starts on a long batch (a prompt chunk: hundreds of
+    /// dispatches) while the rest is recorded, and the batch is a few submissions, not many
+    /// (each costs the GPU some idle time). The queue runs the parts in order, so the results
+    /// are those of one submission, and waiting for the last waits for all. Copies to the host
+    /// stay at the end of the last part. A dispatch that fails to record leaves the parts before
+    /// it submitted. Timed batches time each part's pass and add them up (excluding any GPU
+    /// idle time between parts); profiled batches are never split. `first` of 0 means never.
+    pub fn submit_early(mut self, first: usize) -> Self {
+        self.split = (first > 0).then_some((first, first));
         self
     }
 
@@ -373,14 +375,17 @@ impl<'c> Batch<'c> {
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
         self.dispatches += 1;
-        if self.split.is_some_and(|n| self.dispatches % n == 0) && self.profile.is_none() && self.passes < TIMED_PASSES {
-            self.submit_part();
+        if let Some((at, len)) = self.split.filter(|&(at, _)| at == self.dispatches) {
+            if self.profile.is_none() && self.passes < TIMED_PASSES {
+                self.submit_part();
+            }
+            self.split = len.checked_mul(2).and_then(|l| Some((at.checked_add(l)?, l)));
         }
         Ok(())
     }
 
     /// Close the pass, queue the parameter uploads, submit what is recorded and go on in a
-    /// fresh encoder ([`Batch::submit_every`]).
+    /// fresh encoder ([`Batch::submit_early`]).
     fn submit_part(&mut self) {
         drop(self.pass.take());
         self.upload_params();
@@ -500,7 +505,7 @@ impl Submitted<'_> {
         self.ctx.device.poll(wgpu::PollType::Wait { submission_index: Some(self.index.clone()), timeout: None }).map(|_| ()).map_err(|e| Error::Device(e.to_string()))
     }
 
-    /// GPU time of the timed pass (the sum of its parts' passes, [`Batch::submit_every`]) in
+    /// GPU time of the timed pass (the sum of its parts' passes, [`Batch::submit_early`]) in
     /// nanoseconds (waits for the batch: one wait, which also
     /// completes the maps asked for before it, e.g. [`HostReadback::request_map`]). `None` if
     /// the batch was not timed, was empty, or the adapter has no timestamp queries.

@@ -55,11 +55,11 @@ fn profiled_batch_times_every_dispatch() {
     }
 }
 
-/// A batch split into submissions ([`wgkernels::batch::Batch::submit_every`]) computes what one
+/// A batch split into submissions ([`wgkernels::batch::Batch::submit_early`]) computes what one
 /// submission computes: a chain of dependent dispatches whose parameters differ (order and every
-/// part's parameter upload matter), fresh and through a bind cache, split every few dispatches and
-/// every dispatch (past the 64 timed passes, where splitting stops); a timed split batch adds up
-/// its parts' GPU times.
+/// part's parameter upload matter), fresh and through a bind cache, first parts of one and a few
+/// dispatches, and a batch whose last part ends at its last dispatch (14 = 2 + 4 + 8); a timed
+/// split batch adds up its parts' GPU times.
 #[test]
 fn split_batch_runs_in_order_and_times_its_parts() {
     use wgkernels::batch::BindCache;
@@ -70,11 +70,11 @@ fn split_batch_runs_in_order_and_times_its_parts() {
     let c: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
     let gc = ctx.upload(&c).unwrap();
     let cache = BindCache::default();
-    for (every, steps, cached, timed) in [(3, 40, false, true), (1, 90, true, true), (7, 50, true, false), (0, 20, false, true)] {
+    for (every, steps, cached, timed) in [(3, 40, false, true), (1, 90, true, true), (7, 50, true, false), (2, 7, false, true), (0, 20, false, true)] {
         let scales: Vec<f32> = (0..steps).map(|_| 0.5 + fastrand::f32()).collect();
         let gy = ctx.upload(&a).unwrap();
         let b = if timed { ctx.timed_batch() } else { ctx.batch() };
-        let mut b = if cached { b.with_cache(&cache) } else { b }.submit_every(every);
+        let mut b = if cached { b.with_cache(&cache) } else { b }.submit_early(every);
         let mut want = a.clone();
         for &s in &scales {
             add_inplace(&mut b, &gy, &gc, n).unwrap();

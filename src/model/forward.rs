@@ -52,9 +52,10 @@ mod greedy;
 mod layer;
 mod top_k;
 
-/// Dispatches per submission of a prefill chunk: the GPU runs the first part while the CPU
-/// records the next (a 512-token chunk of an 8B model is about 740 dispatches).
-const PREFILL_PART: usize = 32;
+/// Dispatches in the first submission of a prefill chunk, each next one twice as many: the GPU
+/// runs a part while the CPU records the next (a 512-token chunk of an 8B model is about 740
+/// dispatches: six submissions).
+const PREFILL_FIRST: usize = 16;
 
 /// A model file and its weights on the GPU.
 pub struct Model {
@@ -524,7 +525,7 @@ impl Session {
                 Some(_) => ctx.write(&self.s.toks, part)?,
                 None => self.embed(ctx, model, part)?,
             }
-            let mut b = self.new_batch(ctx).submit_every(PREFILL_PART);
+            let mut b = self.new_batch(ctx).submit_early(PREFILL_FIRST);
             if let Some(embd) = gpu_embd {
                 mm::gather_rows(&mut b, embd, &self.s.toks, part.len(), &self.s.x)?;
                 if let Some(s) = c.embed_scale {
