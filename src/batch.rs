@@ -9,7 +9,9 @@
 //! the batch a [`BindCache`] ([`Batch::with_cache`]), which stores each distinct parameter block
 //! once in its own uniform arena and reuses the bind group of every (layout, parameters, buffers)
 //! combination it has seen. It holds references to the buffers it has bound (they stay alive until
-//! the cache is cleared or dropped) and clears itself when it grows past its capacity.
+//! the cache is cleared or dropped). Past its capacity it drops, between batches, what the last
+//! few batches did not use (a loop's changing parameters, such as a decode step's position) and
+//! reuses those parameter slots.
 
 use crate::buffer::{BufRef, GpuBuffer, HostReadback, HostUpload};
 use crate::context::{Context, ContextId};
@@ -574,18 +576,32 @@ struct CacheInner {
     owner: Option<ContextId>,
     /// Uniform chunks: buffer, host mirror, dirty byte range not yet uploaded.
     chunks: Vec<CacheChunk>,
-    /// Parameter bytes -> (chunk, offset).
-    slots: HashMap<Vec<u8>, (usize, u64)>,
+    /// Parameter bytes -> their slot.
+    slots: HashMap<Vec<u8>, Slot>,
+    /// Slots of evicted parameter blocks, by the bytes they span: (chunk, offset).
+    free: HashMap<u64, Vec<(usize, u64)>>,
     /// Hash of (layout, slot, buffers) -> entries with that hash.
     groups: HashMap<u64, Vec<CachedGroup>>,
     len: usize,
     /// Batches recording with this cache now (it is only cleared when none is).
     active: usize,
+    /// Batches begun with this cache: what an entry last used was begun at is its age.
+    epoch: u64,
+    /// [`BindCache::clear`] was called while a batch was recording: clear when the next begins.
+    clear_pending: bool,
+}
+
+/// Where a parameter block lives in the cache's uniform chunks, and the batch that last used it.
+#[derive(Clone, Copy)]
+struct Slot {
+    at: (usize, u64),
+    used: u64,
 }
 
 struct CachedGroup {
     layout: wgpu::BindGroupLayout,
     slot: (usize, u64),
+    used: u64,
     /// Each binding's buffer and range ([`BufRef::range`]).
     buffers: Vec<(wgpu::Buffer, Option<(u64, u64)>)>,
     group: wgpu::BindGroup,
@@ -597,8 +613,11 @@ struct CacheUse<'c>(&'c BindCache);
 impl<'c> CacheUse<'c> {
     fn new(cache: &'c BindCache) -> Self {
         if let Ok(mut g) = cache.inner.lock() {
-            if g.active == 0 && (g.len > cache.capacity || g.chunks.len() > MAX_CACHE_CHUNKS) {
+            g.epoch += 1;
+            if g.active == 0 && g.clear_pending {
                 g.clear();
+            } else if g.active == 0 && (g.len > cache.capacity || g.chunks.len() > MAX_CACHE_CHUNKS) {
+                g.evict(cache.capacity);
             }
             g.active += 1;
         }
@@ -615,12 +634,44 @@ impl Drop for CacheUse<'_> {
 }
 
 const MAX_CACHE_CHUNKS: usize = 16;
+/// Entries the last this many batches used survive an eviction.
+const KEEP_BATCHES: u64 = 4;
 
 impl CacheInner {
+    /// Make room (between batches): drop the bind groups and parameter blocks that none of the
+    /// last [`KEEP_BATCHES`] batches used (a loop's changing parameters, e.g. a decode step's
+    /// position, while the steady ones stay), their slots free for new blocks; everything when
+    /// that leaves more than half of `capacity` or the chunks still at their limit. A slot is
+    /// looked up by every dispatch whose bind group uses it, so it is never older than those
+    /// groups: no group survives its slot.
+    fn evict(&mut self, capacity: usize) {
+        let keep = self.epoch.saturating_sub(KEEP_BATCHES);
+        let mut len = 0;
+        self.groups.retain(|_, v| {
+            v.retain(|c| c.used >= keep);
+            len += v.len();
+            !v.is_empty()
+        });
+        self.len = len;
+        let free = &mut self.free;
+        self.slots.retain(|params, s| {
+            let live = s.used >= keep;
+            if !live {
+                free.entry(slot_span(params.len())).or_default().push(s.at);
+            }
+            live
+        });
+        if self.len > capacity / 2 || self.chunks.len() > MAX_CACHE_CHUNKS {
+            self.clear();
+        }
+    }
+
     fn clear(&mut self) {
         self.slots.clear();
+        self.free.clear();
         self.groups.clear();
         self.len = 0;
+        self.clear_pending = false;
         for (_, data, dirty) in &mut self.chunks {
             data.clear();
             *dirty = None;
@@ -635,7 +686,9 @@ impl Default for BindCache {
 }
 
 impl BindCache {
-    /// A cache that clears itself (between batches) once it holds more than `capacity` bind groups.
+    /// A cache that makes room (between batches) once it holds more than `capacity` bind
+    /// groups: it drops those the last few batches did not use, or all of them when the recent
+    /// ones alone fill more than half of `capacity`.
     pub fn new(capacity: usize) -> Self {
         BindCache { inner: Mutex::new(CacheInner::default()), capacity: capacity.max(1) }
     }
@@ -656,7 +709,7 @@ impl BindCache {
             if g.active == 0 {
                 g.clear();
             } else {
-                g.len = usize::MAX / 2;
+                g.clear_pending = true;
             }
         }
     }
@@ -668,12 +721,16 @@ impl BindCache {
             None => g.owner = Some(ctx.id()),
             Some(o) => ensure(o == ctx.id(), || Error::ForeignBuffer { name: "BindCache" })?,
         }
-        let slot = match g.slots.get(params) {
-            Some(&s) => s,
+        let epoch = g.epoch;
+        let slot = match g.slots.get_mut(params) {
+            Some(s) => {
+                s.used = epoch;
+                s.at
+            }
             None => {
-                let s = g.new_slot(ctx, params, align);
-                g.slots.insert(params.to_vec(), s);
-                s
+                let at = g.new_slot(ctx, params, align);
+                g.slots.insert(params.to_vec(), Slot { at, used: epoch });
+                at
             }
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -684,11 +741,12 @@ impl BindCache {
             b.range.hash(&mut h);
         }
         let key = h.finish();
-        if let Some(hit) = g.groups.get(&key).and_then(|v| {
-            v.iter().find(|c| {
+        if let Some(hit) = g.groups.get_mut(&key).and_then(|v| {
+            v.iter_mut().find(|c| {
                 c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a.0 == *b.buffer && a.1 == b.range)
             })
         }) {
+            hit.used = epoch;
             return Ok(hit.group.clone());
         }
         let mut entries = vec![wgpu::BindGroupEntry {
@@ -700,7 +758,7 @@ impl BindCache {
         }
         let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries });
         drop(entries);
-        let cached = CachedGroup { layout: pipe.layout.clone(), slot, buffers: buffers.iter().map(|b| (b.buffer.clone(), b.range)).collect(), group: group.clone() };
+        let cached = CachedGroup { layout: pipe.layout.clone(), slot, used: epoch, buffers: buffers.iter().map(|b| (b.buffer.clone(), b.range)).collect(), group: group.clone() };
         g.groups.entry(key).or_default().push(cached);
         g.len += 1;
         Ok(group)
@@ -723,10 +781,24 @@ impl BindCache {
     }
 }
 
+/// Bytes a parameter block of `len` bytes takes in a cache chunk (padded to 16).
+fn slot_span(len: usize) -> u64 {
+    (len as u64).max(16).div_ceil(16) * 16
+}
+
 impl CacheInner {
-    /// Store `params` in a fresh aligned slot (padded to 16 bytes).
+    /// Store `params` in a free slot of its span, else a fresh aligned one (padded to 16 bytes).
     fn new_slot(&mut self, ctx: &Context, params: &[u8], align: u64) -> (usize, u64) {
-        let size = (params.len() as u64).max(16).div_ceil(16) * 16;
+        let size = slot_span(params.len());
+        if let Some((idx, off)) = self.free.get_mut(&size).and_then(|f| f.pop()) {
+            let (_, data, dirty) = &mut self.chunks[idx];
+            let lo = off as usize;
+            data[lo..lo + params.len()].copy_from_slice(params);
+            data[lo + params.len()..lo + size as usize].fill(0);
+            let hi = lo + size as usize;
+            *dirty = Some(dirty.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+            return (idx, off);
+        }
         let fits = |data: &Vec<u8>| (data.len() as u64).div_ceil(align) * align + size <= CHUNK;
         let idx = match self.chunks.iter().position(|(_, d, _)| fits(d)) {
             Some(i) => i,

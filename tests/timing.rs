@@ -1,6 +1,7 @@
 //! The bench's reference kernels check their own output before they are timed: the copy kernel a
 //! marker, the read-ceiling kernel an XOR digest of everything it read (odd sizes: a partial last
-//! workgroup and a partial last 16 KiB block).
+//! workgroup and a partial last 16 KiB block). And what timing and loops rely on in batches:
+//! profiles, batches split into submissions, the bind cache's eviction.
 
 mod common;
 
@@ -90,5 +91,39 @@ fn split_batch_runs_in_order_and_times_its_parts() {
         for i in 0..n {
             assert!((y[i] - want[i]).abs() <= 1e-5 * want[i].abs().max(1.0), "every {every}, {i}: {} vs {}", y[i], want[i]);
         }
+    }
+}
+
+/// A bind cache past its capacity drops what recent batches did not use and reuses those
+/// parameter slots: a loop whose batches share two dispatches and vary a third computes what it
+/// computes uncached, batch after batch (a reused slot holds its new block), while the cache
+/// stays near its capacity.
+#[test]
+fn bind_cache_evicts_what_recent_batches_did_not_use() {
+    use wgkernels::batch::BindCache;
+    use wgkernels::kernels::elementwise::{add_inplace, scale_inplace};
+    let ctx = common::context();
+    let n = 200 + fastrand::usize(..100);
+    let a: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
+    let c: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
+    let (ga, gc, gy) = (ctx.upload(&a).unwrap(), ctx.upload(&c).unwrap(), ctx.upload(&a).unwrap());
+    let cache = BindCache::new(12);
+    let mut want = a.clone();
+    for step in 0..40 {
+        // A new scale every batch, as a decode step's position.
+        let s = 0.5 + ((step * 37) % 50) as f32 * 0.01;
+        let mut b = ctx.batch().with_cache(&cache);
+        add_inplace(&mut b, &gy, &gc, n).unwrap();
+        scale_inplace(&mut b, &gy, n, s).unwrap();
+        add_inplace(&mut b, &gy, &ga, n).unwrap();
+        b.run().unwrap();
+        for ((w, &ci), &ai) in want.iter_mut().zip(&c).zip(&a) {
+            *w = (*w + ci) * s + ai;
+        }
+        let y = ctx.read(&gy).unwrap();
+        for i in 0..n {
+            assert!((y[i] - want[i]).abs() <= 1e-5 * want[i].abs().max(1.0), "batch {step}, {i}: {} vs {}", y[i], want[i]);
+        }
+        assert!(cache.len() <= 13, "batch {step}: {} bind groups cached", cache.len());
     }
 }
