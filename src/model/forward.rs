@@ -517,6 +517,9 @@ impl Session {
         let mut out = Vec::new();
         let parts = tokens.len().div_ceil(self.opts.chunk);
         let gpu_embd = model.gpu_embeddings_loaded().filter(|_| c.hidden % 4 == 0);
+        // Bind groups kept across chunks and calls: a chunk's dispatches differ from the last
+        // one's only where they depend on its first position.
+        let cache = self.bind.clone();
         for (i, part) in tokens.chunks(self.opts.chunk).enumerate() {
             let pos0 = self.kv.pos();
             // Without all_logits only the last chunk needs the final norm, LM head and readback.
@@ -525,7 +528,7 @@ impl Session {
                 Some(_) => ctx.write(&self.s.toks, part)?,
                 None => self.embed(ctx, model, part)?,
             }
-            let mut b = self.new_batch(ctx).submit_early(PREFILL_FIRST);
+            let mut b = self.new_batch(ctx).with_cache(&cache).submit_early(PREFILL_FIRST);
             if let Some(embd) = gpu_embd {
                 mm::gather_rows(&mut b, embd, &self.s.toks, part.len(), &self.s.x)?;
                 if let Some(s) = c.embed_scale {
