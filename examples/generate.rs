@@ -430,8 +430,7 @@ fn new_session(a: &Args, ctx: &wgkernels::Context, model: &Model, context: usize
             int8_activations: !a.f32_activations,
             fused_norm: !a.unfused_norm,
             gpu_timing: a.gpu_time,
-            greedy_steps: 1,
-            wide_gemm: true,
+            ..SessionOptions::default()
         },
     )?;
     eprintln!(

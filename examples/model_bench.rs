@@ -65,7 +65,7 @@ does; prints a Markdown table.
   -d D                   depth: tokens of context before each test (default 0)
   --kv f16|turboquant    KV cache: f16, or TurboQuant 4-bit codes (default f16)
   --chunk N              most prompt tokens per prefill batch (default 512)
-  --greedy-steps N       tg: decode steps per queue submission, 1..=8 (default 1)
+  --greedy-steps N       tg: decode steps per queue submission, 1..=8 (default 4)
   --f32-activations      multiply weights by f32 activations (default: int8-rounded in decode steps)
   --one-pass-gemm        prompt chunks through the one-pass Matrix GEMM (default: two-pass where it applies)
   --gpu-time             also report GPU time per token and the CPU time the GPU did not hide
@@ -82,7 +82,7 @@ fn parse_args() -> Result<Args, String> {
         reps: 5,
         kv: KvKind::F16,
         chunk: 512,
-        greedy_steps: 1,
+        greedy_steps: SessionOptions::default().greedy_steps,
         f32_activations: false,
         wide_gemm: true,
         gpu_time: false,

@@ -173,9 +173,10 @@ pub struct SessionOptions {
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
     pub gpu_timing: bool,
-    /// Decode steps [`Session::decode_greedy`] records into one submission (1..=8, default 1):
-    /// more amortise the fixed cost of a queue submission over several tokens, and hand the
-    /// tokens to `emit` in groups of that size.
+    /// Decode steps [`Session::decode_greedy`] records into one submission (1..=8, default 4):
+    /// more amortise the fixed cost of a queue submission (GPU idle time between submissions)
+    /// over several tokens, and hand the tokens to `emit` in groups of that size; after `emit`
+    /// says stop, up to twice this many steps in flight still run.
     pub greedy_steps: usize,
     /// Prefill chunks of at least [`crate::kernels::matmul::wide::WIDE_MIN_M`] tokens multiply
     /// through the two-pass Matrix GEMM ([`crate::kernels::matmul::gemm_staged`]) where the
@@ -196,7 +197,7 @@ impl Default for SessionOptions {
             int8_activations: true,
             fused_norm: true,
             gpu_timing: false,
-            greedy_steps: 1,
+            greedy_steps: 4,
             wide_gemm: true,
         }
     }
