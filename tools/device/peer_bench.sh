@@ -13,6 +13,10 @@
 # PROFILE_ARGS: model_bench's tests for the profiles (default "-p 0 -n 128 -r 3").
 # LONG: the shapes also measured decoding after 32768 tokens (default none): tg64 with an f16
 # cache (llama.cpp with flash attention) and with TurboQuant against llama.cpp's q4_0 K/V.
+# GEN: the shapes also run through `generate --gpu-time` (a ~600-token prompt, 128 tokens; greedy,
+# then top-k 40 sampling) for its CPU time not hidden (default none).
+# Before the first measurement our build runs once untimed on the first shape: the first process
+# of a call has run at a third of the GPU's speed (clocks).
 set -u
 OURS="$1"; OUT="$2"; BASE="${3:-}"; mkdir -p "$OUT"
 . tools/device/models.sh
@@ -32,6 +36,9 @@ if [ -n "$BASE" ]; then
 fi
 wait $build; log "llama-bench built rc=$?"
 lb=/tmp/peer/build/bin/llama-bench
+first=${MODELS%% *}
+"$OURS/model_bench" /tmp/$first.gguf -p 512 -n 128 -r 5 > "$OUT/warm_up.txt" 2>&1
+log "warm-up (ours, $first) rc=$? $(grep -E '^\| (pp|tg)' "$OUT/warm_up.txt" | tr -s ' ' | tr '\n' ' ')"
 for m in $MODELS; do
   $lb -m /tmp/$m.gguf -p 512 -n 128 -r 3 -o md > "$OUT/llama_${m}.txt" 2>&1
   log "llama $m rc=$? $(grep -E 'pp512|tg128' "$OUT/llama_${m}.txt" | tr -s ' ' | tr '\n' ' ')"
@@ -54,6 +61,15 @@ for m in ${LONG-}; do
     log "llama $m d32768 $kv rc=$? $(grep -E 'tg64' "$OUT/llama_${m}_d32k_$kv.txt" | tr -s ' ' | tr '\n' ' ')"
     "$OURS/model_bench" /tmp/$m.gguf -p 0 -n 64 -d 32768 -r 2 --gpu-time $oa > "$OUT/ours_${m}_d32k_$kv.txt" 2>&1
     log "ours $m d32768 $kv rc=$? $(grep -E '^\| tg' "$OUT/ours_${m}_d32k_$kv.txt" | tr -s ' ' | tr '\n' ' ')"
+  done
+done
+prompt=$(for i in $(seq 1 60); do printf 'The quick brown fox jumps over the lazy dog near the river bank. '; done)
+for m in ${GEN-}; do
+  [ -s /tmp/$m.gguf ] || write_models "$OUT" $m
+  for mode in greedy topk; do
+    sa=""; [ $mode = topk ] && sa="--temp 0.8 --top-k 40 --seed 1"
+    "$OURS/generate" /tmp/$m.gguf -p "$prompt" -n 128 --gpu-time $sa > "$OUT/gen_${m}_$mode.txt" 2>&1
+    log "generate $m $mode rc=$? $(grep -iE 'not hidden|tok/s' "$OUT/gen_${m}_$mode.txt" | tr -s ' ' | tr '\n' ' ' | cut -c1-400)"
   done
 done
 log end
