@@ -5,6 +5,8 @@
 
 mod common;
 
+use wgkernels::batch::BindCache;
+use wgkernels::kernels::elementwise::{add_inplace, scale_inplace};
 use wgkernels::timing::{copy_bandwidth, read_ceiling};
 
 #[test]
@@ -22,7 +24,7 @@ fn copy_and_read_kernels_verify_and_time() {
 /// ordinary batch computes; a full profile and bad capacities are typed errors.
 #[test]
 fn profiled_batch_times_every_dispatch() {
-    use wgkernels::kernels::elementwise::{add, add_inplace};
+    use wgkernels::kernels::elementwise::add;
     let ctx = common::context();
     if !ctx.caps().timestamps {
         eprintln!("profiled batch: unsupported here (no timestamp queries)");
@@ -56,6 +58,13 @@ fn profiled_batch_times_every_dispatch() {
     }
 }
 
+/// A length of `min..min + 100` and two random vectors of it, for the batch tests below.
+fn two_vectors(min: usize) -> (usize, Vec<f32>, Vec<f32>) {
+    let n = min + fastrand::usize(..100);
+    let v = || (0..n).map(|_| fastrand::f32() - 0.5).collect();
+    (n, v(), v())
+}
+
 /// A batch split into submissions ([`wgkernels::batch::Batch::submit_early`]) computes what one
 /// submission computes: a chain of dependent dispatches whose parameters differ (order and every
 /// part's parameter upload matter), fresh and through a bind cache, first parts of one and a few
@@ -63,12 +72,8 @@ fn profiled_batch_times_every_dispatch() {
 /// split batch adds up its parts' GPU times.
 #[test]
 fn split_batch_runs_in_order_and_times_its_parts() {
-    use wgkernels::batch::BindCache;
-    use wgkernels::kernels::elementwise::{add_inplace, scale_inplace};
     let ctx = common::context();
-    let n = 300 + fastrand::usize(..100);
-    let a: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
-    let c: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
+    let (n, a, c) = two_vectors(300);
     let gc = ctx.upload(&c).unwrap();
     let cache = BindCache::default();
     for (every, steps, cached, timed) in [(3, 40, false, true), (1, 90, true, true), (7, 50, true, false), (2, 7, false, true), (0, 20, false, true)] {
@@ -100,12 +105,8 @@ fn split_batch_runs_in_order_and_times_its_parts() {
 /// stays near its capacity.
 #[test]
 fn bind_cache_evicts_what_recent_batches_did_not_use() {
-    use wgkernels::batch::BindCache;
-    use wgkernels::kernels::elementwise::{add_inplace, scale_inplace};
     let ctx = common::context();
-    let n = 200 + fastrand::usize(..100);
-    let a: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
-    let c: Vec<f32> = (0..n).map(|_| fastrand::f32() - 0.5).collect();
+    let (n, a, c) = two_vectors(200);
     let (ga, gc, gy) = (ctx.upload(&a).unwrap(), ctx.upload(&c).unwrap(), ctx.upload(&a).unwrap());
     let cache = BindCache::new(12);
     let mut want = a.clone();
