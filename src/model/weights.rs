@@ -427,39 +427,17 @@ impl Weights {
         if out.len() != tokens.len() * cfg.hidden {
             return Err(ModelError::Argument(format!("embedding output of {} values for {} tokens", out.len(), tokens.len())));
         }
-        let rows = |tokens: &[u32], out: &mut [f32]| -> Result<()> {
-            for (&tok, row) in tokens.iter().zip(out.chunks_exact_mut(cfg.hidden)) {
-                if tok as usize >= cfg.vocab {
-                    return Err(ModelError::BadToken { token: tok, vocab: cfg.vocab });
-                }
-                let start = tok as usize * self.embd_row_bytes;
-                let bytes = data.get(start..start + self.embd_row_bytes).ok_or_else(|| bad(name, format!("row {tok} outside the tensor")))?;
-                mm::dequantize(self.embd_type, bytes, row).map_err(|e| bad(name, e.to_string()))?;
-                if let Some(s) = cfg.embed_scale {
-                    row.iter_mut().for_each(|v| *v *= s);
-                }
+        for (&tok, row) in tokens.iter().zip(out.chunks_exact_mut(cfg.hidden)) {
+            if tok as usize >= cfg.vocab {
+                return Err(ModelError::BadToken { token: tok, vocab: cfg.vocab });
             }
-            Ok(())
-        };
-        // A prompt's rows on several threads where there are any (a 512-token chunk of a 4096-wide
-        // Q4_K table is ~2 M values); on one where threads cannot start (the web).
-        let threads = if tokens.len() < 64 { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get().min(8)) };
-        if threads > 1 {
-            let per = tokens.len().div_ceil(threads);
-            let spread = std::thread::scope(|scope| {
-                let mut jobs = Vec::new();
-                for (toks, part) in tokens.chunks(per).zip(out.chunks_mut(per * cfg.hidden)) {
-                    match std::thread::Builder::new().spawn_scoped(scope, move || rows(toks, part)) {
-                        Ok(j) => jobs.push(j),
-                        Err(_) => return None,
-                    }
-                }
-                Some(jobs.into_iter().map(|j| j.join().unwrap_or_else(|_| Err(ModelError::Argument("embedding lookup thread panicked".into())))).collect::<Result<Vec<()>>>())
-            });
-            if let Some(r) = spread {
-                return r.map(|_| ());
+            let start = tok as usize * self.embd_row_bytes;
+            let bytes = data.get(start..start + self.embd_row_bytes).ok_or_else(|| bad(name, format!("row {tok} outside the tensor")))?;
+            mm::dequantize(self.embd_type, bytes, row).map_err(|e| bad(name, e.to_string()))?;
+            if let Some(s) = cfg.embed_scale {
+                row.iter_mut().for_each(|v| *v *= s);
             }
         }
-        rows(tokens, out)
+        Ok(())
     }
 }
