@@ -361,7 +361,8 @@ impl<'c> Batch<'c> {
             self.pass = Some(pass.forget_lifetime());
             p.labels.push(pipe.label.clone());
         } else if self.pass.is_none() {
-            // A testing executor's flush may begin the pass again: its timer pair is then reused.
+            // Each pass its own timer pair (the parts of a split batch; a pass begun again after
+            // a testing executor's flush); past the last pair, the last is written again.
             let i = self.passes.min(TIMED_PASSES - 1);
             let tw = self.timer.as_ref().map(|t| wgpu::ComputePassTimestampWrites {
                 query_set: &t.queries,
