@@ -110,6 +110,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let sm = s / SGN;
     let sn = s - sm * SGN;
     let s_end = select(0u, p.steps, live);
+    // The stores' stride and offsets go through `let`s: naga 30's SPIR-V writer fails (an
+    // uncached expression) on a uniform's field used directly as a cooperative store's stride
+    // or inside its index.
     let ldy = p.ldy;
     //@MI begin
     //@NJ var c{i}_{j} = coop_mat16x16<f32, C>();
