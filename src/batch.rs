@@ -791,35 +791,33 @@ impl CacheInner {
     /// Store `params` in a free slot of its span, else a fresh aligned one (padded to 16 bytes).
     fn new_slot(&mut self, ctx: &Context, params: &[u8], align: u64) -> (usize, u64) {
         let size = slot_span(params.len());
-        if let Some((idx, off)) = self.free.get_mut(&size).and_then(|f| f.pop()) {
-            let (_, data, dirty) = &mut self.chunks[idx];
-            let lo = off as usize;
-            data[lo..lo + params.len()].copy_from_slice(params);
-            data[lo + params.len()..lo + size as usize].fill(0);
-            let hi = lo + size as usize;
-            *dirty = Some(dirty.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
-            return (idx, off);
-        }
-        let fits = |data: &Vec<u8>| (data.len() as u64).div_ceil(align) * align + size <= CHUNK;
-        let idx = match self.chunks.iter().position(|(_, d, _)| fits(d)) {
-            Some(i) => i,
+        let (idx, off) = match self.free.get_mut(&size).and_then(|f| f.pop()) {
+            Some(at) => at,
             None => {
-                let buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("wgkernels cached params"),
-                    size: CHUNK,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                self.chunks.push((buf, Vec::with_capacity(CHUNK as usize), None));
-                self.chunks.len() - 1
+                let fits = |data: &Vec<u8>| (data.len() as u64).div_ceil(align) * align + size <= CHUNK;
+                let idx = match self.chunks.iter().position(|(_, d, _)| fits(d)) {
+                    Some(i) => i,
+                    None => {
+                        let buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                            label: Some("wgkernels cached params"),
+                            size: CHUNK,
+                            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                            mapped_at_creation: false,
+                        });
+                        self.chunks.push((buf, Vec::with_capacity(CHUNK as usize), None));
+                        self.chunks.len() - 1
+                    }
+                };
+                let data = &mut self.chunks[idx].1;
+                let off = (data.len() as u64).div_ceil(align) * align;
+                data.resize((off + size) as usize, 0);
+                (idx, off)
             }
         };
         let (_, data, dirty) = &mut self.chunks[idx];
-        let off = (data.len() as u64).div_ceil(align) * align;
-        data.resize(off as usize, 0);
-        data.extend_from_slice(params);
-        data.resize((off + size) as usize, 0);
-        let (lo, hi) = (off as usize, data.len());
+        let (lo, hi) = (off as usize, (off + size) as usize);
+        data[lo..lo + params.len()].copy_from_slice(params);
+        data[lo + params.len()..hi].fill(0);
         *dirty = Some(dirty.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         (idx, off)
     }
