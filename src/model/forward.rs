@@ -494,6 +494,16 @@ impl Session {
         Ok(())
     }
 
+    /// Record the embedding lookup of `m` tokens whose ids `idx` holds on the GPU from the table
+    /// `embd` (the model's, on the GPU) into `x`, scaled where the model scales its embeddings.
+    fn record_lookup(&self, b: &mut Batch, model: &Model, embd: &mm::WeightMatrix, idx: &GpuBuffer<u32>, m: usize) -> Result<()> {
+        mm::gather_rows(b, embd, idx, m, &self.s.x)?;
+        if let Some(s) = model.config.embed_scale {
+            elementwise::scale_inplace(b, &self.s.x, m * model.config.hidden, s)?;
+        }
+        Ok(())
+    }
+
     /// Check the tokens and dequantise their embeddings into `host_x`.
     fn embed_host(&mut self, model: &Model, tokens: &[u32]) -> Result<()> {
         let c = &model.config;
@@ -531,10 +541,7 @@ impl Session {
             }
             let mut b = self.new_batch(ctx).with_cache(&cache).submit_early(PREFILL_FIRST);
             if let Some(embd) = gpu_embd {
-                mm::gather_rows(&mut b, embd, &self.s.toks, part.len(), &self.s.x)?;
-                if let Some(s) = c.embed_scale {
-                    elementwise::scale_inplace(&mut b, &self.s.x, part.len() * c.hidden, s)?;
-                }
+                self.record_lookup(&mut b, model, embd, &self.s.toks, part.len())?;
             }
             // The last position's logits go out through the session's readback, copied in this
             // batch (no extra submit); every position's through a read of the buffer.

@@ -1,6 +1,6 @@
 //! Greedy decoding with the token choice on the GPU ([`Session::decode_greedy`]). Each step's
 //! batch picks the token of the previous logits (`ops::argmax`), looks its embedding row up
-//! (`matmul::gather_row` on [`Model::gpu_embeddings`]), runs the layers and the LM head, and
+//! (`matmul::gather_rows` on [`Model::gpu_embeddings`]), runs the layers and the LM head, and
 //! copies the token into a host readback. Nothing a step needs comes from the CPU, so the next
 //! step is submitted before this one's token is read: two submissions in flight (each of
 //! [`SessionOptions::greedy_steps`] steps), the next one recorded while they run and submitted as
@@ -187,10 +187,7 @@ impl Session {
             let tok = &self.greedy.toks[slot * steps + j];
             ops::argmax(&mut b, &self.s.logits, at.offset, model.config.vocab, tok)?;
             at.offset = 0;
-            mm::gather_row(&mut b, embd, tok, &self.s.x)?;
-            if let Some(s) = model.config.embed_scale {
-                elementwise::scale_inplace(&mut b, &self.s.x, model.config.hidden, s)?;
-            }
+            self.record_lookup(&mut b, model, embd, tok, 1)?;
             self.record_decode(&mut b, model, self.kv.pos())?;
             b.copy_to_host(tok, 1, &self.greedy.back[slot * steps + j])?;
             self.kv.advance(1)?;
