@@ -1381,3 +1381,74 @@ fn sampling_from_gpu_candidates_matches_the_logits_path() {
     assert_eq!(s.kv().pos(), t.kv().pos(), "a bad k runs nothing");
     assert!(matches!(s.decode_stream_top_k(&ctx, &model, 99, 40, |_| Ok(None)), Err(ModelError::BadToken { token: 99, .. })));
 }
+
+/// Sampling on the GPU (`Session::decode_sampled`: top-k and the draw in each step's batch, the
+/// steps ahead of `emit`) gives the token stream of drawing on the CPU from the GPU's candidates
+/// (`decode_stream_top_k` + `Sampler::sample_top_k`) for the same seed, with 1 or 3 steps per
+/// submission and a stop inside a submission, and leaves the cache as that path does; at
+/// temperature 0 it is greedy decoding; a top-k outside 1..=TOP_K_MAX is an error before
+/// anything runs.
+#[test]
+fn sampling_on_the_gpu_matches_drawing_on_the_cpu() {
+    use wgkernels::model::ops::TOP_K_MAX;
+    use wgkernels::model::{Sampler, SamplerConfig};
+    let ctx = common::context();
+    let spec = Spec::llama();
+    let (w, _) = build(&spec, 29);
+    let model = Model::load(&ctx, GgufFile::from_vec(w.to_bytes()).unwrap(), &mut |_| {}).unwrap();
+    let opts = SessionOptions { context: 24, kv: KvKind::F16, chunk: 4, all_logits: false, ..Default::default() };
+    let p: Vec<u32> = {
+        let mut r = fastrand::Rng::with_seed(6);
+        (0..5).map(|_| r.u32(0..spec.vocab as u32)).collect()
+    };
+    let tokens = 11;
+    for (seed, greedy_steps, top_k, top_p) in [(1u64, 1, 40, 0.95), (2, 3, 40, 0.95), (3, 3, 5, 1.0), (4, 4, TOP_K_MAX, 0.5)] {
+        let cfg = SamplerConfig { temperature: 0.9, top_k, top_p, seed };
+        // Drawn on the CPU from the GPU's candidates.
+        let mut a = Session::new(&ctx, &model, opts).unwrap();
+        let mut sa = Sampler::new(cfg).unwrap();
+        let first = sa.sample(&a.prefill(&ctx, &model, &p).unwrap()).unwrap();
+        let mut want = vec![first];
+        a.decode_stream_top_k(&ctx, &model, first, top_k, |c| {
+            want.push(sa.sample_top_k(c)?);
+            Ok((want.len() < tokens).then(|| *want.last().unwrap()))
+        })
+        .unwrap();
+        // Drawn on the GPU.
+        let mut b = Session::new(&ctx, &model, SessionOptions { greedy_steps, ..opts }).unwrap();
+        let mut sb = Sampler::new(cfg).unwrap();
+        b.prefill(&ctx, &model, &p).unwrap();
+        let mut got = Vec::new();
+        let n = b
+            .decode_sampled(&ctx, &model, &mut sb, 100, |t| {
+                got.push(t);
+                Ok(got.len() < tokens)
+            })
+            .unwrap();
+        assert_eq!(n, tokens);
+        assert_eq!(got, want, "seed {seed}, {greedy_steps} steps per submission: sampled tokens");
+        assert_eq!(b.kv().pos(), a.kv().pos(), "seed {seed}: the cache holds every token but the last");
+        let last = *got.last().unwrap();
+        assert_eq!(b.decode(&ctx, &model, last).unwrap(), a.decode(&ctx, &model, last).unwrap(), "seed {seed}: logits after");
+    }
+    // Temperature 0: greedy.
+    let cfg = SamplerConfig { temperature: 0.0, top_k: 0, top_p: 1.0, seed: 0 };
+    let mut g = Session::new(&ctx, &model, opts).unwrap();
+    let mut s = Session::new(&ctx, &model, opts).unwrap();
+    g.prefill(&ctx, &model, &p).unwrap();
+    s.prefill(&ctx, &model, &p).unwrap();
+    let (mut want, mut got) = (Vec::new(), Vec::new());
+    g.decode_greedy(&ctx, &model, 6, |t| Ok(want.push(t) == ())).unwrap();
+    s.decode_sampled(&ctx, &model, &mut Sampler::new(cfg).unwrap(), 6, |t| Ok(got.push(t) == ())).unwrap();
+    assert_eq!(got, want, "temperature 0");
+    // A bad top-k runs nothing.
+    let mut s = Session::new(&ctx, &model, opts).unwrap();
+    s.prefill(&ctx, &model, &p).unwrap();
+    for top_k in [0, TOP_K_MAX + 1] {
+        let mut bad = Sampler::new(SamplerConfig { temperature: 1.0, top_k, top_p: 1.0, seed: 0 }).unwrap();
+        assert!(matches!(s.decode_sampled(&ctx, &model, &mut bad, 4, |_| Ok(true)), Err(ModelError::Argument(_))), "top_k {top_k}");
+    }
+    assert_eq!(s.kv().pos(), p.len());
+    let mut ok = Sampler::new(SamplerConfig { temperature: 1.0, top_k: 3, top_p: 1.0, seed: 0 }).unwrap();
+    assert_eq!(s.decode_sampled(&ctx, &model, &mut ok, 2, |_| Ok(true)).unwrap(), 2, "the session still decodes");
+}

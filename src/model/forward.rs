@@ -591,6 +591,7 @@ impl Session {
             self.record_decode(&mut b, model, 0)?;
             ops::argmax(&mut b, &self.s.logits, 0, model.config.vocab, self.greedy.first_slot())?;
             self.top.record(&mut b, &self.s.logits, model.config.vocab, 1)?;
+            ops::draw(&mut b, self.top.out(), 1, 1.0, 1.0, 0.0, self.greedy.first_slot())?;
         }
         Ok(())
     }

@@ -137,38 +137,54 @@ impl Sampler {
     }
 
     /// The draw shared by [`Sampler::sample`] and [`Sampler::sample_top_k`] from the candidates
-    /// in `order` (finite, after top-k): sort them, temperature softmax, top-p, a seeded draw.
+    /// in `order` (finite, after top-k): sort them, then [`pick`] with the next uniform.
     fn draw(&mut self) -> Result<u32> {
         if self.order.is_empty() {
             return Err(no_logits());
         }
         let by_logit = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         self.order.sort_unstable_by(by_logit);
-        let t = self.cfg.temperature as f64;
-        let max = self.order[0].0 as f64;
-        let probs: Vec<f64> = self.order.iter().map(|&(v, _)| ((v as f64 - max) / t).exp()).collect();
-        let total: f64 = probs.iter().sum();
-        let mut keep = probs.len();
-        if self.cfg.top_p < 1.0 {
-            let mut acc = 0.0;
-            for (i, p) in probs.iter().enumerate() {
-                acc += p / total;
-                if acc >= self.cfg.top_p as f64 {
-                    keep = i + 1;
-                    break;
-                }
-            }
-        }
-        let kept: f64 = probs[..keep].iter().sum();
-        let mut r = self.rng.f64() * kept;
-        for (i, p) in probs[..keep].iter().enumerate() {
-            r -= p;
-            if r < 0.0 {
-                return Ok(self.order[i].1);
-            }
-        }
-        Ok(self.order[keep - 1].1)
+        let r = self.rng.f64();
+        Ok(self.order[pick(&self.order, self.cfg.temperature, self.cfg.top_p, r)].1)
     }
+
+    /// The next uniform in `[0, 1)` of the seeded generator, as f32 (one per draw, the one
+    /// [`Sampler::sample`] would take): for a draw on the GPU ([`crate::model::ops::draw`]).
+    pub(crate) fn next_uniform(&mut self) -> f32 {
+        // The largest f32 below 1 where the f64 rounds up to 1.
+        (self.rng.f64() as f32).min(1.0 - f32::EPSILON / 2.0)
+    }
+}
+
+/// The index of the drawn candidate in `sorted` (finite logits, the largest first, at least
+/// one), for a uniform `r` in `[0, 1)`: temperature softmax (`temperature` > 0), top-p (the
+/// fewest leading candidates whose probability reaches `top_p`; all where `top_p` is 1), then the
+/// first candidate whose running probability among the kept exceeds `r`. In f64.
+pub(crate) fn pick(sorted: &[(f32, u32)], temperature: f32, top_p: f32, r: f64) -> usize {
+    let t = temperature as f64;
+    let max = sorted[0].0 as f64;
+    let probs: Vec<f64> = sorted.iter().map(|&(v, _)| ((v as f64 - max) / t).exp()).collect();
+    let total: f64 = probs.iter().sum();
+    let mut keep = probs.len();
+    if top_p < 1.0 {
+        let mut acc = 0.0;
+        for (i, p) in probs.iter().enumerate() {
+            acc += p / total;
+            if acc >= top_p as f64 {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    let kept: f64 = probs[..keep].iter().sum();
+    let mut r = r * kept;
+    for (i, p) in probs[..keep].iter().enumerate() {
+        r -= p;
+        if r < 0.0 {
+            return i;
+        }
+    }
+    keep - 1
 }
 
 fn no_logits() -> ModelError {

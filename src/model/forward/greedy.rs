@@ -1,5 +1,7 @@
-//! Greedy decoding with the token choice on the GPU ([`Session::decode_greedy`]). Each step's
-//! batch picks the token of the previous logits (`ops::argmax`), looks its embedding row up
+//! Decoding with the token choice on the GPU: greedy ([`Session::decode_greedy`]) or sampled
+//! with a top-k ([`Session::decode_sampled`]). Each step's batch picks the token of the previous
+//! logits (`ops::argmax`, or `ops::top_k` and `ops::draw` with a uniform the CPU drew from the
+//! sampler's seeded generator while recording), looks its embedding row up
 //! (`matmul::gather_rows` on [`Model::gpu_embeddings`]), runs the layers and the LM head, and
 //! copies the token into a host readback. Nothing a step needs comes from the CPU, so the next
 //! step is submitted before this one's token is read: two submissions in flight (each of
@@ -8,6 +10,7 @@
 //! read the tokens, hand them on) overlaps the GPU and has the time of two submissions to do it.
 
 use super::*;
+use crate::model::sample::Sampler;
 use std::collections::VecDeque;
 
 /// Submission slots: the submissions in flight plus one (a slot is written again only after its
@@ -60,6 +63,10 @@ struct Cursor {
 /// A submission in flight: its slot and steps.
 type Flight<'c> = VecDeque<(crate::batch::Submitted<'c>, usize, usize)>;
 
+/// How a step chooses its token from the previous logits: the largest (`None`), or drawn by
+/// the sampler from the top-k candidates.
+type Choice<'s> = Option<&'s mut Sampler>;
+
 impl Session {
     /// Greedy decoding (the highest logit, the lowest token id among equal ones, as
     /// [`crate::model::sample::argmax`]) with the token choice and the embedding lookup on the
@@ -73,9 +80,36 @@ impl Session {
     /// token but the last (the steps that ran past it are forgotten). The logits of the last
     /// position are then not kept: decode a token or prefill before calling this again.
     /// Needs the embedding table on the GPU ([`Model::gpu_embeddings`], uploaded on first use).
-    pub fn decode_greedy(&mut self, ctx: &Context, model: &Model, max: usize, mut emit: impl FnMut(u32) -> Result<bool>) -> Result<usize> {
+    pub fn decode_greedy(&mut self, ctx: &Context, model: &Model, max: usize, emit: impl FnMut(u32) -> Result<bool>) -> Result<usize> {
+        self.decode_chosen(ctx, model, None, max, emit)
+    }
+
+    /// [`Session::decode_greedy`] for sampling: each token is drawn on the GPU from the exact
+    /// top-k candidates of its logits ([`crate::model::ops::top_k`], then
+    /// [`crate::model::ops::draw`]) as `sampler` draws from them
+    /// ([`Sampler::sample_top_k`]: temperature softmax, top-p, a draw with the next uniform of
+    /// its seeded generator), so the steps run ahead of `emit` as greedy ones do. The uniforms
+    /// are taken from `sampler` when a step is recorded, the steps that ran past the last
+    /// emitted token included. The draw is computed in f32: it gives the sampler's token but
+    /// where a uniform lies within f32 rounding of the boundary between two candidates. At
+    /// temperature 0 this is [`Session::decode_greedy`]. The sampler's `top_k` must be in
+    /// `1..=`[`crate::model::ops::TOP_K_MAX`]; without a top-k, or to see the logits, sample
+    /// on the CPU with [`Session::decode_stream`].
+    pub fn decode_sampled(&mut self, ctx: &Context, model: &Model, sampler: &mut Sampler, max: usize, emit: impl FnMut(u32) -> Result<bool>) -> Result<usize> {
+        if sampler.config().temperature == 0.0 {
+            return self.decode_greedy(ctx, model, max, emit);
+        }
+        let k = sampler.config().top_k;
+        if !(1..=ops::TOP_K_MAX).contains(&k) {
+            return Err(ModelError::Argument(format!("sampling on the GPU needs a top-k in 1..={} (top_k = {k}); sample on the CPU with decode_stream", ops::TOP_K_MAX)));
+        }
+        self.decode_chosen(ctx, model, Some(sampler), max, emit)
+    }
+
+    /// [`Session::decode_greedy`] and [`Session::decode_sampled`]: the steps choose by `choice`.
+    fn decode_chosen(&mut self, ctx: &Context, model: &Model, mut choice: Choice, max: usize, mut emit: impl FnMut(u32) -> Result<bool>) -> Result<usize> {
         self.check_model(model)?;
-        let offset = self.logits_row.ok_or_else(|| ModelError::Argument("decode_greedy needs the logits of a prefill or a decode step first".into()))?;
+        let offset = self.logits_row.ok_or_else(|| ModelError::Argument("decoding needs the logits of a prefill or a decode step first".into()))?;
         if max == 0 {
             return Ok(0);
         }
@@ -84,7 +118,7 @@ impl Session {
         let cache = self.bind.clone();
         let mut flight = Flight::new();
         let mut emitted = 0;
-        let run = self.greedy_steps(ctx, model, embd, &cache, offset, max, &mut flight, &mut emitted, &mut emit);
+        let run = self.greedy_steps(ctx, model, embd, &cache, &mut choice, offset, max, &mut flight, &mut emitted, &mut emit);
         // Whatever happened, let the steps in flight finish and release their readbacks.
         let mut drained = Ok(());
         for (sub, slot, count) in flight.drain(..) {
@@ -112,6 +146,7 @@ impl Session {
         model: &Model,
         embd: &mm::WeightMatrix,
         cache: &'c BindCache,
+        choice: &mut Choice,
         offset: usize,
         max: usize,
         flight: &mut Flight<'c>,
@@ -128,7 +163,7 @@ impl Session {
             while flight.len() < IN_FLIGHT {
                 let Some((rec, slot, count)) = (match next.take() {
                     Some(n) => Some(n),
-                    None => self.record_greedy(ctx, model, embd, cache, max, &mut at)?,
+                    None => self.record_greedy(ctx, model, embd, cache, choice, max, &mut at)?,
                 }) else {
                     break;
                 };
@@ -138,7 +173,7 @@ impl Session {
                 }
             }
             if next.is_none() {
-                next = self.record_greedy(ctx, model, embd, cache, max, &mut at)?;
+                next = self.record_greedy(ctx, model, embd, cache, choice, max, &mut at)?;
             }
             let Some((sub, slot, count)) = flight.pop_front() else { return Ok(()) };
             Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, sub)?;
@@ -149,7 +184,8 @@ impl Session {
             }
             for &t in &toks[..count] {
                 if t as usize >= vocab {
-                    return Err(ModelError::Argument("greedy decoding: the logits have no largest value (all NaN)".into()));
+                    let what = if choice.is_some() { "no finite value" } else { "no largest value (all NaN)" };
+                    return Err(ModelError::Argument(format!("decoding on the GPU: the logits have {what}")));
                 }
                 *emitted += 1;
                 if !emit(t)? || *emitted == max {
@@ -160,8 +196,8 @@ impl Session {
     }
 
     /// Record the next submission of [`Session::decode_greedy`] at `at` (`None` when `max`
-    /// steps are recorded or the cache is full): up to `steps` steps, each picking its token
-    /// from the previous logits (row `at.offset` of them for the first step of all).
+    /// steps are recorded or the cache is full): up to `steps` steps, each choosing its token
+    /// from the previous logits (row `at.offset` of them for the first step of all) by `choice`.
     #[allow(clippy::type_complexity)]
     fn record_greedy<'c>(
         &mut self,
@@ -169,6 +205,7 @@ impl Session {
         model: &Model,
         embd: &mm::WeightMatrix,
         cache: &'c BindCache,
+        choice: &mut Choice,
         max: usize,
         at: &mut Cursor,
     ) -> Result<Option<(crate::batch::Recorded<'c>, usize, usize)>> {
@@ -185,7 +222,14 @@ impl Session {
         .with_cache(cache);
         for j in 0..count {
             let tok = &self.greedy.toks[slot * steps + j];
-            ops::argmax(&mut b, &self.s.logits, at.offset, model.config.vocab, tok)?;
+            match choice {
+                None => ops::argmax(&mut b, &self.s.logits, at.offset, model.config.vocab, tok)?,
+                Some(sampler) => {
+                    let c = *sampler.config();
+                    self.top.record_candidates(&mut b, &self.s.logits, at.offset, model.config.vocab, c.top_k)?;
+                    ops::draw(&mut b, self.top.out(), c.top_k, c.temperature, c.top_p, sampler.next_uniform(), tok)?;
+                }
+            }
             at.offset = 0;
             self.record_lookup(&mut b, model, embd, tok, 1)?;
             self.record_decode(&mut b, model, self.kv.pos())?;

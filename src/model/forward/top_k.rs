@@ -34,9 +34,19 @@ impl TopK {
         4 * (2 * self.scratch[0].len() + self.out.len()) as u64
     }
 
+    /// Record the top-k of `logits[offset..offset + vocab]` into the output.
+    pub(super) fn record_candidates(&self, b: &mut Batch, logits: &GpuBuffer<f32>, offset: usize, vocab: usize, k: usize) -> Result<()> {
+        Ok(ops::top_k(b, logits, offset, vocab, k, [&self.scratch[0], &self.scratch[1]], &self.out)?)
+    }
+
+    /// The output: `2 k` words of candidates in rank order.
+    pub(super) fn out(&self) -> &GpuBuffer<u32> {
+        &self.out
+    }
+
     /// Record the top-k of `logits[..vocab]` and the copy of its output into the readback.
     pub(super) fn record(&self, b: &mut Batch, logits: &GpuBuffer<f32>, vocab: usize, k: usize) -> Result<()> {
-        ops::top_k(b, logits, 0, vocab, k, [&self.scratch[0], &self.scratch[1]], &self.out)?;
+        self.record_candidates(b, logits, 0, vocab, k)?;
         b.copy_to_host(&self.out, 2 * k, &self.back)?;
         Ok(())
     }

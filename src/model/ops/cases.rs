@@ -22,7 +22,7 @@ fn with_guard(mut vals: Vec<f32>) -> Vec<f32> {
     vals
 }
 
-static KERNELS: [KernelParts; 7] = [
+static KERNELS: [KernelParts; 8] = [
     KernelParts {
         info: &BIAS_ADD,
         pipelines: || describe_all([ModelPipeline::BiasAdd]),
@@ -113,6 +113,28 @@ static KERNELS: [KernelParts; 7] = [
         },
         // Llama 3's vocabulary: a sampler's usual k and the maximum.
         bench: || boxed([40, TOP_K_MAX].map(|k| TopKCase { n: 128_256, off: 0, k, row: Row::Logits })),
+    },
+    KernelParts {
+        info: &DRAW,
+        pipelines: || describe_all([ModelPipeline::Draw]),
+        // (n, k, temperature, top_p, row): a sampler's usual settings; every slot filled at the
+        // maximum k; fewer filled slots than k; k = 1; a temperature near 0; ties with +-f32::MAX
+        // and subnormals; no filled slot; a flat row at a high temperature; a tight top-p.
+        test: || {
+            let cases = [
+                (4099, 40, 0.8, 0.95, Row::Logits),
+                (300, TOP_K_MAX, 1.0, 1.0, Row::Logits),
+                (50, TOP_K_MAX, 1.5, 0.9, Row::Logits),
+                (1000, 1, 0.7, 0.5, Row::Logits),
+                (7, 3, 0.01, 1.0, Row::Tied),
+                (2000, 40, 1.0, 0.9, Row::Tied),
+                (10, 5, 1.0, 1.0, Row::Nan),
+                (700, TOP_K_MAX, 100.0, 0.99, Row::Flat),
+                (500, 64, 1.0, 0.3, Row::Descending),
+            ];
+            boxed(cases.map(|(n, k, temperature, top_p, row)| DrawCase { n, k, temperature, top_p, row }))
+        },
+        bench: || boxed([DrawCase { n: 128_256, k: 40, temperature: 0.8, top_p: 0.95, row: Row::Logits }]),
     },
 ];
 
@@ -578,5 +600,91 @@ impl Prepared for TopKPrepared {
             notes.push(format!("sampled {draws:?} from the candidates, {want_draws:?} from the row"));
         }
         Ok(Check { err: 0.0, tol: 0.0, nonfinite: 0, guard_damage: damage, note: notes.join("; ") })
+    }
+}
+
+/// [`draw`] from the top-k candidates of a row of `n` (the reference's, as [`top_k`] writes
+/// them), [`DRAW_UNIFORMS`] times with fresh uniforms, each into its own token word.
+struct DrawCase {
+    n: usize,
+    k: usize,
+    temperature: f32,
+    top_p: f32,
+    row: Row,
+}
+
+struct DrawPrepared {
+    cand: GpuBuffer<u32>,
+    toks: Vec<GpuBuffer<u32>>,
+    k: usize,
+    temperature: f32,
+    top_p: f32,
+    uniforms: Vec<f32>,
+    /// Per uniform: the tokens the f64 draw gives for it and its neighbours (empty: no candidate).
+    want: Vec<Vec<u32>>,
+}
+
+/// Draws per [`DrawCase`].
+const DRAW_UNIFORMS: usize = 32;
+
+/// The tokens [`sample::pick`] draws from `sorted` for the uniforms and top-p within `rel` of
+/// `r` and `top_p` (f32 rounding of the GPU's softmax and running sums moves a boundary by less).
+fn drawn_near(sorted: &[(f32, u32)], temperature: f32, top_p: f32, r: f32, rel: f64) -> Vec<u32> {
+    let mut toks = Vec::new();
+    for dr in [-rel, 0.0, rel] {
+        for dp in [-rel, 0.0, rel] {
+            let p = ((top_p as f64) * (1.0 + dp)).min(1.0) as f32;
+            let u = ((r as f64) + dr).clamp(0.0, 1.0 - 1e-12);
+            let t = sorted[sample::pick(sorted, temperature, if top_p < 1.0 { p } else { 1.0 }, u)].1;
+            if !toks.contains(&t) {
+                toks.push(t);
+            }
+        }
+    }
+    toks
+}
+
+impl Case for DrawCase {
+    fn name(&self) -> String {
+        format!("n={} k={} t={} top_p={} {:?}", self.n, self.k, self.temperature, self.top_p, self.row)
+    }
+    fn bytes(&self) -> u64 {
+        (8 * self.k + 4) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        let sorted = reference_top_k(&self.row.values(rng, self.n), self.k);
+        let mut words: Vec<u32> = sorted.iter().flat_map(|&(v, i)| [v.to_bits(), i]).collect();
+        words.resize(2 * self.k, TOP_K_NONE);
+        // Poison after the candidates: a read past 2 k words sees a filled slot of a huge logit.
+        words.extend(std::iter::repeat_n(POISON_U32, GUARD));
+        let uniforms: Vec<f32> = (0..DRAW_UNIFORMS).map(|_| rng.uniform(0.0, 1.0).min(1.0 - f32::EPSILON / 2.0)).collect();
+        let want = uniforms.iter().map(|&r| if sorted.is_empty() { Vec::new() } else { drawn_near(&sorted, self.temperature, self.top_p, r, 1e-4) }).collect();
+        let toks = (0..DRAW_UNIFORMS).map(|_| guarded_u32(ctx, 1)).collect::<Result<_>>()?;
+        Ok(Box::new(DrawPrepared { cand: ctx.upload(&words)?, toks, k: self.k, temperature: self.temperature, top_p: self.top_p, uniforms, want }))
+    }
+}
+
+impl Prepared for DrawPrepared {
+    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
+        for (tok, &r) in self.toks.iter().zip(&self.uniforms) {
+            draw(b, &self.cand, self.k, self.temperature, self.top_p, r, tok)?;
+        }
+        Ok(())
+    }
+    /// Each token is the f64 draw's for its uniform (or for one within f32 rounding of it);
+    /// no candidate gives the empty id; the guards after each token word untouched.
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let mut damage = 0;
+        let mut wrong = Vec::new();
+        for ((tok, want), r) in self.toks.iter().zip(&self.want).zip(&self.uniforms) {
+            let got = ctx.read(tok)?;
+            damage += guard_damage(&got, 1, POISON_U32);
+            let ok = if want.is_empty() { got[0] == TOP_K_NONE } else { want.contains(&got[0]) };
+            if !ok {
+                wrong.push(format!("r={r}: token {}, want one of {want:?}", got[0]));
+            }
+        }
+        let note = if wrong.is_empty() { String::new() } else { format!("{} of {} draws wrong: {}", wrong.len(), self.toks.len(), wrong.join("; ")) };
+        Ok(Check { err: 0.0, tol: 0.0, nonfinite: 0, guard_damage: damage, note })
     }
 }

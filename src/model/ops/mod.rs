@@ -2,10 +2,10 @@
 //! invocation per output unit): a broadcast bias add over rows, the prefill's KV store (rotate a
 //! chunk of new keys at their positions and write them with the values into an f16 cache), a
 //! row copy, the SwiGLU / GeGLU of interleaved pairs and the split of a fused q/k/v projection's rows
-//! (plus bias) into q, k and v, the greedy token of a logits row and the exact top-k of a logits
-//! row (sampling's candidates). Sources: wgsl/model_bias_add.wgsl, model_kv_store.wgsl,
-//! model_copy_row.wgsl, model_glu_pairs.wgsl (+ glu.wgsl), model_split_qkv.wgsl, model_argmax.wgsl,
-//! model_top_k.wgsl.
+//! (plus bias) into q, k and v, the greedy token of a logits row, the exact top-k of a logits
+//! row (sampling's candidates) and a seeded draw from those candidates. Sources:
+//! wgsl/model_bias_add.wgsl, model_kv_store.wgsl, model_copy_row.wgsl, model_glu_pairs.wgsl
+//! (+ glu.wgsl), model_split_qkv.wgsl, model_argmax.wgsl, model_top_k.wgsl, model_draw.wgsl.
 //!
 //! With the `testkit` feature each glue kernel is also a test kit kernel (`kernels()`, in the
 //! `cases` module, listed by `kernels::registry`): a correctness grid with fresh random
@@ -13,7 +13,9 @@
 //! it can build. CPU references: `reference_kv_store` (f64, the f16 cache's rounding bound),
 //! `reference_split_qkv` (exact); bias add, row copy and argmax are checked bit for bit, the GLU
 //! against the elementwise family's f64 activation, top-k against a full sort
-//! (`reference_top_k`) and the choice of [`crate::model::sample::Sampler`].
+//! (`reference_top_k`) and the choice of [`crate::model::sample::Sampler`], the draw against the
+//! sampler's f64 draw from the same candidates and uniform (the same token, or a neighbour where
+//! the uniform falls within f32 rounding of a boundary between two).
 
 use crate::batch::Batch;
 use crate::buffer::GpuBuffer;
@@ -32,6 +34,7 @@ pub const GLU_PAIRS: KernelInfo = KernelInfo::new("model_glu_pairs", &[Variant::
 pub const SPLIT_QKV: KernelInfo = KernelInfo::new("model_split_qkv", &[Variant::Portable], None);
 pub const ARGMAX: KernelInfo = KernelInfo::new("model_argmax", &[Variant::Portable], None);
 pub const TOP_K: KernelInfo = KernelInfo::new("model_top_k", &[Variant::Portable], None);
+pub const DRAW: KernelInfo = KernelInfo::new("model_draw", &[Variant::Portable], None);
 
 const BIAS_WGSL: &str = include_str!("../../../wgsl/model_bias_add.wgsl");
 const KV_WGSL: &str = include_str!("../../../wgsl/model_kv_store.wgsl");
@@ -40,6 +43,7 @@ const GLU_WGSL: &str = include_str!("../../../wgsl/model_glu_pairs.wgsl");
 const SPLIT_WGSL: &str = include_str!("../../../wgsl/model_split_qkv.wgsl");
 const ARGMAX_WGSL: &str = include_str!("../../../wgsl/model_argmax.wgsl");
 const TOP_K_WGSL: &str = include_str!("../../../wgsl/model_top_k.wgsl");
+const DRAW_WGSL: &str = include_str!("../../../wgsl/model_draw.wgsl");
 
 const BIAS_BINDINGS: &[StorageBinding] = &[StorageBinding::write("y", "f32"), StorageBinding::read("bias", "f32")];
 const KV_BINDINGS: &[StorageBinding] = &[
@@ -53,6 +57,7 @@ const COPY_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), S
 const GLU_BINDINGS: &[StorageBinding] = &[StorageBinding::read("gu", "vec2<f32>"), StorageBinding::write("out", "f32")];
 const ARGMAX_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "f32"), StorageBinding::write("tok", "u32")];
 const TOP_K_BINDINGS: &[StorageBinding] = &[StorageBinding::read("src", "u32"), StorageBinding::write("dst", "u32")];
+const DRAW_BINDINGS: &[StorageBinding] = &[StorageBinding::read("cand", "u32"), StorageBinding::write("tok", "u32")];
 const SPLIT_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("src", "f32"),
     StorageBinding::read("bias", "f32"),
@@ -93,6 +98,15 @@ params_struct! {
 }
 
 params_struct! {
+    struct DrawParams {
+        k: u32,
+        temperature: f32,
+        top_p: f32,
+        r: f32,
+    }
+}
+
+params_struct! {
     struct KvParams {
         tokens: u32,
         kv_heads: u32,
@@ -115,6 +129,7 @@ pub enum ModelPipeline {
     SplitQkv,
     Argmax,
     TopK,
+    Draw,
 }
 
 impl PipelineKey for ModelPipeline {
@@ -127,8 +142,9 @@ impl PipelineKey for ModelPipeline {
             ModelPipeline::SplitQkv => (SPLIT_WGSL, vec![], std::mem::size_of::<SplitParams>(), SPLIT_BINDINGS),
             ModelPipeline::Argmax => (ARGMAX_WGSL, vec![], std::mem::size_of::<Params4>(), ARGMAX_BINDINGS),
             ModelPipeline::TopK => (TOP_K_WGSL, vec![], std::mem::size_of::<TopKParams>(), TOP_K_BINDINGS),
+            ModelPipeline::Draw => (DRAW_WGSL, vec![], std::mem::size_of::<DrawParams>(), DRAW_BINDINGS),
         };
-        let wg = if matches!(self, ModelPipeline::Argmax | ModelPipeline::TopK) { 256 } else { 64 };
+        let wg = if matches!(self, ModelPipeline::Argmax | ModelPipeline::TopK | ModelPipeline::Draw) { 256 } else { 64 };
         // The GLU pairs compose the gate of glu.wgsl (over f32).
         let source = match self {
             ModelPipeline::GluPairs { .. } => vec![text, crate::kernels::elementwise::ELEM_F32, crate::kernels::elementwise::GLU_WGSL],
@@ -153,6 +169,7 @@ pub(crate) fn params_twins() -> Vec<crate::kernels::ParamsTwin> {
         crate::kernels::params_twin!(KvParams, of(&["KvStore"])),
         crate::kernels::params_twin!(SplitParams, of(&["SplitQkv"])),
         crate::kernels::params_twin!(TopKParams, of(&["TopK"])),
+        crate::kernels::params_twin!(DrawParams, of(&["Draw"])),
     ]
 }
 
@@ -272,6 +289,25 @@ pub fn top_k(b: &mut Batch, src: &GpuBuffer<f32>, offset: usize, n: usize, k: us
 /// appended to `out` in the output's (rank) order.
 pub fn top_k_candidates(words: &[u32], out: &mut Vec<(f32, u32)>) {
     out.extend(words.chunks_exact(2).filter(|w| w[1] != TOP_K_NONE).map(|w| (f32::from_bits(w[0]), w[1])));
+}
+
+/// `tok[0]` = a token drawn from the `k` candidates of a [`top_k`] output (`cand`, `2 k` words
+/// in rank order) as [`crate::model::sample::Sampler`] draws from them, with `r` in `[0, 1)` as
+/// its uniform: a softmax at `temperature` over the filled slots, the top-p cut (`top_p` in
+/// `(0, 1]`, 1 = off), then the first candidate whose running probability exceeds `r`.
+/// [`TOP_K_NONE`] when no slot is filled. Computed in f32 (the sampler's f64 gives the same
+/// token but where `r` lies within f32 rounding of a boundary between two). One workgroup.
+pub fn draw(b: &mut Batch, cand: &GpuBuffer<u32>, k: usize, temperature: f32, top_p: f32, r: f32, tok: &GpuBuffer<u32>) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&DRAW)?;
+    ensure((1..=TOP_K_MAX).contains(&k), || Error::Argument(format!("draw from k = {k} candidates (1..={TOP_K_MAX})")))?;
+    ensure(temperature.is_finite() && temperature > 0.0, || Error::Argument(format!("temperature {temperature}: must be finite and > 0")))?;
+    ensure(top_p > 0.0 && top_p <= 1.0, || Error::Argument(format!("top_p {top_p}: must be in (0, 1]")))?;
+    ensure((0.0..1.0).contains(&r), || Error::Argument(format!("uniform {r}: must be in [0, 1)")))?;
+    cand.require("cand", 2 * k)?;
+    tok.require("tok", 1)?;
+    let params = DrawParams { k: k as u32, temperature, top_p, r };
+    b.dispatch(&ModelPipeline::Draw, &params, &[cand.raw(), tok.raw()], [1, 1, 1])
 }
 
 /// `out[i] = act(gu[2i]) * gu[2i + 1]` for `i < n`: the SwiGLU ([`Activation::Silu`]) or GeGLU
