@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example generate -- MODEL.gguf -p "prompt" [-n 128] [--temp T] [--top-k K]
 //!     [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens]
-//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time]
+//!     [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-sample] [--gpu-time]
 //!     [--pipeline-cache FILE | --no-pipeline-cache]
 //! cargo run --release --example generate -- MODEL.gguf --chat [-p MESSAGE] [--system TEXT] [--stop STR]...
 //! ```
@@ -22,10 +22,12 @@
 //! prompt tokens/s (prefill in chunks: GEMM + prefill attention) and decode tokens/s, and the
 //! kernel variant chosen for each kernel the forward pass uses. `--temp 0` is greedy (the
 //! default): the token is chosen and its embedding looked up on the GPU
-//! (`Session::decode_greedy`), so steps run ahead of the host; `--cpu-greedy` reads each step's
-//! logits and picks the token on the CPU instead (`Session::decode_stream`). Sampling with a
-//! temperature and `--top-k` 1..=256 reads back only the top-k candidates the GPU chose
-//! (`Session::decode_stream_top_k`); `--top-k 0` or above 256 reads back the logits.
+//! (`Session::decode_greedy`), so steps run ahead of the host. Sampling with a temperature and
+//! `--top-k` 1..=256 draws each token on the GPU too, from the exact top-k candidates
+//! (`Session::decode_sampled`). `--cpu-sample` chooses every token on the CPU instead: greedy
+//! from the read-back logits (`Session::decode_stream`), sampled from the read-back top-k
+//! candidates (`Session::decode_stream_top_k`); `--top-k 0` or above 256 always samples the
+//! read-back logits on the CPU.
 //! `--print-tokens` prints the prompt's token ids and the generated ids;
 //! `--dump-logits FILE.npy` writes the logits of every prompt position as float32
 //! `[prompt tokens, vocab]`. Decode steps multiply Q4_K weights by int8-rounded activations (as
@@ -66,7 +68,7 @@ struct Args {
     bos: bool,
     f32_activations: bool,
     unfused_norm: bool,
-    cpu_greedy: bool,
+    cpu_sample: bool,
     gpu_time: bool,
     chat: bool,
     /// With --chat: `-p`'s message (one-shot); `None`: messages from standard input.
@@ -76,7 +78,7 @@ struct Args {
 }
 
 const HELP: &str = "\
-usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-greedy] [--gpu-time] [--chat [--system TEXT] [--stop STR]...] [--pipeline-cache FILE | --no-pipeline-cache]
+usage: generate MODEL.gguf -p PROMPT [-n 128] [--temp T] [--top-k K] [--top-p P] [--seed S] [--kv f16|turboquant] [--ctx N] [--chunk N] [--print-tokens] [--dump-logits FILE.npy] [--no-bos] [--f32-activations] [--unfused-norm] [--cpu-sample] [--gpu-time] [--chat [--system TEXT] [--stop STR]...] [--pipeline-cache FILE | --no-pipeline-cache]
 
 Generates text from a GGUF model (llama, qwen2, qwen3, phi3, gemma2, gemma3) on the GPU.
 
@@ -103,8 +105,9 @@ Generates text from a GGUF model (llama, qwen2, qwen3, phi3, gemma2, gemma3) on 
   --f32-activations      multiply weights by f32 activations (default: int8-rounded in decode steps
                          and short chunks, as llama.cpp's GPU backends)
   --unfused-norm         RMSNorm and the int8 rounding as two dispatches (for comparisons)
-  --cpu-greedy           with --temp 0, read each step's logits and pick the token on the CPU
-                         (default: the token is chosen on the GPU)
+  --cpu-sample           choose every token on the CPU: greedy from the read-back logits, sampled
+                         from the read-back top-k candidates (default: on the GPU, for --temp 0
+                         and for a top-k of 1 to 256); --cpu-greedy is the same
   --gpu-time             time prefill chunks and decode steps on the GPU
   --chat                 talk through the file's chat template (tokenizer.chat_template; without one
                          the messages go as raw text, with a warning): with -p, print the reply to
@@ -131,7 +134,7 @@ fn parse_args() -> Result<Args, String> {
         bos: true,
         f32_activations: false,
         unfused_norm: false,
-        cpu_greedy: false,
+        cpu_sample: false,
         gpu_time: false,
         chat: false,
         chat_message: None,
@@ -155,7 +158,7 @@ fn parse_args() -> Result<Args, String> {
             "--no-bos" => a.bos = false,
             "--f32-activations" => a.f32_activations = true,
             "--unfused-norm" => a.unfused_norm = true,
-            "--cpu-greedy" => a.cpu_greedy = true,
+            "--cpu-sample" | "--cpu-greedy" => a.cpu_sample = true,
             "--gpu-time" => a.gpu_time = true,
             "--chat" => a.chat = true,
             "--system" => a.system = Some(v.value(f)?),
@@ -274,11 +277,12 @@ fn run(a: Args) -> cli::Res<()> {
         println!("prompt tokens ({}): {:?}", prompt.len(), prompt);
     }
     let mut sampler = Sampler::new(a.sampler)?;
-    let gpu_greedy = a.sampler.temperature == 0.0 && !a.cpu_greedy;
-    // Greedy decoding looks the chosen tokens' embedding rows up on the GPU: the table is
-    // uploaded here too, not inside the first decode step's time.
-    let warm_s = cli::warm_up(&ctx, &model, &session, prompt.len(), gpu_greedy && a.n > 0)?;
-    eprintln!("{} pipelines built{} in {warm_s:.2} s (not counted below)", ctx.built_pipelines().len(), if gpu_greedy && a.n > 0 { " and embedding table uploaded" } else { "" });
+    // Greedy decoding, and sampling with a top-k the GPU chooses, pick each token on the GPU.
+    let gpu_choice = !a.cpu_sample && (a.sampler.temperature == 0.0 || (1..=ops::TOP_K_MAX).contains(&a.sampler.top_k));
+    // Tokens chosen on the GPU have their embedding rows looked up there: the table is uploaded
+    // here too, not inside the first decode step's time.
+    let warm_s = cli::warm_up(&ctx, &model, &session, prompt.len(), gpu_choice && a.n > 0)?;
+    eprintln!("{} pipelines built{} in {warm_s:.2} s (not counted below)", ctx.built_pipelines().len(), if gpu_choice && a.n > 0 { " and embedding table uploaded" } else { "" });
     let t1 = Instant::now();
     let logits = session.prefill(&ctx, &model, &prompt)?;
     let prefill_s = t1.elapsed().as_secs_f64();
@@ -294,11 +298,11 @@ fn run(a: Args) -> cli::Res<()> {
     let mut first_token = None;
     // Decode steps whose time decode_s covers.
     let steps;
-    if gpu_greedy {
-        // Greedy on the GPU: every token, the first included, is chosen by its own step.
+    if gpu_choice {
+        // Chosen on the GPU: every token, the first included, is chosen by its own step.
         let t = Instant::now();
         let mut failed = None;
-        session.decode_greedy(&ctx, &model, a.n, |next| {
+        session.decode_sampled(&ctx, &model, &mut sampler, a.n, |next| {
             first_token.get_or_insert_with(cli::since_start);
             generated.push(next);
             let shown = dec.push(next).map_err(|e| e.to_string()).and_then(|text| {

@@ -92,6 +92,8 @@ fn session_rejects_another_model() {
         foreign(s.decode_stream(&ctx, other, 3, |_| Ok(None)).map(drop), "decode_stream");
         foreign(s.decode_stream_top_k(&ctx, other, 3, 4, |_| Ok(None)).map(drop), "decode_stream_top_k");
         foreign(s.decode_greedy(&ctx, other, 2, |_| Ok(true)).map(drop), "decode_greedy");
+        let mut sampler = wgkernels::model::Sampler::new(wgkernels::model::SamplerConfig { temperature: 1.0, ..Default::default() }).unwrap();
+        foreign(s.decode_sampled(&ctx, other, &mut sampler, 2, |_| Ok(true)).map(drop), "decode_sampled");
         foreign(s.warm_up(&ctx, other, 2), "warm_up");
         foreign(s.record_decode(&mut ctx.batch(), other, 2), "record_decode");
         foreign(s.record_chunk(&mut ctx.batch(), other, 2, 2, false), "record_chunk");

@@ -550,8 +550,10 @@ impl Chat {
     }
 
     /// Adds the user's message, runs what the cache does not hold of the conversation, and
-    /// generates the assistant's reply: at most `max_tokens` tokens, `sampler`'s choice (greedy
-    /// on the GPU at temperature 0, [`Session::decode_greedy`]), `on_text` getting the text as it
+    /// generates the assistant's reply: at most `max_tokens` tokens, `sampler`'s choice (made on
+    /// the GPU at temperature 0 or with a top-k of 1 to [`super::ops::TOP_K_MAX`],
+    /// [`Session::decode_sampled`]; else drawn on the CPU from the read-back logits,
+    /// [`Session::decode_stream`]), `on_text` getting the text as it
     /// comes (held back while it may be the start of a stop string; returning `false` stops).
     /// The reply joins the conversation. On an error the user's message is taken back out and
     /// the conversation stays as it was (the next call runs the whole conversation again).
@@ -607,8 +609,9 @@ impl Chat {
                 Ok(go_on && reply.tokens.len() < max_tokens)
             };
             if max_tokens > 0 {
-                if sampler.config().temperature == 0.0 {
-                    session.decode_greedy(ctx, model, max_tokens, |t| step(t, &mut reply))?;
+                let k = sampler.config().top_k;
+                if sampler.config().temperature == 0.0 || (1..=super::ops::TOP_K_MAX).contains(&k) {
+                    session.decode_sampled(ctx, model, sampler, max_tokens, |t| step(t, &mut reply))?;
                 } else if session.kv().remaining() > 0 {
                     let first = sampler.sample(&logits)?;
                     if step(first, &mut reply)? {
