@@ -81,6 +81,7 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
         &ops::SPLIT_QKV,
         &ops::ARGMAX,
         &ops::TOP_K,
+        &ops::DRAW,
     ]);
     let c = &model.config;
     if c.glu == arch::Glu::GeluTanh {

@@ -14,7 +14,8 @@
 # LONG: the shapes also measured decoding after 32768 tokens (default none): tg64 with an f16
 # cache (llama.cpp with flash attention) and with TurboQuant against llama.cpp's q4_0 K/V.
 # GEN: the shapes also run through `generate --gpu-time` (a ~600-token prompt, 128 tokens; greedy,
-# then top-k 40 sampling) for its CPU time not hidden (default none).
+# top-k 40 sampling on the GPU, the same sampling on the CPU) for its CPU time not hidden
+# (default none).
 # Before the first measurement our build runs once untimed on the first shape: the first process
 # of a call has run at a third of the GPU's speed (clocks).
 set -u
@@ -66,8 +67,9 @@ done
 prompt=$(for i in $(seq 1 60); do printf 'The quick brown fox jumps over the lazy dog near the river bank. '; done)
 for m in ${GEN-}; do
   [ -s /tmp/$m.gguf ] || write_models "$OUT" $m
-  for mode in greedy topk; do
-    sa=""; [ $mode = topk ] && sa="--temp 0.8 --top-k 40 --seed 1"
+  for mode in greedy topk topk_cpu; do
+    sa=""; [ $mode != greedy ] && sa="--temp 0.8 --top-k 40 --seed 1"
+    [ $mode = topk_cpu ] && sa="$sa --cpu-sample"
     "$OURS/generate" /tmp/$m.gguf -p "$prompt" -n 128 --gpu-time $sa > "$OUT/gen_${m}_$mode.txt" 2>&1
     log "generate $m $mode rc=$? $(grep -iE 'not hidden|tok/s' "$OUT/gen_${m}_$mode.txt" | tr -s ' ' | tr '\n' ' ' | cut -c1-400)"
   done
