@@ -119,7 +119,8 @@ static KERNELS: [KernelParts; 8] = [
         pipelines: || describe_all([ModelPipeline::Draw]),
         // (n, k, temperature, top_p, row): a sampler's usual settings; every slot filled at the
         // maximum k; fewer filled slots than k; k = 1; a temperature near 0; ties with +-f32::MAX
-        // and subnormals; no filled slot; a flat row at a high temperature; a tight top-p.
+        // and subnormals; no filled slot; a flat row at a high temperature; a tight top-p; a
+        // subnormal temperature.
         test: || {
             let cases = [
                 (4099, 40, 0.8, 0.95, Row::Logits),
@@ -131,6 +132,7 @@ static KERNELS: [KernelParts; 8] = [
                 (10, 5, 1.0, 1.0, Row::Nan),
                 (700, TOP_K_MAX, 100.0, 0.99, Row::Flat),
                 (500, 64, 1.0, 0.3, Row::Descending),
+                (300, 8, 1e-40, 1.0, Row::Logits),
             ];
             boxed(cases.map(|(n, k, temperature, top_p, row)| DrawCase { n, k, temperature, top_p, row }))
         },

@@ -306,7 +306,10 @@ pub fn draw(b: &mut Batch, cand: &GpuBuffer<u32>, k: usize, temperature: f32, to
     ensure((0.0..1.0).contains(&r), || Error::Argument(format!("uniform {r}: must be in [0, 1)")))?;
     cand.require("cand", 2 * k)?;
     tok.require("tok", 1)?;
-    let params = DrawParams { k: k as u32, temperature, top_p, r };
+    // A subnormal temperature may be flushed to 0 on the GPU (0 / 0 for the best candidate):
+    // the smallest normal one weighs the candidates the same way (every logit below the best
+    // gets weight 0 but where the gap is itself near the subnormal range).
+    let params = DrawParams { k: k as u32, temperature: temperature.max(f32::MIN_POSITIVE), top_p, r };
     b.dispatch(&ModelPipeline::Draw, &params, &[cand.raw(), tok.raw()], [1, 1, 1])
 }
 
