@@ -1438,8 +1438,17 @@ fn sampling_on_the_gpu_matches_drawing_on_the_cpu() {
     g.prefill(&ctx, &model, &p).unwrap();
     s.prefill(&ctx, &model, &p).unwrap();
     let (mut want, mut got) = (Vec::new(), Vec::new());
-    g.decode_greedy(&ctx, &model, 6, |t| Ok(want.push(t) == ())).unwrap();
-    s.decode_sampled(&ctx, &model, &mut Sampler::new(cfg).unwrap(), 6, |t| Ok(got.push(t) == ())).unwrap();
+    g.decode_greedy(&ctx, &model, 6, |t| {
+        want.push(t);
+        Ok(true)
+    })
+    .unwrap();
+    s.decode_sampled(&ctx, &model, &mut Sampler::new(cfg).unwrap(), 6, |t| {
+        got.push(t);
+        Ok(true)
+    })
+    .unwrap();
+    assert_eq!(want.len(), 6);
     assert_eq!(got, want, "temperature 0");
     // A bad top-k runs nothing.
     let mut s = Session::new(&ctx, &model, opts).unwrap();

@@ -53,11 +53,12 @@ impl Ring {
 }
 
 /// Where the recording of [`Session::decode_greedy`]'s submissions stands: steps and
-/// submissions recorded, the logits row the next step reads.
-struct Cursor {
+/// submissions recorded, the logits row the next step reads; how the steps choose.
+struct Cursor<'s> {
     recorded: usize,
     batches: usize,
     offset: usize,
+    choice: Choice<'s>,
 }
 
 /// A submission in flight: its slot and steps.
@@ -107,7 +108,7 @@ impl Session {
     }
 
     /// [`Session::decode_greedy`] and [`Session::decode_sampled`]: the steps choose by `choice`.
-    fn decode_chosen(&mut self, ctx: &Context, model: &Model, mut choice: Choice, max: usize, mut emit: impl FnMut(u32) -> Result<bool>) -> Result<usize> {
+    fn decode_chosen(&mut self, ctx: &Context, model: &Model, choice: Choice, max: usize, mut emit: impl FnMut(u32) -> Result<bool>) -> Result<usize> {
         self.check_model(model)?;
         let offset = self.logits_row.ok_or_else(|| ModelError::Argument("decoding needs the logits of a prefill or a decode step first".into()))?;
         if max == 0 {
@@ -118,7 +119,7 @@ impl Session {
         let cache = self.bind.clone();
         let mut flight = Flight::new();
         let mut emitted = 0;
-        let run = self.greedy_steps(ctx, model, embd, &cache, &mut choice, offset, max, &mut flight, &mut emitted, &mut emit);
+        let run = self.greedy_steps(ctx, model, embd, &cache, choice, offset, max, &mut flight, &mut emitted, &mut emit);
         // Whatever happened, let the steps in flight finish and release their readbacks.
         let mut drained = Ok(());
         for (sub, slot, count) in flight.drain(..) {
@@ -146,7 +147,7 @@ impl Session {
         model: &Model,
         embd: &mm::WeightMatrix,
         cache: &'c BindCache,
-        choice: &mut Choice,
+        choice: Choice,
         offset: usize,
         max: usize,
         flight: &mut Flight<'c>,
@@ -155,7 +156,7 @@ impl Session {
     ) -> Result<()> {
         let vocab = model.config.vocab;
         let steps = self.greedy.steps;
-        let mut at = Cursor { recorded: 0, batches: 0, offset };
+        let mut at = Cursor { recorded: 0, batches: 0, offset, choice };
         // The next submission, recorded while the GPU runs those in flight (its slot is neither
         // of theirs), submitted as soon as the oldest is done.
         let mut next = None;
@@ -163,7 +164,7 @@ impl Session {
             while flight.len() < IN_FLIGHT {
                 let Some((rec, slot, count)) = (match next.take() {
                     Some(n) => Some(n),
-                    None => self.record_greedy(ctx, model, embd, cache, choice, max, &mut at)?,
+                    None => self.record_greedy(ctx, model, embd, cache, max, &mut at)?,
                 }) else {
                     break;
                 };
@@ -173,7 +174,7 @@ impl Session {
                 }
             }
             if next.is_none() {
-                next = self.record_greedy(ctx, model, embd, cache, choice, max, &mut at)?;
+                next = self.record_greedy(ctx, model, embd, cache, max, &mut at)?;
             }
             let Some((sub, slot, count)) = flight.pop_front() else { return Ok(()) };
             Self::finish_timed(&mut self.gpu_ns, 1, self.opts.gpu_timing, sub)?;
@@ -184,7 +185,7 @@ impl Session {
             }
             for &t in &toks[..count] {
                 if t as usize >= vocab {
-                    let what = if choice.is_some() { "no finite value" } else { "no largest value (all NaN)" };
+                    let what = if at.choice.is_some() { "no finite value" } else { "no largest value (all NaN)" };
                     return Err(ModelError::Argument(format!("decoding on the GPU: the logits have {what}")));
                 }
                 *emitted += 1;
@@ -197,7 +198,7 @@ impl Session {
 
     /// Record the next submission of [`Session::decode_greedy`] at `at` (`None` when `max`
     /// steps are recorded or the cache is full): up to `steps` steps, each choosing its token
-    /// from the previous logits (row `at.offset` of them for the first step of all) by `choice`.
+    /// from the previous logits (row `at.offset` of them for the first step of all) by `at.choice`.
     #[allow(clippy::type_complexity)]
     fn record_greedy<'c>(
         &mut self,
@@ -205,7 +206,6 @@ impl Session {
         model: &Model,
         embd: &mm::WeightMatrix,
         cache: &'c BindCache,
-        choice: &mut Choice,
         max: usize,
         at: &mut Cursor,
     ) -> Result<Option<(crate::batch::Recorded<'c>, usize, usize)>> {
@@ -222,7 +222,7 @@ impl Session {
         .with_cache(cache);
         for j in 0..count {
             let tok = &self.greedy.toks[slot * steps + j];
-            match choice {
+            match &mut at.choice {
                 None => ops::argmax(&mut b, &self.s.logits, at.offset, model.config.vocab, tok)?,
                 Some(sampler) => {
                     let c = *sampler.config();
