@@ -170,7 +170,7 @@ fn sweep(ctx: &Context) -> wgkernels::Result<()> {
     let shape = AttnShape::new(32, 8, 128);
     for kv in [4096usize, 16384, 32768] {
         for kv_f16 in [true, false] {
-            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, window: None, softcap: None, attend_only: false };
+            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, window: None, softcap: None, attend_only: false, q8: false };
             // Enough cache copies to exceed a 60 MB last-level cache.
             let copies = (256usize << 20).div_ceil(case.bytes() as usize).clamp(1, 8);
             let prepared = case.setup(ctx, &mut rng, copies)?;

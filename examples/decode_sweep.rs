@@ -150,7 +150,7 @@ fn main() -> wgkernels::Result<()> {
     }
     for &kv in &kvs {
         for kv_f16 in if cpu { vec![true] } else { vec![true, false] } {
-            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, window: None, softcap: None, attend_only };
+            let case = DecodeCase { pos: kv - 1, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 5, window: None, softcap: None, attend_only, q8: false };
             let copies = if cpu { 1 } else { (rotate_mib << 20).div_ceil(case.bytes() as usize).clamp(1, 16) };
             let nsetups = if kv <= 4096 { setups } else { 1 };
             for setup in 0..nsetups {

@@ -429,6 +429,19 @@ fn bad_inputs_are_errors() {
         out: &out,
     };
     assert!(matches!(attention::decode(&mut ctx.batch(), &same), Err(Error::Aliased { first: "k_cache", second: "v_cache" })));
+    // decode_q8: int8 activations of another width, or of several rows, are shape errors.
+    {
+        use wgkernels::kernels::q8::Q8Activations;
+        let ok = Decode { v_cache: &vc, ..same };
+        for xq in [Q8Activations::alloc(&ctx, 256).unwrap(), Q8Activations::alloc_rows(&ctx, 512, 2).unwrap()] {
+            let mut b = ctx.batch();
+            assert!(matches!(attention::decode_q8(&mut b, &ok, &xq), Err(Error::Shape(_))));
+            assert!(b.is_empty(), "a rejected decode_q8 recorded a dispatch");
+        }
+        let mut b = ctx.batch();
+        attention::decode_q8(&mut b, &ok, &Q8Activations::alloc(&ctx, 8 * 64).unwrap()).unwrap();
+        assert_eq!(b.len(), 3, "append, split, merge with the quantisation");
+    }
     assert!(matches!(dec(100, 100, shape, &scratch, &q), Err(Error::Shape(_))));
     assert!(matches!(dec(70, 100, shape, &scratch, &q), Err(Error::Argument(_))));
     assert!(matches!(dec(10, 101, shape, &scratch, &q), Err(Error::BufferTooSmall { name: "k_cache", .. })));
@@ -584,8 +597,19 @@ fn fits_16k_workgroup_memory() {
             window: None,
             softcap: None,
             attend_only: false,
+            q8: true,
         }),
-        Box::new(DecodeCase { pos: 70, shape: AttnShape::new(16, 2, 128), layout: PairLayout::HalfSplit, kv_f16: true, mode: 6, window: None, softcap: None, attend_only: false }),
+        Box::new(DecodeCase {
+            pos: 70,
+            shape: AttnShape::new(16, 2, 128),
+            layout: PairLayout::HalfSplit,
+            kv_f16: true,
+            mode: 6,
+            window: None,
+            softcap: None,
+            attend_only: false,
+            q8: true,
+        }),
     ];
     for case in cases {
         let c = run_case(&ctx, case.as_ref(), &mut rng).unwrap();
@@ -621,7 +645,7 @@ fn random_shapes() {
             let kv_len = offset + tokens + rng.u32(20) as usize;
             Box::new(PrefillCase { tokens, offset, kv_len, shape, layout, kv_f16, causal, k_rotated: rng.u32(3) == 0, mode, window: None, softcap: None })
         } else {
-            Box::new(DecodeCase { pos: rng.u32(600) as usize, shape, layout, kv_f16, mode, window: None, softcap: None, attend_only: false })
+            Box::new(DecodeCase { pos: rng.u32(600) as usize, shape, layout, kv_f16, mode, window: None, softcap: None, attend_only: false, q8: false })
         };
         for v in [Variant::Portable, Variant::Subgroup] {
             let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(v)));

@@ -591,7 +591,8 @@ fn host_upload_and_readback_in_one_submission() {
 /// (qwen2), the q and k RMSNorms in one dispatch (qwen3, gemma3), attention (append, attend,
 /// merge), the output GEMV, the FFN input (one SwiGLU or GeGLU GEMV over interleaved gate/up),
 /// the down GEMV, and one int8 quantisation per GEMV input a matrix with an integer dot reads
-/// (for a norm's output, part of the norm's dispatch unless `fused_norm` is off), post-norms
+/// (for a norm's output, part of the norm's dispatch unless `fused_norm` is off; for the
+/// attention's output, part of the merge's where the head size is a multiple of 32), post-norms
 /// where the model has them (each one RMSNorm adding into the residual; with `fused_norm`, that
 /// dispatch also computes the next RMSNorm and its quantisation, so the only pre-norm of its own
 /// is the first layer's); then the final norm (and its quantisation; folded likewise), the LM
@@ -623,7 +624,8 @@ fn decode_step_dispatch_counts() {
                 one += (qkv.len() == 1) as usize;
                 let pre_norms = if !fold { 2 } else { (i == 0) as usize };
                 want += pre_norms + qkv.len() + l.qkv_bias.is_some() as usize + l.qk_norm.is_some() as usize + 3 + 1 + if ffn.len() == 1 { 1 } else { 3 } + 1;
-                want += norm_q8(&qkv) + q8(&[&l.wo]) + norm_q8(&ffn) + q8(&[&l.w_down]);
+                let merged_q8 = c.head_dim % 32 == 0;
+                want += norm_q8(&qkv) + if merged_q8 { 0 } else { q8(&[&l.wo]) } + norm_q8(&ffn) + q8(&[&l.w_down]);
                 // Post-norms (Gemma): each of the two projections stores, then one RMSNorm that
                 // adds into the residual.
                 want += 2 * l.post_norms.is_some() as usize;

@@ -289,7 +289,7 @@ fn supplementary_cases(kernel: &str) -> Vec<Box<dyn wgkernels::suite::Case>> {
                     let layout = if d % 4 == 0 { PairLayout::HalfSplit } else { PairLayout::Interleaved };
                     // f16 caches with a sliding window and a score soft-cap.
                     let (window, softcap) = if kv_f16 { (Some(20 + d % 5), Some(1.5)) } else { (None, None) };
-                    v.push(Box::new(DecodeCase { pos: 70 + d % 7, shape: AttnShape::new(6, 2, d), layout, kv_f16, mode: 1, window, softcap, attend_only: false }));
+                    v.push(Box::new(DecodeCase { pos: 70 + d % 7, shape: AttnShape::new(6, 2, d), layout, kv_f16, mode: 1, window, softcap, attend_only: false, q8: d % 64 == 0 }));
                 }
             }
         }

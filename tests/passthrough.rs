@@ -216,7 +216,7 @@ fn attn_decode_twin_mode_uses_the_native_plan() {
         let shape = AttnShape::new(h, kvh, d);
         let plan = decode_plan(caps, Variant::Native, &shape, kv_f16, pos + 1).expect("plan");
         assert!(plan.native, "{plan:?}");
-        let case = DecodeCase { pos, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 1, window: None, softcap: None, attend_only: false };
+        let case = DecodeCase { pos, shape, layout: PairLayout::HalfSplit, kv_f16, mode: 1, window: None, softcap: None, attend_only: false, q8: false };
         let c = run_case(&ctx, &case, &mut rng).expect("run");
         println!("attn_decode native(spirv twin) h={h}/{kvh} d={d} f16={kv_f16} gb={} gblocks={}: {}", plan.gb, plan.gblocks, c.summary());
         assert!(c.passed(), "{}", c.summary());

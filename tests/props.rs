@@ -283,6 +283,7 @@ fn attention_family(env: &mut Env) {
             window: None,
             softcap: None,
             attend_only: false,
+            q8: false,
         };
         let c = suite::run_case(&env.ctx, &case, &mut env.rng).unwrap();
         assert!(c.passed(), "{case:?}: {}", c.summary());

@@ -27,12 +27,23 @@
 // residual, into another buffer than x: every workgroup reads all of x), xn = the RMSNorm of xo
 // with nw, and with QUANT its quantisation. Every workgroup reduces both sums of squares over the
 // whole row itself (the second over the new residual it recomputes), then writes its 256 columns.
+// main_merge: split-K decode attention's log-sum-exp merge (spec: attn_merge.wgsl) of the partials
+// x = o_c [heads * nchunks, d] (not normalised) and nw = the pairs (m_c, l_c) [heads * nchunks]
+// (running max and sum, log2 domain; two per vec4, the buffer holding an even number of pairs)
+// into xn [heads * d] (M = max m_c, L = sum l_c 2^(m_c - M),
+// out = sum o_c 2^(m_c - M) / L), then its quantisation: one dispatch where a merge and a
+// quantisation would be two. Each invocation merges its 4 columns (d % 32 == 0: a block never
+// straddles two heads), the chunks in order, U of them in flight.
 
 struct Params {
     blocks: u32,   // k / 32
     quads: u32,    // k / 64
     has_q4k: u32,
     eps: f32,      // main_norm only
+    nchunks: u32,  // main_merge only
+    d: u32,        // main_merge only
+    _p0: u32,
+    _p1: u32,
 }
 
 const INV127: f32 = 0.0078740157480314960629921259842519685; // rounds to fl(1/127)
@@ -152,6 +163,62 @@ fn main_post(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     if (QUANT) {
         quantize_chunk(sb, t, v);
     }
+}
+
+// Chunks a main_merge invocation keeps in flight.
+const MERGE_U: u32 = 8u;
+
+// Pair i of main_merge's (m_c, l_c).
+fn ml(i: u32) -> vec2<f32> {
+    let q = nw[i >> 1u];
+    return select(q.xy, q.zw, (i & 1u) != 0u);
+}
+
+@compute @workgroup_size(64)
+fn main_merge(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) t: u32) {
+    let sb = wid.x + wid.y * nwg.x;
+    var v = vec4<f32>(0.0);
+    if (sb * 8u + t / 8u < p.blocks) {
+        let col = sb * 256u + 4u * t;
+        let h = col / p.d;
+        let n = p.nchunks;
+        let s0 = h * n;
+        // The partial row of chunk c holds this invocation's columns at vec4 (s0 + c) * d4 + e4.
+        let d4 = p.d / 4u;
+        let e4 = (col - h * p.d) / 4u;
+        var m = -3.0e38;
+        for (var c = 0u; c < n; c++) {
+            m = max(m, ml(s0 + c).x);
+        }
+        var l = 0.0;
+        var acc: array<vec4<f32>, MERGE_U>;
+        for (var u = 0u; u < MERGE_U; u++) {
+            acc[u] = vec4<f32>(0.0);
+        }
+        var c = 0u;
+        for (; c + MERGE_U <= n; c += MERGE_U) {
+            for (var u = 0u; u < MERGE_U; u++) {
+                let mc = ml(s0 + c + u);
+                let wc = exp2(mc.x - m);
+                l += mc.y * wc;
+                acc[u] += x[(s0 + c + u) * d4 + e4] * wc;
+            }
+        }
+        for (; c < n; c++) {
+            let mc = ml(s0 + c);
+            let wc = exp2(mc.x - m);
+            l += mc.y * wc;
+            acc[0] += x[(s0 + c) * d4 + e4] * wc;
+        }
+        var o = vec4<f32>(0.0);
+        for (var u = 0u; u < MERGE_U; u++) {
+            o += acc[u];
+        }
+        v = o * (1.0 / l);
+        xn[col / 4u] = v;
+    }
+    quantize_chunk(sb, t, v);
 }
 
 // s + the squares of u's four values, one fma each.

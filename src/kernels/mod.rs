@@ -65,6 +65,7 @@ pub fn infos() -> Vec<&'static KernelInfo> {
         &int4::QUANTIZE,
         &q8::QUANTIZE,
         &q8::NORM_QUANTIZE,
+        &q8::MERGE_QUANTIZE,
         &q8::POST_NORM,
         &turboquant::QUANTIZE,
         &turboquant::DEQUANTIZE,

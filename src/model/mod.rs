@@ -72,6 +72,7 @@ pub fn kernels_used(model: &Model, kv: KvKind) -> Vec<&'static crate::caps::Kern
     v.extend([
         &crate::kernels::q8::QUANTIZE,
         &crate::kernels::q8::NORM_QUANTIZE,
+        &crate::kernels::q8::MERGE_QUANTIZE,
         &ops::BIAS_ADD,
         &attention::PREFILL,
         &elementwise::ADD,

@@ -74,6 +74,7 @@ impl Kernel for DecodeKernel {
                         window: None,
                         softcap: None,
                         attend_only,
+                        q8: false,
                     }) as Box<dyn Case>
                 })
             })
@@ -86,7 +87,17 @@ impl Kernel for DecodeKernel {
     /// step (the grid runs eight).
     fn plan_cases(&self) -> Vec<PlanCase> {
         let mut v = sample_cases(false);
-        let case = DecodeCase { pos: 299, shape: AttnShape::new(4, 2, 64), layout: PairLayout::HalfSplit, kv_f16: false, mode: 0, window: None, softcap: None, attend_only: true };
+        let case = DecodeCase {
+            pos: 299,
+            shape: AttnShape::new(4, 2, 64),
+            layout: PairLayout::HalfSplit,
+            kv_f16: false,
+            mode: 0,
+            window: None,
+            softcap: None,
+            attend_only: true,
+            q8: false,
+        };
         v.push(PlanCase::new(None, crate::Tuning { decode_merge_unroll: Some(1), ..crate::Tuning::default() }, Box::new(case)));
         v
     }
@@ -179,6 +190,8 @@ pub(crate) fn decode_grid() -> Vec<DecodeCase> {
             window,
             softcap,
             attend_only: i % 4 == 3,
+            // The output's int8 quantisation too (merged in the merge pass where d % 32 == 0).
+            q8: i % 4 == 1 && (h * d) % 32 == 0,
         })
         .collect()
 }

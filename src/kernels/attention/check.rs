@@ -17,7 +17,7 @@ pub(crate) fn decode_checks() -> Vec<Box<dyn Case>> {
     for (i, (pos, h, kvh, d)) in [(40, 8, 2, 64), (33, 8, 2, 80), (25, 6, 2, 96), (20, 4, 1, 128), (16, 2, 2, 256)].into_iter().enumerate() {
         for kv_f16 in [false, true] {
             let layout = if (i + kv_f16 as usize) % 2 == 0 { PairLayout::HalfSplit } else { PairLayout::Interleaved };
-            v.push(Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: 0, window: None, softcap: None, attend_only: false }));
+            v.push(Box::new(DecodeCase { pos, shape: AttnShape::new(h, kvh, d), layout, kv_f16, mode: 0, window: None, softcap: None, attend_only: false, q8: false }));
         }
     }
     v
@@ -47,6 +47,9 @@ pub struct DecodeCase {
     /// Sliding window and score soft-cap ([`Decode::window`], [`Decode::softcap`]).
     pub window: Option<usize>,
     pub softcap: Option<f32>,
+    /// The whole step through [`decode_q8`]: the output's int8 activations too, checked bit
+    /// for bit against the CPU quantiser's of the output written (`heads * head_dim % 32 == 0`).
+    pub q8: bool,
 }
 
 struct DecodeSet<KV: Elem> {
@@ -65,6 +68,8 @@ struct DecodePrepared<KV: Elem> {
     table: RopeTable,
     scratch: DecodeScratch,
     out: GpuBuffer<f32>,
+    /// The output's int8 activations (`q8` cases).
+    xq: Option<crate::kernels::q8::Q8Activations>,
     /// Inputs of the CPU reference: rotated q, the caches as they were before the step.
     q_rot: Vec<f64>,
     k_all: Vec<f32>,
@@ -95,26 +100,27 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
                 },
             );
         }
-        decode(
-            b,
-            &Decode {
-                shape: c.shape,
-                pos: c.pos,
-                layout: c.layout,
-                scale: None,
-                window: c.window,
-                softcap: c.softcap,
-                q: &st.q,
-                k_new: &st.k_new,
-                v_new: &st.v_new,
-                k_cache: &st.k_cache,
-                v_cache: &st.v_cache,
-                capacity: c.pos + 1,
-                table: &self.table,
-                scratch: &self.scratch,
-                out: &self.out,
-            },
-        )
+        let step = Decode {
+            shape: c.shape,
+            pos: c.pos,
+            layout: c.layout,
+            scale: None,
+            window: c.window,
+            softcap: c.softcap,
+            q: &st.q,
+            k_new: &st.k_new,
+            v_new: &st.v_new,
+            k_cache: &st.k_cache,
+            v_cache: &st.v_cache,
+            capacity: c.pos + 1,
+            table: &self.table,
+            scratch: &self.scratch,
+            out: &self.out,
+        };
+        match &self.xq {
+            Some(xq) => decode_q8(b, &step, xq),
+            None => decode(b, &step),
+        }
     }
     fn check(&self, ctx: &Context) -> Result<Check> {
         let s = self.case.shape;
@@ -146,7 +152,13 @@ impl<KV: Elem> Prepared for DecodePrepared<KV> {
             v_all[at + i] = v[at + i].to_f32() as f64;
         }
         let (want, mag) = reference::attention::attention(&self.dims, &self.q_rot, &k_all, &v_all);
-        let out = compare(&ctx.read(&self.out)?, &want, &mag, TOL);
+        let got = ctx.read(&self.out)?;
+        let mut out = compare(&got, &want, &mag, TOL);
+        if let Some(xq) = &self.xq {
+            let (note, guard) = crate::kernels::q8::q8_diff(ctx, &got, xq)?;
+            out.guard_damage += guard;
+            out.note = note;
+        }
         Ok(out.and(kc).and(vc))
     }
 }
@@ -206,6 +218,7 @@ impl DecodeCase {
             table,
             scratch: DecodeScratch::new(ctx, s)?,
             out: guarded_f32(ctx, s.heads * d)?,
+            xq: if self.q8 && !self.attend_only { Some(crate::kernels::q8::guarded_q8(ctx, s.heads * d)?) } else { None },
             q_rot: refs.0,
             k_all: refs.1,
             v_all: refs.2,
@@ -230,7 +243,7 @@ impl Case for DecodeCase {
             if self.attend_only { " attend-only" } else { "" },
             self.window.map_or(String::new(), |w| format!(" window={w}")),
             self.softcap.map_or(String::new(), |c| format!(" softcap={c}"))
-        )
+        ) + if self.q8 { " q8" } else { "" }
     }
     #[cfg(feature = "testkit")]
     /// K and V of the whole cache read once, q read, out written (and, for the whole step, the

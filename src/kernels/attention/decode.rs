@@ -5,6 +5,7 @@
 //! attn_decode_matrix.wgsl ([`super::decode_matrix`]), attn_merge.wgsl and msl/attn_decode.metal.
 
 use super::*;
+use crate::kernels::q8::{self, MergeParts, Q8Activations};
 use crate::tuning::accepted;
 
 /// Work buffers of a decode: the rotated query and the per-chunk partial results.
@@ -266,7 +267,7 @@ pub fn decode_attention<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>) -> Res
     let ctx = b.context();
     ctx.variant_for(&DECODE)?;
     check_attention(a)?;
-    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, a, variant, None))
+    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, a, variant, None, None))
 }
 
 fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
@@ -289,10 +290,12 @@ fn check_attention<KV: Elem>(a: &DecodeAttention<KV>) -> Result<()> {
 /// A dispatch recorded ahead of the attention passes (the append pass of [`decode`]).
 type First<'b> = (&'b AttnPipeline, &'b AppendParams, &'b [crate::buffer::BufRef<'b>], [u32; 3]);
 
-/// Record `first` (if any), the split pass for `variant` and the merge pass. Every pipeline is
-/// built before anything is recorded, so a Native pipeline that fails to build leaves no stray
-/// dispatch behind when [`Context::with_native_fallback`] retries with the fallback variant.
-fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Variant, first: Option<First>) -> Result<()> {
+/// Record `first` (if any), the split pass for `variant` and the merge pass, and with `q8` the
+/// quantisation of the output into it (in the merge's dispatch where the head size is a multiple
+/// of 32). Every pipeline is built before anything is recorded, so a Native pipeline that fails
+/// to build leaves no stray dispatch behind when [`Context::with_native_fallback`] retries with
+/// the fallback variant.
+fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Variant, first: Option<First>, q8: Option<&Q8Activations>) -> Result<()> {
     let DecodeAttention { shape, q_rot, k_cache, v_cache, kv_len, scale, window, softcap, scratch, out } = *a;
     let ctx = b.context();
     let d = shape.head_dim;
@@ -329,13 +332,30 @@ fn record_decode<KV: Elem>(b: &mut Batch, a: &DecodeAttention<KV>, variant: Vari
     ctx.pipeline(&key)?;
     // Merge loads in flight: 8 (`Tuning::decode_merge_unroll` 1..8 overrides; 4 was the old loop).
     let merge = AttnPipeline::Merge { unroll: accepted(ctx.caps().tuning.decode_merge_unroll, |v| (1..=8).contains(&v)).unwrap_or(8) as u32 };
-    ctx.pipeline(&merge)?;
+    let fused = q8.is_some() && d % q8::QB == 0;
+    if fused {
+        ctx.pipeline(&q8::Q8Pipeline::MergeQuantize)?;
+    } else {
+        ctx.pipeline(&merge)?;
+        if q8.is_some() {
+            ctx.pipeline(&q8::Q8Pipeline::Quantize)?;
+        }
+    }
     if let Some((k, p, bufs, grid)) = first {
         b.dispatch(k, p, bufs, grid)?;
     }
     b.dispatch(&key, &params, &bufs, grid)?;
-    let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
-    b.dispatch(&merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)
+    match q8 {
+        Some(xq) if fused => {
+            let parts = MergeParts { part_o: &scratch.part_o, part_ml: &scratch.part_ml, heads: shape.heads, nchunks: plan.nchunks, d };
+            q8::record_merge_quantize(b, &parts, out, xq)
+        }
+        _ => {
+            let mp = MergeParams { heads: shape.heads as u32, nchunks: plan.nchunks as u32, d: d as u32, _p: 0 };
+            b.dispatch(&merge, &mp, &[scratch.part_o.raw(), scratch.part_ml.raw(), out.raw()], ctx.grid(shape.heads as u64)?)?;
+            q8.map_or(Ok(()), |xq| q8::record_quantize(b, out, xq, 1))
+        }
+    }
 }
 
 /// One decode step (see [`decode`]).
@@ -365,6 +385,24 @@ pub struct Decode<'a, KV: Elem> {
 /// Record one decode step: rotate q and k at `pos`, append k and v to the caches, attend over
 /// positions `0..=pos` (the last `window` of them, if set; split-K + merge).
 pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
+    record_step(b, a, None)
+}
+
+/// [`decode`], and the quantisation of its output into `xq` (int8 activations of one row of
+/// `heads * head_dim`, for the output projection's GEMV,
+/// [`crate::kernels::matmul::gemv_q8`]): where the head size is a multiple of 32 the merge pass
+/// writes both ([`q8::merge_quantize`]: one dispatch fewer), else the quantisation
+/// ([`q8::quantize_activations`]) follows it. `xq` holds exactly the quantisation of the output
+/// written.
+pub fn decode_q8<KV: Elem>(b: &mut Batch, a: &Decode<KV>, xq: &Q8Activations) -> Result<()> {
+    xq.require_one_row("decode_q8")?;
+    let k = a.shape.q_elems(1)?;
+    ensure(xq.k() == k, || Error::Shape(format!("decode output of heads * head_dim = {k} into q8 activations of k = {}", xq.k())))?;
+    record_step(b, a, Some(xq))
+}
+
+/// [`decode`] and [`decode_q8`].
+fn record_step<KV: Elem>(b: &mut Batch, a: &Decode<KV>, q8: Option<&Q8Activations>) -> Result<()> {
     let ctx = b.context();
     let s = a.shape;
     s.validate()?;
@@ -400,5 +438,5 @@ pub fn decode<KV: Elem>(b: &mut Batch, a: &Decode<KV>) -> Result<()> {
     };
     ctx.variant_for(&DECODE)?;
     check_attention(&attend)?;
-    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid))))
+    ctx.with_native_fallback(&DECODE, |variant| record_decode(b, &attend, variant, Some((&key, &params, &bufs[..], grid)), q8))
 }

@@ -855,6 +855,7 @@ pub(crate) fn plan_samples() -> Vec<PlanSample> {
         kv_f16,
         mode: 0,
         attend_only: false,
+        q8: false,
         window: None,
         softcap: softcap.then_some(2.0),
     };

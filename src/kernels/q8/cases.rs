@@ -8,7 +8,7 @@ use crate::suite::{compare, describe_all, guard_damage, guarded_f32, guarded_u32
 
 /// The kernels of this family, for [`crate::kernels::registry`].
 pub fn kernels() -> Vec<&'static dyn Kernel> {
-    vec![&QuantKernel, &NormQuantKernel, &PostNormKernel]
+    vec![&QuantKernel, &NormQuantKernel, &PostNormKernel, &MergeQuantKernel]
 }
 
 impl Q8Activations {
@@ -78,16 +78,6 @@ struct QuantPrepared {
     m: usize,
     out: Q8Activations,
     expect: r8::HostQ8,
-}
-
-fn word_diff(got: &[u32], expect: &[u32], what: &str) -> (String, usize) {
-    let n = expect.len();
-    let differ = got.iter().zip(expect).filter(|(a, b)| a != b).count();
-    let note = match got.iter().zip(expect).position(|(a, b)| a != b) {
-        Some(i) => format!("{what}: {differ} words differ from the CPU quantiser, first at {i}: {:#010x} vs {:#010x}", got[i], expect[i]),
-        None => String::new(),
-    };
-    (note, guard_damage(got, n, POISON_U32))
 }
 
 impl Prepared for QuantPrepared {
@@ -178,26 +168,6 @@ struct NormQuantPrepared {
     out: Q8Activations,
     /// f64 normalised values and their magnitudes.
     reference: (Vec<f64>, Vec<f64>),
-}
-
-/// Both int8 layouts of `out` against the CPU quantiser's of `xn[..k]`, bit for bit: the notes
-/// of the words that differ and the guard words overwritten.
-fn q8_diff(ctx: &Context, xn: &[f32], out: &Q8Activations) -> Result<(String, usize)> {
-    let expect = r8::quantize(&xn[..out.k]);
-    let (mut note, mut guard) = word_diff(&ctx.read(&out.x4)?, &r8::pack_int4(&expect), "int4 order");
-    if let Some(xk) = &out.xk {
-        let (n2, g2) = word_diff(&ctx.read(xk)?, &r8::pack_q4k(&expect), "q4k order");
-        guard += g2;
-        if !n2.is_empty() {
-            note = if note.is_empty() { n2 } else { format!("{note}; {n2}") };
-        }
-    }
-    Ok((note, guard))
-}
-
-/// One row of int8 activations of `k` in poisoned, guarded buffers.
-fn guarded_q8(ctx: &Context, k: usize) -> Result<Q8Activations> {
-    Ok(Q8Activations { k, rows: 1, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? })
 }
 
 impl Prepared for NormQuantPrepared {
@@ -348,6 +318,109 @@ impl Case for PostNormCase {
             out,
             reference: (sum, mag),
             norm_host: norm,
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split-K attention merge + quantiser
+
+struct MergeQuantKernel;
+/// The partials of `heads` heads of `d`, `nchunks` chunks each.
+struct MergeQuantCase {
+    heads: usize,
+    nchunks: usize,
+    d: usize,
+}
+
+fn merge_case(heads: usize, nchunks: usize, d: usize) -> Box<dyn Case> {
+    Box::new(MergeQuantCase { heads, nchunks, d })
+}
+
+impl Kernel for MergeQuantKernel {
+    fn info(&self) -> &'static KernelInfo {
+        &MERGE_QUANTIZE
+    }
+    /// One chunk; odd pair counts (a poisoned pad pair after them); chunk counts below, at and
+    /// past the 8 the kernel keeps in flight; k without the Q4_K order (192, 480); head sizes
+    /// 32 to 256; Llama-3.2-1B's and Llama-3-8B's attention outputs.
+    fn test_cases(&self) -> Vec<Box<dyn Case>> {
+        [(1, 1, 32), (3, 5, 64), (4, 9, 64), (2, 17, 128), (5, 3, 96), (2, 66, 256), (32, 30, 64), (32, 8, 128)].map(|(h, n, d)| merge_case(h, n, d)).into()
+    }
+    fn bench_cases(&self) -> Vec<Box<dyn Case>> {
+        [(32, 30, 64), (32, 32, 128), (32, 66, 128)].map(|(h, n, d)| merge_case(h, n, d)).into()
+    }
+    fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
+        describe_all([Q8Pipeline::MergeQuantize])
+    }
+}
+
+struct MergeQuantPrepared {
+    part_o: GpuBuffer<f32>,
+    part_ml: GpuBuffer<[f32; 2]>,
+    case: (usize, usize, usize),
+    out: GpuBuffer<f32>,
+    xq: Q8Activations,
+    /// f64 merged values and their magnitudes (sum |o_c| 2^(m_c - M) / L).
+    reference: (Vec<f64>, Vec<f64>),
+}
+
+impl Prepared for MergeQuantPrepared {
+    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
+        let (heads, nchunks, d) = self.case;
+        merge_quantize(b, &MergeParts { part_o: &self.part_o, part_ml: &self.part_ml, heads, nchunks, d }, &self.out, &self.xq)
+    }
+    /// `out` against the f64 merge (f32 sums of up to 66 terms: 1e-5 of the magnitude), both
+    /// int8 layouts bit-equal to the CPU quantiser's on the `out` written; intact guards.
+    fn check(&self, ctx: &Context) -> Result<Check> {
+        let k = self.xq.k;
+        let out = ctx.read(&self.out)?;
+        let mut c = compare(&out, &self.reference.0, &self.reference.1, 1e-5);
+        c.guard_damage = guard_damage(&out, k, POISON_F32);
+        let (note, guard) = q8_diff(ctx, &out, &self.xq)?;
+        c.guard_damage += guard;
+        c.note = note;
+        Ok(c)
+    }
+}
+
+impl Case for MergeQuantCase {
+    fn name(&self) -> String {
+        format!("heads={} nchunks={} d={}", self.heads, self.nchunks, self.d)
+    }
+    /// The partials read, out and both orders written.
+    fn bytes(&self) -> u64 {
+        let k = self.heads * self.d;
+        (self.heads * self.nchunks * (self.d + 2) * 4 + k * 4 + k * 2 + if k % QK_K == 0 { k * 2 } else { 0 }) as u64
+    }
+    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
+        let (heads, n, d) = (self.heads, self.nchunks, self.d);
+        let rows = heads * n;
+        // Running maxima spread over 2^-12..2^12 of each other, sums of 1..64 keys' weights.
+        let mut ml: Vec<[f32; 2]> = (0..rows).map(|_| [rng.uniform(-12.0, 12.0), rng.uniform(1.0, 64.0)]).collect();
+        // The pad pair: NaN wherever a read past the pairs would land.
+        ml.resize(rows.next_multiple_of(2), [f32::from_bits(POISON_F32); 2]);
+        let o: Vec<f32> = rng.normal_vec(rows * d).into_iter().map(|v| v * 8.0).collect();
+        let (mut want, mut mag) = (vec![0.0f64; heads * d], vec![0.0f64; heads * d]);
+        for h in 0..heads {
+            let m = (0..n).map(|c| ml[h * n + c][0] as f64).fold(f64::MIN, f64::max);
+            let w: Vec<f64> = (0..n).map(|c| (ml[h * n + c][0] as f64 - m).exp2()).collect();
+            let l: f64 = (0..n).map(|c| ml[h * n + c][1] as f64 * w[c]).sum();
+            for e in 0..d {
+                for c in 0..n {
+                    let v = o[(h * n + c) * d + e] as f64 * w[c];
+                    want[h * d + e] += v / l;
+                    mag[h * d + e] += v.abs() / l;
+                }
+            }
+        }
+        Ok(Box::new(MergeQuantPrepared {
+            part_o: ctx.upload(&o)?,
+            part_ml: ctx.upload(&ml)?,
+            case: (heads, n, d),
+            out: guarded_f32(ctx, heads * d)?,
+            xq: guarded_q8(ctx, heads * d)?,
+            reference: (want, mag),
         }))
     }
 }

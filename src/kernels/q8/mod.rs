@@ -1,7 +1,8 @@
 //! Int8 activations for the weight-matrix GEMVs and the int8 GEMM (the llama.cpp "q8_1" idea):
 //! an OPT-IN path that quantises x once per decode step ([`quantize_activations`]; several rows:
 //! [`quantize_rows`]; fused with the RMSNorm before it: [`rmsnorm_quantize`]; with a post-norm's
-//! residual add and the RMSNorm after it: [`post_norm`]) into a
+//! residual add and the RMSNorm after it: [`post_norm`]; with split-K decode attention's merge:
+//! [`merge_quantize`]) into a
 //! [`Q8Activations`] buffer that any number of GEMVs of the same k then read
 //! ([`crate::kernels::matmul::gemv_q8`], [`crate::kernels::matmul::gemm_q8`]). Formats with an
 //! integer dot meet x through `dot4I8Packed` (4 int8 products summed per instruction), integer
@@ -48,12 +49,14 @@ use crate::context::Context;
 use crate::error::{ensure, Error, Result};
 use crate::formats::q4k::QK_K;
 use crate::pipeline::{PipelineDesc, PipelineKey, ShaderSource, StorageBinding};
+use crate::suite::{guard_damage, guarded_u32, POISON_U32};
 
 /// Activations per Q8 block (one f32 scale each).
 pub const QB: usize = 32;
 pub const QUANTIZE: KernelInfo = KernelInfo::new("q8_quantize", &[Variant::Portable], None);
 pub const NORM_QUANTIZE: KernelInfo = KernelInfo::new("q8_rmsnorm_quantize", &[Variant::Portable], None);
 pub const POST_NORM: KernelInfo = KernelInfo::new("q8_post_norm", &[Variant::Portable], None);
+pub const MERGE_QUANTIZE: KernelInfo = KernelInfo::new("q8_merge_quantize", &[Variant::Portable], None);
 
 const QUANT_WGSL: &str = include_str!("../../../wgsl/q8_quantize.wgsl");
 
@@ -122,6 +125,18 @@ params_struct! {
         has_q4k: u32,
         /// RMSNorm epsilon (NormQuantize and PostNorm only).
         eps: f32,
+        /// Chunks per head and head size (MergeQuantize only).
+        nchunks: u32,
+        d: u32,
+        _p0: u32,
+        _p1: u32,
+    }
+}
+
+impl QuantParams {
+    /// The params of `cols` columns (checked to fit 32 bits by the caller), `quads` Q4_K quads.
+    fn new(cols: usize, quads: usize, has_q4k: bool, eps: f32) -> QuantParams {
+        QuantParams { blocks: (cols / QB) as u32, quads: quads as u32, has_q4k: has_q4k as u32, eps, nchunks: 0, d: 0, _p0: 0, _p1: 0 }
     }
 }
 
@@ -153,6 +168,8 @@ pub enum Q8Pipeline {
     PostNorm {
         quantize: bool,
     },
+    /// [`merge_quantize`].
+    MergeQuantize,
 }
 
 impl PipelineKey for Q8Pipeline {
@@ -182,6 +199,14 @@ impl PipelineKey for Q8Pipeline {
                 params_size: std::mem::size_of::<QuantParams>() as u64,
                 bindings: POST_NORM_BINDINGS,
             },
+            Q8Pipeline::MergeQuantize => PipelineDesc {
+                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
+                entry: "main_merge",
+                constants: vec![],
+                workgroup_size: [64, 1, 1],
+                params_size: std::mem::size_of::<QuantParams>() as u64,
+                bindings: NORM_QUANT_BINDINGS,
+            },
         }
     }
 }
@@ -210,7 +235,7 @@ pub(crate) fn record_quantize(b: &mut Batch, x: &GpuBuffer<f32>, xq: &Q8Activati
     // m * k <= rows * k, which alloc_rows bounded.
     let cols = m * xq.k;
     x.require("x", cols)?;
-    let params = QuantParams { blocks: (cols / QB) as u32, quads: xq.quads() as u32, has_q4k: xq.xk.is_some() as u32, eps: 0.0 };
+    let params = QuantParams::new(cols, xq.quads(), xq.xk.is_some(), 0.0);
     let xk = xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw());
     let grid = ctx.grid(cols.div_ceil(256) as u64)?; // 256 columns per workgroup
     b.dispatch(&Q8Pipeline::Quantize, &params, &[x.raw(), xq.x4.raw(), xk], grid)
@@ -231,7 +256,7 @@ pub fn rmsnorm_quantize(b: &mut Batch, x: &GpuBuffer<f32>, w: &GpuBuffer<f32>, e
     w.require("w", xq.k)?;
     xn.require("xn", xq.k)?;
     ctx.variant_for(&NORM_QUANTIZE)?;
-    let params = QuantParams { blocks: (xq.k / QB) as u32, quads: (xq.k / 64) as u32, has_q4k: xq.xk.is_some() as u32, eps };
+    let params = QuantParams::new(xq.k, xq.k / 64, xq.xk.is_some(), eps);
     let xk = xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw());
     let grid = ctx.grid(xq.k.div_ceil(256) as u64)?;
     b.dispatch(&Q8Pipeline::NormQuantize, &params, &[x.raw(), xq.x4.raw(), xk, w.raw(), xn.raw()], grid)
@@ -291,13 +316,93 @@ pub fn post_norm(b: &mut Batch, p: &PostNorm, xq: Option<&Q8Activations>) -> Res
         ensure(!clash, || Error::Argument(format!("post_norm: {name} shares a buffer with another argument")))?;
     }
     ctx.variant_for(&POST_NORM)?;
-    let params = QuantParams { blocks: (k / QB) as u32, quads: (k / 64) as u32, has_q4k: xq.is_some_and(|xq| xq.xk.is_some()) as u32, eps: p.eps };
+    let params = QuantParams::new(k, k / 64, xq.is_some_and(|xq| xq.xk.is_some()), p.eps);
     let (x4, xk) = match xq {
         Some(xq) => (xq.x4.raw(), xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw())),
         None => (ctx.dummy(), ctx.dummy()),
     };
     let bufs = [p.x.raw(), x4, xk, p.norm.raw(), p.xn.raw(), p.a.raw(), p.post.raw(), p.x_out.raw()];
     b.dispatch(&Q8Pipeline::PostNorm { quantize: xq.is_some() }, &params, &bufs, ctx.grid(k.div_ceil(256) as u64)?)
+}
+
+/// The partials of a split-K decode attention ([`crate::kernels::attention::decode`]'s split
+/// pass) that [`merge_quantize`] merges: per head and chunk, the unnormalised output row `o_c`
+/// (`part_o [heads * nchunks, d]`) and the running max and sum `(m_c, l_c)` in the log2 domain
+/// (`part_ml [heads * nchunks]`, rounded up to an even count: the kernel reads two at a time).
+pub struct MergeParts<'a> {
+    pub part_o: &'a GpuBuffer<f32>,
+    pub part_ml: &'a GpuBuffer<[f32; 2]>,
+    pub heads: usize,
+    pub nchunks: usize,
+    /// Head size, a multiple of 32 (so a block of 32 never straddles two heads).
+    pub d: usize,
+}
+
+/// The log-sum-exp merge of split-K decode attention's partials and the quantisation of its
+/// output in one dispatch: per head, `M = max m_c`, `L = sum l_c 2^(m_c - M)`,
+/// `out = sum_c o_c 2^(m_c - M) / L` (`[heads * d]`, the chunks added in order), and `xq` (one
+/// row of `k = heads * d`) the quantisation of the `out` written, exactly as
+/// [`quantize_activations`] quantises it. CPU references: the merge in f64 within f32 rounding,
+/// `reference::q8::quantize` of the `out` written (test kit). One workgroup per 256 columns.
+pub fn merge_quantize(b: &mut Batch, parts: &MergeParts, out: &GpuBuffer<f32>, xq: &Q8Activations) -> Result<()> {
+    let ctx = b.context();
+    ctx.variant_for(&MERGE_QUANTIZE)?;
+    record_merge_quantize(b, parts, out, xq)
+}
+
+/// [`merge_quantize`] without the variant check (the decode attention records it under its own
+/// kernel's variant, whatever the context's policy asks of this one).
+pub(crate) fn record_merge_quantize(b: &mut Batch, parts: &MergeParts, out: &GpuBuffer<f32>, xq: &Q8Activations) -> Result<()> {
+    let ctx = b.context();
+    let MergeParts { part_o, part_ml, heads, nchunks, d } = *parts;
+    ensure(heads > 0 && nchunks > 0 && d > 0 && d % QB == 0, || Error::Shape(format!("merge of heads = {heads}, nchunks = {nchunks}, d = {d}: all > 0, d % 32 == 0")))?;
+    xq.require_one_row("merge_quantize")?;
+    let k = heads.checked_mul(d).ok_or_else(|| Error::Shape("heads * d overflows".into()))?;
+    ensure(xq.k == k, || Error::Shape(format!("merge of heads * d = {k} into q8 activations of k = {}", xq.k)))?;
+    let rows = heads.checked_mul(nchunks).ok_or_else(|| Error::Shape("heads * nchunks overflows".into()))?;
+    let o_len = rows.checked_mul(d).filter(|&n| n <= u32::MAX as usize).ok_or_else(|| Error::Shape(format!("{rows} partial rows of d = {d} exceed 32-bit indexing")))?;
+    part_o.require("part_o", o_len)?;
+    // The kernel reads the pairs two at a time.
+    part_ml.require("part_ml", rows.next_multiple_of(2))?;
+    out.require("out", k)?;
+    let params = QuantParams { nchunks: nchunks as u32, d: d as u32, ..QuantParams::new(k, k / 64, xq.xk.is_some(), 0.0) };
+    let xk = xq.xk.as_ref().map_or_else(|| ctx.dummy(), |b| b.raw());
+    let bufs = [part_o.raw(), xq.x4.raw(), xk, part_ml.raw(), out.raw()];
+    b.dispatch(&Q8Pipeline::MergeQuantize, &params, &bufs, ctx.grid(k.div_ceil(256) as u64)?)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks of int8 outputs against the CPU quantiser (the test kit's cases and the decode
+// attention's, whose self-check is built in every build).
+
+pub(crate) fn word_diff(got: &[u32], expect: &[u32], what: &str) -> (String, usize) {
+    let n = expect.len();
+    let differ = got.iter().zip(expect).filter(|(a, b)| a != b).count();
+    let note = match got.iter().zip(expect).position(|(a, b)| a != b) {
+        Some(i) => format!("{what}: {differ} words differ from the CPU quantiser, first at {i}: {:#010x} vs {:#010x}", got[i], expect[i]),
+        None => String::new(),
+    };
+    (note, guard_damage(got, n, POISON_U32))
+}
+
+/// Both int8 layouts of `out` against the CPU quantiser's of `xn[..k]`, bit for bit: the notes
+/// of the words that differ and the guard words overwritten.
+pub(crate) fn q8_diff(ctx: &Context, xn: &[f32], out: &Q8Activations) -> Result<(String, usize)> {
+    let expect = crate::reference::q8::quantize(&xn[..out.k]);
+    let (mut note, mut guard) = word_diff(&ctx.read(&out.x4)?, &crate::reference::q8::pack_int4(&expect), "int4 order");
+    if let Some(xk) = &out.xk {
+        let (n2, g2) = word_diff(&ctx.read(xk)?, &crate::reference::q8::pack_q4k(&expect), "q4k order");
+        guard += g2;
+        if !n2.is_empty() {
+            note = if note.is_empty() { n2 } else { format!("{note}; {n2}") };
+        }
+    }
+    Ok((note, guard))
+}
+
+/// One row of int8 activations of `k` in poisoned, guarded buffers.
+pub(crate) fn guarded_q8(ctx: &Context, k: usize) -> Result<Q8Activations> {
+    Ok(Q8Activations { k, rows: 1, x4: guarded_u32(ctx, k / 2)?, xk: (k % QK_K == 0).then(|| guarded_u32(ctx, k / 64 * XK_WORDS_PER_QUAD)).transpose()? })
 }
 
 #[cfg(feature = "testkit")]
@@ -308,7 +413,13 @@ pub use cases::kernels;
 /// The quantisers' params and their WGSL pipelines (the params reflection test).
 #[cfg(all(test, feature = "testkit"))]
 pub(crate) fn params_twin() -> crate::kernels::ParamsTwin {
-    let pipelines = crate::suite::describe_all([Q8Pipeline::Quantize, Q8Pipeline::NormQuantize, Q8Pipeline::PostNorm { quantize: false }, Q8Pipeline::PostNorm { quantize: true }]);
+    let pipelines = crate::suite::describe_all([
+        Q8Pipeline::Quantize,
+        Q8Pipeline::NormQuantize,
+        Q8Pipeline::PostNorm { quantize: false },
+        Q8Pipeline::PostNorm { quantize: true },
+        Q8Pipeline::MergeQuantize,
+    ]);
     crate::kernels::ParamsTwin { rust: "q8::QuantParams", size: std::mem::size_of::<QuantParams>(), fields: QuantParams::FIELDS, pipelines }
 }
 

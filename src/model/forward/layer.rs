@@ -82,12 +82,17 @@ impl Session {
     /// `wanted` (one of the matrices reading it has an integer dot), and return the slot.
     /// `None`: every GEMV / GEMM reads f32 `x`.
     fn quantised(&self, b: &mut Batch, x: &GpuBuffer<f32>, slot: usize, m: usize, wanted: bool) -> Result<Option<&Q8Activations>> {
-        let pool = if m == 1 { &self.s.q8 } else { &self.s.q8_rows };
-        let xq = pool[slot].as_ref().filter(|xq| wanted && m <= xq.rows() && xq.has_q4k());
+        let xq = self.q8_slot(slot, m, wanted);
         if let Some(xq) = xq {
             q8::quantize_rows(b, x, xq, m)?;
         }
         Ok(xq)
+    }
+
+    /// The slot [`Self::quantised`] quantises into (nothing recorded).
+    fn q8_slot(&self, slot: usize, m: usize, wanted: bool) -> Option<&Q8Activations> {
+        let pool = if m == 1 { &self.s.q8 } else { &self.s.q8_rows };
+        pool[slot].as_ref().filter(|xq| wanted && m <= xq.rows() && xq.has_q4k())
     }
 
     /// `y = x W^T` for the `m > 1` rows of a prefill chunk: the int8 GEMM of a few rows where
@@ -139,12 +144,24 @@ impl Session {
     /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
     /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp`); with a
     /// [`Fold`] as well (a decode step), `fold.x_out = fold.x + rmsnorm(a W^T) * post` and the
-    /// next RMSNorm into `xn` (and its int8 activations) in the same dispatch.
+    /// next RMSNorm into `xn` (and its int8 activations) in the same dispatch. `a_q8`: slot
+    /// `slot` already holds `a`'s int8 activations (the decode attention's merge wrote them).
     #[allow(clippy::too_many_arguments)]
-    fn project_add(&self, b: &mut Batch, a: &GpuBuffer<f32>, slot: usize, m: usize, w: &mm::WeightMatrix, post: Option<(&GpuBuffer<f32>, f32)>, fold: Option<Fold>) -> Result<()> {
+    fn project_add(
+        &self,
+        b: &mut Batch,
+        a: &GpuBuffer<f32>,
+        slot: usize,
+        a_q8: bool,
+        m: usize,
+        w: &mm::WeightMatrix,
+        post: Option<(&GpuBuffer<f32>, f32)>,
+        fold: Option<Fold>,
+    ) -> Result<()> {
         let s = &self.s;
+        let wanted = has_integer_dot(w.format());
+        let xq = if a_q8 { self.q8_slot(slot, m, wanted) } else { self.quantised(b, a, slot, m, wanted)? };
         if let Some((weight, eps)) = post {
-            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             if m == 1 {
                 Self::gemv(b, w, a, xq, &s.tmp, Epilogue::Store)?;
             } else {
@@ -159,10 +176,8 @@ impl Session {
             };
         }
         if m == 1 {
-            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             Self::gemv(b, w, a, xq, &s.x, Epilogue::Accumulate)
         } else {
-            let xq = self.quantised(b, a, slot, m, has_integer_dot(w.format()))?;
             self.matmul_rows(b, w, a, xq, &s.tmp, m)?;
             Ok(elementwise::add_inplace(b, &s.x, &s.tmp, m * w.n())?)
         }
@@ -293,10 +308,12 @@ impl Session {
         };
         let cap = self.kv.capacity();
         let (window, table) = (c.window.and_then(|w| w.of_layer(l)), self.table_of(c, l));
+        // The int8 activations of the attention output, where the output projection reads them:
+        // a decode step's merge pass writes them with the output (attention::decode_q8).
+        let attn_q8 = self.q8_slot(1, m, has_integer_dot(w.wo.format())).filter(|_| decode && matches!(self.kv.layers[l], LayerKv::F16 { .. }));
         match &self.kv.layers[l] {
-            LayerKv::F16 { k, v } if decode => attention::decode(
-                b,
-                &Decode {
+            LayerKv::F16 { k, v } if decode => {
+                let step = Decode {
                     shape,
                     pos: pos0,
                     layout: c.layout,
@@ -312,8 +329,12 @@ impl Session {
                     table,
                     scratch: &s.decode,
                     out: &s.attn,
-                },
-            )?,
+                };
+                match attn_q8 {
+                    Some(xq) => attention::decode_q8(b, &step, xq)?,
+                    None => attention::decode(b, &step)?,
+                }
+            }
             LayerKv::F16 { k, v } => {
                 let store = ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table, k_cache: k, v_cache: v, capacity: cap };
                 ops::kv_store(b, &store)?;
@@ -339,7 +360,7 @@ impl Session {
         let post = |i: usize| w.post_norms.as_ref().map(|p| (&p[i], c.rms_eps));
         let ffn_wanted = int_dot(w.ffn_in.matrices());
         let fold_attn = fold.map(|x2| Fold { x: &s.x, x_out: x2, norm: &w.ffn_norm, wanted: ffn_wanted });
-        self.project_add(b, &s.attn, 1, m, &w.wo, post(0), fold_attn)?;
+        self.project_add(b, &s.attn, 1, attn_q8.is_some(), m, &w.wo, post(0), fold_attn)?;
         let xq = match fold {
             Some(_) => self.fused_q8(m, ffn_wanted),
             None => self.norm(b, &s.x, &w.ffn_norm, m, c, ffn_wanted)?,
@@ -356,7 +377,7 @@ impl Session {
             None => (&weights.output_norm, int_dot([&weights.lm_head])),
         };
         let fold_ffn = fold.map(|x2| Fold { x: x2, x_out: &s.x, norm: next.0, wanted: next.1 });
-        self.project_add(b, &s.gate, 2, m, &w.w_down, post(1), fold_ffn)?;
+        self.project_add(b, &s.gate, 2, false, m, &w.w_down, post(1), fold_ffn)?;
         Ok(())
     }
 }
