@@ -174,39 +174,21 @@ pub enum Q8Pipeline {
 
 impl PipelineKey for Q8Pipeline {
     fn describe(&self, _caps: &Caps) -> PipelineDesc {
-        match *self {
-            Q8Pipeline::Quantize => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
-                entry: "main",
-                constants: vec![],
-                workgroup_size: [64, 1, 1],
-                params_size: std::mem::size_of::<QuantParams>() as u64,
-                bindings: QUANT_BINDINGS,
-            },
-            Q8Pipeline::NormQuantize => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
-                entry: "main_norm",
-                constants: vec![],
-                workgroup_size: [64, 1, 1],
-                params_size: std::mem::size_of::<QuantParams>() as u64,
-                bindings: NORM_QUANT_BINDINGS,
-            },
-            Q8Pipeline::PostNorm { quantize } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
-                entry: "main_post",
-                constants: vec![("QUANT", quantize as u32 as f64)],
-                workgroup_size: [64, 1, 1],
-                params_size: std::mem::size_of::<QuantParams>() as u64,
-                bindings: POST_NORM_BINDINGS,
-            },
-            Q8Pipeline::MergeQuantize => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
-                entry: "main_merge",
-                constants: vec![],
-                workgroup_size: [64, 1, 1],
-                params_size: std::mem::size_of::<QuantParams>() as u64,
-                bindings: NORM_QUANT_BINDINGS,
-            },
+        let (entry, constants, bindings) = match *self {
+            Q8Pipeline::Quantize => ("main", vec![], QUANT_BINDINGS),
+            Q8Pipeline::NormQuantize => ("main_norm", vec![], NORM_QUANT_BINDINGS),
+            Q8Pipeline::PostNorm { quantize } => ("main_post", vec![("QUANT", quantize as u32 as f64)], POST_NORM_BINDINGS),
+            // The merge reads the partial rows as `x` and their (m, l) pairs as `nw`, and
+            // writes the merged output as `xn`.
+            Q8Pipeline::MergeQuantize => ("main_merge", vec![], NORM_QUANT_BINDINGS),
+        };
+        PipelineDesc {
+            source: ShaderSource::Wgsl(vec![QUANT_WGSL]),
+            entry,
+            constants,
+            workgroup_size: [64, 1, 1],
+            params_size: std::mem::size_of::<QuantParams>() as u64,
+            bindings,
         }
     }
 }
