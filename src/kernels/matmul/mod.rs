@@ -768,7 +768,7 @@ pub fn gather_row(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, out: &G
 /// embedding rows, looked up on the GPU).
 pub fn gather_rows(b: &mut Batch, w: &WeightMatrix, idx: &GpuBuffer<u32>, m: usize, out: &GpuBuffer<f32>) -> Result<()> {
     let ctx = b.context();
-    ensure(w.k % 4 == 0, || Error::Shape(format!("gather_row needs k % 4 == 0, k = {}", w.k)))?;
+    ensure(w.k % 4 == 0, || Error::Shape(format!("gather_rows needs k % 4 == 0, k = {}", w.k)))?;
     let total = m.checked_mul(w.k).filter(|&v| v <= u32::MAX as usize).ok_or_else(|| Error::Shape(format!("{m} rows of {} values exceed u32 indices", w.k)))?;
     idx.require("idx", m)?;
     out.require("out", total)?;
