@@ -173,7 +173,8 @@ pub struct SessionOptions {
     /// Time every prefill chunk and decode step on the GPU (timestamp queries, where the adapter
     /// has them): [`Session::gpu_seconds`]. Costs a small readback per batch.
     pub gpu_timing: bool,
-    /// Decode steps [`Session::decode_greedy`] records into one submission (1..=8, default 4):
+    /// Decode steps [`Session::decode_greedy`] and [`Session::decode_sampled`] record into one
+    /// submission (1..=8, default 4):
     /// more amortise the fixed cost of a queue submission (GPU idle time between submissions)
     /// over several tokens, and hand the tokens to `emit` in groups of that size; after `emit`
     /// says stop, up to twice this many steps in flight still run.

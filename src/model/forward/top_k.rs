@@ -66,7 +66,8 @@ impl Session {
     /// lowest id first among equal ones, the set [`crate::model::Sampler`] keeps on the CPU) and
     /// reads back only those `k` `(logit, id)` pairs, which `next` gets in rank order (larger
     /// logit first; fewer than `k` where the row has fewer finite logits), e.g. for
-    /// [`crate::model::Sampler::sample_top_k`]. `1 <= k <=` [`ops::TOP_K_MAX`]; for a larger
+    /// [`crate::model::Sampler::sample_top_k`] (whose draw [`Session::decode_sampled`] makes on
+    /// the GPU, so that the steps need not wait for the CPU). `1 <= k <=` [`ops::TOP_K_MAX`]; for a larger
     /// top-k, no top-k, or to see the logits, use [`Session::decode_stream`]. The logits of the
     /// last step stay on the GPU (for [`Session::decode_greedy`]); [`Session::logits`] is not
     /// updated.
