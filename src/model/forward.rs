@@ -83,8 +83,9 @@ impl Model {
         Ok(Model { file, config, weights, embd: std::sync::OnceLock::new(), id })
     }
 
-    /// The embedding table as a GPU matrix (for [`Session::decode_greedy`], which looks the
-    /// chosen tokens' rows up on the GPU): the LM head itself where the model ties them, else
+    /// The embedding table as a GPU matrix (for [`Session::decode_greedy`] and
+    /// [`Session::decode_sampled`], which look the chosen tokens' rows up on the GPU): the LM
+    /// head itself where the model ties them, else
     /// `token_embd.weight`, uploaded on the first call (its size in GPU memory again, e.g.
     /// 282 MiB for a Q4_K Llama-3-8B table).
     pub fn gpu_embeddings(&self, ctx: &Context) -> Result<&mm::WeightMatrix> {
