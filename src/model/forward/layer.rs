@@ -144,23 +144,26 @@ impl Session {
     /// `x += a W^T` (the residual add after a projection): fused into the GEMV in a decode step.
     /// With a post-norm weight (Gemma): `x += rmsnorm(a W^T) * post` (through `tmp`); with a
     /// [`Fold`] as well (a decode step), `fold.x_out = fold.x + rmsnorm(a W^T) * post` and the
-    /// next RMSNorm into `xn` (and its int8 activations) in the same dispatch. `a_q8`: slot
-    /// `slot` already holds `a`'s int8 activations (the decode attention's merge wrote them).
+    /// next RMSNorm into `xn` (and its int8 activations) in the same dispatch. `a_q8`: `a`'s
+    /// int8 activations where they are already written (by the decode attention's merge);
+    /// else they are quantised into slot `slot` where wanted.
     #[allow(clippy::too_many_arguments)]
     fn project_add(
         &self,
         b: &mut Batch,
         a: &GpuBuffer<f32>,
         slot: usize,
-        a_q8: bool,
+        a_q8: Option<&Q8Activations>,
         m: usize,
         w: &mm::WeightMatrix,
         post: Option<(&GpuBuffer<f32>, f32)>,
         fold: Option<Fold>,
     ) -> Result<()> {
         let s = &self.s;
-        let wanted = has_integer_dot(w.format());
-        let xq = if a_q8 { self.q8_slot(slot, m, wanted) } else { self.quantised(b, a, slot, m, wanted)? };
+        let xq = match a_q8 {
+            Some(xq) => Some(xq),
+            None => self.quantised(b, a, slot, m, has_integer_dot(w.format()))?,
+        };
         if let Some((weight, eps)) = post {
             if m == 1 {
                 Self::gemv(b, w, a, xq, &s.tmp, Epilogue::Store)?;
@@ -360,7 +363,7 @@ impl Session {
         let post = |i: usize| w.post_norms.as_ref().map(|p| (&p[i], c.rms_eps));
         let ffn_wanted = int_dot(w.ffn_in.matrices());
         let fold_attn = fold.map(|x2| Fold { x: &s.x, x_out: x2, norm: &w.ffn_norm, wanted: ffn_wanted });
-        self.project_add(b, &s.attn, 1, attn_q8.is_some(), m, &w.wo, post(0), fold_attn)?;
+        self.project_add(b, &s.attn, 1, attn_q8, m, &w.wo, post(0), fold_attn)?;
         let xq = match fold {
             Some(_) => self.fused_q8(m, ffn_wanted),
             None => self.norm(b, &s.x, &w.ffn_norm, m, c, ffn_wanted)?,
@@ -377,7 +380,7 @@ impl Session {
             None => (&weights.output_norm, int_dot([&weights.lm_head])),
         };
         let fold_ffn = fold.map(|x2| Fold { x: x2, x_out: &s.x, norm: next.0, wanted: next.1 });
-        self.project_add(b, &s.gate, 2, false, m, &w.w_down, post(1), fold_ffn)?;
+        self.project_add(b, &s.gate, 2, None, m, &w.w_down, post(1), fold_ffn)?;
         Ok(())
     }
 }
