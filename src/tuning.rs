@@ -83,8 +83,9 @@ pub struct Tuning {
     pub gemm_split: bool,
     /// Matrix GEMM: the tile at every m, `sgm,sgn,mi,nj,tk` (`WGKERNELS_GEMM_TILE`, e.g.
     /// `2,4,4,2,64`: 2 x 4 subgroups of 4 x 2 16x16 accumulators, 64-column K steps; sgm, sgn,
-    /// mi, nj in 1..=8 with sgm·sgn <= 16 and mi·nj <= 16, tk 32 or 64). A tile the adapter
-    /// cannot hold falls back to the default choice.
+    /// mi, nj in 1..=8 with sgm·sgn <= 16 and mi·nj <= 16, tk 32 or 64), the one-pass and the
+    /// two-pass kernel alike. A tile the adapter cannot hold (or, two-pass, the scratch padded
+    /// to it) falls back to the default choice.
     pub gemm_tile: Option<[u32; 5]>,
     /// Matrix GEMM: the workgroups split-K aims for, 1..=65536 (`WGKERNELS_GEMM_WGS`; default
     /// 528 for 4-subgroup tiles, 264 above).

@@ -74,6 +74,8 @@ fn test_ks(f: &WeightFormat, q8: bool) -> Vec<usize> {
 
 const NS: [usize; 4] = [1, 3, 33, 255];
 const LLM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
+/// Matrix shapes (n, k) of Llama-3-8B and Qwen2.5-7B layers besides 4096 x 4096.
+const PROMPT_SHAPES: [(usize, usize); 6] = [(14336, 4096), (4096, 14336), (1024, 4096), (3584, 3584), (18944, 3584), (3584, 18944)];
 
 struct MatCase {
     format: &'static WeightFormat,
@@ -426,6 +428,10 @@ impl Kernel for MmKernel {
                 let mut v: Vec<_> = ms.iter().map(|&m| self.case(m, 4096, 4096, 1)).collect();
                 if common {
                     v.extend([512, 2048].iter().map(|&m| self.staged_case(m, 4096, 4096, 1)));
+                }
+                // The two-pass GEMM at the other matrix shapes of 7B-8B prompts (Q4_K only).
+                if self.format.ggml_type == Some(GgmlType::Q4_K) {
+                    v.extend(PROMPT_SHAPES.iter().map(|&(n, k)| self.staged_case(512, n, k, 1)));
                 }
                 v
             }

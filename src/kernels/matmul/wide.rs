@@ -39,10 +39,12 @@ const WIDEN_X_WGSL: &str = include_str!("../../../wgsl/mm_widen_x.wgsl");
 /// Fewest input rows at which [`gemm_staged`] takes the two-pass path (two tile rows of x: below
 /// that the one-pass GEMM decodes each weight at most once anyway).
 pub const WIDE_MIN_M: usize = 256;
-/// Fewest 128 x 128 tiles for which the wide tile is taken (about one per SM of a large GPU;
-/// measured on an H200: n = 2048 at m = 512, 64 tiles, ran 1.4x faster as 128 x 64 tiles, n =
-/// 4096 at k = 14336, 128 tiles, 1.3x slower).
-pub const WIDE_MIN_TILES: usize = 128;
+/// Fewest 128 x 128 tiles for which the wide tile is taken: below it, the 128 x 64 tile's twice
+/// as many workgroups keep more of a large GPU busy. Measured on an H200 (132 SMs) at m = 512,
+/// Q4_K: with 32 and 64 wide tiles (n = 1024, 2048) the 128 x 64 tiles ran 2.7x and 1.4x faster;
+/// with 112 (n = 3584) the wide tiles ran 1.22x (k = 3584) and 1.42x (k = 18944) faster, with
+/// 128 (n = 4096) 1.3x.
+pub const WIDE_MIN_TILES: usize = 96;
 /// Columns per K step of every tile; row lengths are padded to a multiple.
 const TK: usize = 64;
 /// Rows of the work buffers are padded to a multiple of this (every tile's rows).
@@ -176,13 +178,17 @@ pub fn staged_pipeline(ctx: &Context, w: &WeightMatrix, m: usize, scratch: &Gemm
         return Ok(None);
     }
     let rows = w.chunks.iter().map(|c| c.rows).max().unwrap_or(0);
-    if padded(m, w.k)? > scratch.x.len() || padded(rows, w.k)? > scratch.w.len() {
-        return Ok(None);
-    }
     let caps = ctx.caps();
     let [wide, half] = WIDE_TILES;
     let first = if m.div_ceil(wide.tm()) * rows.div_ceil(wide.tn()) >= WIDE_MIN_TILES { wide } else { half };
-    for tile in [first, half] {
+    // A tuned tile (`Tuning::gemm_tile`) first, where its steps divide the padded row length.
+    let tuned = ctx.options().tuning.gemm_tile.map(|[sgm, sgn, mi, nj, tk]| MatrixTile { sgm, sgn, mi, nj, tk }).filter(|t| TK % t.tk() == 0);
+    for tile in tuned.into_iter().chain([first, half]) {
+        // The scratch holds the operands padded to this tile's rows.
+        let fits = |r: usize, n: usize, len: usize| -> Result<bool> { Ok(round_up(r, n)?.checked_mul(round_up(w.k, TK)?).is_some_and(|v| v <= len)) };
+        if !fits(m, tile.tm(), scratch.x.len())? || !fits(rows, tile.tn(), scratch.w.len())? {
+            continue;
+        }
         if tile.bytes() > caps.limits.max_compute_workgroup_storage_size as usize {
             continue;
         }
@@ -215,7 +221,7 @@ pub fn gemm_staged(b: &mut Batch, w: &WeightMatrix, x: &GpuBuffer<f32>, y: &GpuB
             m: m as u32,
             n: c.rows as u32,
             kp4: (kp / 4) as u32,
-            steps: (kp / TK) as u32,
+            steps: (kp / tile.tk()) as u32,
             ldy: w.n as u32,
             y_off: c.row0 as u32,
             tiles_m: tiles_m as u32,
