@@ -43,8 +43,11 @@ pub const WIDE_MIN_M: usize = 256;
 /// as many workgroups keep more of a large GPU busy. Measured on an H200 (132 SMs) at m = 512,
 /// Q4_K: with 32 and 64 wide tiles (n = 1024, 2048) the 128 x 64 tiles ran 2.7x and 1.4x faster;
 /// with 112 (n = 3584) the wide tiles ran 1.22x (k = 3584) and 1.42x (k = 18944) faster, with
-/// 128 (n = 4096) 1.3x.
-pub const WIDE_MIN_TILES: usize = 96;
+/// 128 (n = 4096) 1.3x. So a half tile takes ~0.6-0.7 of a wide one's time, and half tiles win
+/// only while each SM runs at most one: up to about half as many wide tiles as SMs (66 for
+/// 132 SMs; wgpu does not report the count). On smaller GPUs both tiles fill the machine and
+/// the wide one, which loads x half as often, is the better.
+pub const WIDE_MIN_TILES: usize = 67;
 /// Columns per K step of every tile; row lengths are padded to a multiple.
 const TK: usize = 64;
 /// Rows of the work buffers are padded to a multiple of this (every tile's rows).
