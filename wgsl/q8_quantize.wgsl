@@ -33,7 +33,7 @@
 // into xn [heads * d] (M = max m_c, L = sum l_c 2^(m_c - M),
 // out = sum o_c 2^(m_c - M) / L), then its quantisation: one dispatch where a merge and a
 // quantisation would be two. Each invocation merges its 4 columns (d % 32 == 0: a block never
-// straddles two heads), the chunks in order, U of them in flight.
+// straddles two heads), U partial sums over every U-th chunk (U loads in flight), then added.
 
 struct Params {
     blocks: u32,   // k / 32

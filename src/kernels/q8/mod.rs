@@ -322,8 +322,8 @@ pub struct MergeParts<'a> {
 
 /// The log-sum-exp merge of split-K decode attention's partials and the quantisation of its
 /// output in one dispatch: per head, `M = max m_c`, `L = sum l_c 2^(m_c - M)`,
-/// `out = sum_c o_c 2^(m_c - M) / L` (`[heads * d]`, the chunks added in order), and `xq` (one
-/// row of `k = heads * d`) the quantisation of the `out` written, exactly as
+/// `out = sum_c o_c 2^(m_c - M) / L` (`[heads * d]`; 8 partial sums over every 8th chunk, then
+/// added), and `xq` (one row of `k = heads * d`) the quantisation of the `out` written, exactly as
 /// [`quantize_activations`] quantises it. CPU references: the merge in f64 within f32 rounding,
 /// `reference::q8::quantize` of the `out` written (test kit). One workgroup per 256 columns.
 pub fn merge_quantize(b: &mut Batch, parts: &MergeParts, out: &GpuBuffer<f32>, xq: &Q8Activations) -> Result<()> {

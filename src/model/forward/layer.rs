@@ -311,10 +311,10 @@ impl Session {
         };
         let cap = self.kv.capacity();
         let (window, table) = (c.window.and_then(|w| w.of_layer(l)), self.table_of(c, l));
-        // The int8 activations of the attention output, where the output projection reads them:
-        // a decode step's merge pass writes them with the output (attention::decode_q8).
-        let attn_q8 = self.q8_slot(1, m, has_integer_dot(w.wo.format())).filter(|_| decode && matches!(self.kv.layers[l], LayerKv::F16 { .. }));
-        match &self.kv.layers[l] {
+        // `attn_q8`: the attention output's int8 activations where they are written with it (a
+        // decode step's merge pass writes them, attention::decode_q8, where the output projection
+        // reads them); else the projection quantises the output itself.
+        let attn_q8 = match &self.kv.layers[l] {
             LayerKv::F16 { k, v } if decode => {
                 let step = Decode {
                     shape,
@@ -333,15 +333,18 @@ impl Session {
                     scratch: &s.decode,
                     out: &s.attn,
                 };
-                match attn_q8 {
+                let xq = self.q8_slot(1, m, has_integer_dot(w.wo.format()));
+                match xq {
                     Some(xq) => attention::decode_q8(b, &step, xq)?,
                     None => attention::decode(b, &step)?,
                 }
+                xq
             }
             LayerKv::F16 { k, v } => {
                 let store = ops::KvStore { k_new: kn, v_new: vn, tokens: m, kv_heads: c.kv_heads, pos0, layout: c.layout, table, k_cache: k, v_cache: v, capacity: cap };
                 ops::kv_store(b, &store)?;
                 self.prefill_attention(b, c, l, m, pos0, qn, k, v)?;
+                None
             }
             LayerKv::Tq { k, v } => {
                 let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
@@ -358,8 +361,9 @@ impl Session {
                     tq::dequantize(b, v, 0, pos0 + m, &scratch.v)?;
                     self.prefill_attention(b, c, l, m, pos0, qn, &scratch.k, &scratch.v)?;
                 }
+                None
             }
-        }
+        };
         let post = |i: usize| w.post_norms.as_ref().map(|p| (&p[i], c.rms_eps));
         let ffn_wanted = int_dot(w.ffn_in.matrices());
         let fold_attn = fold.map(|x2| Fold { x: &s.x, x_out: x2, norm: &w.ffn_norm, wanted: ffn_wanted });
