@@ -39,10 +39,7 @@ fn main() -> wgkernels::Result<()> {
     let ws = TqAttnWorkspace::new(&ctx, heads, &kcfg)?;
     let a = DecodeAttention { heads, kv_len, window: None, scale: 1.0 / (d as f32).sqrt() };
 
-    let prefill = timing::measure(&ctx, 5, &|b, _| {
-        tq::quantize(b, &sk, kv_len, 0, &kc)?;
-        tq::quantize(b, &sv, kv_len, 0, &vc)
-    })?;
+    let prefill = timing::measure(&ctx, 5, &|b, _| tq::quantize_kv(b, &sk, &sv, kv_len, 0, &kc, &vc))?;
     let attn = timing::measure(&ctx, 20, &|b, _| tq::decode_attention(b, &ws, &sq, &kc, &vc, &out, &a))?;
     let mut b = ctx.batch();
     tq::decode_attention(&mut b, &ws, &sq, &kc, &vc, &out, &a)?;

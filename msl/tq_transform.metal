@@ -52,7 +52,7 @@ struct TqTransformParams {
     uint splits;    // merge: split-K partials per head
     uint row;       // merge: floats per partial row (d + 4: max, sum, 2 pad, d outputs)
     float _scale;   // unused
-    uint _p0;
+    uint k_wgs;     // quantize_kv (WGSL only; the Native tier quantises K and V in two dispatches)
     uint _p1;
 };
 

@@ -311,6 +311,10 @@ fn bad_inputs_are_typed_errors() {
     assert!(matches!(tq::quantize(&mut b, &ctx.alloc::<f32>(64).unwrap(), 1, 0, &k), Err(Error::BufferTooSmall { .. })), "short source");
     let ring = TqCache::new(&ctx, config(2, 64, 8, CacheKind::Window, None)).unwrap();
     assert!(matches!(tq::decode_attention(&mut b, &ws, &q, &ring, &ring, &out, &DecodeAttention { window: Some(9), ..a }), Err(Error::Argument(_))), "window > ring capacity");
+    assert!(matches!(tq::quantize_kv(&mut b, &src, &src, 1, 0, &k, &v3), Err(Error::Shape(_))), "quantize_kv: K/V kv_heads mismatch");
+    assert!(matches!(tq::quantize_kv(&mut b, &src, &src, 1, 0, &k, &ring), Err(Error::Shape(_))), "quantize_kv: K/V kinds differ");
+    assert!(matches!(tq::quantize_kv(&mut b, &src, &ctx.alloc::<f32>(64).unwrap(), 1, 0, &k, &k), Err(Error::BufferTooSmall { .. })), "quantize_kv: short V source");
+    assert!(pos_err(tq::quantize_kv(&mut b, &src, &src, 1, 8, &k, &k)), "quantize_kv: pos == capacity of a global cache");
     assert!(tq::quantize(&mut b, &src, 16, 1000, &ring).is_ok(), "a ring buffer takes any position");
     assert_eq!(b.len(), 1, "only the valid call recorded a dispatch");
 }

@@ -24,7 +24,7 @@ struct Params {
     splits: u32,      // merge: split-K partials per head
     row: u32,         // merge: floats per partial row (d + 4: max, sum, 2 pad, d outputs)
     _scale: f32,      // unused
-    _p0: u32,
+    k_wgs: u32,       // quantize_kv: workgroups of the K vectors (the V vectors' follow)
     _p1: u32,
 }
 
@@ -36,6 +36,11 @@ const WG: u32 = 64u;
 @group(0) @binding(3) var<storage, read_write> norms: array<f32>;
 @group(0) @binding(4) var<storage, read> signs: array<u32>;
 @group(0) @binding(5) var<storage, read_write> dst: array<vec4<f32>>;
+// quantize_kv: the V side (src, codes, norms, signs above are the K side).
+@group(0) @binding(6) var<storage, read> src_v: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read_write> codes_v: array<u32>;
+@group(0) @binding(8) var<storage, read_write> norms_v: array<f32>;
+@group(0) @binding(9) var<storage, read> signs_v: array<u32>;
 
 var<workgroup> xa: array<vec4<f32>, 128>;
 var<workgroup> xb: array<vec4<f32>, 128>;
@@ -55,7 +60,12 @@ struct Lane {
 }
 
 fn lane_of(t: TqLanes) -> Lane {
-    let v = t.wg * (WG / p.lanes) + t.l / p.lanes;
+    return lane_at(t, t.wg);
+}
+
+// The lane of workgroup `wg` of the dispatch's vectors.
+fn lane_at(t: TqLanes, wg: u32) -> Lane {
+    let v = wg * (WG / p.lanes) + t.l / p.lanes;
     return Lane(min(v, p.vectors - 1u), t.l % p.lanes, v < p.vectors);
 }
 
@@ -101,7 +111,12 @@ fn fwht(c0: Chunk, t: TqLanes) -> Chunk {
 
 // Negate the coordinates whose sign bit is set (coordinates 8r..8r+7 are bits 8(r%4).. of word r/4).
 fn apply_signs(c: Chunk, r: u32) -> Chunk {
-    let bits = signs[r / 4u] >> (8u * (r % 4u));
+    return apply_sign_word(c, signs[r / 4u], r);
+}
+
+// apply_signs with the sign word `word` = signs[r / 4] of some cache.
+fn apply_sign_word(c: Chunk, word: u32, r: u32) -> Chunk {
+    let bits = word >> (8u * (r % 4u));
     let lo = (vec4<u32>(bits) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u);
     let hi = (vec4<u32>(bits) >> vec4<u32>(4u, 5u, 6u, 7u)) & vec4<u32>(1u);
     return Chunk(select(c.a, -c.a, lo == vec4<u32>(1u)), select(c.b, -c.b, hi == vec4<u32>(1u)), c.s);
@@ -141,23 +156,70 @@ fn cache_vector(v: u32) -> u32 {
     return head * p.capacity + (p.pos0 + token) % p.capacity;
 }
 
-@compute @workgroup_size(64)
-fn quantize(g: TqGroup, ids: TqIds) {
-    let t = tq_begin(g, ids);
-    let ln = lane_of(t);
-    let i = p.src_off + (ln.v * p.d + ln.r * 8u) / 4u;
-    var c = apply_signs(Chunk(src[i], src[i + 1u], 0.0), ln.r);
+// A vector's codes (the lane's word) and norm.
+struct Encoded {
+    word: u32,
+    norm: f32,
+}
+
+// Encode the team's vector, whose signs are applied (c.a, c.b: the lane's 8 coordinates). Every
+// invocation of the workgroup must call it (barriers).
+fn encode(x: Chunk, t: TqLanes) -> Encoded {
+    var c = x;
     c.s = dot(c.a, c.a) + dot(c.b, c.b);
     c = fwht(c, t);
     // u = H D x / |x|: unit vector scaled to norm sqrt(d), coordinates ~ N(0, 1).
     let norm = sqrt(c.s);
     let inv = select(0.0, 1.0 / norm, norm > 0.0);
-    let word = pack8(code4(c.a * inv), code4(c.b * inv));
+    return Encoded(pack8(code4(c.a * inv), code4(c.b * inv)), norm);
+}
+
+// Offset in `src` (or `src_v`) of the lane's first 4 coordinates.
+fn src_at(ln: Lane) -> u32 {
+    return p.src_off + (ln.v * p.d + ln.r * 8u) / 4u;
+}
+
+@compute @workgroup_size(64)
+fn quantize(g: TqGroup, ids: TqIds) {
+    let t = tq_begin(g, ids);
+    let ln = lane_of(t);
+    let i = src_at(ln);
+    let e = encode(apply_signs(Chunk(src[i], src[i + 1u], 0.0), ln.r), t);
     if (ln.valid) {
         let cv = cache_vector(ln.v);
-        codes[cv * p.lanes + ln.r] = word;
+        codes[cv * p.lanes + ln.r] = e.word;
         if (ln.r == 0u) {
-            norms[cv] = norm;
+            norms[cv] = e.norm;
+        }
+    }
+}
+
+// quantize of a K and a V source into their caches (same shape and positions) in one dispatch:
+// workgroups below k_wgs take K's vectors, the others V's.
+@compute @workgroup_size(64)
+fn quantize_kv(g: TqGroup, ids: TqIds) {
+    let t = tq_begin(g, ids);
+    let is_v = t.wg >= p.k_wgs;
+    let ln = lane_at(t, select(t.wg, t.wg - p.k_wgs, is_v));
+    let i = src_at(ln);
+    var x: Chunk;
+    if (is_v) {
+        x = apply_sign_word(Chunk(src_v[i], src_v[i + 1u], 0.0), signs_v[ln.r / 4u], ln.r);
+    } else {
+        x = apply_signs(Chunk(src[i], src[i + 1u], 0.0), ln.r);
+    }
+    let e = encode(x, t);
+    if (ln.valid) {
+        let cv = cache_vector(ln.v);
+        if (is_v) {
+            codes_v[cv * p.lanes + ln.r] = e.word;
+        } else {
+            codes[cv * p.lanes + ln.r] = e.word;
+        }
+        if (ln.r == 0u && is_v) {
+            norms_v[cv] = e.norm;
+        } else if (ln.r == 0u) {
+            norms[cv] = e.norm;
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Test and bench grids of the TurboQuant family (see [`crate::suite`]); the cases themselves are
 //! in `check` (built in every build for the Native self-check).
 
-use super::check::{cfg, AttnCase, DequantCase, QuantCase};
+use super::check::{cfg, AttnCase, DequantCase, QuantCase, QuantKvCase};
 use super::*;
 use crate::suite::{describe_all, Case, Kernel};
 
@@ -39,13 +39,16 @@ impl Kernel for QuantKernel {
             QuantCase { cfg: cfg(2, 512, 5, CacheKind::Window, Some(13)), tokens: 3, pos0: 7 },
             QuantCase { cfg: cfg(5, 128, 9, CacheKind::Window, None), tokens: 1, pos0: 1000 },
         ];
-        v.into_iter().map(|c| Box::new(c) as Box<dyn Case>).collect()
+        let pairs =
+            [QuantCase { cfg: cfg(3, 64, 50, CacheKind::Global, Some(14)), tokens: 23, pos0: 9 }, QuantCase { cfg: cfg(2, 256, 6, CacheKind::Window, None), tokens: 9, pos0: 4 }];
+        v.into_iter().map(|c| Box::new(c) as Box<dyn Case>).chain(pairs.into_iter().map(|c| Box::new(QuantKvCase(c)) as Box<dyn Case>)).collect()
     }
     fn bench_cases(&self) -> Vec<Box<dyn Case>> {
-        vec![Box::new(QuantCase { cfg: cfg(32, 128, 128, CacheKind::Global, Some(1)), tokens: 128, pos0: 0 })]
+        let decode = QuantCase { cfg: cfg(8, 128, 4096, CacheKind::Global, Some(1)), tokens: 1, pos0: 100 };
+        vec![Box::new(QuantCase { cfg: cfg(32, 128, 128, CacheKind::Global, Some(1)), tokens: 128, pos0: 0 }), Box::new(decode), Box::new(QuantKvCase(decode))]
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
-        family_pipelines(&[TransformOp::Quantize], false)
+        family_pipelines(&[TransformOp::Quantize, TransformOp::QuantizeKv], false)
     }
 }
 

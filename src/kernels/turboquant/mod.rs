@@ -10,7 +10,7 @@
 //! A [`CacheKind::Window`] cache is a ring buffer (slot = pos % capacity); a
 //! [`CacheKind::Global`] cache rejects positions >= capacity.
 //!
-//! Sources: wgsl/tq_transform.wgsl (quantise, dequantise, merge), wgsl/tq_attention.wgsl
+//! Sources: wgsl/tq_transform.wgsl (quantise one cache or K and V at once, dequantise, merge), wgsl/tq_attention.wgsl
 //! (split-K pass), each after wgsl/tq_portable.wgsl or wgsl/tq_subgroup.wgsl; the Native tier
 //! (Metal passthrough) is msl/tq_transform.metal and msl/tq_attention.metal, whose WGSL twins are
 //! the Subgroup pipelines.
@@ -27,8 +27,7 @@
 //! let (q, out) = (ctx.upload(&vec![0.1f32; heads * 128])?, ctx.alloc::<f32>(heads * 128)?);
 //! let ws = TqAttnWorkspace::new(&ctx, heads, &cfg)?;
 //! let mut b = ctx.batch();
-//! tq::quantize(&mut b, &k, kv_len, 0, &kc)?;
-//! tq::quantize(&mut b, &v, kv_len, 0, &vc)?;
+//! tq::quantize_kv(&mut b, &k, &v, kv_len, 0, &kc, &vc)?;
 //! tq::decode_attention(&mut b, &ws, &q, &kc, &vc, &out, &DecodeAttention { heads, kv_len, window: None, scale: 1.0 / 128f32.sqrt() })?;
 //! b.run()?;
 //! // Every value vector is 0.2 everywhere, so is their weighted mean, up to the 4-bit codes'
@@ -229,7 +228,7 @@ params_struct! {
         splits: u32,
         row: u32,
         _scale: f32,
-        _p0: u32,
+        k_wgs: u32,
         _p1: u32,
     }
 }
@@ -262,6 +261,18 @@ const TRANSFORM_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("signs", "u32"),
     StorageBinding::write("dst", "vec4<f32>"),
 ];
+/// quantize_kv: the K side as [`TRANSFORM_BINDINGS`], then the V side.
+const TRANSFORM_KV_BINDINGS: &[StorageBinding] = &[
+    StorageBinding::read("src", "vec4<f32>"),
+    StorageBinding::write("codes", "u32"),
+    StorageBinding::write("norms", "f32"),
+    StorageBinding::read("signs", "u32"),
+    StorageBinding::write("dst", "vec4<f32>"),
+    StorageBinding::read("src_v", "vec4<f32>"),
+    StorageBinding::write("codes_v", "u32"),
+    StorageBinding::write("norms_v", "f32"),
+    StorageBinding::read("signs_v", "u32"),
+];
 const ATTEND_BINDINGS: &[StorageBinding] = &[
     StorageBinding::read("q", "f32"),
     StorageBinding::read("kcodes", "vec4<u32>"),
@@ -277,15 +288,18 @@ const ATTEND_BINDINGS: &[StorageBinding] = &[
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TransformOp {
     Quantize,
+    /// Quantize of a K and a V source into their two caches in one dispatch ([`quantize_kv`]).
+    QuantizeKv,
     Dequantize,
     Merge,
 }
 
 impl TransformOp {
-    pub const ALL: [TransformOp; 3] = [TransformOp::Quantize, TransformOp::Dequantize, TransformOp::Merge];
+    pub const ALL: [TransformOp; 4] = [TransformOp::Quantize, TransformOp::QuantizeKv, TransformOp::Dequantize, TransformOp::Merge];
     fn entry(self) -> &'static str {
         match self {
             TransformOp::Quantize => "quantize",
+            TransformOp::QuantizeKv => "quantize_kv",
             TransformOp::Dequantize => "dequantize",
             TransformOp::Merge => "merge",
         }
@@ -297,12 +311,20 @@ impl TransformOp {
             _ => 64,
         }
     }
-    /// The kernel of msl/tq_transform.metal.
-    fn msl_entry(self) -> &'static str {
+    /// The kernel of msl/tq_transform.metal (none for `QuantizeKv`: the Native tier records two
+    /// `Quantize` dispatches instead).
+    fn msl_entry(self) -> Option<&'static str> {
         match self {
-            TransformOp::Quantize => "tq_quantize",
-            TransformOp::Dequantize => "tq_dequantize",
-            TransformOp::Merge => "tq_merge",
+            TransformOp::Quantize => Some("tq_quantize"),
+            TransformOp::QuantizeKv => None,
+            TransformOp::Dequantize => Some("tq_dequantize"),
+            TransformOp::Merge => Some("tq_merge"),
+        }
+    }
+    fn bindings(self) -> &'static [StorageBinding] {
+        match self {
+            TransformOp::QuantizeKv => TRANSFORM_KV_BINDINGS,
+            _ => TRANSFORM_BINDINGS,
         }
     }
 }
@@ -326,7 +348,10 @@ impl PipelineKey for TqPipeline {
         match *self {
             TqPipeline::Transform { variant: Variant::Native, op } => {
                 let twin = TqPipeline::Transform { variant: Variant::Subgroup, op }.describe(_caps);
-                PipelineDesc::native(TRANSFORM_MSL, op.msl_entry(), twin)
+                match op.msl_entry() {
+                    Some(entry) => PipelineDesc::native(TRANSFORM_MSL, entry, twin),
+                    None => twin,
+                }
             }
             TqPipeline::Attend { variant: Variant::Native } => PipelineDesc::native(ATTENTION_MSL, "tq_attend", TqPipeline::Attend { variant: Variant::Subgroup }.describe(_caps)),
             TqPipeline::Transform { variant, op } => PipelineDesc {
@@ -335,7 +360,7 @@ impl PipelineKey for TqPipeline {
                 constants: vec![],
                 workgroup_size: [op.workgroup_size(), 1, 1],
                 params_size: std::mem::size_of::<TransformParams>() as u64,
-                bindings: TRANSFORM_BINDINGS,
+                bindings: op.bindings(),
             },
             TqPipeline::Attend { variant } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), ATTENTION_WGSL]),
@@ -367,6 +392,42 @@ fn transform_grid(ctx: &Context, vectors: usize, d: usize) -> Result<[u32; 3]> {
 /// global cache `pos0 + tokens > capacity` is [`Error::PositionOutOfRange`].
 pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize, cache: &TqCache) -> Result<()> {
     let ctx = b.context();
+    let (params, grid) = quantize_plan(ctx, src, tokens, pos0, cache)?;
+    let bufs = [src.raw(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), ctx.dummy()];
+    ctx.with_native_fallback(&QUANTIZE, |variant| b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::Quantize }, &params, &bufs, grid))
+}
+
+/// [`quantize`] of a layer's new keys `k` into `kc` and values `v` into `vc` (caches of the same
+/// kv heads, head dim, capacity and kind; their sign seeds may differ), in one dispatch (two on
+/// the Native tier). Same results as the two [`quantize`] calls.
+pub fn quantize_kv(b: &mut Batch, k: &GpuBuffer<f32>, v: &GpuBuffer<f32>, tokens: usize, pos0: usize, kc: &TqCache, vc: &TqCache) -> Result<()> {
+    let ctx = b.context();
+    let (a, c) = (&kc.config, &vc.config);
+    ensure(a.kv_heads == c.kv_heads && a.head_dim == c.head_dim && a.capacity == c.capacity && a.kind == c.kind, || {
+        Error::Shape(format!("K cache {a:?} and V cache {c:?} differ in shape or kind"))
+    })?;
+    let (params, grid) = quantize_plan(ctx, k, tokens, pos0, kc)?;
+    v.require("v", check_elements(tokens, c)?)?;
+    // The K vectors' workgroups, then as many for V (workgroups past either half's vectors store nothing).
+    let k_wgs = (params.vectors as u64).div_ceil(64 / params.lanes as u64);
+    let both = ctx.grid(2 * k_wgs)?;
+    let params = TransformParams { k_wgs: k_wgs as u32, ..params };
+    ctx.with_native_fallback(&QUANTIZE, |variant| {
+        if variant == Variant::Native {
+            let kb = [k.raw(), kc.codes.raw(), kc.norms.raw(), kc.signs.raw(), ctx.dummy()];
+            let vb = [v.raw(), vc.codes.raw(), vc.norms.raw(), vc.signs.raw(), ctx.dummy()];
+            let op = TqPipeline::Transform { variant, op: TransformOp::Quantize };
+            ctx.pipeline(&op)?;
+            b.dispatch(&op, &params, &kb, grid)?;
+            return b.dispatch(&op, &params, &vb, grid);
+        }
+        let bufs = [k.raw(), kc.codes.raw(), kc.norms.raw(), kc.signs.raw(), ctx.dummy(), v.raw(), vc.codes.raw(), vc.norms.raw(), vc.signs.raw()];
+        b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::QuantizeKv }, &params, &bufs, both)
+    })
+}
+
+/// The checked params and grid of a quantisation of `tokens` tokens of `src` at `pos0`.
+fn quantize_plan(ctx: &Context, src: &GpuBuffer<f32>, tokens: usize, pos0: usize, cache: &TqCache) -> Result<(TransformParams, [u32; 3])> {
     let c = &cache.config;
     ensure(tokens > 0, || Error::Shape("tokens = 0".into()))?;
     let n = check_elements(tokens, c)?;
@@ -388,9 +449,7 @@ pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize,
         src_off: (skip * c.kv_heads * c.head_dim / 4) as u32,
         ..Default::default()
     };
-    let grid = transform_grid(ctx, vectors, c.head_dim)?;
-    let bufs = [src.raw(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), ctx.dummy()];
-    ctx.with_native_fallback(&QUANTIZE, |variant| b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::Quantize }, &params, &bufs, grid))
+    Ok((params, transform_grid(ctx, vectors, c.head_dim)?))
 }
 
 /// Dequantise positions `pos0..pos0 + count` of `cache` into `out` (`[count, kv_heads, d]` f32).

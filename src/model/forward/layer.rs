@@ -349,8 +349,7 @@ impl Session {
             LayerKv::Tq { k, v } => {
                 let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
                 rope::apply(b, kn, m, c.kv_heads, c.layout, table, Positions::Start(pos0 as u32))?;
-                tq::quantize(b, kn, m, pos0, k)?;
-                tq::quantize(b, vn, m, pos0, v)?;
+                tq::quantize_kv(b, kn, vn, m, pos0, k, v)?;
                 if decode {
                     rope::apply(b, qn, 1, c.heads, c.layout, table, Positions::Start(pos0 as u32))?;
                     let scale = c.attn_scale.unwrap_or(1.0 / (c.head_dim as f32).sqrt());
