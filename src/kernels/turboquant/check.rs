@@ -163,51 +163,6 @@ impl Prepared for QuantPrepared {
     }
 }
 
-/// [`quantize_kv`]: K from Gaussian and adversarial vectors, V from uniform ones, into caches of
-/// the same shape with different sign seeds; both checked as [`check_quantized`].
-#[derive(Clone, Copy)]
-pub(super) struct QuantKvCase(pub(super) QuantCase);
-
-struct QuantKvPrepared {
-    case: QuantCase,
-    srcs: [GpuBuffer<f32>; 2],
-    host: [Vec<f32>; 2],
-    caches: [TqCache; 2],
-}
-
-impl Case for QuantKvCase {
-    fn name(&self) -> String {
-        format!("{} k+v", self.0.name())
-    }
-    #[cfg(feature = "testkit")]
-    fn bytes(&self) -> u64 {
-        2 * self.0.bytes()
-    }
-    fn setup(&self, ctx: &Context, rng: &mut Rng, _copies: usize) -> Result<Box<dyn Prepared>> {
-        let c = self.0.cfg;
-        let vcfg = TqConfig { sign_seed: c.sign_seed.map(|s| s ^ 0x5555), ..c };
-        let k = test_vectors(rng, self.0.tokens, c.kv_heads, c.head_dim, true);
-        let v = rng.uniform_vec(k.len(), -2.0, 2.0);
-        let n = c.kv_heads * c.capacity;
-        let cache = |cfg| -> Result<TqCache> { TqCache::with_buffers(ctx, cfg, guarded_u32(ctx, n * c.head_dim / 8)?, guarded_f32(ctx, n)?) };
-        Ok(Box::new(QuantKvPrepared { case: self.0, srcs: [ctx.upload(&k)?, ctx.upload(&v)?], host: [k, v], caches: [cache(c)?, cache(vcfg)?] }))
-    }
-}
-
-impl Prepared for QuantKvPrepared {
-    fn encode(&self, b: &mut Batch, _copy: usize) -> Result<()> {
-        quantize_kv(b, &self.srcs[0], &self.srcs[1], self.case.tokens, self.case.pos0, &self.caches[0], &self.caches[1])
-    }
-    fn check(&self, ctx: &Context) -> Result<Check> {
-        let (k, v) = (
-            check_quantized(ctx, &self.caches[0], &self.host[0], self.case.tokens, self.case.pos0)?.0,
-            check_quantized(ctx, &self.caches[1], &self.host[1], self.case.tokens, self.case.pos0)?.0,
-        );
-        let note = [("K", &k.note), ("V", &v.note)].iter().filter(|(_, n)| !n.is_empty()).map(|(w, n)| format!("{w}: {n}")).collect::<Vec<_>>().join("; ");
-        Ok(Check { err: k.err.max(v.err), tol: k.tol, nonfinite: k.nonfinite + v.nonfinite, guard_damage: k.guard_damage + v.guard_damage, note })
-    }
-}
-
 #[derive(Clone, Copy)]
 pub(super) struct DequantCase {
     pub(super) cfg: TqConfig,
