@@ -36,7 +36,9 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_quantize, tq_dequantize, tq_merge: twin fnv1a64 9e7f1a027a56de22
+//   tq_quantize, tq_dequantize, tq_merge: twin fnv1a64 876ccd87b847c9df
+// (The WGSL's quantize_kv, K and V in one dispatch, has no kernel here: the Native tier records
+// two tq_quantize dispatches for it.)
 
 #include <metal_stdlib>
 using namespace metal;
