@@ -313,7 +313,7 @@ impl TransformOp {
     }
     /// The kernel of msl/tq_transform.metal (none for `QuantizeKv`: the Native tier records two
     /// `Quantize` dispatches instead).
-    fn msl_entry(self) -> Option<&'static str> {
+    pub(crate) fn msl_entry(self) -> Option<&'static str> {
         match self {
             TransformOp::Quantize => Some("tq_quantize"),
             TransformOp::QuantizeKv => None,
