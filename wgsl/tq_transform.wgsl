@@ -203,23 +203,29 @@ fn quantize_kv(g: TqGroup, ids: TqIds) {
     let ln = lane_at(t, select(t.wg, t.wg - p.k_wgs, is_v));
     let i = src_at(ln);
     var x: Chunk;
+    var sign_word: u32;
     if (is_v) {
-        x = apply_sign_word(Chunk(src_v[i], src_v[i + 1u], 0.0), signs_v[ln.r / 4u], ln.r);
+        x = Chunk(src_v[i], src_v[i + 1u], 0.0);
+        sign_word = signs_v[ln.r / 4u];
     } else {
-        x = apply_signs(Chunk(src[i], src[i + 1u], 0.0), ln.r);
+        x = Chunk(src[i], src[i + 1u], 0.0);
+        sign_word = signs[ln.r / 4u];
     }
-    let e = encode(x, t);
+    let e = encode(apply_sign_word(x, sign_word, ln.r), t);
     if (ln.valid) {
         let cv = cache_vector(ln.v);
+        let w = cv * p.lanes + ln.r;
         if (is_v) {
-            codes_v[cv * p.lanes + ln.r] = e.word;
+            codes_v[w] = e.word;
         } else {
-            codes[cv * p.lanes + ln.r] = e.word;
+            codes[w] = e.word;
         }
-        if (ln.r == 0u && is_v) {
-            norms_v[cv] = e.norm;
-        } else if (ln.r == 0u) {
-            norms[cv] = e.norm;
+        if (ln.r == 0u) {
+            if (is_v) {
+                norms_v[cv] = e.norm;
+            } else {
+                norms[cv] = e.norm;
+            }
         }
     }
 }

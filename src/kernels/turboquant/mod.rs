@@ -381,9 +381,14 @@ fn check_elements(count: usize, c: &TqConfig) -> Result<usize> {
     Ok(n)
 }
 
-fn transform_grid(ctx: &Context, vectors: usize, d: usize) -> Result<[u32; 3]> {
-    let per_wg = 64 / (d / 8);
-    ctx.grid(vectors.div_ceil(per_wg) as u64)
+/// Workgroups of a transform over `vectors` vectors of `d` (64 invocations, d / 8 per vector).
+fn transform_workgroups(vectors: usize, d: usize) -> u64 {
+    vectors.div_ceil(64 / (d / 8)) as u64
+}
+
+/// The bindings of a quantisation of `src` into `cache` (quantize, and each side of quantize_kv).
+fn quantize_bufs<'a>(ctx: &'a Context, src: &'a GpuBuffer<f32>, cache: &'a TqCache) -> [crate::buffer::BufRef<'a>; 5] {
+    [src.raw(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), ctx.dummy()]
 }
 
 /// Quantise `tokens` tokens of `src` (`[tokens, kv_heads, d]` f32) into `cache` at positions
@@ -392,8 +397,8 @@ fn transform_grid(ctx: &Context, vectors: usize, d: usize) -> Result<[u32; 3]> {
 /// global cache `pos0 + tokens > capacity` is [`Error::PositionOutOfRange`].
 pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize, cache: &TqCache) -> Result<()> {
     let ctx = b.context();
-    let (params, grid) = quantize_plan(ctx, src, tokens, pos0, cache)?;
-    let bufs = [src.raw(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), ctx.dummy()];
+    let (params, wgs) = quantize_plan(src, tokens, pos0, cache)?;
+    let (bufs, grid) = (quantize_bufs(ctx, src, cache), ctx.grid(wgs)?);
     ctx.with_native_fallback(&QUANTIZE, |variant| b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::Quantize }, &params, &bufs, grid))
 }
 
@@ -406,28 +411,25 @@ pub fn quantize_kv(b: &mut Batch, k: &GpuBuffer<f32>, v: &GpuBuffer<f32>, tokens
     ensure(a.kv_heads == c.kv_heads && a.head_dim == c.head_dim && a.capacity == c.capacity && a.kind == c.kind, || {
         Error::Shape(format!("K cache {a:?} and V cache {c:?} differ in shape or kind"))
     })?;
-    let (params, grid) = quantize_plan(ctx, k, tokens, pos0, kc)?;
+    let (params, k_wgs) = quantize_plan(k, tokens, pos0, kc)?;
     v.require("v", check_elements(tokens, c)?)?;
+    let (kb, vb) = (quantize_bufs(ctx, k, kc), quantize_bufs(ctx, v, vc));
     // The K vectors' workgroups, then as many for V (workgroups past either half's vectors store nothing).
-    let k_wgs = (params.vectors as u64).div_ceil(64 / params.lanes as u64);
-    let both = ctx.grid(2 * k_wgs)?;
     let params = TransformParams { k_wgs: k_wgs as u32, ..params };
     ctx.with_native_fallback(&QUANTIZE, |variant| {
         if variant == Variant::Native {
-            let kb = [k.raw(), kc.codes.raw(), kc.norms.raw(), kc.signs.raw(), ctx.dummy()];
-            let vb = [v.raw(), vc.codes.raw(), vc.norms.raw(), vc.signs.raw(), ctx.dummy()];
-            let op = TqPipeline::Transform { variant, op: TransformOp::Quantize };
+            let (op, grid) = (TqPipeline::Transform { variant, op: TransformOp::Quantize }, ctx.grid(k_wgs)?);
             ctx.pipeline(&op)?;
             b.dispatch(&op, &params, &kb, grid)?;
             return b.dispatch(&op, &params, &vb, grid);
         }
-        let bufs = [k.raw(), kc.codes.raw(), kc.norms.raw(), kc.signs.raw(), ctx.dummy(), v.raw(), vc.codes.raw(), vc.norms.raw(), vc.signs.raw()];
-        b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::QuantizeKv }, &params, &bufs, both)
+        let bufs = [kb[0], kb[1], kb[2], kb[3], kb[4], vb[0], vb[1], vb[2], vb[3]];
+        b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::QuantizeKv }, &params, &bufs, ctx.grid(2 * k_wgs)?)
     })
 }
 
-/// The checked params and grid of a quantisation of `tokens` tokens of `src` at `pos0`.
-fn quantize_plan(ctx: &Context, src: &GpuBuffer<f32>, tokens: usize, pos0: usize, cache: &TqCache) -> Result<(TransformParams, [u32; 3])> {
+/// The checked params and workgroup count of a quantisation of `tokens` tokens of `src` at `pos0`.
+fn quantize_plan(src: &GpuBuffer<f32>, tokens: usize, pos0: usize, cache: &TqCache) -> Result<(TransformParams, u64)> {
     let c = &cache.config;
     ensure(tokens > 0, || Error::Shape("tokens = 0".into()))?;
     let n = check_elements(tokens, c)?;
@@ -449,7 +451,7 @@ fn quantize_plan(ctx: &Context, src: &GpuBuffer<f32>, tokens: usize, pos0: usize
         src_off: (skip * c.kv_heads * c.head_dim / 4) as u32,
         ..Default::default()
     };
-    Ok((params, transform_grid(ctx, vectors, c.head_dim)?))
+    Ok((params, transform_workgroups(vectors, c.head_dim)))
 }
 
 /// Dequantise positions `pos0..pos0 + count` of `cache` into `out` (`[count, kv_heads, d]` f32).
@@ -473,7 +475,7 @@ pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out
         pos0: pos0 as u32,
         ..Default::default()
     };
-    let grid = transform_grid(ctx, vectors, c.head_dim)?;
+    let grid = ctx.grid(transform_workgroups(vectors, c.head_dim))?;
     let bufs = [ctx.dummy(), cache.codes.raw(), cache.norms.raw(), cache.signs.raw(), out.raw()];
     ctx.with_native_fallback(&DEQUANTIZE, |variant| b.dispatch(&TqPipeline::Transform { variant, op: TransformOp::Dequantize }, &params, &bufs, grid))
 }
