@@ -2,16 +2,18 @@
 //! few submits that let the GPU start while the rest is recorded: [`Batch::submit_early`]).
 //!
 //! A decode step is a few hundred dispatches; per dispatch we create one bind group and copy the
-//! kernel's small parameter struct into a shared uniform arena (uploaded once, at submit).
+//! kernel's small parameter struct into a shared uniform arena (uploaded once, at submit). The
+//! parameter block is bound with a dynamic offset: a bind group names the arena's chunk, not
+//! the block's place in it.
 //!
 //! Creating the bind group is most of the CPU cost of a dispatch (measured on lavapipe: ~2.1 of
 //! ~2.7 µs). A step that is recorded again and again (a decode loop) can keep its bind groups: give
 //! the batch a [`BindCache`] ([`Batch::with_cache`]), which stores each distinct parameter block
-//! once in its own uniform arena and reuses the bind group of every (layout, parameters, buffers)
-//! combination it has seen. It holds references to the buffers it has bound (they stay alive until
-//! the cache is cleared or dropped). Past its capacity it drops, between batches, what the last
-//! few batches did not use (a loop's changing parameters, such as a decode step's position) and
-//! reuses those parameter slots.
+//! once in its own uniform arena and reuses the bind group of every (layout, uniform chunk,
+//! buffers) combination it has seen, so a step whose parameters change (a decode step's position)
+//! makes new parameter blocks but no new bind groups. It holds references to the buffers it has
+//! bound (they stay alive until the cache is cleared or dropped). Past its capacity it drops,
+//! between batches, what the last few batches did not use and reuses those parameter slots.
 
 use crate::buffer::{BufRef, GpuBuffer, HostReadback, HostUpload};
 use crate::context::{Context, ContextId};
@@ -347,7 +349,7 @@ impl<'c> Batch<'c> {
                 return self.ctx.execute_on_host(exec.as_ref(), &pipe, bytemuck::bytes_of(params), &raw, workgroups);
             }
         }
-        let bg = match &self.cache {
+        let (bg, offset) = match &self.cache {
             Some(c) => c.0.bind_group(self.ctx, &pipe, bytemuck::bytes_of(params), buffers, self.align)?,
             None => self.fresh_bind_group(&pipe, bytemuck::bytes_of(params), buffers)?,
         };
@@ -375,7 +377,7 @@ impl<'c> Batch<'c> {
         }
         let pass = self.pass.as_mut().expect("pass was just created");
         pass.set_pipeline(&pipe.pipeline);
-        pass.set_bind_group(0, &bg, &[]);
+        pass.set_bind_group(0, &bg, &[offset]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
         self.dispatches += 1;
         if let Some((at, len)) = self.split.filter(|&(at, _)| at == self.dispatches) {
@@ -408,18 +410,11 @@ impl<'c> Batch<'c> {
         }
     }
 
-    /// A bind group for one dispatch, its parameters in this batch's arena.
-    fn fresh_bind_group(&mut self, pipe: &Pipeline, params: &[u8], buffers: &[BufRef]) -> Result<wgpu::BindGroup> {
-        let desc = &pipe.desc;
+    /// A bind group for one dispatch and the offset of its parameters in this batch's arena.
+    fn fresh_bind_group(&mut self, pipe: &Pipeline, params: &[u8], buffers: &[BufRef]) -> Result<(wgpu::BindGroup, u32)> {
         let (chunk, off) = self.param_slot(params)?;
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.chunks[chunk].0, offset: off, size: wgpu::BufferSize::new(desc.params_size) }),
-        }];
-        for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.binding() });
-        }
-        Ok(self.ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries }))
+        let group = new_bind_group(self.ctx, pipe, &self.chunks[chunk].0, buffers);
+        Ok((group, chunk_offset(off)))
     }
 
     /// Submit what is recorded so far and wait for it, then go on recording in a fresh encoder
@@ -584,6 +579,9 @@ struct CacheInner {
     /// Hash of (layout, slot, buffers) -> entries with that hash.
     groups: HashMap<u64, Vec<CachedGroup>>,
     len: usize,
+    /// Parameter blocks past which (and past the capacity) the next batch makes room: twice
+    /// what the last eviction kept.
+    slot_mark: usize,
     /// Batches recording with this cache now (it is only cleared when none is).
     active: usize,
     /// Batches begun with this cache: what an entry last used was begun at is its age.
@@ -601,7 +599,8 @@ struct Slot {
 
 struct CachedGroup {
     layout: wgpu::BindGroupLayout,
-    slot: (usize, u64),
+    /// The uniform chunk at binding 0.
+    chunk: usize,
     used: u64,
     /// Each binding's buffer and range ([`BufRef::range`]).
     buffers: Vec<(wgpu::Buffer, Option<(u64, u64)>)>,
@@ -617,7 +616,7 @@ impl<'c> CacheUse<'c> {
             g.epoch += 1;
             if g.active == 0 && g.clear_pending {
                 g.clear();
-            } else if g.active == 0 && (g.len > cache.capacity || g.chunks.len() > MAX_CACHE_CHUNKS) {
+            } else if g.active == 0 && g.full(cache.capacity) {
                 g.evict(cache.capacity);
             }
             g.active += 1;
@@ -634,17 +633,24 @@ impl Drop for CacheUse<'_> {
     }
 }
 
-const MAX_CACHE_CHUNKS: usize = 16;
+/// Uniform chunks a cache may grow to (4 MiB) before it starts over.
+const MAX_CACHE_CHUNKS: usize = 64;
 /// Entries the last this many batches used survive an eviction.
 const KEEP_BATCHES: u64 = 4;
 
 impl CacheInner {
+    /// Whether to make room before the next batch: more than `capacity` bind groups, more
+    /// parameter blocks than `capacity` and twice those the last eviction kept, or too many chunks.
+    fn full(&self, capacity: usize) -> bool {
+        self.len > capacity || self.slots.len() > capacity.max(self.slot_mark) || self.chunks.len() > MAX_CACHE_CHUNKS
+    }
+
     /// Make room (between batches): drop the bind groups and parameter blocks that none of the
     /// last [`KEEP_BATCHES`] batches used (a loop's changing parameters, e.g. a decode step's
     /// position, while the steady ones stay), their slots free for new blocks; everything when
-    /// that leaves more than half of `capacity` or the chunks still at their limit. A slot is
-    /// looked up by every dispatch whose bind group uses it, so it is never older than those
-    /// groups: no group survives its slot.
+    /// that leaves more than half of `capacity` bind groups or the chunks over their limit. A
+    /// bind group names a uniform chunk, not a slot in it (the parameters' offset is dynamic), so
+    /// a loop whose parameters change makes no new bind groups, only new parameter blocks.
     fn evict(&mut self, capacity: usize) {
         let keep = self.epoch.saturating_sub(KEEP_BATCHES);
         let mut len = 0;
@@ -662,6 +668,7 @@ impl CacheInner {
             }
             live
         });
+        self.slot_mark = 2 * self.slots.len();
         if self.len > capacity / 2 || self.chunks.len() > MAX_CACHE_CHUNKS {
             self.clear();
         }
@@ -672,7 +679,9 @@ impl CacheInner {
         self.free.clear();
         self.groups.clear();
         self.len = 0;
+        self.slot_mark = 0;
         self.clear_pending = false;
+        self.chunks.truncate(MAX_CACHE_CHUNKS);
         for (_, data, dirty) in &mut self.chunks {
             data.clear();
             *dirty = None;
@@ -688,8 +697,9 @@ impl Default for BindCache {
 
 impl BindCache {
     /// A cache that makes room (between batches) once it holds more than `capacity` bind
-    /// groups: it drops those the last few batches did not use, or all of them when the recent
-    /// ones alone fill more than half of `capacity`.
+    /// groups, or more than `capacity` parameter blocks and twice as many as it kept the last
+    /// time: it drops those the last few batches did not use, or everything when the recent bind
+    /// groups alone fill more than half of `capacity`.
     pub fn new(capacity: usize) -> Self {
         BindCache { inner: Mutex::new(CacheInner::default()), capacity: capacity.max(1) }
     }
@@ -715,7 +725,9 @@ impl BindCache {
         }
     }
 
-    fn bind_group(&self, ctx: &Context, pipe: &Pipeline, params: &[u8], buffers: &[BufRef], align: u64) -> Result<wgpu::BindGroup> {
+    /// The bind group of a dispatch (made once per layout, uniform chunk and buffers) and the
+    /// offset of its parameter block (stored once per distinct block) in that chunk.
+    fn bind_group(&self, ctx: &Context, pipe: &Pipeline, params: &[u8], buffers: &[BufRef], align: u64) -> Result<(wgpu::BindGroup, u32)> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         // Every key below (layouts, buffers, uniform chunks) is only unique within one device.
         match g.owner {
@@ -723,7 +735,7 @@ impl BindCache {
             Some(o) => ensure(o == ctx.id(), || Error::ForeignBuffer { name: "BindCache" })?,
         }
         let epoch = g.epoch;
-        let slot = match g.slots.get_mut(params) {
+        let (chunk, off) = match g.slots.get_mut(params) {
             Some(s) => {
                 s.used = epoch;
                 s.at
@@ -736,7 +748,7 @@ impl BindCache {
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
         pipe.layout.hash(&mut h);
-        slot.hash(&mut h);
+        chunk.hash(&mut h);
         for b in buffers {
             b.buffer.hash(&mut h);
             b.range.hash(&mut h);
@@ -744,25 +756,17 @@ impl BindCache {
         let key = h.finish();
         if let Some(hit) = g.groups.get_mut(&key).and_then(|v| {
             v.iter_mut().find(|c| {
-                c.layout == pipe.layout && c.slot == slot && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a.0 == *b.buffer && a.1 == b.range)
+                c.layout == pipe.layout && c.chunk == chunk && c.buffers.len() == buffers.len() && c.buffers.iter().zip(buffers).all(|(a, b)| a.0 == *b.buffer && a.1 == b.range)
             })
         }) {
             hit.used = epoch;
-            return Ok(hit.group.clone());
+            return Ok((hit.group.clone(), chunk_offset(off)));
         }
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &g.chunks[slot.0].0, offset: slot.1, size: wgpu::BufferSize::new(pipe.desc.params_size) }),
-        }];
-        for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.binding() });
-        }
-        let group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries });
-        drop(entries);
-        let cached = CachedGroup { layout: pipe.layout.clone(), slot, used: epoch, buffers: buffers.iter().map(|b| (b.buffer.clone(), b.range)).collect(), group: group.clone() };
+        let group = new_bind_group(ctx, pipe, &g.chunks[chunk].0, buffers);
+        let cached = CachedGroup { layout: pipe.layout.clone(), chunk, used: epoch, buffers: buffers.iter().map(|b| (b.buffer.clone(), b.range)).collect(), group: group.clone() };
         g.groups.entry(key).or_default().push(cached);
         g.len += 1;
-        Ok(group)
+        Ok((group, chunk_offset(off)))
     }
 
     /// Upload the parameter blocks added since the last flush (queued before the next submit).
@@ -780,6 +784,25 @@ impl BindCache {
             }
         }
     }
+}
+
+/// A bind group of `pipe`'s layout: the parameter block's uniform chunk `params` at binding 0
+/// (its offset given at dispatch), `buffers` after it.
+fn new_bind_group(ctx: &Context, pipe: &Pipeline, params: &wgpu::Buffer, buffers: &[BufRef]) -> wgpu::BindGroup {
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: 0,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: params, offset: 0, size: wgpu::BufferSize::new(pipe.desc.params_size) }),
+    }];
+    for (i, b) in buffers.iter().enumerate() {
+        entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.binding() });
+    }
+    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipe.layout, entries: &entries })
+}
+
+/// A parameter block's offset in its uniform chunk, as a dynamic offset.
+fn chunk_offset(off: u64) -> u32 {
+    const _: () = assert!(CHUNK <= u32::MAX as u64);
+    off as u32
 }
 
 /// Bytes a parameter block of `len` bytes takes in a cache chunk (padded to 16).

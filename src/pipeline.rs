@@ -232,12 +232,14 @@ impl PipelineCache {
     }
 }
 
-/// The bind-group layout every pipeline of a [`PipelineDesc`] uses.
+/// The bind-group layout every pipeline of a [`PipelineDesc`] uses: the parameter block at
+/// binding 0 (a uniform whose offset is given at dispatch, so one bind group serves every
+/// parameter block of a uniform chunk), the storage buffers after it.
 pub fn layout_entries(desc: &PipelineDesc) -> Vec<wgpu::BindGroupLayoutEntry> {
     let mut e = vec![wgpu::BindGroupLayoutEntry {
         binding: 0,
         visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: wgpu::BufferSize::new(desc.params_size) },
+        ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: true, min_binding_size: wgpu::BufferSize::new(desc.params_size) },
         count: None,
     }];
     for (i, b) in desc.bindings.iter().enumerate() {

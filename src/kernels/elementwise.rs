@@ -549,4 +549,31 @@ mod tests {
         cache.clear();
         assert!(cache.is_empty());
     }
+
+    /// A loop whose parameters change every batch (as a decode step's position does) keeps one
+    /// bind group per (layout, uniform chunk, buffers): the parameter block's offset is dynamic.
+    /// Evicted parameter slots are written again with new blocks, and the results stay right.
+    #[test]
+    fn bind_cache_changing_parameters_make_no_bind_groups() {
+        let ctx = ctx();
+        let cache = BindCache::new(16);
+        let n = 300;
+        let a_host: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let a = ctx.upload(&a_host).unwrap();
+        let b = ctx.upload(&vec![0.25f32; n]).unwrap();
+        let y = ctx.alloc::<f32>(n).unwrap();
+        for step in 0..120 {
+            let len = n - step;
+            ctx.write(&y, &vec![-1f32; n]).unwrap();
+            let mut bt = ctx.batch().with_cache(&cache);
+            add(&mut bt, &a, &b, &y, len).unwrap();
+            bt.run().unwrap();
+            let out = ctx.read(&y).unwrap();
+            for (i, v) in out.iter().enumerate() {
+                let want = if i < len { a_host[i] + 0.25 } else { -1.0 };
+                assert_eq!(*v, want, "step {step} [{i}]");
+            }
+            assert!(cache.len() <= 2, "step {step}: {} bind groups for one layout and one set of buffers", cache.len());
+        }
+    }
 }

@@ -76,7 +76,7 @@ async function pipelineFor(req) {
   const module = device.createShaderModule({ code: req.code });
   const layout = device.createBindGroupLayout({
     entries: [
-      { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } },
+      { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true } },
       ...req.buffers.map((b, i) => ({ binding: i + 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: b.write ? 'storage' : 'read-only-storage' } })),
     ],
   });
@@ -96,19 +96,22 @@ async function run(req, params, datas) {
   const built = await pipelineFor(req);
   if (built.error) return { error: built.error };
   device.pushErrorScope('validation');
-  const uniform = device.createBuffer({ size: Math.max(16, Math.ceil(params.length / 16) * 16), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
-  device.queue.writeBuffer(uniform, 0, params);
+  // As the library binds it: the parameter block at a dynamic offset into a larger uniform buffer.
+  const at = device.limits.minUniformBufferOffsetAlignment;
+  const span = Math.max(16, Math.ceil(params.length / 16) * 16);
+  const uniform = device.createBuffer({ size: at + span, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(uniform, at, params);
   const bufs = datas.map((d) => {
     const b = device.createBuffer({ size: round4(d.length), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC });
     if (d.length % 4 === 0) device.queue.writeBuffer(b, 0, d);
     else device.queue.writeBuffer(b, 0, Buffer.concat([d, Buffer.alloc(round4(d.length) - d.length)]));
     return b;
   });
-  const group = device.createBindGroup({ layout: built.layout, entries: [{ binding: 0, resource: { buffer: uniform } }, ...bufs.map((b, i) => ({ binding: i + 1, resource: { buffer: b } }))] });
+  const group = device.createBindGroup({ layout: built.layout, entries: [{ binding: 0, resource: { buffer: uniform, offset: 0, size: span } }, ...bufs.map((b, i) => ({ binding: i + 1, resource: { buffer: b } }))] });
   const enc = device.createCommandEncoder();
   const pass = enc.beginComputePass();
   pass.setPipeline(built.pipeline);
-  pass.setBindGroup(0, group);
+  pass.setBindGroup(0, group, [at]);
   pass.dispatchWorkgroups(...req.workgroups);
   pass.end();
   const reads = [];

@@ -5,8 +5,9 @@
 //! (`matmul::gather_rows` on [`Model::gpu_embeddings`]), runs the layers and the LM head, and
 //! copies the token into a host readback. Nothing a step needs comes from the CPU, so the next
 //! step is submitted before this one's token is read: two submissions in flight (each of
-//! [`SessionOptions::greedy_steps`] steps), the next one recorded while they run and submitted as
-//! soon as the oldest is done, the tokens read behind them. The CPU's work (record a submission,
+//! [`SessionOptions::greedy_steps`] steps; the first ones shorter, so the GPU starts after one
+//! step is recorded), the next one recorded while they run and submitted as soon as the oldest
+//! is done, the tokens read behind them. The CPU's work (record a submission,
 //! read the tokens, hand them on) overlaps the GPU and has the time of two submissions to do it.
 
 use super::*;
@@ -209,7 +210,10 @@ impl Session {
         max: usize,
         at: &mut Cursor,
     ) -> Result<Option<(crate::batch::Recorded<'c>, usize, usize)>> {
-        let count = self.greedy.steps.min(max - at.recorded).min(self.kv.remaining());
+        // The first submissions are shorter (1, 1, 2, 4, ... steps): the GPU starts after one
+        // step is recorded instead of a whole submission, and the first token comes sooner.
+        let ramp = 1usize << at.batches.saturating_sub(1).min(MAX_GREEDY_STEPS.trailing_zeros() as usize);
+        let count = self.greedy.steps.min(ramp).min(max - at.recorded).min(self.kv.remaining());
         if count == 0 {
             return Ok(None);
         }
