@@ -638,6 +638,38 @@ fn decode_step_dispatch_counts() {
     }
 }
 
+/// `Session::warm_up` builds every pipeline that the prompt and the decode steps after it use,
+/// at every context length the cache allows (the attention's split and merge passes change with
+/// the length; TurboQuant's too) and with the embedding table on the GPU (the row lookup of
+/// greedy decoding and of prompts): on a fresh context, recording decode steps at positions across
+/// the whole cache, the prompt's chunks, and then running the prompt and greedy steps builds none.
+#[test]
+fn warm_up_builds_every_pipeline_the_run_uses() {
+    let tq = Spec { hidden: 128, heads: 2, kv_heads: 1, ffn: 96, freqs: Some((0..32).map(|i| 1.0 + (i % 4) as f32).collect()), ..Spec::llama() };
+    for (spec, kv) in [(Spec::llama(), KvKind::F16), (Spec::mistral(), KvKind::F16), (tq, KvKind::TurboQuant)] {
+        let ctx = common::context();
+        let (w, _) = build(&spec, 23);
+        let model = load(&ctx, &w).unwrap();
+        model.gpu_embeddings(&ctx).unwrap();
+        let (context, chunk, prompt_len) = (3000, 64, 100);
+        let mut s = Session::new(&ctx, &model, SessionOptions { context, chunk, kv, ..Default::default() }).unwrap();
+        s.warm_up(&ctx, &model, prompt_len).unwrap();
+        let names = |c: &Context| c.built_pipelines().into_iter().map(|p| p.0).collect::<Vec<_>>();
+        let warm = names(&ctx);
+        for pos in (0..context).step_by(37).chain([context - 1]) {
+            s.record_decode(&mut ctx.batch(), &model, pos).unwrap();
+        }
+        for m in [chunk, prompt_len % chunk] {
+            s.record_chunk(&mut ctx.batch(), &model, m, 0, false).unwrap();
+        }
+        s.prefill(&ctx, &model, &prompt(prompt_len, spec.vocab, 5)).unwrap();
+        assert_eq!(s.decode_greedy(&ctx, &model, 3, |_| Ok(true)).unwrap(), 3);
+        let new: Vec<_> = names(&ctx).into_iter().filter(|n| !warm.contains(n)).collect();
+        assert!(new.is_empty(), "{} {kv:?}: built after the warm-up: {new:?}", spec.arch);
+        assert!(!warm.is_empty());
+    }
+}
+
 /// A context on the same adapter whose device asks for 256-byte storage offsets.
 fn context_with_offset_alignment(align: u32) -> Context {
     use wgkernels::wgpu;

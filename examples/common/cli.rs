@@ -143,6 +143,10 @@ pub fn open(model: &str, common: &Common) -> Res<(Context, GgufFile)> {
 /// the GPU when `gpu_embeddings`, then saves the pipeline cache. Returns the seconds taken.
 pub fn warm_up(ctx: &Context, model: &Model, session: &Session, prompt_len: usize, gpu_embeddings: bool) -> Res<f64> {
     let t = Instant::now();
+    if gpu_embeddings {
+        // First, so that the warm-up below builds the row lookup's pipeline too.
+        model.gpu_embeddings(ctx)?;
+    }
     let chunk = session.options().chunk;
     let last = prompt_len % chunk;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -160,9 +164,6 @@ pub fn warm_up(ctx: &Context, model: &Model, session: &Session, prompt_len: usiz
         }
         Ok(all?)
     })?;
-    if gpu_embeddings {
-        model.gpu_embeddings(ctx)?;
-    }
     ctx.save_pipeline_cache()?;
     Ok(t.elapsed().as_secs_f64())
 }

@@ -580,17 +580,27 @@ impl Session {
 
     /// Build every GPU pipeline a prefill of `prompt_len` tokens and the decode steps after it
     /// will use, by recording (never submitting) a prefill chunk of each size the prompt is split
-    /// into and a decode step. Pipelines are otherwise built on first use, which would count in
-    /// the first chunk's or step's time. Nothing runs; the cache is unchanged.
+    /// into, decode steps at the first, middle and last position of the cache (the attention's
+    /// split and merge passes depend on the context's length) and, with the embedding table on
+    /// the GPU ([`Model::gpu_embeddings_loaded`]: load it first), the lookup of a row. Pipelines
+    /// are otherwise built on first use, which would count in the first chunk's or step's time.
+    /// Nothing runs; the cache is unchanged.
     pub fn warm_up(&self, ctx: &Context, model: &Model, prompt_len: usize) -> Result<()> {
         let full = prompt_len.min(self.opts.chunk);
         let last = prompt_len % self.opts.chunk;
         for m in [full, last].into_iter().filter(|&m| m > 1 && m <= self.kv.capacity()) {
             self.record_chunk(&mut ctx.batch(), model, m, 0, false)?;
         }
-        if self.kv.capacity() > 0 {
+        if let Some(end) = self.kv.capacity().checked_sub(1) {
             let mut b = ctx.batch();
-            self.record_decode(&mut b, model, 0)?;
+            let mut positions = vec![0, end / 2, end];
+            positions.dedup();
+            for pos in positions {
+                self.record_decode(&mut b, model, pos)?;
+            }
+            if let Some(embd) = model.gpu_embeddings_loaded() {
+                self.record_lookup(&mut b, model, embd, self.greedy.first_slot(), 1)?;
+            }
             ops::argmax(&mut b, &self.s.logits, 0, model.config.vocab, self.greedy.first_slot())?;
             self.top.record(&mut b, &self.s.logits, model.config.vocab, 1)?;
             ops::draw(&mut b, self.top.out(), 1, 1.0, 1.0, 0.0, self.greedy.first_slot())?;
