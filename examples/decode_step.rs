@@ -506,7 +506,7 @@ fn main() -> wgkernels::Result<()> {
     println!("  dispatches            {dispatches} in one pass, one submit");
     let per = |t: f64| t / dispatches as f64;
     println!("  CPU recording         {rec_plain:.0} µs total, {:.2} µs per dispatch (new bind groups)", per(rec_plain));
-    println!("                        {rec_cached:.0} µs total, {:.2} µs per dispatch (BindCache; the attention dispatches miss as the position advances)", per(rec_cached));
+    println!("                        {rec_cached:.0} µs total, {:.2} µs per dispatch (BindCache; the attention dispatches get new parameter blocks as the position advances, no new bind groups)", per(rec_cached));
     println!("  submit                {sub_plain:.0} µs / {sub_cached:.0} µs with BindCache (params upload + queue submit)");
     println!("  GPU time              {gpu:.0} µs ({})", if timestamps { "timestamp queries" } else { "wall clock, submit to completion" });
     println!("  end to end            {e2e:.0} µs (record + submit + wait{})", if use_cache { ", BindCache" } else { "" });
