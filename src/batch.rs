@@ -576,7 +576,7 @@ struct CacheInner {
     slots: HashMap<Vec<u8>, Slot>,
     /// Slots of evicted parameter blocks, by the bytes they span: (chunk, offset).
     free: HashMap<u64, Vec<(usize, u64)>>,
-    /// Hash of (layout, slot, buffers) -> entries with that hash.
+    /// Hash of (layout, uniform chunk, buffers) -> entries with that hash.
     groups: HashMap<u64, Vec<CachedGroup>>,
     len: usize,
     /// Parameter blocks past which (and past the capacity) the next batch makes room: twice
