@@ -348,10 +348,22 @@ impl Session {
             }
             LayerKv::Tq { k, v } => {
                 let scratch = self.kv.tq.as_ref().ok_or_else(|| ModelError::Argument("TurboQuant cache without its scratch".into()))?;
-                rope::apply(b, kn, m, c.kv_heads, c.layout, table, Positions::Start(pos0 as u32))?;
+                let at = Positions::Start(pos0 as u32);
+                // A decode step's q and k side by side in the projection's output (no q/k norms
+                // moved them): one dispatch rotates both.
+                let qk = match &s.qkv_views {
+                    Some(views) if decode && m == 1 && w.qk_norm.is_none() => Some(views.run(0, qd + kvd)?),
+                    _ => None,
+                };
+                match qk {
+                    Some(qk) => rope::apply(b, qk, 1, c.heads + c.kv_heads, c.layout, table, at)?,
+                    None => rope::apply(b, kn, m, c.kv_heads, c.layout, table, at)?,
+                }
                 tq::quantize_kv(b, kn, vn, m, pos0, k, v)?;
                 if decode {
-                    rope::apply(b, qn, 1, c.heads, c.layout, table, Positions::Start(pos0 as u32))?;
+                    if qk.is_none() {
+                        rope::apply(b, qn, 1, c.heads, c.layout, table, at)?;
+                    }
                     let scale = c.attn_scale.unwrap_or(1.0 / (c.head_dim as f32).sqrt());
                     let a = tq::DecodeAttention { heads: c.heads, kv_len: pos0 + 1, window, scale };
                     tq::decode_attention(b, &scratch.workspace, qn, k, v, &s.attn, &a)?;
