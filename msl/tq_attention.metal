@@ -12,9 +12,11 @@
 //            q' load; q' and the 16 centroids in threadgroup memory; scores kept in threadgroup
 //            memory (sh[512..]). The norms and the first code words (K and V) are loaded before
 //            the rotation, the next K words before the current ones' arithmetic.
-//   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
+//   softmax: max over the split, p = exp(s - max); p pre-multiplied by the V norm. The sum of
+//            the p's is staged and read at the end (no reduction barrier of its own).
 //   V phase: thread (w, stripe) owns code word w (8 coordinates) and every stripe-th key, eight
-//            keys a step, the next step's eight words loaded before this step's arithmetic.
+//            keys a step, the words of three steps ahead loaded before this step's arithmetic
+//            (the first eight before the rotation, the next sixteen before the max reduction).
 //   output:  the stripes summed in threadgroup memory, transformed back (wht), V's signs.
 // Output row per (head, split): [max, sum, -, -, o[d]] (unnormalised, original domain; the pad is
 // not written).
@@ -35,7 +37,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 1ff733dafc3d7ea5
+//   tq_attend: twin fnv1a64 21c04f6a71a30e03
 
 #include <metal_stdlib>
 using namespace metal;
@@ -112,6 +114,28 @@ static float4 tq_reduce4(float4 v, TqLanes t, bool is_max, threadgroup float4* r
         acc = is_max ? max(acc, b) : acc + b;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    return acc;
+}
+
+// A sum staged without a barrier: tq_stage_sum4 (every thread) stores its simdgroup's part, and
+// after any later barrier tq_staged_sum4 returns the threadgroup's total to whoever asks. `red`
+// must not be reused in between.
+static void tq_stage_sum4(float4 v, TqLanes t, threadgroup float4* red) {
+    float4 r;
+    r.x = simd_sum(v.x);
+    r.y = simd_sum(v.y);
+    r.z = simd_sum(v.z);
+    r.w = simd_sum(v.w);
+    if (t.first) {
+        red[t.sid] = r;
+    }
+}
+
+static float4 tq_staged_sum4(TqLanes t, threadgroup const float4* red) {
+    float4 acc = red[0];
+    for (uint i = 1; i < t.nsg; ++i) {
+        acc += red[i];
+    }
     return acc;
 }
 
@@ -392,18 +416,29 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
             }
         }
     }
+    // The V phase's next sixteen code words, in flight through the reduction and the softmax.
+    uint xv[8];
+    uint yv[8];
+    for (uint u = 0; u < 8u; ++u) {
+        xv[u] = v_word(p, vcodes, vk, 8u + u);
+        yv[u] = v_word(p, vcodes, vk, 16u + u);
+    }
     const float4 m = tq_reduce4(mloc, t, true, red);
 
-    // Softmax weights (the reduction's barriers make the scores and vn visible).
+    // Softmax weights (the reduction's barriers make the scores and vn visible). Their sum is
+    // staged and read at the end (after the stripes' barriers); one barrier makes the weights
+    // visible to the V phase.
     float4 lloc = float4(0.0f);
     for (uint j = li; j < n; j += ATT_WG) {
         const float4 e = exp(sh[SC + j] - m);
         lloc += e;
         sh[SC + j] = e * vn[j];
     }
-    const float4 l = tq_reduce4(lloc, t, false, red);
+    tq_stage_sum4(lloc, t, red);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
 
-    // V phase: eight keys a step; the next step's words are loaded before this step's arithmetic.
+    // V phase: eight keys a step; the words of the step three ahead are loaded before this
+    // step's arithmetic.
     float4 acc[8];
     for (uint k = 0; k < 8u; ++k) {
         acc[k] = float4(0.0f);
@@ -412,13 +447,15 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
     for (uint k = 0; k < keys; k += 8u) {
         uint nx[8];
         for (uint u = 0; u < 8u; ++u) {
-            nx[u] = v_word(p, vcodes, vk, k + 8u + u);
+            nx[u] = v_word(p, vcodes, vk, k + 24u + u);
         }
         for (uint u = 0; u < 8u; ++u) {
             v_fold(acc, lut, wv[u], v_weight(sh, vk, k + u));
         }
         for (uint u = 0; u < 8u; ++u) {
-            wv[u] = nx[u];
+            wv[u] = xv[u];
+            xv[u] = yv[u];
+            yv[u] = nx[u];
         }
     }
 
@@ -446,6 +483,7 @@ kernel void tq_attend(constant TqAttendParams& p [[buffer(0)]],
         }
     }
     if (li < nh) {
+        const float4 l = tq_staged_sum4(t, red);
         const uint r = ((h0 + li) * p.splits + split) * p.row;
         partial[r] = m[li];
         partial[r + 1u] = l[li];

@@ -36,7 +36,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_quantize, tq_dequantize, tq_merge: twin fnv1a64 cac2fd7d39b7327f
+//   tq_quantize, tq_dequantize, tq_merge: twin fnv1a64 26f8ec7409fa315a
 // (The WGSL's quantize_kv, K and V in one dispatch, has no kernel here: the Native tier records
 // two tq_quantize dispatches for it.)
 

@@ -20,10 +20,12 @@
 //            scores kept in workgroup memory (sh[512..]). The norms and the first code words
 //            (K and V) are loaded before the rotation, the next K words before the current
 //            ones' arithmetic.
-//   softmax: max over the split, p = exp(s - max), sum; p pre-multiplied by the V norm.
+//   softmax: max over the split, p = exp(s - max); p pre-multiplied by the V norm. The sum of
+//            the p's is staged and read at the end (no reduction barrier of its own).
 //   V phase: invocation (w, stripe) owns code word w (8 coordinates) and every stripe-th key,
-//            eight keys a step, the next step's eight code words loaded before this step's
-//            arithmetic.
+//            eight keys a step, the code words of three steps ahead loaded before this step's
+//            arithmetic (the first eight before the rotation, the next sixteen before the
+//            max reduction): 24 words in flight per invocation.
 //   output:  the stripes summed in workgroup memory, transformed back (`wht`), V's signs.
 // Output row per (head, split): [max, sum, 0, 0, o[d]] (unnormalised, in the original domain).
 
@@ -351,42 +353,79 @@ fn attend(g: TqGroup, ids: TqIds) {
             }
         }
     }
+    // The V phase's next sixteen code words, in flight through the reduction and the softmax.
+    var x0 = v_word(vk, 8u);
+    var x1 = v_word(vk, 9u);
+    var x2 = v_word(vk, 10u);
+    var x3 = v_word(vk, 11u);
+    var x4 = v_word(vk, 12u);
+    var x5 = v_word(vk, 13u);
+    var x6 = v_word(vk, 14u);
+    var x7 = v_word(vk, 15u);
+    var y0 = v_word(vk, 16u);
+    var y1 = v_word(vk, 17u);
+    var y2 = v_word(vk, 18u);
+    var y3 = v_word(vk, 19u);
+    var y4 = v_word(vk, 20u);
+    var y5 = v_word(vk, 21u);
+    var y6 = v_word(vk, 22u);
+    var y7 = v_word(vk, 23u);
     let m = tq_reduce4(mloc, t, true);
 
-    // Softmax weights (the reduction's barriers make the scores and vn visible).
+    // Softmax weights (the reduction's barriers make the scores and vn visible). Their sum is
+    // staged and read at the end (after the stripes' barriers); one barrier makes the weights
+    // visible to the V phase.
     var lloc = vec4<f32>(0.0);
     for (var j = li; j < n; j += ATT_WG) {
         let e = exp(sh[SC + j] - m);
         lloc += e;
         sh[SC + j] = e * vn[j];
     }
-    let l = tq_reduce4(lloc, t, false);
+    tq_stage_sum4(lloc, t);
+    workgroupBarrier();
 
-    // V phase: eight keys a step; the next step's words are loaded before this step's arithmetic.
+    // V phase: eight keys a step; the words of the step three ahead are loaded before this
+    // step's arithmetic.
     let z = vec4<f32>(0.0);
     var acc = VAcc(z, z, z, z, z, z, z, z);
     let keys = select(0u, (n - vk.s0 + vk.st - 1u) / vk.st, vk.s0 < n);
     for (var k = 0u; k < keys; k += 8u) {
-        let n0 = v_word(vk, k + 8u);
-        let n1 = v_word(vk, k + 9u);
-        let n2 = v_word(vk, k + 10u);
-        let n3 = v_word(vk, k + 11u);
-        let n4 = v_word(vk, k + 12u);
-        let n5 = v_word(vk, k + 13u);
-        let n6 = v_word(vk, k + 14u);
-        let n7 = v_word(vk, k + 15u);
+        let n0 = v_word(vk, k + 24u);
+        let n1 = v_word(vk, k + 25u);
+        let n2 = v_word(vk, k + 26u);
+        let n3 = v_word(vk, k + 27u);
+        let n4 = v_word(vk, k + 28u);
+        let n5 = v_word(vk, k + 29u);
+        let n6 = v_word(vk, k + 30u);
+        let n7 = v_word(vk, k + 31u);
         acc = v_fold(v_fold(acc, w0, v_weight(vk, k)), w1, v_weight(vk, k + 1u));
         acc = v_fold(v_fold(acc, w2, v_weight(vk, k + 2u)), w3, v_weight(vk, k + 3u));
         acc = v_fold(v_fold(acc, w4v, v_weight(vk, k + 4u)), w5, v_weight(vk, k + 5u));
         acc = v_fold(v_fold(acc, w6, v_weight(vk, k + 6u)), w7, v_weight(vk, k + 7u));
-        w0 = n0;
-        w1 = n1;
-        w2 = n2;
-        w3 = n3;
-        w4v = n4;
-        w5 = n5;
-        w6 = n6;
-        w7 = n7;
+        w0 = x0;
+        w1 = x1;
+        w2 = x2;
+        w3 = x3;
+        w4v = x4;
+        w5 = x5;
+        w6 = x6;
+        w7 = x7;
+        x0 = y0;
+        y0 = n0;
+        x1 = y1;
+        y1 = n1;
+        x2 = y2;
+        y2 = n2;
+        x3 = y3;
+        y3 = n3;
+        x4 = y4;
+        y4 = n4;
+        x5 = y5;
+        y5 = n5;
+        x6 = y6;
+        y6 = n6;
+        x7 = y7;
+        y7 = n7;
     }
 
     // Sum the stripes: invocation li's 8 coordinates at sh[stripe * d + 8 w + k] (stripes * d =
@@ -419,6 +458,7 @@ fn attend(g: TqGroup, ids: TqIds) {
         }
     }
     if (li < nh) {
+        let l = tq_staged_sum4(t);
         let r = ((h0 + li) * p.splits + split) * p.row;
         partial[r] = m[li];
         partial[r + 1u] = l[li];

@@ -68,3 +68,20 @@ fn tq_reduce4(v: vec4<f32>, t: TqLanes, is_max: bool) -> vec4<f32> {
     workgroupBarrier();
     return r;
 }
+
+// A sum staged without a barrier: tq_stage_sum4 (every invocation) stores its part, and after any
+// later workgroupBarrier tq_staged_sum4 returns the workgroup's total to whoever asks. tq_red
+// must not be reused in between.
+fn tq_stage_sum4(v: vec4<f32>, t: TqLanes) {
+    tq_red[t.li] = v;
+}
+
+fn tq_staged_sum4(t: TqLanes) -> vec4<f32> {
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
+    for (var i = 0u; i < 128u; i += 2u) {
+        a += tq_red[i];
+        b += tq_red[i + 1u];
+    }
+    return a + b;
+}

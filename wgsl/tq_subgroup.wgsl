@@ -96,3 +96,21 @@ fn tq_reduce4(v: vec4<f32>, t: TqLanes, is_max: bool) -> vec4<f32> {
     workgroupBarrier();
     return acc;
 }
+
+// A sum staged without a barrier: tq_stage_sum4 (every invocation, in uniform control flow)
+// stores its subgroup's part, and after any later workgroupBarrier tq_staged_sum4 returns the
+// workgroup's total to whoever asks. tq_red must not be reused in between.
+fn tq_stage_sum4(v: vec4<f32>, t: TqLanes) {
+    let r = vec4<f32>(subgroupAdd(v.x), subgroupAdd(v.y), subgroupAdd(v.z), subgroupAdd(v.w));
+    if (t.first) {
+        tq_red[t.sid] = r;
+    }
+}
+
+fn tq_staged_sum4(t: TqLanes) -> vec4<f32> {
+    var acc = tq_red[0];
+    for (var i = 1u; i < t.nsg; i++) {
+        acc += tq_red[i];
+    }
+    return acc;
+}
