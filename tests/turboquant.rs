@@ -2,12 +2,15 @@
 //! round-trip MSE against the paper's bound on Gaussian and adversarial vectors, GPU codes vs
 //! CPU codes (differences only at decision boundaries, counted), attention over the compressed
 //! cache vs the dequantised and the original cache, ring-buffer wrap-around and masking, the
-//! split-K plan's large-split path, and typed errors for bad inputs.
+//! split-K plan's large-split path, the compact split pass of devices with little workgroup
+//! memory, and typed errors for bad inputs.
 
 mod common;
+#[path = "common/limits.rs"]
+mod limits;
 
 use wgkernels::kernels::turboquant::cases::{attention_reference, check_quantized, random_cache, test_vectors, ATTENTION_TOL};
-use wgkernels::kernels::turboquant::{self as tq, codebook, CacheKind, DecodeAttention, TqAttnWorkspace, TqCache, TqConfig};
+use wgkernels::kernels::turboquant::{self as tq, codebook, CacheKind, DecodeAttention, Footprint, TqAttnWorkspace, TqCache, TqConfig};
 use wgkernels::reference::turboquant as reference;
 use wgkernels::suite::{compare, guarded_f32, Rng};
 use wgkernels::{Context, ContextOptions, Error, Variant, VariantPolicy};
@@ -282,6 +285,49 @@ fn attention_forced_splits_cover_every_key_layout() {
             }
         }
     }
+}
+
+/// A device with WebGPU's default 16 KiB of workgroup memory takes the compact split pass (at most
+/// 128 positions per split, the V stripes summed in two rounds): head dims 64..512 (512: the
+/// queries fill the shared array up to the scores), GQA groups of 1..8, a wrapped ring buffer and
+/// a window, long contexts of many splits, and every forced split length it allows.
+#[test]
+fn compact_split_pass_on_16k_workgroup_memory() {
+    let (base, _) = limits::clamped_context("16k-workgroup-memory", |real| wgpu::Limits { max_compute_workgroup_storage_size: 16 << 10, ..real.clone() });
+    assert_eq!(Footprint::of(base.caps()).unwrap(), Footprint::COMPACT);
+    assert!(Footprint::of(common::context().caps()).is_ok());
+    let mut rng = rng();
+    for split in [None, Some(64usize), Some(128)] {
+        for (variant, _) in variants(&base) {
+            let tuning = wgkernels::Tuning { tq_split: split, ..wgkernels::Tuning::default() };
+            let ctx = base.with_options(ContextOptions::default().with_policy(VariantPolicy::Require(variant)).with_tuning(tuning));
+            for (heads, kv_heads, d, capacity, len, kind) in [
+                (8usize, 2usize, 128usize, 813usize, 813usize, CacheKind::Global),
+                (4, 1, 64, 700, 1501, CacheKind::Window),
+                (6, 2, 256, 555, 555, CacheKind::Global),
+                (2, 1, 512, 300, 300, CacheKind::Global),
+                (16, 2, 64, 2100, 2100, CacheKind::Global),
+            ] {
+                let case = CacheCase { heads, kv_heads, d, capacity, len, kind, seeds: (93, 94), scale: 1.5 };
+                check_cache_attention(&ctx, &mut rng, &case, &format!("{variant} compact split={split:?}"));
+            }
+        }
+    }
+}
+
+/// The footprints' byte counts (what the plan compares with the device's limit) are naga's layout
+/// of the split pass's workgroup variables, both variants.
+#[test]
+fn footprint_bytes_are_the_shaders() {
+    use wgkernels::pipeline::PipelineKey;
+    let ctx = common::context();
+    for footprint in [Footprint::FULL, Footprint::COMPACT] {
+        for variant in [Variant::Portable, Variant::Subgroup] {
+            let desc = tq::TqPipeline::Attend { variant, footprint }.describe(ctx.caps());
+            assert_eq!(wgkernels::shaders::workgroup_bytes(&desc).unwrap(), footprint.bytes() as u64, "{footprint:?} {variant}");
+        }
+    }
+    assert!(Footprint::COMPACT.bytes() <= 16 << 10 && Footprint::FULL.bytes() <= wgkernels::shaders::APPLE_THREADGROUP_MEMORY as usize);
 }
 
 #[test]

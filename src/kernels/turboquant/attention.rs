@@ -42,17 +42,55 @@ impl DecodeAttention {
 /// Smallest positions-per-split the plan uses.
 const SPLIT_MIN: usize = 64;
 
-/// [`crate::Tuning::tq_split`] (64..=512): force the positions per split (for tuning on a new GPU).
-pub(crate) fn forced_split(caps: &crate::caps::Caps) -> Option<usize> {
-    crate::tuning::accepted(caps.tuning.tq_split, |s| (SPLIT_MIN..=SPLIT_MAX).contains(&s))
+/// The split pass's workgroup memory plan (the override constants of tq_attention.wgsl), chosen
+/// per device by [`Footprint::of`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Footprint {
+    /// Positions per split at most (`SPLIT_MAX`).
+    pub split_max: usize,
+    /// vec4s of the shared array (`SH`).
+    pub sh: usize,
+    /// Rounds of the V stripes' sums (`STRIPE_ROUNDS`).
+    pub rounds: usize,
+}
+
+impl Footprint {
+    /// 20.1 KiB; the MSL twin's plan.
+    pub const FULL: Footprint = Footprint { split_max: SPLIT_MAX, sh: 1024, rounds: 1 };
+    /// 12.6 KiB: inside WebGPU's default 16 KiB.
+    pub const COMPACT: Footprint = Footprint { split_max: 128, sh: 640, rounds: 2 };
+
+    /// Workgroup memory bytes: `sh`, the V norms, the 16 centroids, the reductions' 128 vec4s.
+    pub const fn bytes(self) -> usize {
+        16 * self.sh + 4 * self.split_max + 4 * 16 + 16 * 128
+    }
+
+    /// The full plan where the device has the memory for it, else the compact one.
+    pub fn of(caps: &crate::caps::Caps) -> Result<Footprint> {
+        let mem = caps.limits.max_compute_workgroup_storage_size as usize;
+        [Footprint::FULL, Footprint::COMPACT]
+            .into_iter()
+            .find(|f| f.bytes() <= mem)
+            .ok_or_else(|| Error::Limit(format!("{}: needs {} bytes of workgroup memory, the device has {mem}", ATTENTION.name, Footprint::COMPACT.bytes())))
+    }
+
+    pub(crate) fn constants(self) -> Vec<(&'static str, f64)> {
+        vec![("SPLIT_MAX", self.split_max as f64), ("SH", self.sh as f64), ("STRIPE_ROUNDS", self.rounds as f64)]
+    }
+}
+
+/// [`crate::Tuning::tq_split`] (64 to the plan's most, 512 or 128): force the positions per
+/// split (for tuning on a new GPU).
+pub(crate) fn forced_split(caps: &crate::caps::Caps, fp: Footprint) -> Option<usize> {
+    crate::tuning::accepted(caps.tuning.tq_split, |s| (SPLIT_MIN..=fp.split_max).contains(&s))
 }
 
 /// Split-K plan: (positions per split, splits) for `count` visible positions and `units`
 /// (kv head, query quad) pairs: about [`TARGET_WORKGROUPS`] workgroups, positions per split a
-/// multiple of 64 within 64..=512 (so more workgroups only where 512-position splits need them).
-/// `forced` ([`forced_split`]) replaces the choice.
-pub(crate) fn plan(forced: Option<usize>, count: usize, units: usize) -> (usize, usize) {
-    let split_len = forced.unwrap_or_else(|| count.saturating_mul(units).div_ceil(TARGET_WORKGROUPS).next_multiple_of(SPLIT_MIN).clamp(SPLIT_MIN, SPLIT_MAX));
+/// multiple of 64 within 64..=`split_max` (so more workgroups only where the longest splits need
+/// them). `forced` ([`forced_split`]) replaces the choice.
+pub(crate) fn plan(forced: Option<usize>, count: usize, units: usize, split_max: usize) -> (usize, usize) {
+    let split_len = forced.unwrap_or_else(|| count.saturating_mul(units).div_ceil(TARGET_WORKGROUPS).next_multiple_of(SPLIT_MIN).clamp(SPLIT_MIN, split_max));
     (split_len, count.div_ceil(split_len))
 }
 
@@ -71,11 +109,12 @@ impl TqAttnWorkspace {
         check_heads(heads, cache.kv_heads)?;
         let units = cache.kv_heads * (heads / cache.kv_heads).div_ceil(4);
         let cap = cache.capacity.min(u32::MAX as usize);
-        // The most splits `plan` gives for any count <= capacity: below SPLIT_MAX positions per
+        let fp = Footprint::of(ctx.caps())?;
+        // The most splits `plan` gives for any count <= capacity: below split_max positions per
         // split, split_len >= count * units / TARGET_WORKGROUPS, so splits <= TARGET_WORKGROUPS / units + 1.
-        let max_splits = match forced_split(ctx.caps()) {
+        let max_splits = match forced_split(ctx.caps(), fp) {
             Some(s) => cap.div_ceil(s),
-            None => (TARGET_WORKGROUPS / units + 1).max(cap.div_ceil(SPLIT_MAX)),
+            None => (TARGET_WORKGROUPS / units + 1).max(cap.div_ceil(fp.split_max)),
         };
         let d = cache.head_dim;
         crate::error::dims::elems_u32("heads * head_dim", &[heads, d])?;
@@ -111,7 +150,8 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
     let (lo, count) = a.visible(kc)?;
     let group = a.heads / kc.kv_heads;
     let quads = group.div_ceil(4);
-    let (split_len, splits) = plan(forced_split(ctx.caps()), count, kc.kv_heads * quads);
+    let fp = Footprint::of(ctx.caps())?;
+    let (split_len, splits) = plan(forced_split(ctx.caps(), fp), count, kc.kv_heads * quads, fp.split_max);
     ensure(splits <= ws.max_splits, || Error::Limit(format!("{splits} splits > workspace's {}", ws.max_splits)))?;
     let row = d + 4;
     let inv_d = 1.0 / d as f32;
@@ -143,7 +183,7 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
     let merge_grid = ctx.grid(a.heads as u64)?;
 
     ctx.with_native_fallback(&ATTENTION, |variant| {
-        let attend = TqPipeline::Attend { variant };
+        let attend = TqPipeline::Attend { variant, footprint: fp };
         let merge = TqPipeline::Transform { variant, op: TransformOp::Merge };
         // Build both first: a pipeline that fails to build then records nothing, so a Native
         // failure falls back without a stray dispatch.

@@ -24,7 +24,9 @@ fn family_pipelines(ops: &[TransformOp], attend: bool) -> Vec<(String, PipelineD
         .flat_map(|variant| ops.iter().filter(move |op| variant != Variant::Native || op.msl_entry().is_some()).map(move |&op| TqPipeline::Transform { variant, op }))
         .collect();
     if attend {
-        keys.extend(all_variants().map(|variant| TqPipeline::Attend { variant }));
+        for footprint in [attention::Footprint::FULL, attention::Footprint::COMPACT] {
+            keys.extend(all_variants().map(|variant| TqPipeline::Attend { variant, footprint }));
+        }
     }
     describe_all(keys)
 }

@@ -240,7 +240,7 @@ impl Case for AttnCase {
         let a = self.problem();
         let (_, count) = a.visible(c).unwrap_or((0, 0));
         let quads = (self.heads / c.kv_heads).div_ceil(4);
-        let splits = if count == 0 { 0 } else { attention::plan(None, count, c.kv_heads * quads).1 };
+        let splits = if count == 0 { 0 } else { attention::plan(None, count, c.kv_heads * quads, SPLIT_MAX).1 };
         (2 * count * c.kv_heads * (d / 2 + 4) + 2 * self.heads * d * 4 + 2 * self.heads * splits * (d + 4) * 4) as u64
     }
     fn setup(&self, ctx: &Context, rng: &mut Rng, copies: usize) -> Result<Box<dyn Prepared>> {

@@ -332,8 +332,16 @@ impl TransformOp {
 /// Pipelines of this family.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TqPipeline {
-    Transform { variant: Variant, op: TransformOp },
-    Attend { variant: Variant },
+    Transform {
+        variant: Variant,
+        op: TransformOp,
+    },
+    /// The split pass; the Native tier's MSL has the full footprint (a compact Native key is its
+    /// WGSL twin).
+    Attend {
+        variant: Variant,
+        footprint: attention::Footprint,
+    },
 }
 
 fn prologue(v: Variant) -> &'static str {
@@ -353,7 +361,13 @@ impl PipelineKey for TqPipeline {
                     None => twin,
                 }
             }
-            TqPipeline::Attend { variant: Variant::Native } => PipelineDesc::native(ATTENTION_MSL, "tq_attend", TqPipeline::Attend { variant: Variant::Subgroup }.describe(_caps)),
+            TqPipeline::Attend { variant: Variant::Native, footprint } => {
+                let twin = TqPipeline::Attend { variant: Variant::Subgroup, footprint }.describe(_caps);
+                match footprint == attention::Footprint::FULL {
+                    true => PipelineDesc::native(ATTENTION_MSL, "tq_attend", twin),
+                    false => twin,
+                }
+            }
             TqPipeline::Transform { variant, op } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), TRANSFORM_WGSL]),
                 entry: op.entry(),
@@ -362,10 +376,10 @@ impl PipelineKey for TqPipeline {
                 params_size: std::mem::size_of::<TransformParams>() as u64,
                 bindings: op.bindings(),
             },
-            TqPipeline::Attend { variant } => PipelineDesc {
+            TqPipeline::Attend { variant, footprint } => PipelineDesc {
                 source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), ATTENTION_WGSL]),
                 entry: "attend",
-                constants: vec![],
+                constants: footprint.constants(),
                 workgroup_size: [128, 1, 1],
                 params_size: std::mem::size_of::<AttendParams>() as u64,
                 bindings: ATTEND_BINDINGS,
@@ -404,7 +418,8 @@ pub fn quantize(b: &mut Batch, src: &GpuBuffer<f32>, tokens: usize, pos0: usize,
 
 /// [`quantize`] of a layer's new keys `k` into `kc` and values `v` into `vc` (caches of the same
 /// kv heads, head dim, capacity and kind; their sign seeds may differ), in one dispatch (two on
-/// the Native tier). Same results as the two [`quantize`] calls.
+/// the Native tier and on devices with fewer than 9 storage buffers per stage). Same results as
+/// the two [`quantize`] calls.
 pub fn quantize_kv(b: &mut Batch, k: &GpuBuffer<f32>, v: &GpuBuffer<f32>, tokens: usize, pos0: usize, kc: &TqCache, vc: &TqCache) -> Result<()> {
     let ctx = b.context();
     let (a, c) = (&kc.config, &vc.config);
@@ -416,8 +431,11 @@ pub fn quantize_kv(b: &mut Batch, k: &GpuBuffer<f32>, v: &GpuBuffer<f32>, tokens
     let (kb, vb) = (quantize_bufs(ctx, k, kc), quantize_bufs(ctx, v, vc));
     // The K vectors' workgroups, then as many for V (workgroups past either half's vectors store nothing).
     let params = TransformParams { k_wgs: k_wgs as u32, ..params };
+    // One dispatch for both binds 9 storage buffers: a device with fewer (WebGPU's default is 8),
+    // and the Native tier (its MSL has no two-cache kernel), record one Quantize per cache.
+    let one_dispatch = ctx.caps().limits.max_storage_buffers_per_shader_stage as usize >= TRANSFORM_KV_BINDINGS.len();
     ctx.with_native_fallback(&QUANTIZE, |variant| {
-        if variant == Variant::Native {
+        if variant == Variant::Native || !one_dispatch {
             let (op, grid) = (TqPipeline::Transform { variant, op: TransformOp::Quantize }, ctx.grid(k_wgs)?);
             ctx.pipeline(&op)?;
             b.dispatch(&op, &params, &kb, grid)?;
@@ -481,7 +499,7 @@ pub fn dequantize(b: &mut Batch, cache: &TqCache, pos0: usize, count: usize, out
 }
 
 pub(crate) mod attention;
-pub use attention::{decode_attention, DecodeAttention, TqAttnWorkspace};
+pub use attention::{decode_attention, DecodeAttention, Footprint, TqAttnWorkspace};
 
 /// The family's params structs and the WGSL pipelines that bind each (the params reflection test).
 #[cfg(all(test, feature = "testkit"))]
