@@ -2,6 +2,8 @@
 //! crate's GgufWriter) against an f64 CPU forward pass, and bad input -> typed errors.
 
 mod common;
+#[path = "common/limits.rs"]
+mod limits;
 mod model_ref;
 
 use model_ref::{build, Spec};
@@ -32,17 +34,20 @@ fn prompt(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
 /// on lavapipe), so 2e-3 leaves 10x room, while a wrong position, pair layout, bias or GQA
 /// mapping moves them by tens of percent.
 fn check_synthetic(spec: &Spec, kv: KvKind, tol: f64) {
-    let ctx = common::context();
+    check_synthetic_on(&common::context(), spec, kv, tol);
+}
+
+fn check_synthetic_on(ctx: &Context, spec: &Spec, kv: KvKind, tol: f64) {
     let (w, reference) = build(spec, 42);
-    let model = load(&ctx, &w).expect("load");
+    let model = load(ctx, &w).expect("load");
     let cfg = &model.config;
     assert_eq!((cfg.layers, cfg.hidden, cfg.heads, cfg.kv_heads, cfg.vocab), (spec.layers, spec.hidden, spec.heads, spec.kv_heads, spec.vocab));
     assert_eq!(cfg.layout, spec.layout());
     let tokens = prompt(13, spec.vocab, 3);
     let want = reference.forward(&tokens);
     // Prefill 10 tokens in chunks of 4 (4 + 4 + 2), then 3 decode steps.
-    let mut s = Session::new(&ctx, &model, SessionOptions { context: 16, kv, chunk: 4, all_logits: true, ..Default::default() }).expect("session");
-    let got = s.prefill(&ctx, &model, &tokens[..10]).expect("prefill");
+    let mut s = Session::new(ctx, &model, SessionOptions { context: 16, kv, chunk: 4, all_logits: true, ..Default::default() }).expect("session");
+    let got = s.prefill(ctx, &model, &tokens[..10]).expect("prefill");
     assert_eq!(got.len(), 10 * spec.vocab);
     let mut worst: f64 = 0.0;
     for (t, row) in got.chunks(spec.vocab).enumerate() {
@@ -51,7 +56,7 @@ fn check_synthetic(spec: &Spec, kv: KvKind, tol: f64) {
         worst = worst.max(e);
     }
     for (t, &tok) in tokens.iter().enumerate().skip(10) {
-        let row = s.decode(&ctx, &model, tok).expect("decode");
+        let row = s.decode(ctx, &model, tok).expect("decode");
         let e = row_error(&row, &want[t]);
         assert!(e < tol, "{} {kv:?}: decode position {t}: error {e:.2e} of the spread (tol {tol:.0e})", spec.arch);
         worst = worst.max(e);
@@ -61,8 +66,8 @@ fn check_synthetic(spec: &Spec, kv: KvKind, tol: f64) {
     // Only the last position's logits (one chunk of 10, or chunks of 3 with no LM head but in
     // the last) agree with the reference.
     for chunk in [16, 3] {
-        let mut s1 = Session::new(&ctx, &model, SessionOptions { context: 16, kv, chunk, all_logits: false, ..Default::default() }).expect("session");
-        let last = s1.prefill(&ctx, &model, &tokens[..10]).expect("prefill");
+        let mut s1 = Session::new(ctx, &model, SessionOptions { context: 16, kv, chunk, all_logits: false, ..Default::default() }).expect("session");
+        let last = s1.prefill(ctx, &model, &tokens[..10]).expect("prefill");
         assert_eq!(last.len(), spec.vocab);
         assert!(row_error(&last, &want[9]) < tol, "chunk {chunk}: last logits");
     }
@@ -181,6 +186,20 @@ fn turboquant_cache_tracks_reference() {
     let spec = Spec { hidden: 128, heads: 2, kv_heads: 1, ffn: 96, ..Spec::llama() };
     let spec = Spec { freqs: Some((0..32).map(|i| 1.0 + (i % 4) as f32).collect()), ..spec };
     check_synthetic(&spec, KvKind::TurboQuant, 0.1);
+}
+
+/// The whole model, prefill and decode, f16 and TurboQuant caches, on a device held to WebGPU's
+/// default limits (16 KiB of workgroup memory, 256 invocations, 8 storage buffers per stage):
+/// what a browser grants without asking.
+#[test]
+fn synthetic_models_run_inside_webgpu_default_limits() {
+    let (ctx, limits) = limits::clamped_context("webgpu-default-limits", |real| wgpu::Limits::default().or_worse_values_from(real));
+    assert_eq!(ctx.caps().limits.max_compute_workgroup_storage_size, limits.max_compute_workgroup_storage_size);
+    for spec in [Spec::llama(), Spec::qwen3(), Spec::phi3_partial()] {
+        check_synthetic_on(&ctx, &spec, KvKind::F16, 2e-3);
+    }
+    let spec = Spec { hidden: 128, heads: 2, kv_heads: 1, ffn: 96, ..Spec::llama() };
+    check_synthetic_on(&ctx, &Spec { freqs: Some((0..32).map(|i| 1.0 + (i % 4) as f32).collect()), ..spec }, KvKind::TurboQuant, 0.1);
 }
 
 #[test]
