@@ -3,7 +3,7 @@
 
 use super::check::{cfg, AttnCase, DequantCase, QuantCase};
 use super::*;
-use crate::suite::{describe_all, guarded_f32, guarded_u32, Case, Check, Kernel, Prepared, Rng};
+use crate::suite::{describe_all, guarded_f32, guarded_u32, Case, Check, Kernel, PlanAdapter, PlanCase, Prepared, Rng};
 
 pub use super::check::{attention_reference, check_quantized, random_cache, test_vectors, ATTENTION_TOL, BOUNDARY_BAND};
 
@@ -111,6 +111,18 @@ impl Kernel for AttentionKernel {
     }
     fn pipelines(&self) -> Vec<(String, PipelineDesc)> {
         family_pipelines(&[TransformOp::Merge], true)
+    }
+    /// The compact split pass (an adapter with WebGPU's default 16 KiB of workgroup memory),
+    /// every variant: four splits of 64 positions, and head dim 64 (sixteen V stripes, two rounds).
+    fn plan_cases(&self) -> Vec<PlanCase> {
+        let adapter = PlanAdapter { workgroup_memory: Some(16 << 10), ..PlanAdapter::default() };
+        [
+            AttnCase { heads: 8, cfg: cfg(2, 128, 64, CacheKind::Window, Some(2)), kv_len: 200, window: None, sharpness: 1.0 },
+            AttnCase { heads: 4, cfg: cfg(2, 64, 100, CacheKind::Global, Some(1)), kv_len: 77, window: None, sharpness: 1.0 },
+        ]
+        .into_iter()
+        .map(|c| PlanCase { adapter, ..PlanCase::new(None, crate::tuning::Tuning::default(), Box::new(c)) })
+        .collect()
     }
 }
 
