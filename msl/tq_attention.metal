@@ -39,7 +39,7 @@
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 370e837ed0a5ffc7
+//   tq_attend: twin fnv1a64 dab9e747d9f7c6b2
 
 #include <metal_stdlib>
 using namespace metal;

@@ -49,13 +49,11 @@ struct Params {
 }
 
 const ATT_WG: u32 = 128u;
-// Positions per split at most; SH: vec4s of `sh`; STRIPE_ROUNDS: how many rounds the V stripes'
-// sums take through `sh` (stripes * d = 1024 vec4s in all). The defaults take 20.1 KiB of
-// workgroup memory; the compact plan (SPLIT_MAX 128, SH 640, 2 rounds) 12.6 KiB, inside
-// WebGPU's default 16 KiB. SH >= SC + SPLIT_MAX and SH * STRIPE_ROUNDS >= 1024.
-override SPLIT_MAX: u32 = 512u;
-override SH: u32 = 1024u;
-override STRIPE_ROUNDS: u32 = 1u;
+// Placed before this file (turboquant::Footprint): SPLIT_MAX, positions per split at most; SH,
+// vec4s of `sh`; STRIPE_ROUNDS, how many rounds the V stripes' sums take through `sh` (stripes *
+// d = 1024 vec4s in all). The full plan (512, 1024, 1) takes 20.1 KiB of workgroup memory, the
+// compact one (128, 640, 2) 12.6 KiB, inside WebGPU's default 16 KiB. SH >= SC + SPLIT_MAX and
+// SH * STRIPE_ROUNDS >= 1024.
 // Scores and softmax weights live at sh[SC + j].
 const SC: u32 = 512u;
 
@@ -240,23 +238,6 @@ fn v_fold(acc: VAcc, word: u32, pj: vec4<f32>) -> VAcc {
                 acc.c2 + lut[(word >> 8u) & 15u] * pj, acc.c3 + lut[(word >> 12u) & 15u] * pj,
                 acc.c4 + lut[(word >> 16u) & 15u] * pj, acc.c5 + lut[(word >> 20u) & 15u] * pj,
                 acc.c6 + lut[(word >> 24u) & 15u] * pj, acc.c7 + lut[word >> 28u] * pj);
-}
-
-// sh[b + k] = (sh[b + k] if `add`) + acc's coordinate k.
-fn stripe_store(b: u32, acc: VAcc, add: bool) {
-    var o = acc;
-    if (add) {
-        o = VAcc(o.c0 + sh[b], o.c1 + sh[b + 1u], o.c2 + sh[b + 2u], o.c3 + sh[b + 3u],
-                 o.c4 + sh[b + 4u], o.c5 + sh[b + 5u], o.c6 + sh[b + 6u], o.c7 + sh[b + 7u]);
-    }
-    sh[b] = o.c0;
-    sh[b + 1u] = o.c1;
-    sh[b + 2u] = o.c2;
-    sh[b + 3u] = o.c3;
-    sh[b + 4u] = o.c4;
-    sh[b + 5u] = o.c5;
-    sh[b + 6u] = o.c6;
-    sh[b + 7u] = o.c7;
 }
 
 // The V phase's keys of one invocation: j = s0 + st * k for k = 0, 1, .. while j < n.
@@ -456,11 +437,29 @@ fn attend(g: TqGroup, ids: TqIds) {
     // then each coordinate's owner sums them into sh[coordinate] (only it reads or writes that
     // coordinate's entries).
     let per = vk.st / STRIPE_ROUNDS;
-    let b = (vk.s0 % per) * p.d + 8u * vk.w;
-    for (var r = 0u; r < STRIPE_ROUNDS; r++) {
+    let b = select(vk.s0 % per, vk.s0, STRIPE_ROUNDS == 1u) * p.d + 8u * vk.w;
+    workgroupBarrier();
+    if (STRIPE_ROUNDS == 1u || vk.s0 < per) {
+        sh[b] = acc.c0;
+        sh[b + 1u] = acc.c1;
+        sh[b + 2u] = acc.c2;
+        sh[b + 3u] = acc.c3;
+        sh[b + 4u] = acc.c4;
+        sh[b + 5u] = acc.c5;
+        sh[b + 6u] = acc.c6;
+        sh[b + 7u] = acc.c7;
+    }
+    for (var r = 1u; r < STRIPE_ROUNDS; r++) {
         workgroupBarrier();
         if (vk.s0 / per == r) {
-            stripe_store(b, acc, r > 0u);
+            sh[b] += acc.c0;
+            sh[b + 1u] += acc.c1;
+            sh[b + 2u] += acc.c2;
+            sh[b + 3u] += acc.c3;
+            sh[b + 4u] += acc.c4;
+            sh[b + 5u] += acc.c5;
+            sh[b + 6u] += acc.c6;
+            sh[b + 7u] += acc.c7;
         }
     }
     workgroupBarrier();

@@ -90,6 +90,23 @@ fn teams_min_chunk(caps: &Caps) -> Option<usize> {
     accepted(caps.tuning.decode_min_chunk, |v| v <= 1 << 20)
 }
 
+/// Query heads per workgroup where the keys are too few to fill the GPU ([`few_keys`]).
+const NARROW_GB: usize = 2;
+
+/// Whether `blocks` head blocks over `kv_len` keys, in chunks of at least the long contexts'
+/// fewest keys, make at most half the `target` workgroups. The teams plan then takes blocks of
+/// [`NARROW_GB`] query heads: each workgroup reads its chunk's keys for fewer heads (the other
+/// blocks read the same keys, from L2 at these lengths), and twice or more the workgroups run.
+/// Measured on the H200 (2026-11-29, `model_bench` GPU ms per decode token, 4 heads per block
+/// -> 2): Llama-3.2-1B (d 64, 32/8 heads) 0.975 -> 0.951 from an empty cache, 1.100 -> 1.079
+/// after 4096 tokens, and after 32768 (528 workgroups either way: not narrowed) 1.367 -> 1.413;
+/// Llama-3-8B 2.846 -> 2.804 and 3.221 -> 3.197; Qwen2.5-7B (7 heads per block -> 2) 2.895 ->
+/// 2.770 and 3.167 -> 3.066 (results/2026-11-29-h200-depth).
+fn few_keys(caps: &Caps, kv_len: usize, blocks: usize, target: usize, step: usize) -> bool {
+    let (_, nchunks) = split(kv_len, blocks, target, step, teams_min_chunk(caps).unwrap_or(128));
+    blocks * nchunks * 2 <= target
+}
+
 /// Workgroups a short context is spread over, and the fewest keys per chunk it may take.
 const SHORT_WORKGROUPS: usize = 256;
 const SHORT_MIN_CHUNK: usize = 16;
@@ -136,7 +153,9 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// B=2 with prefetch 26.3 / 51.0 / 83.0. Rows that would need more than
 /// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
-/// keys * pieces per lane to 32. Overrides (the `decode_*` fields of [`crate::Tuning`], taken from
+/// keys * pieces per lane to 32. Query heads per workgroup: the GQA group up to 8 (and 16 /
+/// pieces per lane), 2 where the keys are too few to fill the GPU otherwise ([`few_keys`]).
+/// Overrides (the `decode_*` fields of [`crate::Tuning`], taken from
 /// `caps.tuning`): `decode_wg` (64..1024), `decode_lanes` (max L), `decode_keys` (1..8),
 /// `decode_workgroups` (target workgroups), `decode_prefetch`, `decode_min_chunk` (fewest keys per
 /// chunk), `decode_gb` (most query heads per workgroup, 1..8).
@@ -175,9 +194,12 @@ pub fn decode_plan(caps: &Caps, variant: Variant, s: &AttnShape, kv_f16: bool, k
             let prefetch = t.decode_prefetch != Some(false);
             let keys = accepted(t.decode_keys, |v| (1..=8).contains(&v)).unwrap_or(if kv_f16 && prefetch { 2 } else { 4 }).min(32 / ppl);
             let max_gb = accepted(t.decode_gb, |v| (1..=8).contains(&v)).unwrap_or(8);
-            let gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl).min(max_gb);
-            let gblocks = s.group().div_ceil(gb);
+            let mut gb = head_block(s, mem.saturating_sub(64), 4 * d + 8 * teams)?.min(16 / ppl).min(max_gb);
             let target = accepted(caps.tuning.decode_workgroups, |v| (1..=1 << 16).contains(&v)).unwrap_or(528);
+            if t.decode_gb.is_none() && gb > NARROW_GB && few_keys(caps, kv_len, s.kv_heads * s.group().div_ceil(gb), target, teams * keys) {
+                gb = NARROW_GB;
+            }
+            let gblocks = s.group().div_ceil(gb);
             let (chunk, nchunks) = teams_split(caps, kv_len, s.kv_heads * gblocks, target, teams * keys);
             return Ok(DecodePlan { teams: true, native: false, matrix: None, wg, gb, tile: 0, lanes, keys, prefetch, chunk, nchunks, gblocks });
         }

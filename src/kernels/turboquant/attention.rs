@@ -42,16 +42,16 @@ impl DecodeAttention {
 /// Smallest positions-per-split the plan uses.
 const SPLIT_MIN: usize = 64;
 
-/// The split pass's workgroup memory plan (the override constants of tq_attention.wgsl), chosen
-/// per device by [`Footprint::of`].
+/// The split pass's workgroup memory plan (the `SPLIT_MAX`, `SH` and `STRIPE_ROUNDS` constants
+/// of tq_attention.wgsl), chosen per device by [`Footprint::of`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Footprint {
-    /// Positions per split at most (`SPLIT_MAX`).
-    pub split_max: usize,
-    /// vec4s of the shared array (`SH`).
-    pub sh: usize,
-    /// Rounds of the V stripes' sums (`STRIPE_ROUNDS`).
-    pub rounds: usize,
+    /// Positions per split at most.
+    pub(crate) split_max: usize,
+    /// vec4s of the shared array.
+    sh: usize,
+    /// Rounds of the V stripes' sums.
+    rounds: usize,
 }
 
 impl Footprint {
@@ -60,7 +60,8 @@ impl Footprint {
     /// 12.6 KiB: inside WebGPU's default 16 KiB.
     pub const COMPACT: Footprint = Footprint { split_max: 128, sh: 640, rounds: 2 };
 
-    /// Workgroup memory bytes: `sh`, the V norms, the 16 centroids, the reductions' 128 vec4s.
+    /// Workgroup memory bytes: the shared array, the V norms, the 16 centroids, the reductions'
+    /// 128 vec4s.
     pub const fn bytes(self) -> usize {
         16 * self.sh + 4 * self.split_max + 4 * 16 + 16 * 128
     }
@@ -74,8 +75,13 @@ impl Footprint {
             .ok_or_else(|| Error::Limit(format!("{}: needs {} bytes of workgroup memory, the device has {mem}", ATTENTION.name, Footprint::COMPACT.bytes())))
     }
 
-    pub(crate) fn constants(self) -> Vec<(&'static str, f64)> {
-        vec![("SPLIT_MAX", self.split_max as f64), ("SH", self.sh as f64), ("STRIPE_ROUNDS", self.rounds as f64)]
+    /// The constants, WGSL (placed before tq_attention.wgsl; plain constants rather than
+    /// overrides, so the full plan's code is what it was before the compact one existed).
+    pub(crate) fn wgsl(self) -> &'static str {
+        match self == Footprint::FULL {
+            true => "const SPLIT_MAX: u32 = 512u;\nconst SH: u32 = 1024u;\nconst STRIPE_ROUNDS: u32 = 1u;\n",
+            false => "const SPLIT_MAX: u32 = 128u;\nconst SH: u32 = 640u;\nconst STRIPE_ROUNDS: u32 = 2u;\n",
+        }
     }
 }
 

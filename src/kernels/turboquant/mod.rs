@@ -377,9 +377,9 @@ impl PipelineKey for TqPipeline {
                 bindings: op.bindings(),
             },
             TqPipeline::Attend { variant, footprint } => PipelineDesc {
-                source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), ATTENTION_WGSL]),
+                source: ShaderSource::Wgsl(vec![prologue(variant), codebook::wgsl_snippet(), footprint.wgsl(), ATTENTION_WGSL]),
                 entry: "attend",
-                constants: footprint.constants(),
+                constants: vec![],
                 workgroup_size: [128, 1, 1],
                 params_size: std::mem::size_of::<AttendParams>() as u64,
                 bindings: ATTEND_BINDINGS,
