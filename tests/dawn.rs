@@ -345,3 +345,49 @@ fn every_kernel_on_dawn() {
     assert!(failures.is_empty(), "{} cases failed on Dawn (seed {seed})", failures.len());
     assert!(passed > 0, "nothing ran on Dawn");
 }
+
+/// The plans made for WebGPU's default 16 KiB of workgroup memory (the families' plan cases that
+/// ask for it: TurboQuant's compact split pass, the attention prefill's small tiles), executed by
+/// Dawn: what a browser that grants no more runs.
+#[test]
+fn webgpu_default_memory_plans_on_dawn() {
+    let dawn = Arc::new(Dawn::start());
+    let base = context_like(&dawn);
+    let seed = Rng::fresh_seed();
+    println!("seed {seed} (set WGKERNELS_SEED={seed} to reproduce)");
+    let mut rng = Rng::new(seed);
+    let (mut passed, mut failures) = (0, Vec::new());
+    for kernel in kernels::registry() {
+        let info = kernel.info();
+        for pc in kernel.plan_cases().into_iter().filter(|pc| pc.adapter.workgroup_memory == Some(16 << 10)) {
+            for v in [Variant::Portable, Variant::Subgroup].into_iter().filter(|&v| pc.variant.is_none_or(|p| p == v)) {
+                if info.support(base.caps(), v).is_err() {
+                    continue;
+                }
+                let options = ContextOptions::default().with_policy(VariantPolicy::Require(v)).with_tuning(pc.tuning.clone()).with_dispatch_executor(dawn.clone());
+                let ctx = base.with_options(options).with_caps(|caps| pc.adapter.apply(caps));
+                let before = dawn.dispatches.load(Ordering::Relaxed);
+                let line = match run_case(&ctx, pc.case.as_ref(), &mut rng) {
+                    Ok(c) if c.passed() && dawn.dispatches.load(Ordering::Relaxed) > before => {
+                        passed += 1;
+                        format!("PASS  {}", c.summary())
+                    }
+                    Ok(c) => {
+                        failures.push(format!("{} {} {}: {}", info.name, v.name(), pc.case.name(), c.summary()));
+                        format!("FAIL  {}", c.summary())
+                    }
+                    Err(e) => {
+                        failures.push(format!("{} {} {}: {e}", info.name, v.name(), pc.case.name()));
+                        format!("FAIL  error: {e}")
+                    }
+                };
+                println!("{:<22} {:<9} {:<36} {line}", info.name, v.name(), pc.case.name());
+            }
+        }
+    }
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    assert!(failures.is_empty(), "{} plan cases failed on Dawn (seed {seed})", failures.len());
+    assert!(passed > 0, "nothing ran on Dawn");
+}

@@ -154,7 +154,7 @@ fn head_block(s: &AttnShape, mem: usize, per_head: usize) -> Result<usize> {
 /// 8 pieces per lane (e.g. head_dim 256 f32 at subgroup size 4, or a head_dim that is not a
 /// multiple of 4 (f32) / 8 (f16), whose 4-byte pieces are many) fall back to the Portable kernel. The teams kernel's register arrays bound GB * pieces per lane to 16 and
 /// keys * pieces per lane to 32. Query heads per workgroup: the GQA group up to 8 (and 16 /
-/// pieces per lane), 2 where the keys are too few to fill the GPU otherwise ([`few_keys`]).
+/// pieces per lane), 2 where the keys are too few to fill the GPU otherwise (`few_keys`).
 /// Overrides (the `decode_*` fields of [`crate::Tuning`], taken from
 /// `caps.tuning`): `decode_wg` (64..1024), `decode_lanes` (max L), `decode_keys` (1..8),
 /// `decode_workgroups` (target workgroups), `decode_prefetch`, `decode_min_chunk` (fewest keys per
