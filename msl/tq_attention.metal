@@ -34,12 +34,12 @@
 // Passthrough conventions (see src/native.rs): params at buffer(0) in the constant address space,
 // storage binding i at buffer(i), device const for read-only; no sizes buffer; threadgroup of 128
 // threads; threadgroup memory: 1024 + 128 float4, 512 + 16 float (20.1 KiB): the twin's full
-// footprint (its defaults). A device with less threadgroup memory runs the twin's compact
-// footprint (WGSL) instead of this kernel.
+// footprint (turboquant::Footprint::FULL). A device with less threadgroup memory runs the twin's
+// compact footprint (WGSL) instead of this kernel.
 //
 // Twin fingerprint (tests/msl_bindings.rs fails when the twin's WGSL text changes, until the change
 // is ported here and the fingerprint updated):
-//   tq_attend: twin fnv1a64 dab9e747d9f7c6b2
+//   tq_attend: twin fnv1a64 68efe5a1c1b19ffe
 
 #include <metal_stdlib>
 using namespace metal;

@@ -437,9 +437,9 @@ fn attend(g: TqGroup, ids: TqIds) {
     // then each coordinate's owner sums them into sh[coordinate] (only it reads or writes that
     // coordinate's entries).
     let per = vk.st / STRIPE_ROUNDS;
-    let b = select(vk.s0 % per, vk.s0, STRIPE_ROUNDS == 1u) * p.d + 8u * vk.w;
+    let b = (vk.s0 % per) * p.d + 8u * vk.w;
     workgroupBarrier();
-    if (STRIPE_ROUNDS == 1u || vk.s0 < per) {
+    if (vk.s0 < per) {
         sh[b] = acc.c0;
         sh[b + 1u] = acc.c1;
         sh[b + 2u] = acc.c2;

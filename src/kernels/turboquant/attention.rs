@@ -75,8 +75,8 @@ impl Footprint {
             .ok_or_else(|| Error::Limit(format!("{}: needs {} bytes of workgroup memory, the device has {mem}", ATTENTION.name, Footprint::COMPACT.bytes())))
     }
 
-    /// The constants, WGSL (placed before tq_attention.wgsl; plain constants rather than
-    /// overrides, so the full plan's code is what it was before the compact one existed).
+    /// The constants as WGSL, placed before tq_attention.wgsl (plain constants: each plan's
+    /// pipeline is compiled with its sizes fixed).
     pub(crate) fn wgsl(self) -> &'static str {
         match self == Footprint::FULL {
             true => "const SPLIT_MAX: u32 = 512u;\nconst SH: u32 = 1024u;\nconst STRIPE_ROUNDS: u32 = 1u;\n",
@@ -198,4 +198,21 @@ pub fn decode_attention(b: &mut Batch, ws: &TqAttnWorkspace, q: &GpuBuffer<f32>,
         b.dispatch(&attend, &ap, &bufs, attend_grid)?;
         b.dispatch(&merge, &tp, &[ws.partial.raw(), v.codes.raw(), v.norms.raw(), v.signs.raw(), out.raw()], merge_grid)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each footprint's WGSL names its own sizes, and the sizes keep the shader's invariants: the
+    /// scores fit after the queries (`SH >= SC + SPLIT_MAX`, SC = 512) and the rounds cover the
+    /// V stripes' 1024 vec4s.
+    #[test]
+    fn footprint_constants_are_its_fields() {
+        for f in [Footprint::FULL, Footprint::COMPACT] {
+            let want = format!("const SPLIT_MAX: u32 = {}u;\nconst SH: u32 = {}u;\nconst STRIPE_ROUNDS: u32 = {}u;\n", f.split_max, f.sh, f.rounds);
+            assert_eq!(f.wgsl(), want);
+            assert!(f.sh >= 512 + f.split_max && f.sh * f.rounds >= 1024 && f.split_max % SPLIT_MIN == 0, "{f:?}");
+        }
+    }
 }
